@@ -1,0 +1,47 @@
+// check.hpp — one place for error checks.
+//
+// DL_CHECK(cond, fmt, args...) throws distlab::Error with file:line and a formatted message.
+// DL_MPI_CHECK(call) checks an MPI call and names the call text and MPI's error string.
+// (DL_CUDA_CHECK / DL_NCCL_CHECK live beside the CUDA code, same shape.)
+// The runtime catches Error on any rank and ends every rank with that rank's message.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace distlab {
+
+// A failure the user or the program can act on; the message is one sentence.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad user input: reported as one sentence, exit status 2.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void fail_at(const char* file, int line, const std::string& message);
+
+// MPI's text for an error code (defined with the MPI transport; use only where mpi.h is).
+std::string mpi_error_string(int code);
+
+}  // namespace distlab
+
+#define DL_CHECK(cond, ...)                                                      \
+  do {                                                                           \
+    if (!(cond)) ::distlab::fail_at(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
+  } while (0)
+
+// Checks an MPI call: names the call and MPI's error string.
+#define DL_MPI_CHECK(call)                                                                  \
+  do {                                                                                      \
+    const int dl_mpi_rc = (call);                                                           \
+    DL_CHECK(dl_mpi_rc == MPI_SUCCESS, "{} failed: {}", #call, ::distlab::mpi_error_string(dl_mpi_rc)); \
+  } while (0)
+
+#define DL_FAIL(...) ::distlab::fail_at(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))

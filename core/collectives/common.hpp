@@ -1,0 +1,38 @@
+// collectives/common.hpp — what every collective shares: tags, contribution masks, metadata.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+
+#include "../comm.hpp"
+#include "../ops.hpp"
+#include "../partition.hpp"
+
+namespace distlab::coll {
+
+// One tag per collective, so a message of one can never match a receive of another.
+inline constexpr int kTagScatter = 100;
+inline constexpr int kTagGather = 200;
+inline constexpr int kTagBroadcast = 300;
+inline constexpr int kTagReduce = 400;
+
+// Bit r when rank r's data is in a payload (the trace carries masks while the world <= 64).
+inline std::uint64_t rank_bit(int r) { return r < 64 ? std::uint64_t{1} << r : 0; }
+inline std::uint64_t all_ranks(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
+
+// Metadata of one message: step, the chunks of `buffer` it carries, and whose data is in it.
+inline MsgMeta meta(int step, const std::string& buffer, int chunk_begin, int chunk_end, Apply apply,
+                    std::uint64_t contributors) {
+  MsgMeta m;
+  m.step = step;
+  m.buffer = buffer;
+  m.chunk_begin = chunk_begin;
+  m.chunk_end = chunk_end;
+  m.apply = apply;
+  m.contrib_mask = contributors;
+  m.contributions = std::popcount(contributors);
+  return m;
+}
+
+}  // namespace distlab::coll

@@ -1,0 +1,136 @@
+// comm.hpp — what a lesson's body gets: one rank's view of the run.
+//
+//   comm.rank(), comm.size()                 who am I, how many are we
+//   comm.alloc<float>(n, Category::data)     a buffer charged to this rank's memory ledger
+//   comm.send / recv / isend / irecv / wait  point-to-point, traced (one flow per message)
+//   comm.sendrecv(...)                       both at once, never deadlocks on itself
+//   comm.next_steps(k), comm.mark_step(s)    algorithm steps, for the trace and the viewer
+//   comm.phase("name")                       a named span on the compute lane (RAII)
+//   comm.check(name, ok, detail)             a verification result; all must pass
+//   comm.say(...)                            print on rank 0 only
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "buffer.hpp"
+#include "memory.hpp"
+#include "trace.hpp"
+#include "transport.hpp"
+#include "world.hpp"
+
+namespace distlab {
+
+class Comm {
+ public:
+  Comm(World world, Transport& transport, bool verbose);
+
+  const World& world() const { return world_; }
+  int rank() const { return world_.rank; }
+  int size() const { return world_.size; }
+  Device device() const { return world_.device; }
+  Transport& transport() { return transport_; }
+  Recorder& recorder() { return recorder_; }
+  Ledger& ledger() { return ledger_; }
+
+  template <class T>
+  Buffer<T> alloc(std::size_t n, Category category) {
+    return Buffer<T>(ledger_, category, n, world_.device);
+  }
+
+  // --- point-to-point ------------------------------------------------------------------
+  template <class T>
+  Request isend(View<const T> data, int dst, int tag, MsgMeta meta = {}) {
+    return post(true, {const_cast<T*>(data.ptr), data.bytes(), dtype_of<T>(), data.device}, dst, tag,
+                std::move(meta));
+  }
+  template <class T>
+  Request irecv(View<T> data, int src, int tag, MsgMeta meta = {}) {
+    return post(false, {data.ptr, data.bytes(), dtype_of<T>(), data.device}, src, tag, std::move(meta));
+  }
+  template <class T>
+  void send(View<const T> data, int dst, int tag, MsgMeta meta = {}) {
+    auto r = isend(data, dst, tag, std::move(meta));
+    wait(r);
+  }
+  template <class T>
+  void recv(View<T> data, int src, int tag, MsgMeta meta = {}) {
+    auto r = irecv(data, src, tag, std::move(meta));
+    wait(r);
+  }
+  // Sends to dst and receives from src at once (both posted before either is waited on).
+  template <class T>
+  void sendrecv(View<const T> out, int dst, View<T> in, int src, int tag, MsgMeta send_meta = {},
+                MsgMeta recv_meta = {}) {
+    Request r[2] = {irecv(in, src, tag, std::move(recv_meta)), isend(out, dst, tag, std::move(send_meta))};
+    wait_all(r);
+  }
+  void wait(Request& r);
+  template <std::size_t N>
+  void wait_all(Request (&rs)[N]) {
+    for (auto& r : rs) wait(r);
+  }
+  void wait_all(std::vector<Request>& rs) {
+    for (auto& r : rs) wait(r);
+  }
+  void barrier() { transport_.barrier(); }
+
+  // --- steps and phases -----------------------------------------------------------------
+  // Reserves `count` global step ids. Every rank calls the same collectives in the same
+  // order, so every rank gets the same ids without talking.
+  int next_steps(int count) {
+    const int base = step_counter_;
+    step_counter_ += count;
+    return base;
+  }
+  void mark_step(int step) { recorder_.step(step); }
+
+  class Phase {
+   public:
+    Phase(Comm& comm, std::string name) : comm_(comm), name_(std::move(name)), t0_(now_us()) {}
+    ~Phase();
+    Phase(const Phase&) = delete;
+    Phase& operator=(const Phase&) = delete;
+
+   private:
+    Comm& comm_;
+    std::string name_;
+    double t0_;
+  };
+  Phase phase(std::string name) { return Phase(*this, std::move(name)); }
+
+  // Declares a logical buffer whose chunks messages will name (MsgMeta::buffer).
+  void declare_buffer(const std::string& name, std::uint64_t length, int chunks);
+
+  // --- verification and output ----------------------------------------------------------
+  void check(const std::string& name, bool ok, const std::string& detail = {});
+  // True when a test asked (with --inject-fault) that this rank's result be corrupted.
+  bool inject_fault() const { return inject_fault_ && world_.rank == world_.size - 1; }
+  void set_inject_fault(bool on) { inject_fault_ = on; }
+
+  template <class... Args>
+  void say(fmt::format_string<Args...> f, Args&&... args) {
+    if (world_.rank != 0) return;
+    fmt::print(f, std::forward<Args>(args)...);
+    std::fflush(stdout);
+  }
+
+ private:
+  Request post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta meta);
+
+  World world_;
+  Transport& transport_;
+  Recorder recorder_;
+  Ledger ledger_;
+  bool verbose_;
+  bool inject_fault_ = false;
+  int step_counter_ = 1;  // step ids start at 1, as people count them
+  std::unordered_map<std::uint64_t, std::uint64_t> send_seq_, recv_seq_;
+};
+
+}  // namespace distlab

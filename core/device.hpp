@@ -1,0 +1,31 @@
+// device.hpp — where memory lives and how it is allocated.
+//
+// CPU memory is 64-byte aligned host memory. CUDA memory (when built with CUDA) comes from
+// cudaMalloc, never managed memory. Every allocation goes through here so the memory ledger
+// can charge it (see memory.hpp).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "world.hpp"
+
+namespace distlab {
+
+void* device_alloc(Device device, std::size_t bytes);
+void device_free(Device device, void* ptr) noexcept;
+
+// Copies between any two places (host or device); the CPU build only knows host memory.
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+
+// Number of CUDA devices that answer; 0 in a build without CUDA or on a machine without one.
+int cuda_device_count();
+
+// True when this build was compiled with CUDA support.
+bool built_with_cuda();
+
+// Resolves --device auto|cpu|cuda for this build and machine; throws UsageError with a
+// sentence that says why cuda cannot be used.
+Device resolve_device(const std::string& requested);
+
+}  // namespace distlab

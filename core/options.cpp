@@ -1,0 +1,43 @@
+#include "options.hpp"
+
+#include "check.hpp"
+#include "units.hpp"
+
+namespace distlab {
+
+void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size, const std::string& default_trace) {
+  o.size_text = format_count(default_size);
+  o.trace_path = default_trace;
+  app.add_option("--ranks", o.ranks, "number of in-process ranks (threads); under mpirun leave it out or give -np")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--device", o.device, "where the data lives: auto, cpu or cuda")
+      ->capture_default_str();
+  app.add_option("--transport", o.transport, "how ranks talk: auto (threads, or mpi under mpirun), threads, mpi")
+      ->capture_default_str();
+  app.add_option("--size", o.size_text,
+                 "elements per buffer; K, M, G suffixes are powers of 1024 (e.g. 4K, 64M, 1G)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed for the generated data")->capture_default_str();
+  app.add_option("--trace", o.trace_path, "where to write the trace (Chrome Trace Event JSON)")
+      ->capture_default_str();
+  app.add_flag("--no-trace", o.no_trace, "write no trace file");
+  app.add_flag("--verbose", o.verbose, "log every message: r0 -> r1 | step 3 | chunk 2 | 1.0 MiB");
+  app.add_option("--deadlock-timeout", o.deadlock_timeout,
+                 "seconds a rank may wait for a message before the run reports who waits for whom and stops")
+      ->capture_default_str();
+  app.add_flag("--inject-fault", o.inject_fault, "corrupt the last rank's result (to see verification fail)")
+      ->group("Testing");
+}
+
+void finish_options(Options& o) {
+  o.size = parse_size(o.size_text);
+  if (!(o.deadlock_timeout > 0))
+    throw UsageError("--deadlock-timeout must be a positive number of seconds");
+  if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi")
+    throw UsageError("--transport must be auto, threads or mpi, not '" + o.transport + "'");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    throw UsageError("--device must be auto, cpu or cuda, not '" + o.device + "'");
+  if (o.trace_path.empty() && !o.no_trace) throw UsageError("--trace needs a path (or use --no-trace)");
+}
+
+}  // namespace distlab

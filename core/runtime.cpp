@@ -1,0 +1,400 @@
+#include "runtime.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "check.hpp"
+#include "device.hpp"
+#include "json.hpp"
+#include "trace_writer.hpp"
+#include "transport_threads.hpp"
+#include "units.hpp"
+
+#ifdef DISTLAB_HAVE_MPI
+#include "transport_mpi.hpp"
+#endif
+
+namespace distlab {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names)
+    if (const char* v = env(n)) return std::atoi(v);
+  return fallback;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
+// A value as JSON: numbers and booleans as they are, anything else as a string.
+std::string json_value(const std::string& text) {
+  if (text == "true" || text == "false") return text;
+  if (!text.empty()) {
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    if (end && *end == '\0' && text.find_first_not_of("0123456789+-.eE") == std::string::npos) return text;
+  }
+  return json_string(text);
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") || env("MPI_LOCALNRANKS");
+}
+int launcher_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
+int launcher_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0); }
+
+// --- results --------------------------------------------------------------------------
+
+std::vector<RankTraffic> RunResult::traffic(int first_step, int last_step) const {
+  std::vector<RankTraffic> out(logs.size());
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    auto& t = out[i];
+    std::set<int> steps;
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& e : logs[i].spans) {
+      if (e.kind == SpanEvent::Kind::plain) continue;
+      if (first_step >= 0 && (e.meta.step < first_step || e.meta.step > last_step)) continue;
+      if (e.kind == SpanEvent::Kind::send) {
+        t.bytes_sent += e.bytes;
+        ++t.msgs_sent;
+      } else {
+        t.bytes_recv += e.bytes;
+        ++t.msgs_recv;
+      }
+      if (e.meta.step >= 0) steps.insert(e.meta.step);
+      spans.emplace_back(e.t0, e.t1);
+    }
+    t.steps = static_cast<int>(steps.size());
+    // Time covered by at least one message: the union of their intervals.
+    std::sort(spans.begin(), spans.end());
+    double end = -1e300;
+    for (const auto& [a, b] : spans) {
+      if (a > end) {
+        t.comm_seconds += (b - a) * 1e-6;
+        end = b;
+      } else if (b > end) {
+        t.comm_seconds += (b - end) * 1e-6;
+        end = b;
+      }
+    }
+  }
+  return out;
+}
+
+int RunResult::steps() const {
+  std::set<int> steps;
+  for (const auto& log : logs)
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= 0) steps.insert(e.meta.step);
+  return static_cast<int>(steps.size());
+}
+
+void print_schedule(const RunResult& result, int max_lines) {
+  std::map<int, std::vector<std::pair<int, const SpanEvent*>>> by_step;
+  for (const auto& log : result.logs)
+    for (const auto& e : log.spans)
+      if (e.kind == SpanEvent::Kind::send && e.meta.step >= 0) by_step[e.meta.step].emplace_back(log.rank, &e);
+  int lines = 0;
+  for (auto& [step, sends] : by_step) {
+    if (lines++ >= max_lines) {
+      fmt::print("  ... ({} steps in all)\n", by_step.size());
+      break;
+    }
+    std::sort(sends.begin(), sends.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::string line = fmt::format("  step {:>2}:", step);
+    for (std::size_t i = 0; i < sends.size(); ++i) {
+      const auto& [src, e] = sends[i];
+      line += fmt::format("{} r{} -> r{}", i ? "," : "", src, e->peer);
+      if (e->meta.chunk_begin >= 0) {
+        if (e->meta.chunk_end == e->meta.chunk_begin + 1) line += fmt::format(" chunk {}", e->meta.chunk_begin);
+        else line += fmt::format(" chunks {}-{}", e->meta.chunk_begin, e->meta.chunk_end - 1);
+      }
+      line += fmt::format(" ({}{})", format_bytes(static_cast<double>(e->bytes)),
+                          e->meta.apply == Apply::reduce ? ", reduce" : "");
+    }
+    fmt::print("{}\n", line);
+  }
+}
+
+void print_traffic(const RunResult& result) {
+  const auto traffic = result.traffic();
+  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", "rank", "sent", "received", "msgs>",
+             "msgs<", "steps", "comm time");
+  std::uint64_t sent = 0, recv = 0;
+  for (std::size_t r = 0; r < traffic.size(); ++r) {
+    const auto& t = traffic[r];
+    fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", fmt::format("r{}", r),
+               format_bytes(static_cast<double>(t.bytes_sent)), format_bytes(static_cast<double>(t.bytes_recv)),
+               t.msgs_sent, t.msgs_recv, t.steps, format_seconds(t.comm_seconds));
+    sent += t.bytes_sent;
+    recv += t.bytes_recv;
+  }
+  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}\n", "all", format_bytes(static_cast<double>(sent)),
+             format_bytes(static_cast<double>(recv)), "", "", result.steps());
+}
+
+// --- the lesson frame -----------------------------------------------------------------
+
+Lesson::Lesson(LessonInfo info)
+    : info_(std::move(info)), app_(fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title)) {
+  const char* dir = env("DISTLAB_TRACE_DIR");
+#ifdef DISTLAB_TRACE_DIR_DEFAULT
+  const std::string trace_dir = dir ? dir : DISTLAB_TRACE_DIR_DEFAULT;
+#else
+  const std::string trace_dir = dir ? dir : "traces";
+#endif
+  add_common_options(app_, options_, info_.default_size, trace_dir + "/" + id() + ".json");
+  app_.get_formatter()->column_width(34);
+}
+
+void Lesson::set_metadata(const std::string& key, const std::string& json_value) {
+  for (auto& kv : metadata_)
+    if (kv.first == key) {
+      kv.second = json_value;
+      return;
+    }
+  metadata_.emplace_back(key, json_value);
+}
+
+std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CLI::Option* opt : app_.get_options()) {
+    std::string name = opt->get_name(false, true);
+    if (name.rfind("--", 0) != 0) continue;
+    name = name.substr(2);
+    if (name == "help" || name == "inject-fault" || name == "verbose") continue;
+    std::string value;
+    if (opt->get_expected_min() == 0) value = opt->count() > 0 ? "true" : "false";
+    else if (opt->count() > 0 && !opt->results().empty()) value = opt->results().back();
+    else value = opt->get_default_str();
+    out.emplace_back(name, json_value(value));
+  }
+  return out;
+}
+
+namespace {
+
+// Runs one rank's body and records how it ended on the hub.
+void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadHub& hub) {
+  RankLog& log = comm.recorder().log();
+  log.t_start = now_us();
+  try {
+    body(comm);
+  } catch (const UsageError& e) {
+    hub.fail(-1, e.what(), 2);
+  } catch (const Aborted&) {
+  } catch (const std::exception& e) {
+    hub.fail(comm.rank(), e.what(), 1);
+  }
+  comm.transport().finished();
+  log.t_end = now_us();
+  log.peak = comm.ledger().peaks();
+  log.peak_total = comm.ledger().peak_total();
+}
+
+}  // namespace
+
+int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
+  const bool under_mpi = launched_by_mpi();
+  const bool speaker = !under_mpi || launcher_rank() == 0;
+  auto usage = [&](const std::string& message) {
+    if (speaker) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, message);
+    return 2;
+  };
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return speaker ? app_.exit(e) : 0;  // --help
+    return usage(fmt::format("{} (run with --help to see the options)", e.what()));
+  }
+
+  World world;
+  try {
+    finish_options(options_);
+    if (options_.transport == "mpi" && !under_mpi)
+      throw UsageError(fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab lesson {} --mpi 4",
+                                   info_.number));
+    if (options_.transport == "threads" && under_mpi)
+      throw UsageError("--transport threads cannot be used under mpirun; leave --transport out or run without mpirun");
+    world.mode = under_mpi ? Mode::mpi : Mode::threads;
+    if (under_mpi) {
+      world.size = launcher_size();
+      if (options_.ranks != 0 && options_.ranks != world.size)
+        throw UsageError(fmt::format("--ranks {} disagrees with the {} processes mpirun started; leave --ranks out under mpirun",
+                                     options_.ranks, world.size));
+#ifndef DISTLAB_HAVE_MPI
+      throw UsageError("this build has no MPI support (Open MPI was not found at configure time); run without mpirun");
+#endif
+    } else {
+      world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
+    }
+    world.device = resolve_device(options_.device);
+    world.transport = to_string(world.mode);
+    if (on_world_) on_world_(world);
+  } catch (const UsageError& e) {
+    return usage(e.what());
+  }
+
+  if (world.mode == Mode::threads) {
+    ThreadHub hub(world.size, options_.deadlock_timeout);
+    std::vector<std::unique_ptr<ThreadTransport>> transports;
+    std::vector<std::unique_ptr<Comm>> comms;
+    const std::string host = host_name();
+    for (int r = 0; r < world.size; ++r) {
+      transports.push_back(std::make_unique<ThreadTransport>(hub, r));
+      World w = world;
+      w.rank = r;
+      comms.push_back(std::make_unique<Comm>(w, *transports.back(), options_.verbose));
+      comms.back()->set_inject_fault(options_.inject_fault);
+      comms.back()->recorder().log().host = host;
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world.size; ++r)
+      threads.emplace_back([&, r] { run_thread_rank(*comms[static_cast<std::size_t>(r)], body, hub); });
+    for (auto& t : threads) t.join();
+    if (hub.failed()) {
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, hub.failure());
+      if (hub.exit_code() != 2)
+        fmt::print("lesson {} {}: FAILED ({} ranks, threads, {})\n", info_.number, info_.name, world.size,
+                   to_string(world.device));
+      return hub.exit_code();
+    }
+    RunResult result;
+    result.world = world;
+    result.world.rank = 0;
+    for (auto& c : comms) result.logs.push_back(std::move(c->recorder().log()));
+    return finish(result);
+  }
+
+#ifdef DISTLAB_HAVE_MPI
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  {
+    MpiTransport transport(options_.deadlock_timeout);
+    World w = world;
+    w.rank = transport.rank();
+    w.size = transport.size();
+    Comm comm(w, transport, options_.verbose);
+    comm.set_inject_fault(options_.inject_fault);
+    RankLog& log = comm.recorder().log();
+    log.host = transport.host();
+    log.clock_offset_us = transport.clock_offset_us();
+    log.t_start = now_us();
+    try {
+      body(comm);
+    } catch (const UsageError& e) {
+      MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);
+    } catch (const std::exception& e) {
+      MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
+    }
+    log.t_end = now_us();
+    log.peak = comm.ledger().peaks();
+    log.peak_total = comm.ledger().peak_total();
+    transport.finished();
+    try {
+      transport.barrier();  // polled: a rank still blocked elsewhere is reported, not waited on forever
+      auto parts = transport.gather_bytes(serialize(log), 0);
+      if (w.rank == 0) {
+        RunResult result;
+        result.world = w;
+        result.world.rank = 0;
+        for (const auto& p : parts) result.logs.push_back(deserialize(p));
+        code = finish(result);
+      }
+      code = transport.broadcast_int(code, 0);
+    } catch (const std::exception& e) {
+      MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed at the end: {}", info_.number, w.rank, e.what()), 1);
+    }
+  }
+  MPI_Finalize();
+  return code;
+#else
+  return usage("this build has no MPI support");
+#endif
+}
+
+int Lesson::finish(RunResult& result) {
+  double t0 = 1e300, t1 = -1e300;
+  int failed = 0;
+  for (const auto& log : result.logs) {
+    t0 = std::min(t0, log.t_start + log.clock_offset_us);
+    t1 = std::max(t1, log.t_end + log.clock_offset_us);
+    for (const auto& c : log.checks) {
+      ++result.checks;
+      if (!c.ok) ++failed;
+    }
+  }
+  result.wall_seconds = result.logs.empty() ? 0 : (t1 - t0) * 1e-6;
+
+  bool report_ok = true;
+  try {
+    if (on_report_) on_report_(result);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "distlab lesson {}: the report failed: {}\n", info_.number, e.what());
+    report_ok = false;
+  }
+  // The report's checks belong to rank 0, which made them; they go into the trace with the rest.
+  for (auto& c : result.report_checks) {
+    ++result.checks;
+    if (!c.ok) ++failed;
+    if (!result.logs.empty()) result.logs[0].checks.push_back(std::move(c));
+  }
+  result.report_checks.clear();
+  result.verified = report_ok && result.checks > 0 && failed == 0;
+  int code = result.verified ? 0 : 1;
+  for (const auto& log : result.logs)
+    for (const auto& c : log.checks)
+      if (!c.ok) fmt::print("check failed on r{}: {}{}{}\n", log.rank, c.name, c.detail.empty() ? "" : ": ", c.detail);
+
+  std::string trace_note;
+  if (!options_.no_trace) {
+    TraceInfo ti;
+    ti.lesson = id();
+    ti.title = info_.title;
+    ti.algorithm = algorithm_;
+    ti.world = result.world;
+    ti.parameters = parameters();
+    ti.metadata = metadata_;
+    ti.verified = result.verified && code == 0;
+    ti.wall_seconds = result.wall_seconds;
+    try {
+      write_trace(options_.trace_path, ti, result.logs);
+      trace_note = ", trace " + options_.trace_path;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
+      code = 1;
+    }
+  }
+  const std::string where = fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
+                                        to_string(result.world.device));
+  if (code == 0)
+    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name, result.checks, where,
+               result.wall_seconds, trace_note);
+  else if (result.checks == 0)
+    fmt::print("lesson {} {}: FAILED (no checks ran, {})\n", info_.number, info_.name, where);
+  else
+    fmt::print("lesson {} {}: FAILED ({} of {} checks failed, {})\n", info_.number, info_.name, failed, result.checks,
+               where);
+  std::fflush(stdout);
+  return code;
+}
+
+}  // namespace distlab

@@ -1,0 +1,110 @@
+// runtime.hpp — a lesson program's frame: options, launch of ranks, failure, report, trace.
+//
+//   int main(int argc, char** argv) {
+//     distlab::Lesson lesson({"02", "scatter_gather", "scatter and gather from a root", 4, 1 << 20});
+//     int root = 0;
+//     lesson.app().add_option("--root", root, "rank that scatters and gathers");
+//     return lesson.run(argc, argv, [&](distlab::Comm& comm) { ... });
+//   }
+//
+// run() parses the options, starts the ranks (threads, or this process's rank under
+// mpirun), runs the body on every rank, and then on rank 0: collects every rank's log,
+// calls the report hook, writes the trace and prints the final line, which says
+// `verified` only when every rank's every check passed. Exit status: 0 verified,
+// 1 a check failed or a rank threw, 2 bad options, 3 deadlock.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm.hpp"
+#include "options.hpp"
+#include "trace.hpp"
+#include "world.hpp"
+
+namespace distlab {
+
+struct LessonInfo {
+  std::string number;  // "02"
+  std::string name;    // "scatter_gather"
+  std::string title;   // one line for --help and the trace
+  int default_ranks = 4;
+  std::uint64_t default_size = 1 << 20;
+};
+
+// Per-rank traffic, counted from the recorded messages.
+struct RankTraffic {
+  std::uint64_t bytes_sent = 0, bytes_recv = 0;
+  std::uint64_t msgs_sent = 0, msgs_recv = 0;
+  int steps = 0;            // distinct steps in which this rank sent or received
+  double comm_seconds = 0;  // time with at least one message in flight
+};
+
+struct RunResult {
+  World world;  // size, mode, device, transport (rank is 0)
+  std::vector<RankLog> logs;
+  double wall_seconds = 0;
+  bool verified = false;
+  int checks = 0;
+
+  // Checks the report hook makes (formulas against measured counts); they count like any.
+  std::vector<CheckResult> report_checks;
+  void check(const std::string& name, bool ok, const std::string& detail = {}) {
+    report_checks.push_back({name, ok, detail});
+  }
+
+  // Traffic of the messages whose step lies in [first_step, last_step] (default: all).
+  std::vector<RankTraffic> traffic(int first_step = -1, int last_step = 1 << 30) const;
+  int steps() const;  // distinct global steps over all ranks
+};
+
+// "step 1: r0 -> r1 chunk 1 (4 B)" lines, grouped by step, for small runs.
+void print_schedule(const RunResult& result, int max_lines = 48);
+// Per-rank table: bytes sent and received, messages, steps, communication time.
+void print_traffic(const RunResult& result);
+
+class Lesson {
+ public:
+  explicit Lesson(LessonInfo info);
+
+  CLI::App& app() { return app_; }
+  const Options& options() const { return options_; }
+  const LessonInfo& info() const { return info_; }
+  std::string id() const { return info_.number + "_" + info_.name; }
+
+  // Checked once the world size is known, before any rank starts; throw UsageError.
+  void on_world(std::function<void(const World&)> f) { on_world_ = std::move(f); }
+  // Runs on rank 0 after all ranks have finished, before the final line: tables, and checks
+  // of measured counts against formulas (result.check).
+  void on_report(std::function<void(RunResult&)> f) { on_report_ = std::move(f); }
+  // Extra otherData fields for the trace: key and an already-encoded JSON value.
+  void set_metadata(const std::string& key, const std::string& json_value);
+  void set_algorithm(std::string algorithm) { algorithm_ = std::move(algorithm); }
+
+  int run(int argc, char** argv, const std::function<void(Comm&)>& body);
+
+ private:
+  int finish(RunResult& result);
+  std::vector<std::pair<std::string, std::string>> parameters() const;
+
+  LessonInfo info_;
+  CLI::App app_;
+  Options options_;
+  std::function<void(const World&)> on_world_;
+  std::function<void(RunResult&)> on_report_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  std::string algorithm_;
+};
+
+// True when this process was started by mpirun / mpiexec (Open MPI, MPICH or PMIx).
+bool launched_by_mpi();
+// The world size and rank the launcher announced in the environment (1 and 0 otherwise).
+int launcher_size();
+int launcher_rank();
+
+}  // namespace distlab

@@ -1,0 +1,17 @@
+#include "transport.hpp"
+
+#include <fmt/format.h>
+
+#include "units.hpp"
+
+namespace distlab {
+
+std::string describe_wait(int rank, const RequestState* r, double since_us, double now) {
+  if (!r) return fmt::format("r{} waits in barrier for {:.1f} s", rank, (now - since_us) * 1e-6);
+  return fmt::format("r{} waits in {} {} r{} (tag {}, {}, {}) for {:.1f} s", rank,
+                     r->is_send ? "send" : "recv", r->is_send ? "to" : "from", r->peer, r->tag,
+                     format_bytes(static_cast<double>(r->mem.bytes)), to_string(r->mem.dtype),
+                     (now - since_us) * 1e-6);
+}
+
+}  // namespace distlab

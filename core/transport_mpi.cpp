@@ -1,0 +1,260 @@
+#include "transport_mpi.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "check.hpp"
+#include "clock.hpp"
+
+namespace distlab {
+
+namespace {
+
+constexpr int kReportTag = 1;                       // on the control communicator
+constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are int: send >1 GiB in pieces
+
+struct MpiReq : RequestState {
+  std::vector<MPI_Request> reqs;
+  std::vector<MPI_Status> statuses;
+};
+
+// Sleeps a little longer the longer a wait lasts: ranks may share a core (oversubscribed).
+void backoff(long& spins) {
+  ++spins;
+  if (spins < 2000) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+}
+
+}  // namespace
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+MpiTransport::MpiTransport(double deadlock_timeout_s) : timeout_us_(deadlock_timeout_s * 1e6) {
+  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &data_));
+  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
+  MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(data_, &rank_);
+  MPI_Comm_size(data_, &size_);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  host_.assign(name, static_cast<std::size_t>(len));
+  estimate_clock_offsets();
+}
+
+MpiTransport::~MpiTransport() {
+  if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+  if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
+}
+
+// Ranks on rank 0's host share its clock. For the others, rank 0 runs a few ping-pongs and
+// keeps the offset of the round with the smallest round trip (Cristian's method).
+void MpiTransport::estimate_clock_offsets() {
+  std::vector<char> hosts(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME, 0);
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, 0);
+  std::copy(host_.begin(), host_.end(), mine.begin());
+  MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, control_);
+  auto host_of = [&](int r) { return std::string(&hosts[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]); };
+  const std::string root_host = host_of(0);
+  for (int r = 1; r < size_; ++r) {
+    if (host_of(r) == root_host) continue;
+    if (rank_ == 0) {
+      double best_rtt = 1e300, best_offset = 0;
+      for (int round = 0; round < 8; ++round) {
+        const double t0 = now_us();
+        double remote = 0;
+        MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, control_);
+        MPI_Recv(&remote, 1, MPI_DOUBLE, r, 2, control_, MPI_STATUS_IGNORE);
+        const double t1 = now_us();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          best_offset = (t0 + t1) / 2 - remote;
+        }
+      }
+      MPI_Send(&best_offset, 1, MPI_DOUBLE, r, 3, control_);
+    } else if (rank_ == r) {
+      for (int round = 0; round < 8; ++round) {
+        double t0 = 0;
+        MPI_Recv(&t0, 1, MPI_DOUBLE, 0, 2, control_, MPI_STATUS_IGNORE);
+        const double t = now_us();
+        MPI_Send(&t, 1, MPI_DOUBLE, 0, 2, control_);
+      }
+      MPI_Recv(&clock_offset_us_, 1, MPI_DOUBLE, 0, 3, control_, MPI_STATUS_IGNORE);
+    }
+  }
+}
+
+Request MpiTransport::isend(const MemRef& mem, int dst, int tag) {
+  auto req = std::make_shared<MpiReq>();
+  req->is_send = true;
+  req->peer = dst;
+  req->tag = tag;
+  req->mem = mem;
+  req->t_post = now_us();
+  auto* p = static_cast<const char*>(mem.ptr);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(kPiece, mem.bytes - off);
+    req->reqs.emplace_back();
+    DL_MPI_CHECK(MPI_Isend(p + off, static_cast<int>(n), MPI_BYTE, dst, tag, data_, &req->reqs.back()));
+    off += n;
+  } while (off < mem.bytes);
+  return req;
+}
+
+Request MpiTransport::irecv(const MemRef& mem, int src, int tag) {
+  auto req = std::make_shared<MpiReq>();
+  req->is_send = false;
+  req->peer = src;
+  req->tag = tag;
+  req->mem = mem;
+  req->t_post = now_us();
+  auto* p = static_cast<char*>(mem.ptr);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(kPiece, mem.bytes - off);
+    req->reqs.emplace_back();
+    DL_MPI_CHECK(MPI_Irecv(p + off, static_cast<int>(n), MPI_BYTE, src, tag, data_, &req->reqs.back()));
+    off += n;
+  } while (off < mem.bytes);
+  return req;
+}
+
+void MpiTransport::poll_control(const RequestState* waiting, double since) {
+  int flag = 0;
+  MPI_Status st;
+  MPI_Iprobe(MPI_ANY_SOURCE, kReportTag, control_, &flag, &st);
+  if (!flag) return;
+  int who = 0;
+  MPI_Recv(&who, 1, MPI_INT, st.MPI_SOURCE, kReportTag, control_, MPI_STATUS_IGNORE);
+  const std::string line = finished_ && !waiting
+                               ? fmt::format("r{} has finished and waits for the others at the end", rank_)
+                               : describe_wait(rank_, waiting, since, now_us());
+  std::fprintf(stderr, "  %s\n", line.c_str());
+  std::fflush(stderr);
+  reported_ = true;
+}
+
+void MpiTransport::report_deadlock(const RequestState* waiting, double since) {
+  if (!reported_) {
+    const std::string head = fmt::format(
+        "distlab: deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for "
+        "whom (ranks not listed are computing, not waiting on a message):",
+        rank_, timeout_us_ * 1e-6);
+    std::fprintf(stderr, "%s\n  %s\n", head.c_str(), describe_wait(rank_, waiting, since, now_us()).c_str());
+    std::fflush(stderr);
+    // Ask every other rank to print its own wait; they poll the control communicator.
+    std::vector<MPI_Request> asks(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) MPI_Isend(&rank_, 1, MPI_INT, r, kReportTag, control_, &asks[static_cast<std::size_t>(r)]);
+  }
+  // Give the other ranks a moment to print, then end everyone.
+  const double until = now_us() + 1.0e6;
+  while (now_us() < until) {
+    poll_control(waiting, since);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::exit(3);
+}
+
+void MpiTransport::wait_requests(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+                                 const RequestState* waiting) {
+  statuses.resize(reqs.size());
+  const double since = now_us();
+  long spins = 0;
+  for (;;) {
+    int flag = 0;
+    const int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, statuses.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) DL_FAIL("MPI_Testall failed: {}", mpi_error_string(rc));
+    if (flag || rc == MPI_ERR_IN_STATUS) {
+      if (rc == MPI_ERR_IN_STATUS) {
+        for (auto& s : statuses)
+          if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING) {
+            if (waiting && s.MPI_ERROR == MPI_ERR_TRUNCATE)
+              throw Error(fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects",
+                                      waiting->peer, rank_, waiting->tag, waiting->mem.bytes));
+            throw Error(fmt::format("MPI message failed: {}", mpi_error_string(s.MPI_ERROR)));
+          }
+      }
+      return;
+    }
+    poll_control(waiting, since);
+    if (now_us() - since > timeout_us_) report_deadlock(waiting, since);
+    backoff(spins);
+  }
+}
+
+void MpiTransport::wait(RequestState& request) {
+  if (request.done.load(std::memory_order_acquire)) return;
+  auto& r = static_cast<MpiReq&>(request);
+  wait_requests(r.reqs, r.statuses, &request);
+  r.t_done = now_us();
+  if (!r.is_send) {
+    std::size_t got = 0;
+    for (auto& s : r.statuses) {
+      int count = 0;
+      MPI_Get_count(&s, MPI_BYTE, &count);
+      got += static_cast<std::size_t>(count);
+    }
+    if (got != r.mem.bytes)
+      throw Error(fmt::format("message r{} -> r{} (tag {}) has {} B but the receive expects {} B", r.peer, rank_,
+                              r.tag, got, r.mem.bytes));
+  }
+  r.done.store(true, std::memory_order_release);
+}
+
+void MpiTransport::barrier() {
+  std::vector<MPI_Request> reqs(1);
+  std::vector<MPI_Status> statuses;
+  DL_MPI_CHECK(MPI_Ibarrier(data_, &reqs[0]));
+  wait_requests(reqs, statuses, nullptr);
+}
+
+std::vector<std::vector<char>> MpiTransport::gather_bytes(const std::vector<char>& mine, int root) {
+  long long n = static_cast<long long>(mine.size());
+  std::vector<long long> sizes(static_cast<std::size_t>(size_));
+  DL_MPI_CHECK(MPI_Gather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, root, data_));
+  std::vector<std::vector<char>> out;
+  // Point-to-point per rank keeps each log under MPI's int count limit on its own.
+  if (rank_ == root) {
+    out.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      auto& buf = out[static_cast<std::size_t>(r)];
+      buf.resize(static_cast<std::size_t>(sizes[static_cast<std::size_t>(r)]));
+      if (r == root) buf = mine;
+      else
+        DL_MPI_CHECK(MPI_Recv(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, r, 4, control_, MPI_STATUS_IGNORE));
+    }
+  } else {
+    DL_MPI_CHECK(MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, root, 4, control_));
+  }
+  return out;
+}
+
+int MpiTransport::broadcast_int(int value, int root) {
+  DL_MPI_CHECK(MPI_Bcast(&value, 1, MPI_INT, root, data_));
+  return value;
+}
+
+void MpiTransport::abort_all(const std::string& message, int exit_code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "distlab: %s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace distlab

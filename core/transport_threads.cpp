@@ -1,0 +1,245 @@
+#include "transport_threads.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "check.hpp"
+#include "clock.hpp"
+#include "device.hpp"
+
+namespace distlab {
+
+struct ThreadHub::Req : RequestState {
+  int owner = -1;  // the rank that posted it and waits on it
+};
+
+namespace {
+constexpr auto kWakeSlice = std::chrono::milliseconds(50);  // how often a waiter looks at the clock
+}
+
+ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
+    : size_(size), timeout_us_(deadlock_timeout_s * 1e6) {
+  for (int r = 0; r < size; ++r) slots_.push_back(std::make_unique<Slot>());
+}
+
+void ThreadHub::fail(int rank, const std::string& message, int exit_code) {
+  {
+    std::lock_guard lk(fail_m_);
+    if (!failed_) {
+      failed_ = true;
+      failure_ = rank >= 0 ? fmt::format("rank {} failed: {}", rank, message) : message;
+      exit_code_ = exit_code;
+    }
+  }
+  aborting_.store(true, std::memory_order_release);
+  wake_all();
+}
+
+bool ThreadHub::failed() const {
+  std::lock_guard lk(fail_m_);
+  return failed_;
+}
+std::string ThreadHub::failure() const {
+  std::lock_guard lk(fail_m_);
+  return failure_;
+}
+int ThreadHub::exit_code() const {
+  std::lock_guard lk(fail_m_);
+  return exit_code_;
+}
+
+void ThreadHub::wake_all() {
+  for (auto& s : slots_) {
+    { std::lock_guard lk(s->wake); }
+    s->cv.notify_all();
+  }
+  { std::lock_guard lk(barrier_m_); }
+  barrier_cv_.notify_all();
+}
+
+void ThreadHub::complete(Req& r) {
+  r.t_done = now_us();
+  r.done.store(true, std::memory_order_release);
+  Slot& owner = *slots_[r.owner];
+  { std::lock_guard lk(owner.wake); }  // no lost wake-up: the waiter tests `done` under this lock
+  owner.cv.notify_all();
+}
+
+void ThreadHub::report_deadlock(int detector) {
+  const double now = now_us();
+  std::string report = fmt::format(
+      "deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for whom:",
+      detector, timeout_us_ * 1e-6);
+  for (int r = 0; r < size_; ++r) {
+    Slot& s = *slots_[r];
+    std::lock_guard lk(s.registry);
+    std::string line;
+    if (s.blocked || s.in_barrier)
+      line = describe_wait(r, s.in_barrier ? nullptr : s.blocked, s.blocked_since, now);
+    else if (s.finished)
+      line = fmt::format("r{} has finished and will send nothing more", r);
+    else
+      line = fmt::format("r{} is running (not waiting on a message)", r);
+    report += "\n  " + line;
+  }
+  fail(-1, report, 3);
+  throw Aborted();
+}
+
+Request ThreadTransport::isend(const MemRef& mem, int dst, int tag) {
+  auto req = std::make_shared<ThreadHub::Req>();
+  req->is_send = true;
+  req->peer = dst;
+  req->tag = tag;
+  req->mem = mem;
+  req->owner = rank_;
+  req->t_post = now_us();
+  std::shared_ptr<ThreadHub::Req> match;
+  {
+    auto& box = *hub_.slots_[dst];
+    std::lock_guard lk(box.mailbox);
+    for (auto it = box.recvs.begin(); it != box.recvs.end(); ++it) {
+      if ((*it)->peer == rank_ && (*it)->tag == tag) {
+        match = *it;
+        box.recvs.erase(it);
+        break;
+      }
+    }
+    if (!match) box.sends.push_back(req);
+  }
+  if (match) transfer(*req, *match);
+  return req;
+}
+
+Request ThreadTransport::irecv(const MemRef& mem, int src, int tag) {
+  auto req = std::make_shared<ThreadHub::Req>();
+  req->is_send = false;
+  req->peer = src;
+  req->tag = tag;
+  req->mem = mem;
+  req->owner = rank_;
+  req->t_post = now_us();
+  std::shared_ptr<ThreadHub::Req> match;
+  {
+    auto& box = *hub_.slots_[rank_];
+    std::lock_guard lk(box.mailbox);
+    for (auto it = box.sends.begin(); it != box.sends.end(); ++it) {
+      if ((*it)->owner == src && (*it)->tag == tag) {
+        match = *it;
+        box.sends.erase(it);
+        break;
+      }
+    }
+    if (!match) box.recvs.push_back(req);
+  }
+  if (match) transfer(*match, *req);
+  return req;
+}
+
+// Runs on whichever rank matched second; both requests are out of every mailbox by now.
+void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
+  if (send.mem.bytes != recv.mem.bytes || send.mem.dtype != recv.mem.dtype) {
+    const std::string why = fmt::format(
+        "message r{} -> r{} (tag {}) has {} B of {} but the receive expects {} B of {}", send.owner,
+        recv.owner, send.tag, send.mem.bytes, to_string(send.mem.dtype), recv.mem.bytes,
+        to_string(recv.mem.dtype));
+    send.error = why;
+    recv.error = why;
+  } else {
+    device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
+  }
+  hub_.complete(recv);
+  hub_.complete(send);
+}
+
+void ThreadTransport::wait(RequestState& request) {
+  if (!request.done.load(std::memory_order_acquire)) {
+    auto& me = *hub_.slots_[rank_];
+    const double since = now_us();
+    {
+      std::lock_guard lk(me.registry);
+      me.blocked = &request;
+      me.blocked_since = since;
+    }
+    auto unregister = [&] {
+      std::lock_guard lk(me.registry);
+      me.blocked = nullptr;
+    };
+    for (;;) {
+      {
+        std::unique_lock lk(me.wake);
+        me.cv.wait_for(lk, kWakeSlice, [&] {
+          return request.done.load(std::memory_order_acquire) || hub_.aborting();
+        });
+      }
+      if (request.done.load(std::memory_order_acquire)) break;
+      if (hub_.aborting()) {
+        unregister();
+        throw Aborted();
+      }
+      if (now_us() - since > hub_.timeout_us_) {
+        try {
+          hub_.report_deadlock(rank_);
+        } catch (...) {
+          unregister();
+          throw;
+        }
+      }
+    }
+    unregister();
+  }
+  if (!request.error.empty()) throw Error(request.error);
+}
+
+void ThreadTransport::barrier() {
+  auto& me = *hub_.slots_[rank_];
+  std::unique_lock lk(hub_.barrier_m_);
+  const unsigned long gen = hub_.barrier_generation_;
+  if (++hub_.barrier_arrived_ == hub_.size_) {
+    hub_.barrier_arrived_ = 0;
+    ++hub_.barrier_generation_;
+    lk.unlock();
+    hub_.barrier_cv_.notify_all();
+    return;
+  }
+  const double since = now_us();
+  {
+    std::lock_guard rl(me.registry);
+    me.in_barrier = true;
+    me.blocked_since = since;
+  }
+  auto unregister = [&] {
+    std::lock_guard rl(me.registry);
+    me.in_barrier = false;
+  };
+  for (;;) {
+    hub_.barrier_cv_.wait_for(lk, kWakeSlice,
+                              [&] { return gen != hub_.barrier_generation_ || hub_.aborting(); });
+    if (gen != hub_.barrier_generation_) break;
+    if (hub_.aborting()) {
+      lk.unlock();
+      unregister();
+      throw Aborted();
+    }
+    if (now_us() - since > hub_.timeout_us_) {
+      lk.unlock();
+      try {
+        hub_.report_deadlock(rank_);
+      } catch (...) {
+        unregister();
+        throw;
+      }
+    }
+  }
+  lk.unlock();
+  unregister();
+}
+
+void ThreadTransport::finished() {
+  auto& me = *hub_.slots_[rank_];
+  std::lock_guard lk(me.registry);
+  me.finished = true;
+}
+
+}  // namespace distlab

@@ -1,0 +1,89 @@
+// transport_threads.hpp — in-process ranks: one thread per rank, messages by direct copy.
+//
+// Every rank has a mailbox of unmatched sends addressed to it and unmatched receives it has
+// posted. Whichever side arrives second finds its partner (first match by (source, tag), in
+// posting order) and copies the sender's buffer straight into the receiver's: one memcpy, no
+// staging. A send therefore completes when the receiver has its data (rendezvous), so two
+// ranks that both send first to each other deadlock exactly as they might under MPI.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport.hpp"
+
+namespace distlab {
+
+// Shared by all in-process ranks of one run.
+class ThreadHub {
+ public:
+  ThreadHub(int size, double deadlock_timeout_s);
+
+  int size() const { return size_; }
+  bool aborting() const { return aborting_.load(std::memory_order_acquire); }
+
+  // Records the first failure (later ones are dropped) and wakes every waiting rank.
+  void fail(int rank, const std::string& message, int exit_code);
+  bool failed() const;
+  std::string failure() const;
+  int exit_code() const;
+
+ private:
+  friend class ThreadTransport;
+  struct Req;
+  struct Slot {
+    std::mutex mailbox;                  // guards sends and recvs
+    std::deque<std::shared_ptr<Req>> sends;  // unmatched sends addressed to this rank
+    std::deque<std::shared_ptr<Req>> recvs;  // unmatched receives this rank posted
+    std::mutex wake;                     // the owner sleeps on cv under this mutex
+    std::condition_variable cv;
+    std::mutex registry;                 // what the owner is blocked on, for the report
+    const RequestState* blocked = nullptr;
+    bool in_barrier = false;
+    double blocked_since = 0;
+    bool finished = false;
+  };
+
+  void complete(Req& r);
+  void wake_all();
+  // Builds the who-waits-for-whom report, records it as the failure and aborts.
+  [[noreturn]] void report_deadlock(int detector);
+
+  int size_;
+  double timeout_us_;
+  std::atomic<bool> aborting_{false};
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  std::mutex barrier_m_;
+  std::condition_variable barrier_cv_;
+  int barrier_arrived_ = 0;
+  unsigned long barrier_generation_ = 0;
+
+  mutable std::mutex fail_m_;
+  bool failed_ = false;
+  std::string failure_;
+  int exit_code_ = 0;
+};
+
+// The endpoint one rank uses.
+class ThreadTransport : public Transport {
+ public:
+  ThreadTransport(ThreadHub& hub, int rank) : hub_(hub), rank_(rank) {}
+  const char* name() const override { return "threads"; }
+  Request isend(const MemRef& mem, int dst, int tag) override;
+  Request irecv(const MemRef& mem, int src, int tag) override;
+  void wait(RequestState& request) override;
+  void barrier() override;
+  void finished() override;
+
+ private:
+  void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
+  ThreadHub& hub_;
+  int rank_;
+};
+
+}  // namespace distlab

@@ -1,0 +1,59 @@
+// verify.hpp — comparing a rank's result with an independent Eigen reference.
+//
+// References are computed in float64 with Eigen from the inputs (data.hpp), never from
+// what the collective produced. A float32 sum of N terms in another order differs from the
+// float64 sum by at most about N * 2^-24 of the terms' magnitudes, so reductions are
+// compared with |got - want| <= tol * (1 + |want|) and copies must match exactly (tol 0).
+#pragma once
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "buffer.hpp"
+
+namespace distlab {
+
+struct Comparison {
+  bool ok = true;
+  double max_error = 0;  // max |got - want|
+  std::size_t worst = 0;
+  double got = 0, want = 0;  // at the worst index
+  std::size_t n = 0;
+
+  std::string detail() const {
+    if (n == 0) return "empty";
+    return fmt::format("max |error| {:.3g} at [{}] (got {:.9g}, want {:.9g}) over {} elements", max_error, worst,
+                       got, want, n);
+  }
+};
+
+template <class T>
+Comparison compare(View<const T> got, const Eigen::VectorXd& want, double tol) {
+  Comparison c;
+  c.n = got.size();
+  if (static_cast<std::size_t>(want.size()) != got.size()) {
+    c.ok = false;
+    c.max_error = INFINITY;
+    return c;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = static_cast<double>(got[i]), w = want[static_cast<Eigen::Index>(i)];
+    const double err = std::fabs(g - w);
+    if (!(err <= tol * (1.0 + std::fabs(w)))) c.ok = false;  // NaN fails too
+    if (!(err <= c.max_error)) {
+      c.max_error = err;
+      c.worst = i;
+      c.got = g;
+      c.want = w;
+    }
+  }
+  return c;
+}
+
+// Tolerance for a float32 sum of `terms` values of magnitude about 1, against float64.
+inline double sum_tolerance(int terms) { return 4.0 * terms * std::ldexp(1.0, -24); }
+
+}  // namespace distlab

@@ -1,0 +1,51 @@
+// world.hpp — who am I, how many are we, how do we run.
+//
+// A World is the same object in every run mode: in-process ranks (one thread each, the
+// default) or one process per rank under mpirun. Lessons read it; they never branch on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace distlab {
+
+enum class Mode : std::uint8_t { threads, mpi };
+enum class Device : std::uint8_t { cpu, cuda };
+
+// Element types a buffer or message can hold.
+enum class DType : std::uint8_t { u8, i32, i64, f32, f64 };
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  Mode mode = Mode::threads;
+  Device device = Device::cpu;
+  std::string transport = "threads";  // the transport in use: "threads" or "mpi"
+};
+
+const char* to_string(Mode m);
+const char* to_string(Device d);
+const char* to_string(DType t);
+std::size_t dtype_size(DType t);
+
+template <class T>
+constexpr DType dtype_of() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, std::uint8_t> || std::is_same_v<U, char> ||
+                std::is_same_v<U, std::byte>)
+    return DType::u8;
+  else if constexpr (std::is_same_v<U, std::int32_t>)
+    return DType::i32;
+  else if constexpr (std::is_same_v<U, std::int64_t>)
+    return DType::i64;
+  else if constexpr (std::is_same_v<U, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<U, double>)
+    return DType::f64;
+  else
+    static_assert(sizeof(T) == 0, "distlab: unsupported element type");
+}
+
+}  // namespace distlab
