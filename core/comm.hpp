@@ -7,7 +7,7 @@
 //   comm.next_steps(k), comm.mark_step(s)    algorithm steps, for the trace and the viewer
 //   comm.phase("name")                       a named span on the compute lane (RAII)
 //   comm.check(name, ok, detail)             a verification result; all must pass
-//   comm.say(...)                            print on rank 0 only
+//   comm.say(...), comm.say_on(r, ...)       print on rank 0 only / on rank r only
 #pragma once
 
 #include <fmt/format.h>
@@ -111,11 +111,19 @@ class Comm {
   void check(const std::string& name, bool ok, const std::string& detail = {});
   // True when a test asked (with --inject-fault) that this rank's result be corrupted.
   bool inject_fault() const { return inject_fault_ && world_.rank == world_.size - 1; }
+  bool fault_requested() const { return inject_fault_; }  // on every rank: the lesson picks one
   void set_inject_fault(bool on) { inject_fault_ = on; }
 
   template <class... Args>
   void say(fmt::format_string<Args...> f, Args&&... args) {
     if (world_.rank != 0) return;
+    fmt::print(f, std::forward<Args>(args)...);
+    std::fflush(stdout);
+  }
+  // Print on one chosen rank (a root other than 0, say).
+  template <class... Args>
+  void say_on(int rank, fmt::format_string<Args...> f, Args&&... args) {
+    if (world_.rank != rank) return;
     fmt::print(f, std::forward<Args>(args)...);
     std::fflush(stdout);
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -372,12 +373,18 @@ int Lesson::finish(RunResult& result) {
     ti.algorithm = algorithm_;
     ti.world = result.world;
     ti.parameters = parameters();
+    for (auto& [key, value] : ti.parameters) {  // resolved values, not how they were typed
+      if (key == "ranks") value = std::to_string(result.world.size);
+      if (key == "size") value = std::to_string(options_.size);
+    }
     ti.metadata = metadata_;
     ti.verified = result.verified && code == 0;
     ti.wall_seconds = result.wall_seconds;
     try {
       write_trace(options_.trace_path, ti, result.logs);
-      trace_note = ", trace " + options_.trace_path;
+      std::error_code ec;
+      const auto shown = std::filesystem::proximate(options_.trace_path, ec);
+      trace_note = ", trace " + (ec ? options_.trace_path : shown.string());
     } catch (const std::exception& e) {
       fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
       code = 1;

@@ -119,6 +119,7 @@ LoadedTrace parse_trace(const std::string& json) {
     } else if (ph == "i") {
       object args;
       TraceStep s;
+      s.pid = static_cast<int>(pid);
       s.ts = ts;
       if (o["args"].get_object().get(args) == simdjson::SUCCESS) s.step = int_or(args, "step", -1);
       t.steps.push_back(s);
@@ -153,11 +154,17 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
     if (!named.count(r)) bad.push_back(fmt::format("rank {} (pid {}) has no process_name", r - 1, r));
   for (int pid : named)
     if (!pid_ok(pid)) bad.push_back(fmt::format("pid {} is outside 1..{}", pid, t.world_size));
-  for (const auto& s : t.spans)
-    if (!pid_ok(s.pid)) {
-      bad.push_back(fmt::format("span '{}' has pid {} outside 1..{}", s.name, s.pid, t.world_size));
-      break;
-    }
+  auto first_bad_pid = [&](const auto& events, const char* what) {
+    for (const auto& e : events)
+      if (!pid_ok(e.pid)) {
+        bad.push_back(fmt::format("a {} has pid {} outside 1..{}", what, e.pid, t.world_size));
+        return;
+      }
+  };
+  first_bad_pid(t.spans, "span");
+  first_bad_pid(t.flows, "flow event");
+  first_bad_pid(t.counters, "counter");
+  first_bad_pid(t.steps, "step frame");
 
   // Durations and timestamps.
   for (const auto& s : t.spans) {

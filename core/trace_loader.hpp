@@ -38,6 +38,7 @@ struct TraceCounter {
 };
 
 struct TraceStep {
+  int pid = 0;
   double ts = 0;
   std::int64_t step = 0;
 };

@@ -16,7 +16,7 @@ std::uint64_t parse_size(const std::string& text) {
   }
   std::string suffix = text.substr(pos);
   for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (!suffix.empty() && suffix.back() == 'I') suffix.pop_back();  // "Ki" == "K"
+  if (suffix.size() == 2 && suffix[1] == 'I') suffix.pop_back();  // "Ki" == "K"
   std::uint64_t scale = 1;
   if (suffix == "K") scale = 1ull << 10;
   else if (suffix == "M") scale = 1ull << 20;
@@ -25,7 +25,9 @@ std::uint64_t parse_size(const std::string& text) {
     throw UsageError("'" + text + "' has an unknown suffix; use K, M or G (powers of 1024)");
   const std::string digits = text.substr(0, pos);
   if (digits.size() > 15) throw UsageError("'" + text + "' is too large a size");
-  return std::stoull(digits) * scale;
+  const std::uint64_t value = std::stoull(digits);
+  if (value > std::numeric_limits<std::uint64_t>::max() / scale) throw UsageError("'" + text + "' is too large a size");
+  return value * scale;
 }
 
 std::string format_bytes(double bytes) {

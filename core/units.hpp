@@ -13,7 +13,7 @@ namespace distlab {
 // Parses "1000", "4K", "64M", "1G" (case-insensitive, optional "i"). Throws UsageError.
 std::uint64_t parse_size(const std::string& text);
 
-// 1536 -> "1.5 KiB"; 8 -> "8 B".
+// 1536 -> "1.50 KiB"; 8 -> "8 B" (three significant digits).
 std::string format_bytes(double bytes);
 
 // seconds -> "12.3 us", "4.56 ms", "1.23 s".

@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
       auto g = compare(View<const float>(result.view()), want, std::ldexp(1.0, -24));
       comm.check("gather: root holds every rank's scaled chunk in rank order", g.ok, g.detail());
       if (L <= 16) {
-        comm.say("\nroot input : {}\n", fmt::join(whole.host(), " "));
-        comm.say("gathered   : {}   (chunk k scaled by k + 1)\n", fmt::join(result.host(), " "));
+        comm.say_on(root, "\nroot input : {}\n", fmt::join(whole.host(), " "));
+        comm.say_on(root, "gathered   : {}   (chunk k scaled by k + 1)\n", fmt::join(result.host(), " "));
       }
     }
 

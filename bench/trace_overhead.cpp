@@ -1,0 +1,67 @@
+// distlab_bench_trace — what recording the trace costs.
+//
+// Runs the same all-reduce (reduce + broadcast) with the recorder on and off, alternating,
+// and reports the median time per all-reduce for each and the difference. Recording is a
+// push_back into the rank's own event vectors, so the cost is per message, not per byte:
+// large buffers should show no measurable difference, tiny ones a fraction of a microsecond
+// per message.
+//
+//   distlab_bench_trace [--ranks 4] [--size 16M] [--iters 10]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/collectives/all_reduce_reduce_broadcast.hpp"
+#include "core/data.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+
+using namespace distlab;
+
+int main(int argc, char** argv) {
+  Lesson bench({"b1", "trace_overhead", "all-reduce with the trace recorder on and off", 4, 16 << 20});
+  int iters = 10;
+  bench.app().add_option("--iters", iters, "all-reduces per setting")->check(CLI::Range(1, 100000))->capture_default_str();
+  std::vector<double> on, off;  // rank 0's seconds per all-reduce
+  bench.on_report([&](RunResult& r) {
+    auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    const double t_on = median(on), t_off = median(off);
+    const std::uint64_t bytes = bench.options().size * sizeof(float);
+    const int msgs = 2 * (r.world.size - 1);  // on rank 0, per all-reduce
+    fmt::print("\nall-reduce of {} on {} ranks ({}), median of {} each:\n", format_bytes(double(bytes)), r.world.size,
+               r.world.transport, iters);
+    fmt::print("  recorder off  {:>10}\n  recorder on   {:>10}\n", format_seconds(t_off), format_seconds(t_on));
+    fmt::print("  overhead      {:>+9.2f} %   ({:+.3f} us per message on rank 0)\n", 100.0 * (t_on - t_off) / t_off,
+               (t_on - t_off) * 1e6 / msgs);
+    r.check("timed every iteration", on.size() == std::size_t(iters) && off.size() == std::size_t(iters));
+  });
+  return bench.run(argc, argv, [&](Comm& comm) {
+    const std::size_t n = bench.options().size;
+    Buffer<float> data = comm.alloc<float>(n, Category::data);
+    fill_input(data.view(), 1, comm.rank());
+    for (int i = 0; i < 2 * iters + 1; ++i) {
+      const bool record = i % 2 == 1;  // i = 0 warms up, then off, on, off, on ...
+      comm.recorder().set_enabled(record);
+      comm.barrier();
+      const double t0 = now_us();
+      coll::all_reduce_reduce_broadcast(comm, data.view());
+      comm.barrier();
+      const double dt = (now_us() - t0) * 1e-6;
+      if (comm.rank() == 0 && i > 0) (record ? on : off).push_back(dt);
+      for (float& x : data.host()) x = 1.0f;  // keep values bounded across iterations
+    }
+    comm.recorder().set_enabled(true);
+    // After the last all-reduce of ones every element is N.
+    bool all_n = std::all_of(data.host().begin(), data.host().end(), [&](float x) { return x == float(comm.size()); });
+    if (iters > 0) {
+      for (float& x : data.host()) x = 1.0f;
+      coll::all_reduce_reduce_broadcast(comm, data.view());
+      all_n = std::all_of(data.host().begin(), data.host().end(), [&](float x) { return x == float(comm.size()); });
+    }
+    comm.check("all-reduce of ones gives N everywhere", all_n);
+  });
+}

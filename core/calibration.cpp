@@ -1,0 +1,95 @@
+#include "calibration.hpp"
+
+#include <Eigen/Dense>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "check.hpp"
+#include "json.hpp"
+#include "trace_writer.hpp"
+
+namespace distlab {
+
+Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
+  DL_CHECK(points.size() >= 2, "fitting alpha and beta needs at least two sizes, got {}", points.size());
+  // Rows [w, w n] [alpha beta]^T = w t with w = 1 / t: minimises the sum of squared relative errors.
+  Eigen::MatrixXd A(static_cast<Eigen::Index>(points.size()), 2);
+  Eigen::VectorXd b(static_cast<Eigen::Index>(points.size()));
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto [n, t] = points[i];
+    DL_CHECK(t > 0, "a measured time must be positive (size {} B took {} s)", n, t);
+    const double w = 1.0 / t;
+    A(Eigen::Index(i), 0) = w;
+    A(Eigen::Index(i), 1) = w * n;
+    b[Eigen::Index(i)] = 1.0;
+  }
+  const Eigen::Vector2d x = A.colPivHouseholderQr().solve(b);
+  return {x[0], x[1], points};
+}
+
+namespace {
+
+std::string entry_json(const Calibration& c) {
+  std::string pts;
+  for (std::size_t i = 0; i < c.points.size(); ++i)
+    pts += fmt::format("{}[{},{}]", i ? "," : "", json_number(c.points[i].first), json_number(c.points[i].second));
+  return fmt::format(R"({{"alpha_s":{},"beta_s_per_byte":{},"bandwidth_bytes_per_s":{},"points":[{}]}})",
+                     json_number(c.alpha_s), json_number(c.beta_s_per_byte),
+                     json_number(c.beta_s_per_byte > 0 ? 1.0 / c.beta_s_per_byte : 0.0), pts);
+}
+
+std::map<std::string, Calibration> read_all(const std::string& path) {
+  std::map<std::string, Calibration> out;
+  std::ifstream f(path);
+  if (!f) return out;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(ss.str()).get(root)) return out;  // unreadable: start afresh
+  simdjson::dom::object entries;
+  if (root["calibrations"].get_object().get(entries)) return out;
+  for (auto [key, value] : entries) {
+    Calibration c;
+    double a = 0, b = 0;
+    if (value["alpha_s"].get_double().get(a) || value["beta_s_per_byte"].get_double().get(b)) continue;
+    c.alpha_s = a;
+    c.beta_s_per_byte = b;
+    simdjson::dom::array pts;
+    if (!value["points"].get_array().get(pts))
+      for (auto p : pts) {
+        double n = 0, t = 0;
+        if (!p.at(0).get_double().get(n) && !p.at(1).get_double().get(t)) c.points.emplace_back(n, t);
+      }
+    out[std::string(key)] = c;
+  }
+  return out;
+}
+
+}  // namespace
+
+void save_calibration(const std::string& path, const std::string& key, const Calibration& c) {
+  auto all = read_all(path);
+  all[key] = c;
+  std::string text = "{\"schema_version\":1,\"model\":\"t = alpha + beta * bytes\",\"calibrations\":{\n";
+  bool first = true;
+  for (const auto& [k, v] : all) {
+    text += fmt::format("{}  {}:{}", first ? "" : ",\n", json_string(k), entry_json(v));
+    first = false;
+  }
+  text += "\n}}\n";
+  write_text_file(path, text);
+}
+
+std::optional<Calibration> load_calibration(const std::string& path, const std::string& key) {
+  auto all = read_all(path);
+  auto it = all.find(key);
+  if (it == all.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace distlab

@@ -1,0 +1,146 @@
+// Lesson 01 — send and receive: the cost of one message
+//
+// Concept: every distributed algorithm is built from point-to-point messages. Rank 0 sends n
+// bytes to rank 1, which sends them straight back (a ping-pong); half the round trip is the
+// one-way time of one message. Measured over sizes from 8 B to 64 MiB, the times follow the
+// latency-bandwidth (alpha-beta) model:
+//
+//     t(n) = alpha + beta * n        alpha: latency (s), beta: seconds per byte (1/bandwidth)
+//
+// Small messages cost alpha, large ones cost n / bandwidth. The fit is saved to
+// traces/calibration.json so later lessons can predict their times from it.
+//
+// Run:  ./distlab lesson 01                       two in-process ranks (threads: memcpy)
+//       ./distlab lesson 01 --mpi 2               two processes through Open MPI
+//       ./distlab lesson 01 --size 1M             stop at 1 MiB
+#include <Eigen/Dense>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/data.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+
+using namespace distlab;
+
+namespace {
+
+constexpr int kTag = 1;
+constexpr int kTracedReps = 2;  // the trace keeps two round trips per size; the rest only time
+
+// Repetitions per size: many for small messages (noisy), few for large ones (slow).
+int repetitions(std::size_t bytes) {
+  const std::size_t budget = std::size_t{128} << 20;  // about 128 MiB moved per size
+  return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 5, 200));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"01", "send_recv", "ping-pong between two ranks; fit latency (alpha) and bandwidth (beta)", 2,
+                 std::uint64_t{64} << 20});
+  std::string calibration_path = std::string(lesson.options().trace_path);
+  calibration_path = calibration_path.substr(0, calibration_path.rfind('/') + 1) + "calibration.json";
+  lesson.app()
+      .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta (empty: do not save)")
+      ->capture_default_str();
+  lesson.set_algorithm("ping-pong");
+  const auto& opt = lesson.options();
+  lesson.on_world([&](const World& w) {
+    if (w.size < 2) throw UsageError("lesson 01 needs at least 2 ranks (--ranks 2, or mpirun -np 2)");
+    if (opt.size < 16) throw UsageError("--size is the largest message in bytes and must be at least 16 (two sizes to fit a line through)");
+  });
+
+  // (bytes, one-way seconds) measured on rank 0.
+  std::vector<std::pair<double, double>> points;
+
+  lesson.on_report([&](RunResult& r) {
+    const Calibration fit = fit_alpha_beta(points);
+    fmt::print("\nfit by weighted least squares (each size weighted by 1/t^2):\n");
+    fmt::print("  alpha (latency)     = {}\n", format_seconds(fit.alpha_s));
+    fmt::print("  beta  (per byte)    = {:.4g} ns/B   ->  bandwidth 1/beta = {:.2f} GB/s\n", fit.beta_s_per_byte * 1e9,
+               fit.beta_s_per_byte > 0 ? 1e-9 / fit.beta_s_per_byte : 0.0);
+    fmt::print("  half-performance size n_1/2 = alpha / beta = {}\n",
+               format_bytes(fit.beta_s_per_byte > 0 ? fit.alpha_s / fit.beta_s_per_byte : 0.0));
+
+    // An independent solution of the same weighted problem: the 2x2 normal equations by hand.
+    double s00 = 0, s01 = 0, s11 = 0, b0 = 0, b1 = 0;
+    for (const auto& [n, t] : points) {
+      const double w = 1.0 / t;
+      s00 += w * w, s01 += w * w * n, s11 += w * w * n * n, b0 += w, b1 += w * n;
+    }
+    const double det = s00 * s11 - s01 * s01;
+    const double alpha2 = (b0 * s11 - b1 * s01) / det, beta2 = (s00 * b1 - s01 * b0) / det;
+    auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)); };
+    r.check("Eigen QR fit equals the normal-equations fit", close(fit.alpha_s, alpha2) && close(fit.beta_s_per_byte, beta2),
+            fmt::format("alpha {} vs {}, beta {} vs {}", fit.alpha_s, alpha2, fit.beta_s_per_byte, beta2));
+    r.check("latency alpha is positive", fit.alpha_s > 0, format_seconds(fit.alpha_s));
+    r.check("time per byte beta is positive", fit.beta_s_per_byte > 0);
+    r.check("every size was measured", !points.empty());
+
+    if (!calibration_path.empty()) {
+      const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+      save_calibration(calibration_path, key, fit);
+      fmt::print("  saved as \"{}\" in {}\n", key, calibration_path);
+    }
+    lesson.set_metadata("alpha_s", fmt::format("{}", fit.alpha_s));
+    lesson.set_metadata("beta_s_per_byte", fmt::format("{}", fit.beta_s_per_byte));
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int me = comm.rank();
+    if (comm.size() > 2) comm.say("ranks 2 .. {} take no part: a ping-pong needs two\n", comm.size() - 1);
+    if (me > 1) return;
+
+    // STEP 1: one buffer of the largest size; rank 0 fills it with a known pattern.
+    const std::size_t max_bytes = opt.size;
+    Buffer<std::uint8_t> buf = comm.alloc<std::uint8_t>(max_bytes, Category::data);
+    Buffer<std::uint8_t> sent = comm.alloc<std::uint8_t>(me == 0 ? max_bytes : 0, Category::data);
+    if (me == 0) fill_input(sent.view(), opt.seed, 0);
+
+    comm.say("\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the repetitions\n",
+             comm.world().transport, to_string(comm.device()));
+    comm.say("  {:>10}  {:>5}  {:>10}  {:>12}\n", "size", "reps", "one-way", "bandwidth");
+
+    for (std::size_t n = 8; n <= max_bytes; n *= 2) {
+      auto phase = comm.phase(fmt::format("ping-pong {}", format_bytes(double(n))));
+      View<std::uint8_t> msg = buf.sub(0, n);
+      const int reps = repetitions(n);
+      std::vector<double> times;
+      const int step = comm.next_steps(1);
+      comm.mark_step(step);
+      // STEP 2: warm up once untraced, then repeat; only the first round trips are traced.
+      for (int rep = -1; rep < reps; ++rep) {
+        comm.recorder().set_enabled(rep >= 0 && rep < kTracedReps);
+        MsgMeta meta;
+        meta.step = step;
+        if (me == 0) {
+          std::copy_n(sent.data(), n, msg.data());
+          const double t0 = now_us();
+          comm.send(View<const std::uint8_t>(msg), 1, kTag, meta);  // ping
+          comm.recv(msg, 1, kTag, meta);                            // pong
+          const double t1 = now_us();
+          if (rep >= 0) times.push_back((t1 - t0) * 0.5e-6);
+        } else {
+          comm.recv(msg, 0, kTag, meta);
+          if (comm.fault_requested() && rep == reps - 1) msg[0] ^= 1;  // rank 1 garbles the echo
+          comm.send(View<const std::uint8_t>(msg), 0, kTag, meta);
+        }
+      }
+      comm.recorder().set_enabled(true);
+      if (me != 0) continue;
+
+      // STEP 3: the echo must be the bytes that were sent.
+      const bool intact = std::equal(msg.data(), msg.data() + n, sent.data());
+      comm.check(fmt::format("{} B come back intact", n), intact);
+      std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+      const double t = times[times.size() / 2];
+      points.emplace_back(double(n), t);
+      comm.say("  {:>10}  {:>5}  {:>10}  {:>9.3f} GB/s\n", format_bytes(double(n)), reps, format_seconds(t),
+               double(n) / t * 1e-9);
+    }
+  });
+}

@@ -1,0 +1,73 @@
+# Lesson runs (threads and mpiexec), their traces, and the failure probes.
+# Included from tests/CMakeLists.txt.
+
+add_executable(distlab_trace_check trace_check.cpp)
+target_link_libraries(distlab_trace_check PRIVATE distlab_core)
+add_executable(failure_probe probes/failure_probe.cpp)
+target_link_libraries(failure_probe PRIVATE distlab_core)
+
+set(run_lesson ${CMAKE_CURRENT_SOURCE_DIR}/run_lesson.sh)
+set(expect_failure ${CMAKE_CURRENT_SOURCE_DIR}/expect_failure.sh)
+set(out ${CMAKE_CURRENT_BINARY_DIR}/lesson-runs)
+file(MAKE_DIRECTORY ${out})
+# Root, oversubscription (4 ranks on 2 cores) and yielding idle ranks, for mpiexec in ctest.
+set(mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
+
+# distlab_lesson_test(NAME LESSON EXPECT WORLD MPI_PROCS [lesson args...])
+#   MPI_PROCS 0 runs on in-process ranks; otherwise under mpiexec -n MPI_PROCS.
+function(distlab_lesson_test name lesson expect world np)
+  set(trace ${out}/${name}.json)
+  set(args ${ARGN} --trace ${trace})
+  if(lesson STREQUAL "01_send_recv")
+    list(APPEND args --calibration ${out}/${name}.calibration.json)
+  endif()
+  if(np EQUAL 0)
+    set(cmd $<TARGET_FILE:${lesson}> ${args})
+  else()
+    set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${lesson}> ${args})
+  endif()
+  add_test(NAME ${name} COMMAND bash ${run_lesson} $<TARGET_FILE:distlab_trace_check> ${trace} ${expect} ${world} -- ${cmd})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS lesson)
+  if(NOT np EQUAL 0)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
+  endif()
+endfunction()
+
+foreach(lesson ${DISTLAB_LESSONS})
+  set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
+  if(lesson STREQUAL "01_send_recv")
+    set(tiny 16)  # the smallest ping-pong sweep that still has two sizes to fit
+  endif()
+  distlab_lesson_test(lesson.${lesson}.threads ${lesson} verified 4 0 --ranks 4)
+  distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size 1000)
+  distlab_lesson_test(lesson.${lesson}.threads-n3-tiny ${lesson} verified 3 0 --ranks 3 --size ${tiny})
+  distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size 64 --inject-fault)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.${lesson}.mpi4 ${lesson} verified 4 4)
+  endif()
+endforeach()
+
+# A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.
+add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 10
+         "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+         -- $<TARGET_FILE:failure_probe> --scenario wrong-order --deadlock-timeout 1 --no-trace)
+add_test(NAME failure.throw.threads COMMAND bash ${expect_failure} 1 10 "rank 1 failed: rank 1 hit a failed check on purpose"
+         -- $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
+add_test(NAME failure.size-mismatch.threads COMMAND bash ${expect_failure} 1 10 "has 32 B of f32 but the receive expects 16 B"
+         -- $<TARGET_FILE:failure_probe> --scenario size-mismatch --no-trace)
+add_test(NAME usage.bad-size COMMAND bash ${expect_failure} 2 10 "unknown suffix"
+         -- $<TARGET_FILE:failure_probe> --size 4X)
+add_test(NAME usage.cuda-unavailable COMMAND bash ${expect_failure} 2 10 "--device cuda: "
+         -- $<TARGET_FILE:failure_probe> --device cuda)
+if(DISTLAB_HAVE_MPI)
+  add_test(NAME deadlock.mpi COMMAND bash ${expect_failure} nonzero 30
+           "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario wrong-order
+              --deadlock-timeout 1 --no-trace)
+  add_test(NAME failure.throw.mpi COMMAND bash ${expect_failure} nonzero 30 "rank 1 failed: rank 1 hit a failed check on purpose"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
+  add_test(NAME usage.ranks-disagree.mpi COMMAND bash ${expect_failure} nonzero 30 "--ranks 3 disagrees with the 2 processes"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --ranks 3)
+  set_tests_properties(deadlock.mpi failure.throw.mpi usage.ranks-disagree.mpi PROPERTIES
+                       ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS mpi)
+endif()

@@ -1,0 +1,430 @@
+// trace.hpp, trace_writer.hpp, trace_loader.hpp: what ranks record, the Chrome Trace JSON
+// written from it, and the loader's invariant checks — on a real run, and on hand-broken
+// traces that each must be caught.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/check.hpp"
+#include "core/collectives/all_reduce_reduce_broadcast.hpp"
+#include "core/data.hpp"
+#include "core/trace.hpp"
+#include "core/trace_loader.hpp"
+#include "core/trace_writer.hpp"
+#include "thread_world.hpp"
+
+using namespace distlab;
+using Catch::Contains;
+
+namespace {
+
+// Four thread ranks: a phase with a buffer in it, then an all-reduce (reduce + broadcast).
+struct SmallRun {
+  test::ThreadRun run;
+  TraceInfo info;
+  std::string json;
+};
+
+SmallRun small_run(bool verified = true) {
+  SmallRun s;
+  s.run = test::run_ranks(4, [](Comm& comm) {
+    comm.declare_buffer("data", 64, 4);
+    auto data = comm.alloc<float>(64, Category::grads);
+    {
+      auto p = comm.phase("fill");
+      auto scratch = comm.alloc<float>(16, Category::activations);
+      fill_input(data.view(), 1, comm.rank());
+    }
+    coll::all_reduce_reduce_broadcast(comm, data.view());
+    comm.check("ran", true);
+  });
+  s.info.lesson = "99_unit";
+  s.info.title = "unit test \"trace\"";
+  s.info.algorithm = "reduce+broadcast";
+  s.info.world.size = 4;
+  s.info.parameters = {{"size", "64"}, {"seed", "1"}};
+  s.info.metadata = {{"extra", "{\"k\":[1,2]}"}};
+  s.info.verified = verified;
+  s.info.wall_seconds = 0.25;
+  s.json = trace_json(s.info, s.run.logs);
+  return s;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::size_t send_spans(const std::vector<RankLog>& logs) {
+  std::size_t n = 0;
+  for (const auto& log : logs)
+    for (const auto& e : log.spans) n += e.kind == SpanEvent::Kind::send;
+  return n;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("trace: a real run writes a trace that parses back with every invariant holding", "[trace]") {
+  const auto s = small_run();
+  REQUIRE_FALSE(s.run.failed);
+  const LoadedTrace t = parse_trace(s.json);
+  const auto problems = check_invariants(t);
+  INFO(joined(problems));
+  CHECK(problems.empty());
+
+  // otherData round-trips.
+  CHECK(t.schema_version == kTraceSchemaVersion);
+  CHECK(t.world_size == 4);
+  CHECK(t.verified);
+  CHECK(t.checks == 4);
+  CHECK(t.lesson == "99_unit");
+  CHECK(t.algorithm == "reduce+broadcast");
+  CHECK(t.mode == "threads");
+  CHECK(t.device == "cpu");
+  CHECK(t.transport == "threads");
+  auto named = t.named_pids;
+  std::sort(named.begin(), named.end());
+  CHECK(named == std::vector<int>{1, 2, 3, 4});
+
+  const auto failed = parse_trace(small_run(false).json);
+  CHECK_FALSE(failed.verified);
+}
+
+TEST_CASE("trace: event phases are only X s f C i M, and all of them appear", "[trace]") {
+  const auto s = small_run();
+  std::set<std::string> phases;
+  const std::regex ph(R"re("ph":"([^"]*)")re");
+  for (auto it = std::sregex_iterator(s.json.begin(), s.json.end(), ph); it != std::sregex_iterator(); ++it)
+    phases.insert((*it)[1]);
+  CHECK(phases == std::set<std::string>{"C", "M", "X", "f", "i", "s"});
+  // pids and tids are written as integers.
+  CHECK_FALSE(std::regex_search(s.json, std::regex(R"re("(pid|tid)":[^0-9])re")));
+}
+
+TEST_CASE("trace: one flow per message, bound to a deliver slice", "[trace]") {
+  const auto s = small_run();
+  const std::size_t messages = send_spans(s.run.logs);
+  REQUIRE(messages == 6);  // reduce 3 + broadcast 3 on 4 ranks
+  const LoadedTrace t = parse_trace(s.json);
+  std::size_t starts = 0, finishes = 0;
+  std::set<std::uint64_t> ids;
+  for (const auto& f : t.flows) {
+    (f.start ? starts : finishes) += 1;
+    ids.insert(f.id);
+  }
+  CHECK(starts == messages);
+  CHECK(finishes == messages);
+  CHECK(ids.size() == messages);
+  CHECK(count_of(s.json, R"("bp":"e")") == messages);
+  CHECK(count_of(s.json, R"("messages":6)") == 1);
+
+  std::size_t sends = 0, delivers = 0;
+  for (const auto& sp : t.spans) {
+    if (sp.cat == "send") {
+      ++sends;
+      CHECK(sp.msg > 0);
+      CHECK(sp.step >= 1);
+      CHECK(sp.bytes == 64 * 4);
+    }
+    if (sp.cat == "deliver") {
+      ++delivers;
+      CHECK(sp.msg > 0);
+    }
+  }
+  CHECK(sends == messages);
+  CHECK(delivers == messages);
+  // Each finish lies inside its deliver slice (what "bp":"e" binds it to).
+  for (const auto& f : t.flows) {
+    if (f.start) continue;
+    const auto d = std::find_if(t.spans.begin(), t.spans.end(), [&](const TraceSpan& sp) {
+      return sp.cat == "deliver" && sp.msg == static_cast<std::int64_t>(f.id);
+    });
+    REQUIRE(d != t.spans.end());
+    CHECK(d->pid == f.pid);
+    CHECK(d->tid == f.tid);
+    CHECK(f.ts >= d->ts - 5e-4);
+    CHECK(f.ts <= d->ts + d->dur + 5e-4);
+  }
+}
+
+TEST_CASE("trace: steps, counters and memory peaks reach the file", "[trace]") {
+  const auto s = small_run();
+  const LoadedTrace t = parse_trace(s.json);
+  std::set<std::int64_t> steps;
+  for (const auto& st : t.steps) steps.insert(st.step);
+  CHECK(steps == std::set<std::int64_t>{1, 2, 3, 4, 5, 6});
+  std::size_t counters = 0;
+  for (const auto& log : s.run.logs) counters += log.counters.size();
+  CHECK(t.counters.size() == counters);
+  // Every rank peaks at 256 B of grads + 64 B of scratch = 320 B, except r0, the reduce's root:
+  // 256 B of grads + its 256 B receive buffer (the scratch is gone by then) = 512 B.
+  CHECK(count_of(s.json, R"({"rank":0,"total":512,)") == 1);
+  CHECK(count_of(s.json, R"({"rank":1,"total":320,)") == 1);
+  std::int64_t max_total = 0;
+  for (const auto& c : t.counters)
+    if (c.pid == 1) max_total = std::max(max_total, c.total_bytes);
+  CHECK(max_total == 512);  // grads + comm at once (scratch was freed before the all-reduce)
+}
+
+TEST_CASE("trace: write_trace and load_trace go through a file", "[trace]") {
+  const auto s = small_run();
+  const auto dir = std::filesystem::temp_directory_path() / ("distlab_test_" + std::to_string(::getpid()));
+  const std::string path = (dir / "sub" / "t.json").string();
+  write_trace(path, s.info, s.run.logs);  // creates the directories
+  const LoadedTrace t = load_trace(path);
+  CHECK(t.world_size == 4);
+  CHECK(check_invariants(t).empty());
+  std::filesystem::remove_all(dir);
+  CHECK_THROWS_WITH(load_trace(path), Contains(path));
+}
+
+TEST_CASE("trace: overlapping spans on one lane move to sub-lanes, nested ones stay", "[trace]") {
+  RankLog log;
+  log.rank = 0;
+  log.t_start = 100;
+  auto span = [](const char* name, double t0, double t1) {
+    SpanEvent e;
+    e.name = name;
+    e.t0 = t0;
+    e.t1 = t1;
+    return e;
+  };
+  log.spans = {span("outer", 100, 110), span("inner", 102, 105), span("crossing", 108, 120)};
+  TraceInfo info;
+  info.world.size = 1;
+  const LoadedTrace t = parse_trace(trace_json(info, {log}));
+  INFO(joined(check_invariants(t)));
+  CHECK(check_invariants(t).empty());
+  std::map<std::string, int> tid;
+  for (const auto& sp : t.spans) tid[sp.name] = sp.tid;
+  CHECK(tid["outer"] == 1);
+  CHECK(tid["inner"] == 1);
+  CHECK(tid["crossing"] == 11);  // compute lane, second sub-lane
+  // The epoch is the earliest start: times are relative to it.
+  CHECK(std::min_element(t.spans.begin(), t.spans.end(), [](auto& a, auto& b) { return a.ts < b.ts; })->ts == 0.0);
+}
+
+TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
+  auto s = small_run();
+  RankLog log = s.run.logs[0];
+  log.host = "node-7";
+  log.clock_offset_us = -12.5;
+  log.checks.push_back({"a check", false, "with detail"});
+  REQUIRE_FALSE(log.spans.empty());
+  REQUIRE_FALSE(log.counters.empty());
+  REQUIRE_FALSE(log.steps.empty());
+  REQUIRE_FALSE(log.buffers.empty());
+  log.spans[0].meta.contrib_mask = 0xf00000000000000full;
+  log.spans[0].meta.buffer = "grads";
+
+  const RankLog back = deserialize(serialize(log));
+  CHECK(back.rank == log.rank);
+  CHECK(back.host == "node-7");
+  CHECK(back.clock_offset_us == -12.5);
+  CHECK(back.t_start == log.t_start);
+  CHECK(back.t_end == log.t_end);
+  REQUIRE(back.spans.size() == log.spans.size());
+  for (std::size_t i = 0; i < log.spans.size(); ++i) {
+    const auto &a = log.spans[i], &b = back.spans[i];
+    CHECK(b.kind == a.kind);
+    CHECK(b.lane == a.lane);
+    CHECK(b.name == a.name);
+    CHECK(b.t0 == a.t0);
+    CHECK(b.t1 == a.t1);
+    CHECK(b.peer == a.peer);
+    CHECK(b.tag == a.tag);
+    CHECK(b.bytes == a.bytes);
+    CHECK(b.seq == a.seq);
+    CHECK(b.meta.step == a.meta.step);
+    CHECK(b.meta.buffer == a.meta.buffer);
+    CHECK(b.meta.chunk_begin == a.meta.chunk_begin);
+    CHECK(b.meta.chunk_end == a.meta.chunk_end);
+    CHECK(b.meta.apply == a.meta.apply);
+    CHECK(b.meta.contributions == a.meta.contributions);
+    CHECK(b.meta.contrib_mask == a.meta.contrib_mask);
+  }
+  REQUIRE(back.counters.size() == log.counters.size());
+  for (std::size_t i = 0; i < log.counters.size(); ++i) {
+    CHECK(back.counters[i].ts == log.counters[i].ts);
+    CHECK(back.counters[i].bytes == log.counters[i].bytes);
+  }
+  REQUIRE(back.steps.size() == log.steps.size());
+  for (std::size_t i = 0; i < log.steps.size(); ++i) {
+    CHECK(back.steps[i].step == log.steps[i].step);
+    CHECK(back.steps[i].ts == log.steps[i].ts);
+  }
+  REQUIRE(back.checks.size() == log.checks.size());
+  CHECK(back.checks.back().name == "a check");
+  CHECK_FALSE(back.checks.back().ok);
+  CHECK(back.checks.back().detail == "with detail");
+  CHECK(back.checks.front().ok);
+  REQUIRE(back.buffers.size() == 1);
+  CHECK(back.buffers[0].name == "data");
+  CHECK(back.buffers[0].length == 64);
+  CHECK(back.buffers[0].chunks == 4);
+  CHECK(back.peak == log.peak);
+  CHECK(back.peak_total == log.peak_total);
+  CHECK(back.peak_total > 0);
+}
+
+TEST_CASE("trace: a truncated RankLog is an error, not garbage", "[trace]") {
+  auto s = small_run();
+  auto bytes = serialize(s.run.logs[1]);
+  for (std::size_t cut : {std::size_t{0}, std::size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
+    std::vector<char> part(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+    CHECK_THROWS_WITH(deserialize(part), Contains("truncated"));
+  }
+}
+
+TEST_CASE("trace: parse_trace refuses what is not a distlab trace", "[trace]") {
+  CHECK_THROWS_WITH(parse_trace("{not json"), Contains("not valid JSON"));
+  CHECK_THROWS_WITH(parse_trace(R"({"traceEvents":[]})"), Contains("not a distlab trace"));
+  CHECK_THROWS_WITH(parse_trace(R"({"traceEvents":[],"otherData":{"schema_version":2}})"), Contains("newer"));
+  CHECK_THROWS_WITH(parse_trace(R"({"otherData":{"schema_version":1}})"), Contains("no traceEvents"));
+}
+
+// --- hand-written traces: one good, then each rule broken once ------------------------------
+
+namespace {
+
+// Two ranks; one message r0 -> r1 (flow 1); nested compute spans on r0; a counter; a step.
+const std::string kGood = R"({"traceEvents":[
+{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"rank 0"}},
+{"ph":"M","name":"process_name","pid":2,"tid":0,"args":{"name":"rank 1"}},
+{"ph":"X","name":"send","cat":"send","pid":1,"tid":2,"ts":1.000,"dur":4.000,"args":{"peer":1,"bytes":64,"tag":0,"step":1,"msg":1}},
+{"ph":"s","name":"message","cat":"message","id":1,"pid":1,"tid":2,"ts":1.000},
+{"ph":"X","name":"recv","cat":"recv","pid":2,"tid":3,"ts":0.500,"dur":5.000,"args":{"peer":0,"bytes":64,"tag":0,"step":1}},
+{"ph":"X","name":"deliver","cat":"deliver","pid":2,"tid":3,"ts":5.000,"dur":0.500,"args":{"peer":0,"bytes":64,"tag":0,"step":1,"msg":1}},
+{"ph":"f","bp":"e","name":"message","cat":"message","id":1,"pid":2,"tid":3,"ts":5.000},
+{"ph":"X","name":"work","cat":"compute","pid":1,"tid":1,"ts":6.000,"dur":3.000},
+{"ph":"X","name":"inner","cat":"compute","pid":1,"tid":1,"ts":7.000,"dur":1.000},
+{"ph":"C","name":"memory","pid":1,"tid":0,"ts":0.000,"args":{"params_bytes":0,"total_bytes":0}},
+{"ph":"i","s":"g","name":"step frame","pid":1,"tid":0,"ts":1.000,"args":{"step":1}}
+],
+"displayTimeUnit":"ns",
+"otherData":{"schema":"distlab-trace","schema_version":1,"lesson":"hand","world_size":2,"mode":"threads","device":"cpu","transport":"threads","verification":{"verified":true,"checks":1,"failed":[]}}}
+)";
+
+// kGood with `from` replaced by `to` (which must be there exactly once).
+std::string broken(const std::string& from, const std::string& to) {
+  REQUIRE(count_of(kGood, from) == 1);
+  std::string s = kGood;
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+std::string problems_of(const std::string& json) { return joined(check_invariants(parse_trace(json))); }
+
+const std::string kWorkSpan = R"({"ph":"X","name":"work","cat":"compute","pid":1,"tid":1,"ts":6.000,"dur":3.000},)";
+const std::string kInnerSpan = R"({"ph":"X","name":"inner","cat":"compute","pid":1,"tid":1,"ts":7.000,"dur":1.000},)";
+const std::string kFlowStart = R"({"ph":"s","name":"message","cat":"message","id":1,"pid":1,"tid":2,"ts":1.000},)";
+const std::string kFlowFinish = R"({"ph":"f","bp":"e","name":"message","cat":"message","id":1,"pid":2,"tid":3,"ts":5.000},)";
+
+}  // namespace
+
+TEST_CASE("trace invariants: the hand-written trace is good", "[trace][invariants]") {
+  const LoadedTrace t = parse_trace(kGood);
+  CHECK(check_invariants(t).empty());
+  CHECK(t.spans.size() == 5);
+  CHECK(t.flows.size() == 2);
+  CHECK(t.counters.size() == 1);
+  CHECK(t.steps.size() == 1);
+}
+
+TEST_CASE("trace invariants: a negative duration", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("ts":6.000,"dur":3.000)", R"("ts":6.000,"dur":-3.000)")),
+             Contains("span 'work' on pid 1 has a negative duration"));
+}
+
+TEST_CASE("trace invariants: a negative timestamp", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("ts":0.500,"dur":5.000)", R"("ts":-0.500,"dur":5.000)")),
+             Contains("span 'recv' on pid 2 starts before the epoch"));
+}
+
+TEST_CASE("trace invariants: a flow start without its finish", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(kFlowFinish, "")), Contains("flow 1 (from pid 1) has no finish"));
+}
+
+TEST_CASE("trace invariants: a flow finish without its start", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(kFlowStart, "")), Contains("flow 1 (to pid 2) has no start"));
+}
+
+TEST_CASE("trace invariants: a flow that arrives before it was sent", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("id":1,"pid":2,"tid":3,"ts":5.000)", R"("id":1,"pid":2,"tid":3,"ts":0.900)")),
+             Contains("flow 1 arrives at 0.900 us, before it was sent at 1.000 us"));
+}
+
+TEST_CASE("trace invariants: a flow with two starts", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(kFlowStart, kFlowStart + kFlowStart)), Contains("flow 1 has more than one start"));
+}
+
+TEST_CASE("trace invariants: a flow finish not bound with bp:e", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("ph":"f","bp":"e")", R"("ph":"f")")), Contains("bp:e"));
+}
+
+TEST_CASE("trace invariants: a span pid outside 1..N", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)", R"("name":"work","cat":"compute","pid":3)")),
+             Contains("a span has pid 3 outside 1..2"));
+  CHECK_THAT(problems_of(broken(R"("pid":2,"tid":0,"args":{"name":"rank 1"})", R"("pid":0,"tid":0,"args":{"name":"rank 1"})")),
+             Contains("pid 0 is outside 1..2") && Contains("rank 1 (pid 2) has no process_name"));
+}
+
+TEST_CASE("trace invariants: counter, flow and step events with a pid outside 1..N", "[trace][invariants]") {
+  // The header's rule is "pids are 1..world_size": it holds for every event, not only spans.
+  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)", R"("ph":"C","name":"memory","pid":9)")),
+             Contains("pid 9"));
+  CHECK_THAT(problems_of(broken(R"("id":1,"pid":1,"tid":2,"ts":1.000)", R"("id":1,"pid":9,"tid":2,"ts":1.000)")),
+             Contains("pid 9"));
+  CHECK_THAT(problems_of(broken(R"("name":"step frame","pid":1)", R"("name":"step frame","pid":9)")),
+             Contains("pid 9"));
+}
+
+TEST_CASE("trace invariants: a missing process name", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"({"ph":"M","name":"process_name","pid":2,"tid":0,"args":{"name":"rank 1"}},)", "")),
+             Contains("rank 1 (pid 2) has no process_name"));
+}
+
+TEST_CASE("trace invariants: a partial overlap on one lane", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("ts":7.000,"dur":1.000)", R"("ts":7.000,"dur":5.000)")),
+             Contains("pid 1 tid 1: span 'inner' at 7.000 us overlaps its neighbour without nesting"));
+}
+
+TEST_CASE("trace invariants: spans on one lane out of order", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(kWorkSpan + "\n" + kInnerSpan, kInnerSpan + "\n" + kWorkSpan)),
+             Contains("pid 1 tid 1: span 'work' at 6.000 us is written after a later one"));
+}
+
+TEST_CASE("trace invariants: an unknown phase 'B'", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(kWorkSpan, kWorkSpan + R"({"ph":"B","name":"begin","pid":1,"tid":1,"ts":6.5},)")),
+             Contains("event phase 'B' is not one of X, s, f, C, i, M"));
+}
+
+TEST_CASE("trace invariants: a pid that is not an integer", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)", R"("ph":"C","name":"memory","pid":"1")")),
+             Contains("a 'C' event has no integer pid and tid"));
+  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)", R"("name":"work","cat":"compute","pid":1.5)")),
+             Contains("a 'X' event has no integer pid and tid"));
+}
+
+TEST_CASE("trace invariants: different bytes at the sender and the receiver", "[trace][invariants]") {
+  CHECK_THAT(problems_of(broken(R"("bytes":64,"tag":0,"step":1,"msg":1}},
+{"ph":"f")", R"("bytes":32,"tag":0,"step":1,"msg":1}},
+{"ph":"f")")),
+             Contains("message 1 has 64 B at the sender and 32 B at the receiver"));
+}

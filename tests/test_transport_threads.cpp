@@ -1,0 +1,387 @@
+// transport_threads.hpp: in-process ranks — matching, ordering, sizes, deadlock reports, abort.
+//
+// Ranks run on std::threads (thread_world.hpp). Catch's assertions are not thread-safe, so
+// rank bodies only record what they saw; the test's own thread asserts after the join.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/transport_threads.hpp"
+#include "thread_world.hpp"
+
+using namespace distlab;
+using distlab::test::run_ranks;
+using Catch::Contains;
+
+namespace {
+
+std::vector<std::int64_t> pattern(std::int64_t base, std::size_t n) {
+  std::vector<std::int64_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = base * 1000 + static_cast<std::int64_t>(i);
+  return v;
+}
+
+template <class T>
+std::vector<T> to_vector(const Buffer<T>& b) {
+  return {b.host().begin(), b.host().end()};
+}
+
+template <class T>
+View<const T> cview(Buffer<T>& b) {
+  return View<const T>(b.view());
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace
+
+TEST_CASE("threads: a receive matches by (source, tag), receives posted first", "[transport]") {
+  // r1 posts tag 2 before tag 1; r0 sends tag 1 then tag 2. Each lands in its own buffer.
+  std::vector<std::int64_t> got_a, got_b;
+  auto run = run_ranks(2, [&](Comm& comm) {
+    auto a = comm.alloc<std::int64_t>(4, Category::data);
+    auto b = comm.alloc<std::int64_t>(4, Category::data);
+    if (comm.rank() == 1) {
+      Request rb = comm.irecv(b.view(), 0, 2);
+      Request ra = comm.irecv(a.view(), 0, 1);
+      comm.barrier();  // both receives are posted before anything is sent
+      comm.wait(rb);
+      comm.wait(ra);
+      got_a = to_vector(a);
+      got_b = to_vector(b);
+    } else {
+      comm.barrier();
+      std::copy_n(pattern(1, 4).begin(), 4, a.data());
+      std::copy_n(pattern(2, 4).begin(), 4, b.data());
+      comm.send(cview(a), 1, 1);
+      comm.send(cview(b), 1, 2);
+    }
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(got_a == pattern(1, 4));
+  CHECK(got_b == pattern(2, 4));
+}
+
+TEST_CASE("threads: a receive matches by (source, tag), sends posted first", "[transport]") {
+  std::vector<std::int64_t> got_a, got_b;
+  auto run = run_ranks(2, [&](Comm& comm) {
+    auto a = comm.alloc<std::int64_t>(4, Category::data);
+    auto b = comm.alloc<std::int64_t>(4, Category::data);
+    if (comm.rank() == 0) {
+      std::copy_n(pattern(1, 4).begin(), 4, a.data());
+      std::copy_n(pattern(2, 4).begin(), 4, b.data());
+      Request sa = comm.isend(cview(a), 1, 1);
+      Request sb = comm.isend(cview(b), 1, 2);
+      comm.barrier();  // both sends wait in r1's mailbox before r1 posts a receive
+      comm.wait(sa);
+      comm.wait(sb);
+    } else {
+      comm.barrier();
+      comm.recv(b.view(), 0, 2);  // tag 2 first, though tag 1 was sent first
+      comm.recv(a.view(), 0, 1);
+      got_a = to_vector(a);
+      got_b = to_vector(b);
+    }
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(got_a == pattern(1, 4));
+  CHECK(got_b == pattern(2, 4));
+}
+
+TEST_CASE("threads: a receive matches by source among senders with one tag", "[transport]") {
+  // r0 and r2 both send tag 7 to r1; r1 receives from r2 first, then from r0.
+  std::vector<std::int64_t> from0, from2;
+  auto run = run_ranks(3, [&](Comm& comm) {
+    auto buf = comm.alloc<std::int64_t>(5, Category::data);
+    if (comm.rank() == 1) {
+      auto other = comm.alloc<std::int64_t>(5, Category::data);
+      comm.barrier();
+      comm.recv(buf.view(), 2, 7);
+      comm.recv(other.view(), 0, 7);
+      from2 = to_vector(buf);
+      from0 = to_vector(other);
+    } else {
+      std::copy_n(pattern(comm.rank() + 10, 5).begin(), 5, buf.data());
+      Request r = comm.isend(cview(buf), 1, 7);
+      comm.barrier();
+      comm.wait(r);
+    }
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(from0 == pattern(10, 5));
+  CHECK(from2 == pattern(12, 5));
+}
+
+TEST_CASE("threads: messages with one (source, tag) are never overtaken", "[transport]") {
+  constexpr int kMessages = 16;
+  for (bool sends_first : {true, false}) {
+    INFO((sends_first ? "sends posted first" : "receives posted first"));
+    std::vector<std::int64_t> got(kMessages, -1);
+    auto run = run_ranks(2, [&](Comm& comm) {
+      std::vector<Buffer<std::int64_t>> bufs;
+      std::vector<Request> reqs;
+      for (int k = 0; k < kMessages; ++k) bufs.push_back(comm.alloc<std::int64_t>(2, Category::data));
+      const bool early = (comm.rank() == 0) == sends_first;
+      if (!early) comm.barrier();
+      for (int k = 0; k < kMessages; ++k) {
+        if (comm.rank() == 0) {
+          bufs[k][0] = k;
+          bufs[k][1] = -k;
+          reqs.push_back(comm.isend(cview(bufs[k]), 1, 3));
+        } else {
+          reqs.push_back(comm.irecv(bufs[k].view(), 0, 3));
+        }
+      }
+      if (early) comm.barrier();
+      comm.wait_all(reqs);
+      if (comm.rank() == 1)
+        for (int k = 0; k < kMessages; ++k) got[k] = bufs[k][0] == -bufs[k][1] ? bufs[k][0] : -999;
+    });
+    REQUIRE_FALSE(run.failed);
+    std::vector<std::int64_t> want(kMessages);
+    for (int k = 0; k < kMessages; ++k) want[k] = k;
+    CHECK(got == want);
+    // The trace numbers them in order too: seq k on both sides.
+    for (int k = 0; k < kMessages; ++k) {
+      CHECK(run.logs[0].spans[k].seq == static_cast<std::uint64_t>(k));
+      CHECK(run.logs[1].spans[k].seq == static_cast<std::uint64_t>(k));
+    }
+  }
+}
+
+TEST_CASE("threads: messages of 0, 1 and 2^20 bytes arrive whole", "[transport]") {
+  for (std::size_t n : {0ul, 1ul, 1ul << 20}) {
+    INFO("length " << n << " B");
+    bool same = false;
+    auto run = run_ranks(2, [&](Comm& comm) {
+      auto buf = comm.alloc<std::uint8_t>(n, Category::data);
+      if (comm.rank() == 0) {
+        for (std::size_t i = 0; i < n; ++i) buf[i] = static_cast<std::uint8_t>(i * 31 + 7);
+        comm.send(cview(buf), 1, 0);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) buf[i] = 0;
+        comm.recv(buf.view(), 0, 0);
+        same = true;
+        for (std::size_t i = 0; i < n; ++i)
+          if (buf[i] != static_cast<std::uint8_t>(i * 31 + 7)) same = false;
+      }
+    });
+    REQUIRE_FALSE(run.failed);
+    CHECK(same);
+    REQUIRE(run.logs[0].spans.size() == 1);
+    REQUIRE(run.logs[1].spans.size() == 1);
+    CHECK(run.logs[0].spans[0].bytes == n);
+    CHECK(run.logs[1].spans[0].bytes == n);
+  }
+}
+
+TEST_CASE("threads: sendrecv around a ring passes every rank's data to its right", "[transport]") {
+  for (int n : {1, 2, 3, 5, 8}) {
+    INFO("ranks " << n);
+    std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(n));
+    auto run = run_ranks(n, [&](Comm& comm) {
+      const int me = comm.rank(), right = (me + 1) % n, left = (me - 1 + n) % n;
+      auto out = comm.alloc<std::int64_t>(3, Category::comm);
+      auto in = comm.alloc<std::int64_t>(3, Category::comm);
+      std::copy_n(pattern(me, 3).begin(), 3, out.data());
+      // n - 1 rounds: each forwards what it got, so every rank sees every other rank's data.
+      for (int s = 0; s < n - 1; ++s) {
+        comm.sendrecv(cview(out), right, in.view(), left, 11);
+        seen[static_cast<std::size_t>(me)].push_back(in[0] / 1000);
+        std::swap(out, in);
+      }
+      if (n == 1) {
+        comm.sendrecv(cview(out), right, in.view(), left, 11);  // to itself
+        seen[0].push_back(in[2] - 2);
+      }
+    });
+    REQUIRE_FALSE(run.failed);
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::int64_t> want;
+      for (int s = 1; s < n; ++s) want.push_back((r - s + n) % n);  // from s ranks to the left
+      if (n == 1) want = {0};
+      CHECK(seen[static_cast<std::size_t>(r)] == want);
+    }
+  }
+}
+
+TEST_CASE("threads: a size mismatch is an Error on both ranks naming both sizes", "[transport]") {
+  auto run = run_ranks(2, [](Comm& comm) {
+    if (comm.rank() == 0) {
+      auto b = comm.alloc<float>(8, Category::data);
+      comm.send(cview(b), 1, 4);
+    } else {
+      auto b = comm.alloc<float>(4, Category::data);
+      comm.recv(b.view(), 0, 4);
+    }
+  });
+  CHECK(run.failed);
+  CHECK(run.exit_code == 1);
+  for (const auto& e : run.errors) {
+    CHECK_THAT(e, Contains("32 B") && Contains("16 B") && Contains("r0 -> r1") && Contains("tag 4"));
+  }
+  CHECK_THAT(run.failure, Contains("32 B") && Contains("16 B"));
+  CHECK(run.seconds < 2.0);  // an error, not a hang
+}
+
+TEST_CASE("threads: an element type mismatch is an Error naming both types", "[transport]") {
+  auto run = run_ranks(2, [](Comm& comm) {
+    if (comm.rank() == 0) {
+      auto b = comm.alloc<std::int32_t>(4, Category::data);
+      comm.send(cview(b), 1, 0);
+    } else {
+      auto b = comm.alloc<float>(4, Category::data);
+      comm.recv(b.view(), 0, 0);
+    }
+  });
+  CHECK(run.failed);
+  CHECK_THAT(run.errors[1], Contains("i32") && Contains("f32"));
+}
+
+TEST_CASE("threads: both ranks receiving first is reported as a deadlock within the timeout", "[transport][deadlock]") {
+  auto run = run_ranks(
+      2,
+      [](Comm& comm) {
+        auto b = comm.alloc<std::int64_t>(1, Category::data);
+        const int peer = 1 - comm.rank();
+        comm.recv(b.view(), peer, 5);
+        comm.send(cview(b), peer, 5);
+      },
+      0.3);
+  CHECK(run.seconds < 2.0);
+  CHECK(run.seconds >= 0.3);
+  CHECK(run.failed);
+  CHECK(run.exit_code == 3);
+  CHECK_THAT(run.failure, Contains("deadlock") && Contains("0.3 s"));
+  CHECK_THAT(run.failure, Contains("r0 waits in recv from r1 (tag 5, 8 B, i64)"));
+  CHECK_THAT(run.failure, Contains("r1 waits in recv from r0 (tag 5, 8 B, i64)"));
+  CHECK(run.errors == std::vector<std::string>{"aborted", "aborted"});
+}
+
+TEST_CASE("threads: both ranks sending first deadlocks too (sends are rendezvous)", "[transport][deadlock]") {
+  auto run = run_ranks(
+      2,
+      [](Comm& comm) {
+        auto b = comm.alloc<float>(2, Category::data);
+        const int peer = 1 - comm.rank();
+        comm.send(cview(b), peer, 6);
+        comm.recv(b.view(), peer, 6);
+      },
+      0.3);
+  CHECK(run.seconds < 2.0);
+  CHECK(run.exit_code == 3);
+  CHECK_THAT(run.failure, Contains("r0 waits in send to r1 (tag 6, 8 B, f32)"));
+  CHECK_THAT(run.failure, Contains("r1 waits in send to r0 (tag 6, 8 B, f32)"));
+}
+
+TEST_CASE("threads: the deadlock report says which ranks finished and which still run", "[transport][deadlock]") {
+  auto run = run_ranks(
+      3,
+      [](Comm& comm) {
+        auto b = comm.alloc<std::int32_t>(1, Category::data);
+        if (comm.rank() == 0) comm.recv(b.view(), 1, 0);  // r1 never sends
+        if (comm.rank() == 2) sleep_ms(900);              // busy, not waiting on a message
+      },
+      0.3);
+  CHECK(run.exit_code == 3);
+  CHECK_THAT(run.failure, Contains("r0 waits in recv from r1"));
+  CHECK_THAT(run.failure, Contains("r1 has finished and will send nothing more"));
+  CHECK_THAT(run.failure, Contains("r2 is running (not waiting on a message)"));
+}
+
+TEST_CASE("threads: an exception on one rank aborts a rank blocked in recv", "[transport]") {
+  auto run = run_ranks(2, [](Comm& comm) {
+    auto b = comm.alloc<float>(1, Category::data);
+    if (comm.rank() == 0) {
+      sleep_ms(50);
+      throw std::runtime_error("boom on purpose");
+    }
+    comm.recv(b.view(), 0, 0);  // would wait for the 10 s deadlock timeout
+  });
+  CHECK(run.seconds < 1.0);
+  CHECK(run.failed);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.failure, Contains("rank 0 failed: boom on purpose"));
+  CHECK(run.errors[0] == "boom on purpose");
+  CHECK(run.errors[1] == "aborted");
+}
+
+TEST_CASE("threads: an exception on one rank aborts ranks blocked in a barrier", "[transport]") {
+  auto run = run_ranks(4, [](Comm& comm) {
+    if (comm.rank() == 2) {
+      sleep_ms(50);
+      throw Error("bad input on r2");
+    }
+    comm.barrier();
+  });
+  CHECK(run.seconds < 1.0);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.failure, Contains("rank 2 failed: bad input on r2"));
+  CHECK(run.errors == std::vector<std::string>{"aborted", "aborted", "bad input on r2", "aborted"});
+}
+
+TEST_CASE("threads: a barrier lets nobody through before everyone arrives", "[transport]") {
+  constexpr int kRanks = 4, kRounds = 20;
+  std::atomic<int> arrived{0};
+  std::vector<int> too_early(kRanks, 0);
+  auto run = run_ranks(kRanks, [&](Comm& comm) {
+    for (int round = 0; round < kRounds; ++round) {
+      if (round == 0 && comm.rank() == kRanks - 1) sleep_ms(50);  // one late rank
+      arrived.fetch_add(1);
+      comm.barrier();
+      if (arrived.load() < (round + 1) * kRanks) ++too_early[static_cast<std::size_t>(comm.rank())];
+      comm.barrier();  // nobody starts the next round while someone still reads this one
+    }
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(too_early == std::vector<int>(kRanks, 0));
+  CHECK(arrived.load() == kRounds * kRanks);
+}
+
+TEST_CASE("threads: a barrier one rank never reaches is reported after the timeout", "[transport][deadlock]") {
+  auto run = run_ranks(
+      3,
+      [](Comm& comm) {
+        if (comm.rank() != 2) comm.barrier();
+      },
+      0.3);
+  CHECK(run.seconds < 2.0);
+  CHECK(run.exit_code == 3);
+  CHECK_THAT(run.failure, Contains("r0 waits in barrier"));
+  CHECK_THAT(run.failure, Contains("r1 waits in barrier"));
+  CHECK_THAT(run.failure, Contains("r2 has finished"));
+}
+
+TEST_CASE("threads: the hub keeps the first failure only", "[transport]") {
+  ThreadHub hub(2, 1.0);
+  CHECK_FALSE(hub.failed());
+  CHECK_FALSE(hub.aborting());
+  hub.fail(1, "first", 1);
+  hub.fail(0, "second", 3);
+  CHECK(hub.failed());
+  CHECK(hub.aborting());
+  CHECK(hub.failure() == "rank 1 failed: first");
+  CHECK(hub.exit_code() == 1);
+  ThreadHub other(2, 1.0);
+  other.fail(-1, "no rank", 2);
+  CHECK(other.failure() == "no rank");
+}
+
+TEST_CASE("describe_wait writes one line of a deadlock report", "[transport]") {
+  RequestState r;
+  r.is_send = false;
+  r.peer = 1;
+  r.tag = 7;
+  r.mem.bytes = 8;
+  r.mem.dtype = DType::f32;
+  CHECK(describe_wait(0, &r, 0.0, 2.0e6) == "r0 waits in recv from r1 (tag 7, 8 B, f32) for 2.0 s");
+  r.is_send = true;
+  CHECK(describe_wait(3, &r, 1.0e6, 1.5e6) == "r3 waits in send to r1 (tag 7, 8 B, f32) for 0.5 s");
+  CHECK(describe_wait(2, nullptr, 0.0, 1.0e6) == "r2 waits in barrier for 1.0 s");
+}
