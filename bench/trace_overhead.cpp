@@ -1,6 +1,6 @@
 // distlab_bench_trace — what recording the trace costs.
 //
-// Runs the same all-reduce (reduce + broadcast) with the recorder on and off, alternating,
+// Runs the same all-reduce (reduce + broadcast) with the recorder on and off, interleaved,
 // and reports the median time per all-reduce for each and the difference. Recording is a
 // push_back into the rank's own event vectors, so the cost is per message, not per byte:
 // large buffers should show no measurable difference, tiny ones a fraction of a microsecond
@@ -25,16 +25,19 @@ int main(int argc, char** argv) {
   bench.app().add_option("--iters", iters, "all-reduces per setting")->check(CLI::Range(1, 100000))->capture_default_str();
   std::vector<double> on, off;  // rank 0's seconds per all-reduce
   bench.on_report([&](RunResult& r) {
-    auto median = [](std::vector<double> v) {
-      std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-      return v[v.size() / 2];
+    auto quantile = [](std::vector<double> v, double q) {
+      std::sort(v.begin(), v.end());
+      return v[static_cast<std::size_t>(q * double(v.size() - 1) + 0.5)];
     };
-    const double t_on = median(on), t_off = median(off);
+    const double t_on = quantile(on, 0.5), t_off = quantile(off, 0.5);
     const std::uint64_t bytes = bench.options().size * sizeof(float);
     const int msgs = 2 * (r.world.size - 1);  // on rank 0, per all-reduce
     fmt::print("\nall-reduce of {} on {} ranks ({}), median of {} each:\n", format_bytes(double(bytes)), r.world.size,
                r.world.transport, iters);
-    fmt::print("  recorder off  {:>10}\n  recorder on   {:>10}\n", format_seconds(t_off), format_seconds(t_on));
+    fmt::print("  recorder off  {:>10}   (quartiles {} .. {})\n", format_seconds(t_off), format_seconds(quantile(off, 0.25)),
+               format_seconds(quantile(off, 0.75)));
+    fmt::print("  recorder on   {:>10}   (quartiles {} .. {})\n", format_seconds(t_on), format_seconds(quantile(on, 0.25)),
+               format_seconds(quantile(on, 0.75)));
     fmt::print("  overhead      {:>+9.2f} %   ({:+.3f} us per message on rank 0)\n", 100.0 * (t_on - t_off) / t_off,
                (t_on - t_off) * 1e6 / msgs);
     r.check("timed every iteration", on.size() == std::size_t(iters) && off.size() == std::size_t(iters));
@@ -44,7 +47,9 @@ int main(int argc, char** argv) {
     Buffer<float> data = comm.alloc<float>(n, Category::data);
     fill_input(data.view(), 1, comm.rank());
     for (int i = 0; i < 2 * iters + 1; ++i) {
-      const bool record = i % 2 == 1;  // i = 0 warms up, then off, on, off, on ...
+      // i = 0 warms up, then off, on, on, off, off, on, on, off ...: each setting runs as often
+      // first as second, so drift and ordering effects cancel.
+      const bool record = i > 0 && ((i - 1) % 4 == 1 || (i - 1) % 4 == 2);
       comm.recorder().set_enabled(record);
       comm.barrier();
       const double t0 = now_us();

@@ -384,7 +384,8 @@ int Lesson::finish(RunResult& result) {
       write_trace(options_.trace_path, ti, result.logs);
       std::error_code ec;
       const auto shown = std::filesystem::proximate(options_.trace_path, ec);
-      trace_note = ", trace " + (ec ? options_.trace_path : shown.string());
+      const bool inside = !ec && !shown.empty() && shown.string().rfind("..", 0) != 0;
+      trace_note = ", trace " + (inside ? shown.string() : options_.trace_path);
     } catch (const std::exception& e) {
       fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
       code = 1;

@@ -54,11 +54,22 @@ int main(int argc, char** argv) {
     if (opt.size < 16) throw UsageError("--size is the largest message in bytes and must be at least 16 (two sizes to fit a line through)");
   });
 
-  // (bytes, one-way seconds) measured on rank 0.
+  // (bytes, one-way seconds) measured on rank 0, and the repetitions behind each.
   std::vector<std::pair<double, double>> points;
+  std::vector<int> reps_used;
 
   lesson.on_report([&](RunResult& r) {
     const Calibration fit = fit_alpha_beta(points);
+    fmt::print("\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the repetitions\n",
+               r.world.transport, to_string(r.world.device));
+    fmt::print("  {:>10}  {:>5}  {:>10}  {:>12}  {:>10}  {:>6}\n", "size", "reps", "one-way", "bandwidth", "model",
+               "model/measured");
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const auto [n, t] = points[i];
+      const double model = fit.alpha_s + fit.beta_s_per_byte * n;
+      fmt::print("  {:>10}  {:>5}  {:>10}  {:>7.3f} GB/s  {:>10}  {:>6.2f}\n", format_bytes(n), reps_used[i],
+                 format_seconds(t), n / t * 1e-9, format_seconds(model), model / t);
+    }
     fmt::print("\nfit by weighted least squares (each size weighted by 1/t^2):\n");
     fmt::print("  alpha (latency)     = {}\n", format_seconds(fit.alpha_s));
     fmt::print("  beta  (per byte)    = {:.4g} ns/B   ->  bandwidth 1/beta = {:.2f} GB/s\n", fit.beta_s_per_byte * 1e9,
@@ -79,7 +90,10 @@ int main(int argc, char** argv) {
             fmt::format("alpha {} vs {}, beta {} vs {}", fit.alpha_s, alpha2, fit.beta_s_per_byte, beta2));
     r.check("latency alpha is positive", fit.alpha_s > 0, format_seconds(fit.alpha_s));
     r.check("time per byte beta is positive", fit.beta_s_per_byte > 0);
-    r.check("every size was measured", !points.empty());
+    std::size_t sizes = 0;
+    for (std::uint64_t n = 8; n <= opt.size; n *= 2) ++sizes;
+    r.check("every size from 8 B to --size was measured", points.size() == sizes,
+            fmt::format("{} of {}", points.size(), sizes));
 
     if (!calibration_path.empty()) {
       const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
@@ -101,9 +115,6 @@ int main(int argc, char** argv) {
     Buffer<std::uint8_t> sent = comm.alloc<std::uint8_t>(me == 0 ? max_bytes : 0, Category::data);
     if (me == 0) fill_input(sent.view(), opt.seed, 0);
 
-    comm.say("\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the repetitions\n",
-             comm.world().transport, to_string(comm.device()));
-    comm.say("  {:>10}  {:>5}  {:>10}  {:>12}\n", "size", "reps", "one-way", "bandwidth");
 
     for (std::size_t n = 8; n <= max_bytes; n *= 2) {
       auto phase = comm.phase(fmt::format("ping-pong {}", format_bytes(double(n))));
@@ -139,8 +150,7 @@ int main(int argc, char** argv) {
       std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
       const double t = times[times.size() / 2];
       points.emplace_back(double(n), t);
-      comm.say("  {:>10}  {:>5}  {:>10}  {:>9.3f} GB/s\n", format_bytes(double(n)), reps, format_seconds(t),
-               double(n) / t * 1e-9);
+      reps_used.push_back(reps);
     }
   });
 }
