@@ -166,6 +166,14 @@ Lesson::Lesson(LessonInfo info)
   app_.get_formatter()->column_width(34);
 }
 
+void Lesson::add_root_option(int& root, const std::string& what) {
+  app_.add_option("--root", root, what)->capture_default_str();
+  on_world([&root](const World& w) {
+    if (root < 0 || root >= w.size)
+      throw UsageError(fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
+  });
+}
+
 void Lesson::set_metadata(const std::string& key, const std::string& json_value) {
   for (auto& kv : metadata_)
     if (kv.first == key) {
@@ -249,7 +257,7 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     }
     world.device = resolve_device(options_.device);
     world.transport = to_string(world.mode);
-    if (on_world_) on_world_(world);
+    for (const auto& check : on_world_) check(world);
   } catch (const UsageError& e) {
     return usage(e.what());
   }

@@ -78,7 +78,9 @@ class Lesson {
   std::string id() const { return info_.number + "_" + info_.name; }
 
   // Checked once the world size is known, before any rank starts; throw UsageError.
-  void on_world(std::function<void(const World&)> f) { on_world_ = std::move(f); }
+  void on_world(std::function<void(const World&)> f) { on_world_.push_back(std::move(f)); }
+  // Adds --root (default 0), checked to be a rank of the world.
+  void add_root_option(int& root, const std::string& what);
   // Runs on rank 0 after all ranks have finished, before the final line: tables, and checks
   // of measured counts against formulas (result.check).
   void on_report(std::function<void(RunResult&)> f) { on_report_ = std::move(f); }
@@ -95,7 +97,7 @@ class Lesson {
   LessonInfo info_;
   CLI::App app_;
   Options options_;
-  std::function<void(const World&)> on_world_;
+  std::vector<std::function<void(const World&)>> on_world_;
   std::function<void(RunResult&)> on_report_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;

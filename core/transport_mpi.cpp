@@ -94,41 +94,28 @@ void MpiTransport::estimate_clock_offsets() {
   }
 }
 
-Request MpiTransport::isend(const MemRef& mem, int dst, int tag) {
+// Posts one message as pieces of at most 1 GiB (MPI counts are int), in order.
+Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
   auto req = std::make_shared<MpiReq>();
-  req->is_send = true;
-  req->peer = dst;
-  req->tag = tag;
-  req->mem = mem;
-  req->t_post = now_us();
-  auto* p = static_cast<const char*>(mem.ptr);
-  std::size_t off = 0;
-  do {
-    const std::size_t n = std::min(kPiece, mem.bytes - off);
-    req->reqs.emplace_back();
-    DL_MPI_CHECK(MPI_Isend(p + off, static_cast<int>(n), MPI_BYTE, dst, tag, data_, &req->reqs.back()));
-    off += n;
-  } while (off < mem.bytes);
-  return req;
-}
-
-Request MpiTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto req = std::make_shared<MpiReq>();
-  req->is_send = false;
-  req->peer = src;
+  req->is_send = is_send;
+  req->peer = peer;
   req->tag = tag;
   req->mem = mem;
   req->t_post = now_us();
   auto* p = static_cast<char*>(mem.ptr);
   std::size_t off = 0;
   do {
-    const std::size_t n = std::min(kPiece, mem.bytes - off);
-    req->reqs.emplace_back();
-    DL_MPI_CHECK(MPI_Irecv(p + off, static_cast<int>(n), MPI_BYTE, src, tag, data_, &req->reqs.back()));
-    off += n;
+    const int n = static_cast<int>(std::min(kPiece, mem.bytes - off));
+    MPI_Request& r = req->reqs.emplace_back();
+    if (is_send) DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    else DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    off += static_cast<std::size_t>(n);
   } while (off < mem.bytes);
   return req;
 }
+
+Request MpiTransport::isend(const MemRef& mem, int dst, int tag) { return post(true, mem, dst, tag); }
+Request MpiTransport::irecv(const MemRef& mem, int src, int tag) { return post(false, mem, src, tag); }
 
 void MpiTransport::poll_control(const RequestState* waiting, double since) {
   int flag = 0;

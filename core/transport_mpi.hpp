@@ -42,6 +42,7 @@ class MpiTransport : public Transport {
   [[noreturn]] static void abort_all(const std::string& message, int exit_code);
 
  private:
+  Request post(bool is_send, const MemRef& mem, int peer, int tag);
   void poll_control(const RequestState* waiting, double since);
   [[noreturn]] void report_deadlock(const RequestState* waiting, double since);
   void wait_requests(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,

@@ -88,50 +88,55 @@ void ThreadHub::report_deadlock(int detector) {
   throw Aborted();
 }
 
-Request ThreadTransport::isend(const MemRef& mem, int dst, int tag) {
+namespace {
+
+// Removes and returns the first request in `queue` that `matches`, in posting order.
+template <class Queue, class Pred>
+auto take_first(Queue& queue, Pred matches) -> typename Queue::value_type {
+  for (auto it = queue.begin(); it != queue.end(); ++it)
+    if (matches(**it)) {
+      auto found = *it;
+      queue.erase(it);
+      return found;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, const MemRef& mem, int peer, int tag) {
   auto req = std::make_shared<ThreadHub::Req>();
-  req->is_send = true;
-  req->peer = dst;
+  req->is_send = is_send;
+  req->peer = peer;
   req->tag = tag;
   req->mem = mem;
   req->owner = rank_;
   req->t_post = now_us();
+  return req;
+}
+
+// A send looks in the receiver's mailbox for a receive it posted from us with this tag.
+Request ThreadTransport::isend(const MemRef& mem, int dst, int tag) {
+  auto req = make_request(true, mem, dst, tag);
   std::shared_ptr<ThreadHub::Req> match;
   {
     auto& box = *hub_.slots_[dst];
     std::lock_guard lk(box.mailbox);
-    for (auto it = box.recvs.begin(); it != box.recvs.end(); ++it) {
-      if ((*it)->peer == rank_ && (*it)->tag == tag) {
-        match = *it;
-        box.recvs.erase(it);
-        break;
-      }
-    }
+    match = take_first(box.recvs, [&](const ThreadHub::Req& r) { return r.peer == rank_ && r.tag == tag; });
     if (!match) box.sends.push_back(req);
   }
   if (match) transfer(*req, *match);
   return req;
 }
 
+// A receive looks in our own mailbox for a send from `src` with this tag.
 Request ThreadTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto req = std::make_shared<ThreadHub::Req>();
-  req->is_send = false;
-  req->peer = src;
-  req->tag = tag;
-  req->mem = mem;
-  req->owner = rank_;
-  req->t_post = now_us();
+  auto req = make_request(false, mem, src, tag);
   std::shared_ptr<ThreadHub::Req> match;
   {
     auto& box = *hub_.slots_[rank_];
     std::lock_guard lk(box.mailbox);
-    for (auto it = box.sends.begin(); it != box.sends.end(); ++it) {
-      if ((*it)->owner == src && (*it)->tag == tag) {
-        match = *it;
-        box.sends.erase(it);
-        break;
-      }
-    }
+    match = take_first(box.sends, [&](const ThreadHub::Req& r) { return r.owner == src && r.tag == tag; });
     if (!match) box.recvs.push_back(req);
   }
   if (match) transfer(*match, *req);

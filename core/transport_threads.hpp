@@ -81,6 +81,7 @@ class ThreadTransport : public Transport {
   void finished() override;
 
  private:
+  std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
   void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
   ThreadHub& hub_;
   int rank_;

@@ -35,13 +35,17 @@ endfunction()
 
 foreach(lesson ${DISTLAB_LESSONS})
   set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
+  set(small 64)
+  set(odd 1000)
   if(lesson STREQUAL "01_send_recv")
-    set(tiny 16)  # the smallest ping-pong sweep that still has two sizes to fit
+    set(odd 100000)  # not a power of two: the sweep stops at 64K
+    set(tiny 64K)  # the smallest ping-pong sweep lesson 01 accepts
+    set(small 64K)
   endif()
   distlab_lesson_test(lesson.${lesson}.threads ${lesson} verified 4 0 --ranks 4)
-  distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size 1000)
+  distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size ${odd})
   distlab_lesson_test(lesson.${lesson}.threads-n3-tiny ${lesson} verified 3 0 --ranks 3 --size ${tiny})
-  distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size 64 --inject-fault)
+  distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size ${small} --inject-fault)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.${lesson}.mpi4 ${lesson} verified 4 4)
   endif()

@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
     if (w.size < 2) throw UsageError("lesson 01 needs at least 2 ranks (--ranks 2, or mpirun -np 2)");
-    if (opt.size < 16) throw UsageError("--size is the largest message in bytes and must be at least 16 (two sizes to fit a line through)");
+    if (opt.size < (64 << 10))
+      throw UsageError("--size is the largest message in bytes and must be at least 64K, so that the sweep reaches "
+                       "sizes where bandwidth, not latency, sets the time (else beta cannot be measured)");
   });
 
   // (bytes, one-way seconds) measured on rank 0, and the repetitions behind each.

@@ -29,12 +29,8 @@ int main(int argc, char** argv) {
   Lesson lesson({"02", "scatter_gather", "scatter a root's buffer in chunks, work on them, gather them back", 4,
                  1 << 20});
   int root = 0;
-  lesson.app().add_option("--root", root, "the rank that scatters and gathers")->capture_default_str();
+  lesson.add_root_option(root, "the rank that scatters and gathers");
   lesson.set_algorithm("linear");
-  lesson.on_world([&](const World& w) {
-    if (root < 0 || root >= w.size)
-      throw UsageError(fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
-  });
   const auto& opt = lesson.options();
 
   // On rank 0 after the run: the schedule, the traffic, and the formulas checked against it.

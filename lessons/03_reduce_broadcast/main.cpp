@@ -44,12 +44,8 @@ int main(int argc, char** argv) {
   Lesson lesson({"03", "reduce_broadcast", "reduce every rank's buffer to a root, broadcast the sum back", 4,
                  1 << 20});
   int root = 0;
-  lesson.app().add_option("--root", root, "the rank that reduces and broadcasts")->capture_default_str();
+  lesson.add_root_option(root, "the rank that reduces and broadcasts");
   lesson.set_algorithm("linear");
-  lesson.on_world([&](const World& w) {
-    if (root < 0 || root >= w.size)
-      throw UsageError(fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
-  });
   const auto& opt = lesson.options();
 
   // On rank 0 after the run: the schedule, the traffic, and the formulas checked against it.
