@@ -124,6 +124,7 @@ void MpiTransport::poll_control(const RequestState* waiting, double since) {
   if (!flag) return;
   int who = 0;
   MPI_Recv(&who, 1, MPI_INT, st.MPI_SOURCE, kReportTag, control_, MPI_STATUS_IGNORE);
+  if (reported_) return;  // each rank prints its own line once
   const std::string line = finished_ && !waiting
                                ? fmt::format("r{} has finished and waits for the others at the end", rank_)
                                : describe_wait(rank_, waiting, since, now_us());
@@ -133,7 +134,15 @@ void MpiTransport::poll_control(const RequestState* waiting, double since) {
 }
 
 void MpiTransport::report_deadlock(const RequestState* waiting, double since) {
+  // Ranks that time out together: the lowest speaks first; the others hear its request
+  // meanwhile and only add their own line.
+  const double speak_at = now_us() + std::min(rank_, 25) * 20e3;
+  while (!reported_ && now_us() < speak_at) {
+    poll_control(waiting, since);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   if (!reported_) {
+    reported_ = true;
     const std::string head = fmt::format(
         "distlab: deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for "
         "whom (ranks not listed are computing, not waiting on a message):",
