@@ -108,7 +108,9 @@ int RunResult::steps() const {
   return static_cast<int>(steps.size());
 }
 
-void print_schedule(const RunResult& result, int max_lines) {
+void print_schedule(const RunResult& result, int max_ranks, int max_lines) {
+  if (result.world.size > max_ranks) return;
+  fmt::print("\nschedule (one line per step):\n");
   std::map<int, std::vector<std::pair<int, const SpanEvent*>>> by_step;
   for (const auto& log : result.logs)
     for (const auto& e : log.spans)
@@ -135,7 +137,8 @@ void print_schedule(const RunResult& result, int max_lines) {
   }
 }
 
-void print_traffic(const RunResult& result) {
+void print_traffic(const RunResult& result, const std::string& title) {
+  fmt::print("\n{}:\n", title);
   const auto traffic = result.traffic();
   fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", "rank", "sent", "received", "msgs>",
              "msgs<", "steps", "comm time");

@@ -63,10 +63,11 @@ struct RunResult {
   int steps() const;  // distinct global steps over all ranks
 };
 
-// "step 1: r0 -> r1 chunk 1 (4 B)" lines, grouped by step, for small runs.
-void print_schedule(const RunResult& result, int max_lines = 48);
-// Per-rank table: bytes sent and received, messages, steps, communication time.
-void print_traffic(const RunResult& result);
+// "step 1: r0 -> r1 chunk 1 (4 B)" lines under a heading, one per step; only for worlds of at
+// most `max_ranks` ranks (larger ones would flood the terminal).
+void print_schedule(const RunResult& result, int max_ranks = 8, int max_lines = 48);
+// Per-rank table under a heading: bytes sent and received, messages, steps, communication time.
+void print_traffic(const RunResult& result, const std::string& title = "traffic per rank");
 
 class Lesson {
  public:

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "check.hpp"
@@ -227,12 +228,12 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     out += "}";
   }
   out += "],\"buffers\":[";
-  if (!logs.empty())
-    for (std::size_t i = 0; i < logs[0].buffers.size(); ++i) {
-      const auto& b = logs[0].buffers[i];
-      out += fmt::format(R"({}{{"name":{},"length":{},"chunks":{}}})", i ? "," : "", json_string(b.name), b.length,
-                         b.chunks);
-    }
+  std::set<std::string> declared;  // every rank declares the same buffers; list each once
+  for (const auto& log : logs)
+    for (const auto& b : log.buffers)
+      if (declared.insert(b.name).second)
+        out += fmt::format(R"({}{{"name":{},"length":{},"chunks":{}}})", declared.size() > 1 ? "," : "",
+                           json_string(b.name), b.length, b.chunks);
   out += fmt::format(R"(],"steps":{},"messages":{},"wall_seconds":{},"cost_model":{}}}}})", steps.size(),
                      flow_ids.size(), json_number(info.wall_seconds), info.cost_model);
   out += "\n";

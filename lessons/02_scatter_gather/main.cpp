@@ -40,11 +40,7 @@ int main(int argc, char** argv) {
     const Partition part{L, n};
     fmt::print("\nscatter + gather of {} float32 ({}) over {} ranks, root r{}\n", L, format_bytes(double(L * esize)), n,
                root);
-    if (n <= 8) {
-      fmt::print("\nschedule (one line per step):\n");
-      print_schedule(r);
-    }
-    fmt::print("\ntraffic per rank:\n");
+    print_schedule(r);
     print_traffic(r);
     // Formulas: scatter is steps 1 .. N-1, gather N .. 2N-2.
     const auto scatter = r.traffic(1, n - 1), gather = r.traffic(n, 2 * n - 2);

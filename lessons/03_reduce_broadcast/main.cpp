@@ -54,11 +54,7 @@ int main(int argc, char** argv) {
     const std::uint64_t L = opt.size, esize = sizeof(float), buf = L * esize;
     fmt::print("\nreduce + broadcast of {} float32 ({}) per rank over {} ranks, root r{}\n", L,
                format_bytes(double(buf)), n, root);
-    if (n <= 8) {
-      fmt::print("\nschedule (one line per step):\n");
-      print_schedule(r);
-    }
-    fmt::print("\ntraffic per rank:\n");
+    print_schedule(r);
     print_traffic(r);
 
     // Step ids are handed out in call order, N - 1 per collective:

@@ -121,13 +121,8 @@ int main(int argc, char** argv) {
     fmt::print("\n{} of {} float32 ({}) per rank over {} ranks, all through rank 0\n",
                ops.size() == 1 ? op_name(ops[0]) : "all-gather, reduce-scatter, all-reduce", L,
                format_bytes(double(L * sizeof(float))), n);
-    if (n <= 8) {
-      fmt::print("\nschedule (one line per step):\n");
-      print_schedule(r);
-    }
-
-    fmt::print("\ntraffic per rank, all ops together:\n");
-    print_traffic(r);
+    print_schedule(r);
+    print_traffic(r, "traffic per rank, all ops together");
 
     struct Row {
       Op op;
