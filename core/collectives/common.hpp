@@ -16,10 +16,29 @@ inline constexpr int kTagScatter = 100;
 inline constexpr int kTagGather = 200;
 inline constexpr int kTagBroadcast = 300;
 inline constexpr int kTagReduce = 400;
+inline constexpr int kTagSequential = 500;
+inline constexpr int kTagParallel = 600;
+inline constexpr int kTagRing = 700;
+inline constexpr int kTagReduceScatterRing = 800;
+inline constexpr int kTagAllGatherRing = 810;
+inline constexpr int kTagRecursive = 900;
+inline constexpr int kTagFold = 910;
 
 // Bit r when rank r's data is in a payload (the trace carries masks while the world <= 64).
 inline std::uint64_t rank_bit(int r) { return r < 64 ? std::uint64_t{1} << r : 0; }
 inline std::uint64_t all_ranks(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
+
+// Ranks r, r-1, ..., r-count+1 (mod n): whose data a ring has summed after count hops.
+inline std::uint64_t ring_mask(int r, int count, int n) {
+  std::uint64_t m = 0;
+  for (int k = 0; k < count; ++k) m |= rank_bit(((r - k) % n + n) % n);
+  return m;
+}
+
+template <class T>
+View<const T> cview(View<T> v) {
+  return View<const T>(v);
+}
 
 // Metadata of one message: step, the chunks of `buffer` it carries, and whose data is in it.
 inline MsgMeta meta(int step, const std::string& buffer, int chunk_begin, int chunk_end, Apply apply,

@@ -1,0 +1,55 @@
+// cost_model.hpp — the alpha-beta-gamma model of collective algorithms.
+//
+// A message of n bytes costs alpha + n beta; reducing n bytes costs n gamma (Hockney's model
+// as Thakur, Rabenseifner & Gropp 2005 use it). For p ranks and an n-byte buffer, e.g.:
+//   ring_chunked        2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma
+//   recursive_doubling  lg p (alpha + n beta + n gamma)
+//   recursive_halving   2 lg p alpha + 2(p-1)/p n beta + (p-1)/p n gamma   (Rabenseifner)
+// alpha and beta come from lesson 01's calibration (traces/calibration.json) or a ping-pong
+// measured on the spot; gamma from timing the reduction kernel (ops::add) on this machine.
+#pragma once
+
+#include <string>
+
+#include "collectives/all_reduce.hpp"
+
+namespace distlab {
+
+struct CostParams {
+  double alpha_s = 0;           // seconds per message
+  double beta_s_per_byte = 0;   // seconds per byte moved
+  double gamma_s_per_byte = 0;  // seconds per byte reduced
+  std::string source;           // where alpha and beta came from, for the printout
+};
+
+// A prediction, split by term so tables can show where the time goes.
+struct Cost {
+  double messages = 0;       // the count multiplying alpha (sequential steps of messages)
+  double bytes_moved = 0;    // the bytes multiplying beta (on the busiest rank's path)
+  double bytes_reduced = 0;  // the bytes multiplying gamma
+  double seconds(const CostParams& c) const {
+    return messages * c.alpha_s + bytes_moved * c.beta_s_per_byte + bytes_reduced * c.gamma_s_per_byte;
+  }
+};
+
+// The other collectives distlab-bench measures.
+enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+const char* to_string(Collective c);
+
+// Prediction for an all-reduce of `bytes` bytes over p ranks (p not a power of two: the
+// recursive algorithms pay the fold's extra steps). `library` is predicted as ring_chunked.
+Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double bytes);
+
+// Prediction for the ring (chunked) or linear (root-based) forms of the other collectives:
+// all_gather / reduce_scatter with ring = true use the ring, else the naive root versions.
+Cost predict_collective(Collective c, bool ring, int p, double bytes);
+
+// Seconds per byte of ops::add on float32, timed on this machine (median of a few runs).
+double measure_gamma();
+
+// alpha and beta from `calibration_path` under `key` ("threads-cpu", "mpi-cpu"); when the
+// file or the key is missing, the defaults passed in are used and `source` says so.
+CostParams load_cost_params(const std::string& calibration_path, const std::string& key,
+                            double fallback_alpha_s, double fallback_beta_s_per_byte);
+
+}  // namespace distlab
