@@ -46,10 +46,11 @@ template <class T>
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Ledger& ledger, Category category, std::size_t n, Device device = Device::cpu)
+  // zero: fill with T{} (CPU); a workspace that is written before it is read can skip it.
+  Buffer(Ledger& ledger, Category category, std::size_t n, Device device = Device::cpu, bool zero = true)
       : ledger_(&ledger), category_(category), view_{nullptr, n, device} {
     view_.ptr = static_cast<T*>(device_alloc(device, n * sizeof(T)));
-    if (device == Device::cpu)
+    if (zero && device == Device::cpu)
       for (std::size_t i = 0; i < n; ++i) view_.ptr[i] = T{};
     ledger_->charge(category_, n * sizeof(T));
   }
@@ -70,7 +71,7 @@ class Buffer {
 
   void reset() noexcept {
     if (ledger_) {
-      device_free(view_.device, view_.ptr);
+      device_free(view_.device, view_.ptr, view_.bytes());
       try {
         ledger_->release(category_, view_.bytes());
       } catch (...) {

@@ -2,6 +2,7 @@
 //
 //   comm.rank(), comm.size()                 who am I, how many are we
 //   comm.alloc<float>(n, Category::data)     a buffer charged to this rank's memory ledger
+//   comm.scratch<float>(n)                   a collective's workspace (Category::comm, not zeroed)
 //   comm.send / recv / isend / irecv / wait  point-to-point, traced (one flow per message)
 //   comm.sendrecv(...)                       both at once, never deadlocks on itself
 //   comm.next_steps(k), comm.mark_step(s)    algorithm steps, for the trace and the viewer
@@ -41,6 +42,11 @@ class Comm {
   template <class T>
   Buffer<T> alloc(std::size_t n, Category category) {
     return Buffer<T>(ledger_, category, n, world_.device);
+  }
+  // A collective's workspace: charged to Category::comm, not zero-filled (write before reading).
+  template <class T>
+  Buffer<T> scratch(std::size_t n) {
+    return Buffer<T>(ledger_, Category::comm, n, world_.device, /*zero=*/false);
   }
 
   // --- point-to-point ------------------------------------------------------------------

@@ -9,8 +9,10 @@
 // measured on the spot; gamma from timing the reduction kernel (ops::add) on this machine.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "calibration.hpp"
 #include "collectives/all_reduce.hpp"
 
 namespace distlab {
@@ -34,7 +36,7 @@ struct Cost {
 
 // The other collectives distlab-bench measures.
 enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
-const char* to_string(Collective c);
+const char* to_string(Collective c);  // "allreduce", "allgather", "reducescatter", "broadcast", "reduce"
 
 // Prediction for an all-reduce of `bytes` bytes over p ranks (p not a power of two: the
 // recursive algorithms pay the fold's extra steps). `library` is predicted as ring_chunked.
@@ -44,11 +46,19 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double bytes);
 // all_gather / reduce_scatter with ring = true use the ring, else the naive root versions.
 Cost predict_collective(Collective c, bool ring, int p, double bytes);
 
+// beta for messages of at least `min_bytes`: the alpha-beta fit redone on the calibration's
+// points of that size and up. A ping-pong's small messages stay in cache, so the fit over all
+// sizes gives the cache's bandwidth; large collectives stream their buffers from memory and pay
+// this beta instead (2-4x the other on a typical machine: see lesson 01's bandwidth column).
+// nullopt when fewer than two points are that large or the slope is not positive.
+std::optional<double> streaming_beta(const Calibration& calibration, double min_bytes);
+
 // Seconds per byte of ops::add on float32, timed on this machine (median of a few runs).
 double measure_gamma();
 
 // alpha and beta from `calibration_path` under `key` ("threads-cpu", "mpi-cpu"); when the
 // file or the key is missing, the defaults passed in are used and `source` says so.
+// gamma is measured on the spot (measure_gamma(), a few milliseconds).
 CostParams load_cost_params(const std::string& calibration_path, const std::string& key,
                             double fallback_alpha_s, double fallback_beta_s_per_byte);
 

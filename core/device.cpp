@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 
 #include "check.hpp"
@@ -74,11 +75,36 @@ Device resolve_device(const std::string& requested) {
   throw UsageError("--device must be auto, cpu or cuda, not '" + requested + "'");
 }
 
+namespace {
+
+constexpr std::size_t kCacheMin = std::size_t{64} << 10;    // smaller blocks go straight to malloc
+constexpr std::size_t kCacheLimit = std::size_t{1} << 30;  // per thread
+
+// Freed CPU blocks by size, for this thread's next allocation of that size.
+struct BlockCache {
+  std::multimap<std::size_t, void*> blocks;
+  std::size_t bytes = 0;
+  ~BlockCache() {
+    for (auto& [size, p] : blocks) std::free(p);
+  }
+};
+thread_local BlockCache t_cache;
+
+std::size_t rounded(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
 void* device_alloc(Device device, std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (device == Device::cpu) {
-    const std::size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    const std::size_t size = rounded(bytes);
+    if (auto it = t_cache.blocks.find(size); it != t_cache.blocks.end()) {
+      void* p = it->second;
+      t_cache.blocks.erase(it);
+      t_cache.bytes -= size;
+      return p;
+    }
+    void* p = std::aligned_alloc(64, size);
     if (!p) throw std::bad_alloc();
     return p;
   }
@@ -92,9 +118,18 @@ void* device_alloc(Device device, std::size_t bytes) {
 #endif
 }
 
-void device_free(Device device, void* ptr) noexcept {
+void device_free(Device device, void* ptr, std::size_t bytes) noexcept {
   if (!ptr) return;
   if (device == Device::cpu) {
+    const std::size_t size = rounded(bytes);
+    if (size >= kCacheMin && t_cache.bytes + size <= kCacheLimit) {
+      try {
+        t_cache.blocks.emplace(size, ptr);
+        t_cache.bytes += size;
+        return;
+      } catch (...) {
+      }
+    }
     std::free(ptr);
     return;
   }

@@ -12,8 +12,11 @@
 
 namespace distlab {
 
+// CPU blocks of 64 KiB and more are kept, per thread, for the next allocation of the same
+// size (up to 1 GiB per thread): a collective that allocates its workspace in every call then
+// pays no fresh page faults after the first, as a library with preallocated buffers would.
 void* device_alloc(Device device, std::size_t bytes);
-void device_free(Device device, void* ptr) noexcept;
+void device_free(Device device, void* ptr, std::size_t bytes) noexcept;
 
 // Copies between any two places (host or device); the CPU build only knows host memory.
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);

@@ -133,7 +133,8 @@ std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t
 }
 
 std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
-  DL_MPI_CHECK(MPI_Allreduce(send, recv, as_count(length), mpi_type(dtype), MPI_SUM, mpi_comm(comm)));
+  // send == recv: in place, as MPI spells it.
+  DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length), mpi_type(dtype), MPI_SUM, mpi_comm(comm)));
   return "MPI_Allreduce";
 }
 

@@ -16,7 +16,7 @@ namespace distlab::library {
 bool available(const Comm& comm);
 
 // Raw forms: counts in elements of dtype; `length` is the whole buffer's length.
-// Each returns the name of the MPI call it made.
+// Each returns the name of the MPI call it made. all_reduce with send == recv works in place.
 std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
 std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
 std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root);

@@ -391,6 +391,7 @@ int Lesson::finish(RunResult& result) {
     ti.metadata = metadata_;
     ti.verified = result.verified && code == 0;
     ti.wall_seconds = result.wall_seconds;
+    ti.cost_model = cost_model_;
     try {
       write_trace(options_.trace_path, ti, result.logs);
       std::error_code ec;

@@ -88,6 +88,8 @@ class Lesson {
   // Extra otherData fields for the trace: key and an already-encoded JSON value.
   void set_metadata(const std::string& key, const std::string& json_value);
   void set_algorithm(std::string algorithm) { algorithm_ = std::move(algorithm); }
+  // otherData.cost_model: the cost model's prediction (an encoded JSON value).
+  void set_cost_model(std::string json_value) { cost_model_ = std::move(json_value); }
 
   int run(int argc, char** argv, const std::function<void(Comm&)>& body);
 
@@ -102,6 +104,7 @@ class Lesson {
   std::function<void(RunResult&)> on_report_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;
+  std::string cost_model_ = "null";
 };
 
 // True when this process was started by mpirun / mpiexec (Open MPI, MPICH or PMIx).

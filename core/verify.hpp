@@ -43,7 +43,7 @@ Comparison compare(View<const T> got, const Eigen::VectorXd& want, double tol) {
     const double g = static_cast<double>(got[i]), w = want[static_cast<Eigen::Index>(i)];
     const double err = std::fabs(g - w);
     if (!(err <= tol * (1.0 + std::fabs(w)))) c.ok = false;  // NaN fails too
-    if (!(err <= c.max_error)) {
+    if (i == 0 || !(err <= c.max_error)) {
       c.max_error = err;
       c.worst = i;
       c.got = g;

@@ -75,3 +75,29 @@ if(DISTLAB_HAVE_MPI)
   set_tests_properties(deadlock.mpi failure.throw.mpi usage.ranks-disagree.mpi PROPERTIES
                        ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS mpi)
 endif()
+
+# Every all-reduce algorithm against the float64 sum in one run, on in-process ranks and under
+# mpiexec (where MPI_Allreduce is checked as well); N = 3 and 6 fold, 7 elements give empty chunks.
+add_executable(all_reduce_probe probes/all_reduce_probe.cpp)
+target_link_libraries(all_reduce_probe PRIVATE distlab_core)
+target_compile_options(all_reduce_probe PRIVATE -Wall -Wextra)
+distlab_lesson_test(probe.all_reduce.threads-n6 all_reduce_probe verified 6 0 --ranks 6 --size 1000)
+distlab_lesson_test(probe.all_reduce.threads-n6-tiny all_reduce_probe verified 6 0 --ranks 6 --size 7)
+distlab_lesson_test(probe.all_reduce.inject-fault all_reduce_probe failed 3 0 --ranks 3 --size 64 --inject-fault)
+if(DISTLAB_HAVE_MPI)
+  distlab_lesson_test(probe.all_reduce.mpi4 all_reduce_probe verified 4 4 --size 1000)
+  distlab_lesson_test(probe.all_reduce.mpi4-tiny all_reduce_probe verified 4 4 --size 7)
+  distlab_lesson_test(probe.all_reduce.mpi3 all_reduce_probe verified 3 3 --size 1000)
+  distlab_lesson_test(probe.all_reduce.mpi3-tiny all_reduce_probe verified 3 3 --size 7)
+endif()
+
+# distlab-bench: a small sweep must run, time every candidate and find no wrong element.
+set(bench_cmd $<TARGET_FILE:distlab-bench> --min-bytes 4K --max-bytes 64K --iters 2 --warmup 1)
+add_test(NAME bench.threads COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
+         ${bench_cmd} --ranks 3)
+set_tests_properties(bench.threads PROPERTIES TIMEOUT 300 LABELS bench)
+if(DISTLAB_HAVE_MPI)
+  add_test(NAME bench.mpi2 COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
+           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${bench_cmd})
+  set_tests_properties(bench.mpi2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+endif()

@@ -18,9 +18,9 @@ TEST_CASE("device_alloc on the CPU gives 64-byte aligned memory, zero bytes give
     REQUIRE(p != nullptr);
     CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
     std::memset(p, 0xab, bytes);  // the whole request is writable (ASan would see otherwise)
-    device_free(Device::cpu, p);
+    device_free(Device::cpu, p, bytes);
   }
-  device_free(Device::cpu, nullptr);  // a no-op
+  device_free(Device::cpu, nullptr, 0);  // a no-op
 }
 
 TEST_CASE("device_copy copies host to host, zero bytes touch nothing", "[device]") {

@@ -82,12 +82,9 @@ void all_reduce(Comm& comm, View<T> data, AllReduceAlgo algo, const std::string&
     case AllReduceAlgo::ring_chunked: return all_reduce_ring_chunked(comm, data, buffer);
     case AllReduceAlgo::recursive_doubling: return all_reduce_recursive_doubling(comm, data, buffer);
     case AllReduceAlgo::recursive_halving: return all_reduce_recursive_halving(comm, data, buffer);
-    case AllReduceAlgo::library: {
-      Buffer<T> in = comm.alloc<T>(data.size(), Category::comm);
-      ops::copy(in.view(), View<const T>(data));
-      library::all_reduce(comm, in.data(), data.data(), data.size(), dtype_of<T>());
+    case AllReduceAlgo::library:
+      library::all_reduce(comm, data.data(), data.data(), data.size(), dtype_of<T>());
       return;
-    }
   }
 }
 

@@ -18,19 +18,20 @@ void all_reduce_parallel(Comm& comm, View<T> data, const std::string& buffer = "
   const int n = comm.size(), me = comm.rank();
   const int step = comm.next_steps(1);
   comm.declare_buffer(buffer, data.size(), 1);
-  comm.mark_step(step);
+  if (n > 1) comm.mark_step(step);  // a world of one moves no message
   // incoming[k]: rank k's input (my own slot stays empty)
   std::vector<Buffer<T>> incoming;
   std::vector<Request> requests;
   for (int k = 0; k < n; ++k) {
-    incoming.push_back(comm.alloc<T>(k == me ? 0 : data.size(), Category::comm));
+    incoming.push_back(comm.scratch<T>(k == me ? 0 : data.size()));
     if (k != me) requests.push_back(comm.irecv(incoming[k].view(), k, kTagParallel, meta(step, buffer, 0, 1, Apply::reduce, rank_bit(k))));
   }
   for (int k = 0; k < n; ++k)
     if (k != me) requests.push_back(comm.isend(cview(data), k, kTagParallel, meta(step, buffer, 0, 1, Apply::reduce, rank_bit(me))));
   comm.wait_all(requests);
   auto add = comm.phase("add");
-  Buffer<T> sum = comm.alloc<T>(data.size(), Category::comm);
+  Buffer<T> sum = comm.scratch<T>(data.size());
+  ops::fill(sum.view(), T{});
   for (int k = 0; k < n; ++k) ops::add(sum.view(), k == me ? cview(data) : cview(incoming[k].view()));
   ops::copy(data, cview(sum.view()));
 }

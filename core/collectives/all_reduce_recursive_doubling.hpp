@@ -20,7 +20,7 @@ void all_reduce_recursive_doubling(Comm& comm, View<T> data, const std::string& 
   comm.declare_buffer(buffer, data.size(), 1);
   if (f.rem) fold_in(comm, data, f, step++, buffer, 1);
   if (f.takes_part(me)) {
-    Buffer<T> incoming = comm.alloc<T>(data.size(), Category::comm);
+    Buffer<T> incoming = comm.scratch<T>(data.size());
     int exchanged = 0;  // the distances crossed so far: my group is me with these bits free
     for (int mask = 1; mask < f.p2; mask <<= 1, ++step) {
       // step: swap whole buffers with rank me ^ mask, then both hold their two groups' sum

@@ -30,7 +30,7 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
 
   if (f.rem) fold_in(comm, data, f, step++, buffer, p2);
   if (f.takes_part(me)) {
-    Buffer<T> incoming = comm.alloc<T>(part.begin(p2 / 2), Category::comm);  // the larger half
+    Buffer<T> incoming = comm.scratch<T>(part.begin(p2 / 2));  // the larger half
     int lo = 0, hi = p2;  // the chunks I own
     int exchanged = 0;
     // Reduce-scatter by recursive halving.

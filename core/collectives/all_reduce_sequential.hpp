@@ -17,14 +17,15 @@ void all_reduce_sequential(Comm& comm, View<T> data, const std::string& buffer =
   const int n = comm.size(), me = comm.rank();
   const int first_step = comm.next_steps(n);
   comm.declare_buffer(buffer, data.size(), 1);
-  Buffer<T> sum = comm.alloc<T>(data.size(), Category::comm);  // data stays my input until the end
-  Buffer<T> incoming = comm.alloc<T>(data.size(), Category::comm);
+  Buffer<T> sum = comm.scratch<T>(data.size());  // data stays my input until the end
+  Buffer<T> incoming = comm.scratch<T>(data.size());
+  ops::fill(sum.view(), T{});
   for (int i = 0; i < n; ++i) {
     // round i: rank i's input goes to everyone, and everyone adds it
     const int step = first_step + i;
     const MsgMeta m = meta(step, buffer, 0, 1, Apply::reduce, rank_bit(i));
     if (me == i) {
-      comm.mark_step(step);
+      if (n > 1) comm.mark_step(step);  // a world of one moves no message
       for (int k = 1; k < n; ++k) comm.send(cview(data), (i + k) % n, kTagSequential, m);
       auto add = comm.phase("add");
       ops::add(sum.view(), cview(data));

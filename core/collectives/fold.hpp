@@ -41,7 +41,7 @@ void fold_in(Comm& comm, View<T> data, const Fold& f, int step, const std::strin
     comm.mark_step(step);
     comm.send(cview(data), me - f.p2, kTagFold, meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me)));
   } else if (me < f.rem) {
-    Buffer<T> incoming = comm.alloc<T>(data.size(), Category::comm);
+    Buffer<T> incoming = comm.scratch<T>(data.size());
     comm.recv(incoming.view(), me + f.p2, kTagFold, meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me + f.p2)));
     auto add = comm.phase("add");
     ops::add(data, cview(incoming.view()));

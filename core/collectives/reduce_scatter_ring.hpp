@@ -20,7 +20,7 @@ void reduce_scatter_ring(Comm& comm, View<T> data, const std::string& buffer = "
   const Partition part{data.size(), n};
   const int first_step = comm.next_steps(n - 1);
   comm.declare_buffer(buffer, data.size(), n);
-  Buffer<T> incoming = comm.alloc<T>(part.size(0), Category::comm);  // chunk 0 is the largest
+  Buffer<T> incoming = comm.scratch<T>(part.size(0));  // chunk 0 is the largest
   auto chunk = [&](int c) { return data.sub(part.begin(c), part.size(c)); };
   for (int s = 0; s < n - 1; ++s) {
     // step s: send chunk (me - s - 1), receive chunk (me - s - 2) and add it in

@@ -1,0 +1,576 @@
+// distlab-bench — nccl-tests-style tables for every collective and every algorithm.
+//
+// For each collective and each size from --min-bytes to --max-bytes (times --step-factor),
+// every candidate algorithm runs --warmup untimed and then --iters timed iterations, and the
+// candidates take turns inside each iteration (iteration 1: A B C, iteration 2: B C A, ...),
+// so a slow moment of a noisy machine hits all of them alike and their ratios survive.
+//
+//   time    one iteration: barrier, then every rank times its own call; the iteration takes
+//           as long as its slowest rank. The row shows the median over iterations.
+//   algbw   size / time                                    (GB/s, 1 GB = 1e9 B)
+//   busbw   algbw x factor: what each rank's link carried, comparable across rank counts
+//             all-reduce 2(N-1)/N, all-gather and reduce-scatter (N-1)/N, broadcast and reduce 1
+//   predicted  the alpha-beta-gamma model (core/cost_model.hpp) for this algorithm and size
+//   #wrong  result elements, summed over ranks, that differ from a float64 reference computed
+//           from the inputs (data.hpp): copies must match exactly, sums within sum_tolerance(N)
+// docs/performance.md explains the columns and works an example.
+//
+// Run:  distlab-bench                                        4 in-process ranks, 4 KiB .. 64 MiB
+//       distlab-bench --ranks 8 --collectives allreduce --algos ring_chunked,recursive_halving
+//       mpirun -np 4 distlab-bench --min-bytes 64M --max-bytes 64M --collectives allreduce
+//              --algos ring_chunked,library            (library = MPI_Allreduce, under mpirun only)
+//       distlab-bench --csv results.csv                  also write every row as CSV
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/collectives/all_gather_gather_broadcast.hpp"
+#include "core/collectives/all_reduce.hpp"
+#include "core/collectives/reduce_scatter_reduce_scatter.hpp"
+#include "core/cost_model.hpp"
+#include "core/data.hpp"
+#include "core/library.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+
+namespace {
+
+constexpr int kTagResults = 9000;  // timings to rank 0; no collective uses it
+constexpr int kRoot = 0;           // root of broadcast and reduce
+constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
+
+// --- what can be measured --------------------------------------------------------------------
+
+const std::vector<Collective> kCollectives = {Collective::all_reduce, Collective::all_gather,
+                                              Collective::reduce_scatter, Collective::broadcast,
+                                              Collective::reduce};
+
+// One row of the table: a collective done one way.
+struct Candidate {
+  Collective collective;
+  std::string name;                                               // the algorithm column
+  coll::AllReduceAlgo algo = coll::AllReduceAlgo::ring_chunked;  // all-reduce only
+  bool library = false;                                           // the MPI library's own call
+  bool ring = false;                                              // the model's ring or linear form
+  // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
+  bool in_place() const { return ring && !library; }
+};
+
+std::vector<Candidate> candidates_of(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: {
+      std::vector<Candidate> out;
+      for (auto a : coll::all_reduce_algos()) out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
+      return out;
+    }
+    case Collective::all_gather:
+      return {{c, "ring", {}, false, true}, {c, "gather_broadcast"}, {c, "library", {}, true, true}};
+    case Collective::reduce_scatter:
+      return {{c, "ring", {}, false, true}, {c, "reduce_scatter"}, {c, "library", {}, true, true}};
+    case Collective::broadcast:
+    case Collective::reduce:
+      return {{c, "linear"}, {c, "library", {}, true}};
+  }
+  return {};
+}
+
+Cost predict(const Candidate& k, int p, double bytes) {
+  if (k.collective == Collective::all_reduce) return predict_all_reduce(k.algo, p, bytes);
+  return predict_collective(k.collective, k.ring, p, bytes);
+}
+
+// nccl-tests' bus bandwidth factor: busbw = algbw x factor (docs/performance.md derives them).
+double bus_factor(Collective c, int p) {
+  switch (c) {
+    case Collective::all_reduce: return 2.0 * (p - 1) / p;
+    case Collective::all_gather:
+    case Collective::reduce_scatter: return double(p - 1) / p;
+    case Collective::broadcast:
+    case Collective::reduce: return 1.0;
+  }
+  return 1.0;
+}
+
+// Does a comma list name this?
+bool listed(const std::vector<std::string>& list, const std::string& name) {
+  return list.empty() || std::find(list.begin(), list.end(), name) != list.end();
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty() && item != "all") out.push_back(item);
+  return out;
+}
+
+// --- one collective at one size on one rank ----------------------------------------------------
+
+// Buffers of one (collective, size); every candidate reuses them.
+struct Case {
+  Collective collective;
+  std::size_t count = 0;     // float32 elements in the whole buffer
+  Partition part;
+  Buffer<float> input;       // this rank's input (all-gather: only my chunk filled in)
+  Buffer<float> work;        // in-place algorithms work here; whole-buffer results land here
+  Buffer<float> out;         // reduce-scatter by reduce + scatter / library: my chunk of the sum
+  std::vector<float> want;   // the reference for what I must hold afterwards (float64 sums, rounded)
+  double tol = 0;            // 0 for copies, sum_tolerance(N) for sums
+};
+
+Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) {
+  const int p = comm.size(), me = comm.rank();
+  Case k{c, count, Partition{count, p}, comm.alloc<float>(count, Category::data),
+         comm.alloc<float>(count, Category::data), Buffer<float>(), {}, 0};
+  const std::size_t b = k.part.begin(me), m = k.part.size(me);
+  if (c == Collective::all_gather) fill_input(k.input.sub(b, m), seed, me, b);
+  else fill_input(k.input.view(), seed, me);
+  if (c == Collective::reduce_scatter) k.out = comm.alloc<float>(m, Category::data);
+
+  // The reference, from the inputs only: value(seed, rank, i) for any rank (data.hpp).
+  auto sum_of = [&](std::size_t i) {
+    double s = 0;
+    for (int r = 0; r < p; ++r) s += input_value<float>(seed, r, i);
+    return float(s);
+  };
+  switch (c) {
+    case Collective::all_reduce:
+      k.want.resize(count);
+      for (std::size_t i = 0; i < count; ++i) k.want[i] = sum_of(i);
+      k.tol = sum_tolerance(p);
+      break;
+    case Collective::all_gather:  // chunk r of the result is chunk r of rank r's input
+      k.want.resize(count);
+      for (int r = 0; r < p; ++r)
+        for (std::size_t i = k.part.begin(r); i < k.part.end(r); ++i) k.want[i] = input_value<float>(seed, r, i);
+      break;
+    case Collective::reduce_scatter:
+      k.want.resize(m);
+      for (std::size_t i = 0; i < m; ++i) k.want[i] = sum_of(b + i);
+      k.tol = sum_tolerance(p);
+      break;
+    case Collective::broadcast:
+      k.want.resize(count);
+      for (std::size_t i = 0; i < count; ++i) k.want[i] = input_value<float>(seed, kRoot, i);
+      break;
+    case Collective::reduce:  // only the root holds a result
+      if (me == kRoot) {
+        k.want.resize(count);
+        for (std::size_t i = 0; i < count; ++i) k.want[i] = sum_of(i);
+      }
+      k.tol = sum_tolerance(p);
+      break;
+  }
+  return k;
+}
+
+// Puts the inputs back before a run (outside the timing): in-place algorithms overwrite them,
+// and a result left over from the last run must not pass for this run's.
+void reset(Case& k, const Candidate& cand) {
+  switch (k.collective) {
+    case Collective::all_reduce:
+    case Collective::all_gather:
+    case Collective::broadcast:  // other ranks start from their own input, not the root's
+      ops::copy(k.work.view(), View<const float>(k.input.view()));
+      break;
+    case Collective::reduce_scatter:
+      if (cand.in_place()) ops::copy(k.work.view(), View<const float>(k.input.view()));
+      else ops::fill(k.out.view(), 0.0f);
+      break;
+    case Collective::reduce:
+      ops::fill(k.work.view(), 0.0f);
+      break;
+  }
+}
+
+void run_once(Comm& comm, Case& k, const Candidate& cand) {
+  const int me = comm.rank();
+  const View<const float> input(k.input.view());
+  const View<const float> my_chunk = input.sub(k.part.begin(me), k.part.size(me));
+  float* const in = k.input.data();
+  const DType f32 = DType::f32;
+  switch (k.collective) {
+    case Collective::all_reduce:
+      // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
+      if (cand.library) library::all_reduce(comm, in, k.work.data(), k.count, f32);
+      else coll::all_reduce(comm, k.work.view(), cand.algo);
+      return;
+    case Collective::all_gather:
+      if (cand.library) library::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
+      else if (cand.ring) coll::all_gather_ring(comm, k.work.view());
+      else coll::all_gather_gather_broadcast(comm, my_chunk, k.work.view());
+      return;
+    case Collective::reduce_scatter:
+      if (cand.library) library::reduce_scatter(comm, in, k.out.data(), k.count, f32);
+      else if (cand.ring) coll::reduce_scatter_ring(comm, k.work.view());
+      else coll::reduce_scatter_reduce_scatter(comm, input, k.out.view());
+      return;
+    case Collective::broadcast:
+      if (cand.library) library::broadcast(comm, k.work.data(), k.count, f32, kRoot);
+      else coll::broadcast(comm, k.work.view(), kRoot);
+      return;
+    case Collective::reduce:
+      if (cand.library) library::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
+      else coll::reduce(comm, input, k.work.view(), kRoot);
+      return;
+  }
+}
+
+// Elements of my result that differ from the reference (--inject-fault spoils one first).
+std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
+  if (k.want.empty()) return 0;
+  float* got = k.work.data();
+  if (k.collective == Collective::reduce_scatter)
+    got = cand.in_place() ? k.work.data() + k.part.begin(comm.rank()) : k.out.data();
+  if (comm.inject_fault()) got[0] += 1.0f;
+  std::uint64_t wrong = 0;
+  for (std::size_t i = 0; i < k.want.size(); ++i) {
+    const double g = got[i], w = k.want[i];
+    if (!(std::fabs(g - w) <= k.tol * (1.0 + std::fabs(w)))) ++wrong;  // NaN counts as wrong
+  }
+  return wrong;
+}
+
+// Bytes this process would hold for one candidate at `bytes` (input, work, reference, and the
+// algorithm's own buffers), for every rank it runs.
+double memory_needed(const Candidate& c, int p, int ranks_here, double bytes) {
+  double buffers = 3;  // input, work, reference
+  if (c.collective == Collective::all_reduce) {
+    switch (c.algo) {
+      case coll::AllReduceAlgo::parallel: buffers += p; break;  // N-1 incoming and the sum
+      case coll::AllReduceAlgo::sequential:
+      case coll::AllReduceAlgo::ring:
+      case coll::AllReduceAlgo::recursive_doubling: buffers += 2; break;
+      default: buffers += 1; break;
+    }
+  } else {
+    buffers += 1;
+  }
+  return ranks_here * buffers * bytes;
+}
+
+double physical_memory() {
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+}
+
+// --- alpha and beta, measured on the spot when no calibration has them --------------------------
+
+// The fit of lesson 01: rank 0 and rank 1 ping-pong sizes 4 B .. 64 MiB (x 4); every rank calls it.
+Calibration ping_pong(Comm& comm) {
+  std::vector<std::pair<double, double>> points;
+  Buffer<char> buf = comm.alloc<char>(std::size_t{64} << 20, Category::comm);
+  for (std::size_t bytes = 4; bytes <= buf.size(); bytes *= 4) {
+    const int reps = int(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 100));
+    View<char> v = buf.sub(0, bytes);
+    std::vector<double> one_way;
+    comm.barrier();
+    for (int i = 0; i <= reps; ++i) {
+      const double t0 = now_us();
+      if (comm.rank() == 0) {
+        comm.send(View<const char>(v), 1, kTagResults + 1);
+        comm.recv(v, 1, kTagResults + 1);
+      } else if (comm.rank() == 1) {
+        comm.recv(v, 0, kTagResults + 1);
+        comm.send(View<const char>(v), 0, kTagResults + 1);
+      }
+      if (i > 0) one_way.push_back((now_us() - t0) * 0.5e-6);  // i = 0 warms up
+    }
+    std::nth_element(one_way.begin(), one_way.begin() + one_way.size() / 2, one_way.end());
+    points.emplace_back(double(bytes), one_way[one_way.size() / 2]);
+  }
+  return fit_alpha_beta(points);
+}
+
+// --- the table ---------------------------------------------------------------------------------
+
+struct Row {
+  std::size_t bytes = 0, count = 0;
+  int ranks = 0;
+  std::string mode, collective, algorithm;
+  double time_s = 0, algbw = 0, busbw = 0, predicted_s = 0;
+  std::uint64_t wrong = 0;
+};
+
+void print_header() {
+  fmt::print("\n#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "size", "count", "type",
+             "collective", "algorithm", "time", "algbw", "busbw", "predicted", "#wrong");
+  fmt::print("#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "(B)", "(elements)", "", "", "",
+             "(us)", "(GB/s)", "(GB/s)", "(us)", "");
+}
+
+void print_row(const Row& r) {
+  fmt::print(" {:>11} {:>11} {:>6} {:>14} {:>19} {:>11.1f} {:>8.2f} {:>8.2f} {:>11.1f} {:>7}\n", r.bytes, r.count,
+             "float", r.collective, r.algorithm, r.time_s * 1e6, r.algbw, r.busbw, r.predicted_s * 1e6, r.wrong);
+  std::fflush(stdout);
+}
+
+std::string csv_line(const Row& r) {
+  return fmt::format("{},{},float,{},{},{},{},{:.3f},{:.4f},{:.4f},{:.3f},{}\n", r.bytes, r.count, r.collective,
+                     r.algorithm, r.ranks, r.mode, r.time_s * 1e6, r.algbw, r.busbw, r.predicted_s * 1e6, r.wrong);
+}
+constexpr const char* kCsvHeader =
+    "size_bytes,count,type,collective,algorithm,ranks,mode,time_us,algbw_GBps,busbw_GBps,predicted_us,wrong\n";
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// The bench writes no trace unless --trace is given: recording is not what it measures.
+std::vector<char*> default_no_trace(int argc, char** argv) {
+  static char no_trace[] = "--no-trace";
+  std::vector<char*> args(argv, argv + argc);
+  bool asked = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-trace" || a == "--trace" || a.rfind("--trace=", 0) == 0) asked = true;
+  }
+  if (!asked) args.push_back(no_trace);
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson bench({"bench", "collectives", "nccl-tests-style tables for every collective and algorithm", 4, 0});
+  std::string min_text = "4K", max_text = "64M", algos_text = "all", collectives_text = "all", csv_path;
+  double step_factor = 4;
+  int iters = 10, warmup = 2;
+  std::string calibration_path = bench.options().trace_path;
+  calibration_path = calibration_path.substr(0, calibration_path.rfind('/') + 1) + "calibration.json";
+  auto& app = bench.app();
+  app.add_option("--min-bytes", min_text, "smallest buffer in bytes (K, M, G: powers of 1024)")->capture_default_str();
+  app.add_option("--max-bytes", max_text, "largest buffer in bytes")->capture_default_str();
+  app.add_option("--step-factor", step_factor, "each size is this many times the last")
+      ->check(CLI::Range(1.01, 1024.0))
+      ->capture_default_str();
+  app.add_option("--iters", iters, "timed iterations per size")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed iterations first")->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--algos", algos_text,
+                 "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, ring, ring_chunked, "
+                 "recursive_doubling, recursive_halving; all-gather and reduce-scatter: ring, gather_broadcast, "
+                 "reduce_scatter; broadcast and reduce: linear; library under mpirun)")
+      ->capture_default_str();
+  app.add_option("--collectives", collectives_text,
+                 "comma list of allreduce, allgather, reducescatter, broadcast, reduce")
+      ->capture_default_str();
+  app.add_option("--csv", csv_path, "also write every row to this CSV file");
+  app.add_option("--calibration", calibration_path, "alpha and beta for the predicted column (lesson 01's file)")
+      ->capture_default_str();
+
+  std::size_t min_bytes = 0, max_bytes = 0;
+  std::vector<Collective> collectives;
+  std::vector<std::string> algos;
+  bench.on_world([&](const World& w) {
+    min_bytes = parse_size(min_text);
+    max_bytes = parse_size(max_text);
+    if (min_bytes < sizeof(float) || max_bytes < min_bytes)
+      throw UsageError(fmt::format("sizes must satisfy 4 <= --min-bytes <= --max-bytes (got {} and {})", min_bytes,
+                                   max_bytes));
+    const auto wanted = split_commas(collectives_text);
+    for (auto c : kCollectives)
+      if (listed(wanted, to_string(c))) collectives.push_back(c);
+    for (const auto& name : wanted)
+      if (std::none_of(kCollectives.begin(), kCollectives.end(), [&](Collective c) { return name == to_string(c); }))
+        throw UsageError(fmt::format("--collectives: '{}' is not one of allreduce, allgather, reducescatter, "
+                                     "broadcast, reduce",
+                                     name));
+    algos = split_commas(algos_text);
+    for (const auto& name : algos) {
+      bool known = false;
+      for (auto c : collectives)
+        for (const auto& k : candidates_of(c)) known = known || k.name == name;
+      if (!known)
+        throw UsageError(fmt::format("--algos: '{}' is not an algorithm of the chosen collectives (see --help)", name));
+    }
+    if (w.mode != Mode::mpi && algos.size() == 1 && algos[0] == "library")
+      throw UsageError("--algos library calls the MPI library's collectives: run under mpirun");
+  });
+
+  std::vector<Row> rows;  // rank 0's table, for the summary
+  bench.on_report([&](RunResult& r) {
+    const int p = r.world.size;
+    // Model against measurement at >= 1 MiB (the factor-of-2 target), per algorithm.
+    std::map<std::string, std::pair<double, double>> ratio;  // predicted / measured: min, max
+    for (const auto& row : rows) {
+      if (row.bytes < (1u << 20) || row.time_s <= 0 || p == 1) continue;
+      const std::string key = row.collective + " " + row.algorithm;
+      const double x = row.predicted_s / row.time_s;
+      auto [it, fresh] = ratio.try_emplace(key, x, x);
+      if (!fresh) it->second = {std::min(it->second.first, x), std::max(it->second.second, x)};
+    }
+    if (!ratio.empty()) {
+      fmt::print("\npredicted / measured at sizes >= 1 MiB (1 = the model is exact):\n");
+      for (const auto& [key, mm] : ratio) fmt::print("  {:<34} {:>6.2f} .. {:.2f}\n", key, mm.first, mm.second);
+    }
+    // The library's all-reduce against ours, size by size.
+    std::map<std::size_t, std::map<std::string, double>> busbw;
+    for (const auto& row : rows)
+      if (row.collective == "allreduce") busbw[row.bytes][row.algorithm] = row.busbw;
+    bool header = false;
+    for (const auto& [bytes, by_algo] : busbw) {
+      auto lib = by_algo.find("library");
+      if (lib == by_algo.end() || lib->second <= 0) continue;
+      if (!header) fmt::print("\nall-reduce busbw relative to the library (MPI_Allreduce):\n");
+      header = true;
+      std::string line = fmt::format("  {:>10}", format_bytes(double(bytes)));
+      for (const auto& [algo, bw] : by_algo)
+        if (algo != "library") line += fmt::format("  {} {:.2f}x", algo, bw / lib->second);
+      fmt::print("{}\n", line);
+    }
+    r.check("the bench timed at least one candidate", !rows.empty());
+  });
+
+  auto args = default_no_trace(argc, argv);
+  return bench.run(int(args.size()), args.data(), [&](Comm& comm) {
+    const int p = comm.size(), me = comm.rank();
+    const bool mpi = comm.world().mode == Mode::mpi;
+    const bool tracing = !bench.options().no_trace;
+    comm.recorder().set_enabled(false);  // timed runs are never recorded
+
+    // The model's parameters, on rank 0 (the others wait while it times ops::add alone):
+    // alpha and beta from lesson 01's file, else from a ping-pong now; from kStreamBytes on,
+    // buffers no longer fit in cache and rows use beta refitted on the large ping-pongs.
+    const std::string key = fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device()));
+    std::optional<Calibration> cal = load_calibration(calibration_path, key);
+    std::string source = fmt::format("\"{}\" in {}", key, calibration_path);
+    if (!cal && p >= 2) {
+      cal = ping_pong(comm);
+      source = fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})", key, calibration_path);
+    }
+    CostParams small, large;
+    if (me == 0) {
+      small = load_cost_params(calibration_path, key, 0, 0);  // measures gamma
+      if (cal) {
+        small.alpha_s = std::max(0.0, cal->alpha_s);
+        small.beta_s_per_byte = std::max(0.0, cal->beta_s_per_byte);
+        small.source = source;
+      }
+      large = small;
+      if (cal) large.beta_s_per_byte = streaming_beta(*cal, kStreamBytes).value_or(small.beta_s_per_byte);
+      comm.say("distlab-bench: {} ranks ({}, {}), float32, {} timed + {} warm-up iterations per size, "
+               "candidates in turn\n",
+               p, comm.world().transport, to_string(comm.device()), iters, warmup);
+      auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0; };
+      comm.say("  model: alpha {:.2f} us and beta {:.4f} ns/B ({:.2f} GB/s) from {};\n", small.alpha_s * 1e6,
+               small.beta_s_per_byte * 1e9, rate(small.beta_s_per_byte), small.source);
+      comm.say("         beta {:.4f} ns/B ({:.2f} GB/s) for buffers of {} and more (the fit over ping-pongs that "
+               "large);\n         gamma {:.4f} ns/B ({:.2f} GB/s), ops::add on 16 MiB timed now\n",
+               large.beta_s_per_byte * 1e9, rate(large.beta_s_per_byte), format_bytes(kStreamBytes),
+               small.gamma_s_per_byte * 1e9, rate(small.gamma_s_per_byte));
+      if (!mpi && int(std::thread::hardware_concurrency()) < p)
+        comm.say("  note: {} ranks share {} cores; the model gives every rank its own core and link\n", p,
+                 std::thread::hardware_concurrency());
+    }
+    comm.barrier();
+
+    std::ofstream csv;
+    if (me == 0 && !csv_path.empty()) {
+      csv.open(csv_path);
+      if (!csv) throw UsageError("--csv: cannot write " + csv_path);
+      csv << kCsvHeader;
+    }
+    const int ranks_here = mpi ? 1 : p;
+    // float32 elements per size: min, min x factor, .. up to max (each size once).
+    std::vector<std::size_t> counts;
+    for (double size = double(min_bytes); size <= double(max_bytes) * (1 + 1e-9); size *= step_factor)
+      if (counts.empty() || std::size_t(size) / sizeof(float) != counts.back())
+        counts.push_back(std::size_t(size) / sizeof(float));
+    if (!mpi && listed(algos, "library"))
+      comm.say("  (library: the MPI library's collectives run only under mpirun; left out here)\n");
+    std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
+
+    for (Collective c : collectives) {
+      std::vector<Candidate> cands;
+      for (auto& k : candidates_of(c))
+        if (listed(algos, k.name) && (!k.library || mpi)) cands.push_back(k);
+      if (cands.empty()) continue;
+      if (me == 0) print_header();
+      const int ncand = int(cands.size());
+      for (const std::size_t count : counts) {
+        const std::size_t bytes = count * sizeof(float);
+        // Candidates that would not fit in memory sit this size out (parallel holds N-1 buffers).
+        std::vector<bool> runs(std::size_t(ncand), true);
+        for (int a = 0; a < ncand; ++a)
+          if (memory_needed(cands[a], p, ranks_here, double(bytes)) > 0.5 * physical_memory()) {
+            runs[std::size_t(a)] = false;
+            comm.say("  ({} {} at {} skipped: it would need {} of memory here)\n", to_string(c), cands[a].name,
+                     format_bytes(double(bytes)), format_bytes(memory_needed(cands[a], p, ranks_here, double(bytes))));
+          }
+        Case k = make_case(comm, c, count, bench.options().seed);
+
+        // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per candidate.
+        std::vector<double> mine(std::size_t(iters * ncand + ncand), 0.0);
+        for (int i = -warmup; i < iters; ++i) {
+          for (int j = 0; j < ncand; ++j) {
+            const int a = (j + std::max(i, 0)) % ncand;  // a different candidate goes first each time
+            if (!runs[std::size_t(a)]) continue;
+            reset(k, cands[a]);
+            comm.recorder().set_enabled(tracing && i == -warmup);  // the first warm-up is traced
+            comm.barrier();
+            const double t0 = now_us();
+            run_once(comm, k, cands[a]);
+            const double dt = (now_us() - t0) * 1e-6;
+            comm.recorder().set_enabled(false);
+            if (i >= 0) mine[std::size_t(i * ncand + a)] = dt;
+            if (i == iters - 1) mine[std::size_t(iters * ncand + a)] = double(count_wrong(comm, k, cands[a]));
+          }
+        }
+
+        // Rank 0 gathers every rank's times: an iteration lasts as long as its slowest rank.
+        std::vector<double> slowest = mine;
+        if (me == 0) {
+          std::vector<double> theirs(mine.size());
+          for (int r = 1; r < p; ++r) {
+            comm.recv(View<double>{theirs.data(), theirs.size(), Device::cpu}, r, kTagResults);
+            for (std::size_t i = 0; i < mine.size(); ++i)
+              slowest[i] = i < std::size_t(iters * ncand) ? std::max(slowest[i], theirs[i]) : slowest[i] + theirs[i];
+          }
+          for (int a = 0; a < ncand; ++a) {
+            if (!runs[std::size_t(a)]) continue;
+            std::vector<double> t;
+            for (int i = 0; i < iters; ++i) t.push_back(slowest[std::size_t(i * ncand + a)]);
+            Row row;
+            row.bytes = bytes;
+            row.count = count;
+            row.ranks = p;
+            row.mode = to_string(comm.world().mode);
+            row.collective = to_string(c);
+            row.algorithm = cands[a].name;
+            row.time_s = median(t);
+            row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
+            row.busbw = row.algbw * bus_factor(c, p);
+            row.predicted_s = predict(cands[a], p, double(bytes)).seconds(bytes >= kStreamBytes ? large : small);
+            row.wrong = std::uint64_t(slowest[std::size_t(iters * ncand + a)]);
+            wrong_total[row.collective + " " + row.algorithm] += row.wrong;
+            print_row(row);
+            if (csv.is_open()) csv << csv_line(row);
+            rows.push_back(row);
+          }
+        } else {
+          comm.send(View<const double>{mine.data(), mine.size(), Device::cpu}, 0, kTagResults);
+        }
+      }
+    }
+    for (const auto& [name, wrong] : wrong_total)
+      comm.check(name + ": #wrong is 0 at every size", wrong == 0, fmt::format("{} wrong elements", wrong));
+    if (me == 0 && csv.is_open()) comm.say("\nrows written to {}\n", csv_path);
+    comm.recorder().set_enabled(true);
+  });
+}

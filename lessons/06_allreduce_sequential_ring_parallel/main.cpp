@@ -1,0 +1,522 @@
+// Lesson 06 — all-reduce without a centre: sequential, parallel and ring
+//
+// Concept: lesson 04 built all-reduce through rank 0 (reduce + broadcast), a parameter
+// server in all but name. The lecture removes the centre and lets the workers reduce among
+// themselves, three ways:
+//   sequential  N rounds; in round i rank i sends its whole buffer to every other rank,
+//               one after another, and every rank adds it in
+//   parallel    one step; every rank sends its whole buffer to every other rank at once
+//   ring        N-1 steps; every rank passes the buffer it received last to its right
+//               neighbour and adds the one arriving from its left
+// and the chunked ring NCCL runs (reduce-scatter then all-gather around the ring, S/N per
+// message). Every rank holds its own input of L float32, S = 4L bytes.
+//
+// Cost, counted from the trace and checked against these formulas (N ranks):
+//                     steps    one rank sends   all links     in one step: one rank / all links
+//   reduce_broadcast  2(N-1)   (N-1) S at r0    2(N-1) S      S / S
+//   sequential        N        (N-1) S          N(N-1) S      (N-1) S / (N-1) S
+//   parallel          1        (N-1) S          N(N-1) S      (N-1) S / N(N-1) S
+//   ring              N-1      (N-1) S          N(N-1) S      S / N S
+//   ring_chunked      2(N-1)   2(N-1)/N S       2(N-1) S      S/N / S
+// The lecture's three claims, read off the columns (steps = time, one step = bandwidth):
+//   sequential: time O(N), bandwidth O(N);  ring: time O(N), peak per rank O(1), total O(N);
+//   parallel: time O(1), per rank O(N), total O(N^2).
+//
+// Run:  ./distlab lesson 06                        4 in-process ranks, 1M float32 per rank, every algorithm
+//       ./distlab lesson 06 --ranks 3 --size 6     small: the schedule of every step and the values
+//       ./distlab lesson 06 --algo ring            one algorithm (reduce_broadcast, sequential, parallel,
+//                                                  ring, ring_chunked; library under mpirun)
+//       ./distlab lesson 06 --ranks 16             measures the N = 16 row of the scaling table
+//       ./distlab lesson 06 --mpi 4                one process per rank; also MPI_Allreduce
+#include <Eigen/Core>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/collectives/all_reduce.hpp"
+#include "core/cost_model.hpp"
+#include "core/data.hpp"
+#include "core/json.hpp"
+#include "core/library.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+using coll::AllReduceAlgo;
+
+namespace {
+
+// The algorithms this lesson runs, in the order they run (library: under mpirun only).
+const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,
+                                           AllReduceAlgo::parallel, AllReduceAlgo::ring,
+                                           AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
+
+std::vector<AllReduceAlgo> algos_for(const std::string& choice, bool under_mpi) {
+  std::vector<AllReduceAlgo> out;
+  for (AllReduceAlgo a : kAlgos)
+    if (choice == "all" || choice == coll::to_string(a)) out.push_back(a);
+  if (out.empty()) {
+    std::string names;
+    for (AllReduceAlgo a : kAlgos) names += std::string(", ") + coll::to_string(a);
+    const bool lesson07 = choice == "recursive_doubling" || choice == "recursive_halving";
+    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
+                                 "(library under mpirun only){}",
+                                 choice, names,
+                                 lesson07 ? " (the recursive algorithms are lesson 07's)" : ""));
+  }
+  if (!under_mpi && out == std::vector{AllReduceAlgo::library})
+    throw UsageError("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson 06 --mpi 4 --algo library");
+  if (!under_mpi) std::erase(out, AllReduceAlgo::library);
+  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
+  return out;
+}
+
+// --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
+
+struct Traffic {
+  std::uint64_t sent = 0, recv = 0;     // elements
+  std::uint64_t msgs_sent = 0, msgs_recv = 0;
+};
+
+// What rank k of n sends and receives in one all-reduce of L elements.
+Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
+  if (n == 1) return {};
+  const std::uint64_t m = std::uint64_t(n - 1);
+  const Partition part{L, n};
+  const auto chunk = [&](int c) { return std::uint64_t(part.size(((c % n) + n) % n)); };
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast:  // r0 receives N-1 buffers, then sends N-1 sums
+      return k == 0 ? Traffic{m * L, m * L, m, m} : Traffic{L, L, 1, 1};
+    case AllReduceAlgo::sequential:  // N-1 copies of my buffer in my round; one from each other rank
+    case AllReduceAlgo::parallel:    // the same messages, all at once
+    case AllReduceAlgo::ring:        // one whole buffer each way per step
+      return {m * L, m * L, m, m};
+    case AllReduceAlgo::ring_chunked:
+      // reduce-scatter sends every chunk but k, receives every chunk but k-1;
+      // all-gather sends every chunk but k+1, receives every chunk but k
+      return {2 * L - chunk(k) - chunk(k + 1), 2 * L - chunk(k - 1) - chunk(k), 2 * m, 2 * m};
+    default: return {};
+  }
+}
+
+int formula_steps(AllReduceAlgo a, int n) {
+  if (n == 1) return 0;  // nothing to exchange
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast: return 2 * (n - 1);
+    case AllReduceAlgo::sequential: return n;
+    case AllReduceAlgo::parallel: return 1;
+    case AllReduceAlgo::ring: return n - 1;
+    case AllReduceAlgo::ring_chunked: return 2 * (n - 1);
+    default: return 0;
+  }
+}
+
+// The most elements one rank, and all ranks together, send within one step.
+struct StepPeak {
+  std::uint64_t rank = 0, all = 0;
+};
+StepPeak formula_step_peak(AllReduceAlgo a, int n, std::uint64_t L) {
+  if (n == 1) return {};
+  const std::uint64_t m = std::uint64_t(n - 1);
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast: return {L, L};           // one message per step
+    case AllReduceAlgo::sequential: return {m * L, m * L};         // the round's speaker, alone
+    case AllReduceAlgo::parallel: return {m * L, n * m * L};       // everybody, everything
+    case AllReduceAlgo::ring: return {L, n * L};                   // every link one buffer
+    case AllReduceAlgo::ring_chunked: return {Partition{L, n}.size(0), L};  // every link one chunk
+    default: return {};
+  }
+}
+
+// Sends one rank has posted and not yet seen complete.
+int formula_in_flight(AllReduceAlgo a, int n) {
+  if (n == 1) return 0;
+  return a == AllReduceAlgo::parallel ? n - 1 : 1;
+}
+
+// The same formulas in symbols, for the table under the measured one.
+struct Symbols {
+  const char *steps, *rank, *links, *step_rank, *step_links, *in_flight, *msgs;
+};
+Symbols symbols(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast: return {"2(N-1)", "(N-1)S", "2(N-1)S", "S", "S", "1", "N-1"};
+    case AllReduceAlgo::sequential: return {"N", "(N-1)S", "N(N-1)S", "(N-1)S", "(N-1)S", "1", "N-1"};
+    case AllReduceAlgo::parallel: return {"1", "(N-1)S", "N(N-1)S", "(N-1)S", "N(N-1)S", "N-1", "N-1"};
+    case AllReduceAlgo::ring: return {"N-1", "(N-1)S", "N(N-1)S", "S", "NS", "1", "N-1"};
+    case AllReduceAlgo::ring_chunked: return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "S/N", "S", "1", "2(N-1)"};
+    default: return {"-", "-", "-", "-", "-", "-", "-"};
+  }
+}
+// How each column grows with N (steps, one rank, all links, one step: one rank, all links).
+std::vector<const char*> growth(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast: return {"O(N)", "O(N)", "O(N)", "O(1)", "O(1)"};
+    case AllReduceAlgo::sequential: return {"O(N)", "O(N)", "O(N^2)", "O(N)", "O(N)"};
+    case AllReduceAlgo::parallel: return {"O(1)", "O(N)", "O(N^2)", "O(N)", "O(N^2)"};
+    case AllReduceAlgo::ring: return {"O(N)", "O(N)", "O(N^2)", "O(1)", "O(N)"};
+    case AllReduceAlgo::ring_chunked: return {"O(N)", "O(1)", "O(N)", "O(1/N)", "O(1)"};
+    default: return {"", "", "", "", ""};
+  }
+}
+
+// --- what the trace says one algorithm did ------------------------------------------
+
+struct Measured {
+  std::vector<RankTraffic> ranks;  // bytes and messages per rank, within the algorithm's steps
+  int steps = 0;                   // distinct steps in which some message moved
+  std::uint64_t max_sent = 0, all_links = 0, max_msgs = 0;
+  StepPeak peak;                   // bytes, not elements
+  int in_flight = 0;               // most sends of one rank overlapping in time
+  double seconds = 0;              // the longest any rank spent in the algorithm's phase
+};
+
+// A send is in flight from its post to its completion; count, at each send's start, how
+// many of the same rank's sends have started and not yet finished (itself included).
+int most_in_flight(const std::vector<const SpanEvent*>& sends) {
+  int most = 0;
+  for (const SpanEvent* s : sends) {
+    int now = 0;
+    for (const SpanEvent* o : sends)
+      if (o == s || (o->t0 <= s->t0 && o->t1 > s->t0)) ++now;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+Measured measure(const RunResult& r, int first_step, int last_step, const std::string& phase) {
+  Measured m;
+  m.ranks = r.traffic(first_step, last_step);
+  std::map<int, std::uint64_t> step_all;  // step -> bytes all ranks sent in it
+  std::map<int, bool> steps;
+  for (const auto& log : r.logs) {
+    std::map<int, std::uint64_t> step_mine;
+    std::vector<const SpanEvent*> sends;
+    for (const auto& e : log.spans) {
+      if (e.kind == SpanEvent::Kind::plain) {
+        if (e.name == phase) m.seconds = std::max(m.seconds, (e.t1 - e.t0) * 1e-6);
+        continue;
+      }
+      if (e.meta.step < first_step || e.meta.step > last_step) continue;
+      steps[e.meta.step] = true;
+      if (e.kind != SpanEvent::Kind::send) continue;
+      step_mine[e.meta.step] += e.bytes;
+      step_all[e.meta.step] += e.bytes;
+      sends.push_back(&e);
+    }
+    for (const auto& [s, b] : step_mine) m.peak.rank = std::max(m.peak.rank, b);
+    m.in_flight = std::max(m.in_flight, most_in_flight(sends));
+  }
+  for (const auto& [s, b] : step_all) m.peak.all = std::max(m.peak.all, b);
+  m.steps = int(steps.size());
+  for (const auto& t : m.ranks) {
+    m.max_sent = std::max(m.max_sent, t.bytes_sent);
+    m.all_links += t.bytes_sent;
+    m.max_msgs = std::max(m.max_msgs, t.msgs_sent);
+  }
+  return m;
+}
+
+// Elements [0, count) of rank k's input, in float64.
+Eigen::VectorXd input_of(std::uint64_t seed, int k, std::size_t count) {
+  Eigen::VectorXd x(static_cast<Eigen::Index>(count));
+  for (std::size_t i = 0; i < count; ++i) x[Eigen::Index(i)] = input_value<float>(seed, k, i);
+  return x;
+}
+
+std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
+
+// `name` in the folder of `path`, relative to the working directory when it lies below it.
+std::string beside(const std::string& path, const std::string& name) {
+  const std::filesystem::path p = std::filesystem::path(path).parent_path() / name;
+  std::error_code ec;
+  const std::filesystem::path rel = std::filesystem::proximate(p, ec);
+  return !ec && !rel.empty() && rel.string().rfind("..", 0) != 0 ? rel.string() : p.string();
+}
+
+constexpr int kTagPingPong = 1;
+// Used when there is no calibration and no second rank to measure one with.
+constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
+
+// Ranks 0 and 1 only: a short ping-pong from 8 B to 1 MiB (median one-way time per size) and
+// the same alpha-beta fit as lesson 01's, for when lesson 01 has saved no calibration.
+Calibration quick_ping_pong(Comm& comm) {
+  const int me = comm.rank(), other = 1 - me;
+  std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
+  Buffer<std::uint8_t> msg = comm.alloc<std::uint8_t>(1 << 20, Category::comm);
+  for (std::size_t bytes = 8; bytes <= (1 << 20); bytes *= 16) {
+    View<std::uint8_t> v = msg.sub(0, bytes);
+    std::vector<double> times;
+    for (int rep = -1; rep < (bytes <= (16 << 10) ? 30 : 8); ++rep) {  // rep -1 warms up
+      const double t0 = now_us();
+      if (me == 0) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
+      comm.recv(v, other, kTagPingPong);
+      if (me == 1) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
+      if (rep >= 0) times.push_back((now_us() - t0) * 0.5e-6);
+    }
+    std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+    points.emplace_back(double(bytes), times[times.size() / 2]);
+  }
+  return fit_alpha_beta(points);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"06", "allreduce_sequential_ring_parallel", "all-reduce: sequential, parallel and ring", 4, 1 << 20});
+  std::string algo_choice = "all";
+  lesson.app()
+      .add_option("--algo", algo_choice,
+                  "all, or one of reduce_broadcast, sequential, parallel, ring, ring_chunked, library (mpirun)")
+      ->capture_default_str();
+  std::string calibration_path = beside(lesson.options().trace_path, "calibration.json");
+  lesson.app()
+      .add_option("--calibration", calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
+      ->capture_default_str();
+  const auto& opt = lesson.options();
+
+  std::vector<AllReduceAlgo> algos;
+  lesson.on_world([&](const World& w) {
+    algos = algos_for(algo_choice, w.mode == Mode::mpi);
+    std::string names;
+    for (AllReduceAlgo a : algos) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
+    lesson.set_algorithm(names);
+  });
+
+  // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta when measured here.
+  std::vector<std::pair<int, int>> step_range;
+  bool calibrated = false;
+  std::optional<Calibration> quick;
+
+  // On rank 0 after the run: the schedule, every count against its formula, time against the
+  // cost model, and the scaling table.
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
+    fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", L,
+               format_bytes(double(S)), n, to_string(r.world.mode), to_string(r.world.device));
+    std::string ids;  // which steps belong to which algorithm
+    for (std::size_t j = 0; j < algos.size(); ++j)
+      if (algos[j] != AllReduceAlgo::library && step_range[j].second >= step_range[j].first)
+        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), step_range[j].first,
+                           step_range[j].second > step_range[j].first ? fmt::format("-{}", step_range[j].second) : "");
+    if (!ids.empty()) fmt::print("step ids: {}\n", ids);
+    print_schedule(r, 4);
+    print_traffic(r, "traffic per rank, every algorithm together");
+
+    // The cost model: alpha and beta from lesson 01's calibration, else measured just now;
+    // gamma (seconds per byte added) is timed on the spot.
+    const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+    CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
+                                     quick ? quick->beta_s_per_byte : kDefaultBeta);
+    if (!calibrated)
+      cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
+                                      "./distlab lesson 01 saves one)", key, calibration_path)
+                        : fmt::format("fixed defaults alpha {}, 1/beta {:.0f} GB/s (no \"{}\" in {} and no second "
+                                      "rank to measure with)", format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta,
+                                      key, calibration_path);
+
+    // Measured counts, each against its formula.
+    std::vector<Measured> meas(algos.size());
+    std::string predictions;
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const AllReduceAlgo a = algos[j];
+      const std::string name = coll::to_string(a);
+      const auto [first, last] = step_range[j];
+      Measured& m = meas[j];
+      m = measure(r, first, last, name);
+      const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
+      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}", predictions.empty() ? "" : ",",
+                                 json_string(name), json_number(predicted), json_number(m.seconds));
+      if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
+      r.check(fmt::format("{}: steps = {} = {}", name, symbols(a).steps, formula_steps(a, n)),
+              m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
+      for (int k = 0; k < n; ++k) {
+        const Traffic want = formula_rank(a, k, n, L);
+        const RankTraffic& got = m.ranks[std::size_t(k)];
+        r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
+                got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent, got.msgs_sent, want.sent * e,
+                            want.msgs_sent));
+        r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
+                got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv, got.msgs_recv, want.recv * e,
+                            want.msgs_recv));
+      }
+      std::uint64_t links = 0;
+      for (int k = 0; k < n; ++k) links += formula_rank(a, k, n, L).sent * e;
+      r.check(fmt::format("{}: all links carry {}", name, symbols(a).links), m.all_links == links,
+              fmt::format("{} B, formula {} B", m.all_links, links));
+      const StepPeak peak = formula_step_peak(a, n, L);
+      r.check(fmt::format("{}: in one step one rank sends at most {}", name, symbols(a).step_rank),
+              m.peak.rank == peak.rank * e, fmt::format("{} B, formula {} B", m.peak.rank, peak.rank * e));
+      r.check(fmt::format("{}: in one step all links carry at most {}", name, symbols(a).step_links),
+              m.peak.all == peak.all * e, fmt::format("{} B, formula {} B", m.peak.all, peak.all * e));
+      // Sends in flight. MPI's requests stay open until waited on, so parallel shows all N-1. An
+      // in-process send whose receive is already posted is copied at once and is over before
+      // the next one is posted, so in thread mode parallel shows between 1 and N-1.
+      const int flight = formula_in_flight(a, n);
+      const bool eager = r.world.mode == Mode::threads && flight > 1;
+      r.check(fmt::format("{}: sends in flight per rank {} {}", name, eager ? "<=" : "=", symbols(a).in_flight),
+              eager ? m.in_flight >= 1 && m.in_flight <= flight : m.in_flight == flight,
+              fmt::format("measured {}, formula {}", m.in_flight, flight));
+    }
+    lesson.set_cost_model(fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
+                                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
+                                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
+                                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
+                                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+
+    // The summary: measured counts (each checked against the formula below it), time and model.
+    const auto row = [](auto... cells) {
+      std::string line = fmt::format("  {:<16}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>5}  {:>10}  {:>10}", cells...);
+      fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
+    };
+    fmt::print("\nsummary (S = {}; bytes sent; one step = the busiest step; time = the slowest rank):\n",
+               format_bytes(double(S)));
+    row("algorithm", "steps", "one rank", "all links", "step: rank", "step: all", "msgs", "fly", "measured",
+        "predicted");
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const AllReduceAlgo a = algos[j];
+      const Measured& m = meas[j];
+      const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
+      if (a == AllReduceAlgo::library) {
+        row(coll::to_string(a), "-", "-", "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
+        continue;
+      }
+      const auto b = [](std::uint64_t x) { return format_bytes(double(x)); };
+      row(coll::to_string(a), m.steps, b(m.max_sent), b(m.all_links), b(m.peak.rank), b(m.peak.all), m.max_msgs,
+          m.in_flight, format_seconds(m.seconds), predicted);
+    }
+    const bool traced = algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
+    if (traced) fmt::print("formulas (checked on every rank: bytes and messages sent and received):\n");
+    for (AllReduceAlgo a : algos) {
+      if (a == AllReduceAlgo::library) continue;
+      const Symbols s = symbols(a);
+      row(coll::to_string(a), s.steps, s.rank, s.links, s.step_rank, s.step_links, s.msgs, s.in_flight, "", "");
+    }
+    if (traced) fmt::print("  msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
+    fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from {}\n",
+               format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+    if (r.world.mode == Mode::threads && n > 1)
+      fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
+                 "  scheduler too; compare the algorithms by steps and bytes first\n");
+
+    // The scaling table: the formulas checked above, at other N. The row for this run's N is
+    // the one just measured; `./distlab lesson 06 --ranks 16` measures the N = 16 row.
+    std::vector<int> ns = {2, 4, 8, 16};
+    if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
+      ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
+    if (!traced) return;
+    fmt::print("\nscaling with N (formulas, in units of S; * = this run: measured and checked above):\n");
+    fmt::print("  steps ~ time; step: rank and step: all ~ bandwidth (what one rank, and all links, carry at once)\n");
+    const auto srow = [](auto... cells) {
+      fmt::print("  {:<16}  {:>4}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}\n", cells...);
+    };
+    srow("algorithm", "N", "steps", "one rank", "all links", "step: rank", "step: all");
+    for (AllReduceAlgo a : algos) {
+      if (a == AllReduceAlgo::library) continue;
+      for (std::size_t i = 0; i < ns.size(); ++i) {
+        const int k = ns[i];
+        const std::uint64_t Lk = std::uint64_t(k);  // N elements: every chunk one element, so S/N is exact
+        std::uint64_t one = 0, all = 0;
+        for (int q = 0; q < k; ++q) {
+          one = std::max(one, formula_rank(a, q, k, Lk).sent);
+          all += formula_rank(a, q, k, Lk).sent;
+        }
+        const StepPeak p = formula_step_peak(a, k, Lk);
+        const double s = double(Lk);
+        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), formula_steps(a, k),
+             in_s(double(one) / s), in_s(double(all) / s), in_s(double(p.rank) / s), in_s(double(p.all) / s));
+      }
+      const auto g = growth(a);
+      srow("", "", g[0], g[1], g[2], g[3], g[4]);
+    }
+    fmt::print("  the lecture: sequential time O(N), bandwidth O(N); ring time O(N), peak per rank O(1), total O(N);\n"
+               "  parallel time O(1), per rank O(N), total O(N^2): the steps, step: rank and step: all columns\n");
+    if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    const std::size_t L = opt.size;
+
+    // STEP 1: every rank fills its own input of L elements.
+    Buffer<float> input = comm.alloc<float>(L, Category::data);
+    fill_input(input.view(), opt.seed, me);
+    if (L <= 16 && n <= 8)
+      for (int k = 0; k < n; ++k) {
+        std::vector<float> x(L);
+        fill_input(View<float>{x.data(), L}, opt.seed, k);
+        comm.say("input of r{}              : {}\n", k, fmt::join(x, " "));
+      }
+
+    // STEP 2: the independent reference, in float64 from the inputs: the sum over every rank.
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
+    for (int k = 0; k < n; ++k) sum += input_of(opt.seed, k, L);
+    // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
+    Buffer<float> mpi_sum = comm.alloc<float>(library::available(comm) ? L : 0, Category::data);
+    if (library::available(comm)) {
+      const std::string call = library::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
+      auto c = compare(View<const float>(mpi_sum.view()), sum, sum_tolerance(n));
+      comm.check(call + " gives the sum", c.ok, c.detail());
+    }
+
+    // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
+    // r0 and r1 ping-pong a few sizes here, untraced (r0 decides and tells r1).
+    if (me == 0) calibrated = load_calibration(calibration_path, fmt::format("{}-{}", to_string(comm.world().mode),
+                                                                          to_string(comm.device()))).has_value();
+    if (n >= 2 && me <= 1) {
+      comm.recorder().set_enabled(false);
+      Buffer<std::int32_t> flag = comm.alloc<std::int32_t>(1, Category::comm);
+      flag[0] = me == 0 && calibrated ? 1 : 0;  // r1 learns it from the message
+      if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagPingPong);
+      else comm.recv(flag.view(), 0, kTagPingPong);
+      if (flag[0] == 0) {
+        const Calibration fit = quick_ping_pong(comm);
+        if (me == 0) quick = fit;
+      }
+      comm.recorder().set_enabled(true);
+    }
+
+    // STEP 4: every algorithm on the same input, one after another. A barrier first, so the
+    // phase times the algorithm and not a late rank. Each algorithm reduces its own logical
+    // buffer (named after it); its step ids tell its messages apart.
+    for (AllReduceAlgo a : algos) {
+      const std::string name = coll::to_string(a);
+      Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
+      ops::copy(work.view(), View<const float>(input.view()));
+      // reduce.hpp and broadcast.hpp name chunks 0..N-1 of a buffer they leave the caller to declare
+      if (a == AllReduceAlgo::reduce_broadcast) comm.declare_buffer(name, L, n);
+      comm.barrier();
+      const int first = comm.next_steps(0);
+      {
+        auto phase = comm.phase(name);
+        coll::all_reduce(comm, work.view(), a, name);
+      }
+      if (me == 0) step_range.emplace_back(first, comm.next_steps(0) - 1);
+
+      // A test's --inject-fault corrupts one element of the last rank's result before its check.
+      if (comm.inject_fault() && L > 0) work[0] += 1.0f;
+      auto c = compare(View<const float>(work.view()), sum, sum_tolerance(n));
+      comm.check(name + ": I hold the sum over every rank", c.ok, c.detail());
+      if (library::available(comm) && a != AllReduceAlgo::library) {
+        Eigen::VectorXd theirs(static_cast<Eigen::Index>(L));
+        for (std::size_t i = 0; i < L; ++i) theirs[Eigen::Index(i)] = mpi_sum[i];
+        auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
+        comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
+      }
+      if (L <= 16 && n <= 8) comm.say("{:<16} on r0: {}\n", name, fmt::join(work.host(), " "));
+    }
+  });
+}

@@ -1,0 +1,566 @@
+// Lesson 07 — recursive doubling and recursive halving: all-reduce in log2 N steps
+//
+// Concept: the ring of lesson 06 needs N-1 (or 2(N-1)) steps, one hop at a time. Pairing
+// ranks across ever larger distances needs only log2 N:
+//   recursive_doubling  step k = 0 .. log2 N - 1: swap the whole buffer with partner
+//                       rank ^ 2^k and add. After step k every rank holds the sum of its
+//                       group of 2^(k+1) ranks; N = 8 is done in 3 steps.
+//   recursive_halving   (Rabenseifner) reduce-scatter by recursive halving: at distance
+//                       d = N/2, N/4, .., 1 keep half of my range, send the other half to
+//                       rank ^ d and add the half it sends; then all-gather by recursive
+//                       doubling, d = 1, 2, .., N/2, swapping ranges that double each step.
+// N not a power of two: the fold. With N' the largest power of two <= N, ranks N' .. N-1
+// first hand their buffer to rank r - N' (one step), ranks 0 .. N'-1 run the algorithm,
+// and the partners hand the sum back (one step).
+// Every rank holds its own input of L float32, S = 4L bytes.
+//
+// Cost, counted from the trace and checked against these formulas (N a power of two):
+//                       steps       one rank sends   all links       alpha-beta-gamma model
+//   recursive_doubling  log2 N      log2 N * S       N log2 N * S    lg N (alpha + S beta + S gamma)
+//   recursive_halving   2 log2 N    2(N-1)/N S       2(N-1) S        2 lg N alpha + 2(N-1)/N S beta + (N-1)/N S gamma
+//   ring_chunked        2(N-1)      2(N-1)/N S       2(N-1) S        2(N-1) alpha + 2(N-1)/N S beta + (N-1)/N S gamma
+// Doubling wins for small buffers (fewest steps), halving for large ones (as few bytes as
+// the ring in log2 N steps instead of N-1). The fold adds 2 steps and S each way for the
+// partners and the folded ranks.
+//
+// Run:  ./distlab lesson 07                        4 in-process ranks, 1M float32 per rank
+//       ./distlab lesson 07 --ranks 8 --size 8     N = 8: doubling in 3 steps; the schedule shows rank ^ 2^k
+//       ./distlab lesson 07 --ranks 6              not a power of two: the fold r4 -> r0, r5 -> r1
+//       ./distlab lesson 07 --algo recursive_halving   one algorithm (recursive_doubling, recursive_halving,
+//                                                  ring_chunked; library under mpirun)
+//       ./distlab lesson 07 --mpi 4                one process per rank; also MPI_Allreduce
+#include <Eigen/Core>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/calibration.hpp"
+#include "core/collectives/all_reduce.hpp"
+#include "core/collectives/fold.hpp"
+#include "core/cost_model.hpp"
+#include "core/data.hpp"
+#include "core/json.hpp"
+#include "core/library.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+using coll::AllReduceAlgo;
+using coll::Fold;
+
+namespace {
+
+// The algorithms this lesson runs, in the order they run (library: under mpirun only).
+const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving,
+                                           AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
+
+std::vector<AllReduceAlgo> algos_for(const std::string& choice, bool under_mpi) {
+  std::vector<AllReduceAlgo> out;
+  for (AllReduceAlgo a : kAlgos)
+    if (choice == "all" || choice == coll::to_string(a)) out.push_back(a);
+  if (out.empty()) {
+    std::string names;
+    for (AllReduceAlgo a : kAlgos) names += std::string(", ") + coll::to_string(a);
+    const bool lesson06 = choice == "sequential" || choice == "parallel" || choice == "ring" ||
+                          choice == "reduce_broadcast";
+    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
+                                 "(library under mpirun only){}",
+                                 choice, names,
+                                 lesson06 ? " (that one is lesson 06's)" : ""));
+  }
+  if (!under_mpi && out == std::vector{AllReduceAlgo::library})
+    throw UsageError("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson 07 --mpi 4 --algo library");
+  if (!under_mpi) std::erase(out, AllReduceAlgo::library);
+  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
+  return out;
+}
+
+bool recursive(AllReduceAlgo a) {
+  return a == AllReduceAlgo::recursive_doubling || a == AllReduceAlgo::recursive_halving;
+}
+
+// --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
+
+struct Traffic {
+  std::uint64_t sent = 0, recv = 0;  // elements
+  std::uint64_t msgs_sent = 0, msgs_recv = 0;
+};
+
+// What rank k of n sends and receives in one all-reduce of L elements.
+Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
+  if (n == 1) return {};
+  if (a == AllReduceAlgo::ring_chunked) {  // as in lesson 06: every chunk but one, twice
+    const Partition part{L, n};
+    const auto chunk = [&](int c) { return std::uint64_t(part.size(((c % n) + n) % n)); };
+    const std::uint64_t m = 2 * std::uint64_t(n - 1);
+    return {2 * L - chunk(k) - chunk(k + 1), 2 * L - chunk(k - 1) - chunk(k), m, m};
+  }
+  const Fold f(n);
+  const std::uint64_t lg = std::uint64_t(f.log2_p2());
+  if (k >= f.p2) return {L, L, 1, 1};  // folded: my buffer out, the sum back
+  Traffic t;
+  if (a == AllReduceAlgo::recursive_doubling) {
+    t = {lg * L, lg * L, lg, lg};  // a whole buffer each way per step
+  } else {
+    // Halving: the halves I give up are every chunk but mine (L - own); I receive the halves
+    // I keep, blocks of 2^j chunks around mine, j = log2 N' - 1 .. 0 (B). All-gather mirrors it.
+    const Partition part{L, f.p2};
+    std::uint64_t blocks = 0;
+    for (int j = 0; j < f.log2_p2(); ++j) {
+      const int lo = (k >> j) << j;
+      blocks += part.begin(lo + (1 << j)) - part.begin(lo);
+    }
+    const std::uint64_t given = L - part.size(k);
+    t = {given + blocks, blocks + given, 2 * lg, 2 * lg};
+  }
+  if (k < f.rem) t = {t.sent + L, t.recv + L, t.msgs_sent + 1, t.msgs_recv + 1};  // my folded rank's buffer and sum
+  return t;
+}
+
+int formula_steps(AllReduceAlgo a, int n) {
+  if (n == 1) return 0;
+  const Fold f(n);
+  switch (a) {
+    case AllReduceAlgo::recursive_doubling: return f.log2_p2() + f.extra_steps();
+    case AllReduceAlgo::recursive_halving: return 2 * f.log2_p2() + f.extra_steps();
+    case AllReduceAlgo::ring_chunked: return 2 * (n - 1);
+    default: return 0;
+  }
+}
+
+// Whom `me` sends to at the algorithm's i-th step (0-based), or -1 when it sends nothing.
+int formula_partner(AllReduceAlgo a, int n, int i, int me) {
+  if (a == AllReduceAlgo::ring_chunked) return (me + 1) % n;
+  const Fold f(n);
+  const int lg = f.log2_p2(), exchanges = a == AllReduceAlgo::recursive_doubling ? lg : 2 * lg;
+  if (f.rem) {
+    if (i == 0) return me >= f.p2 ? me - f.p2 : -1;           // fold in: the extra ranks hand over
+    if (i == exchanges + 1) return me < f.rem ? me + f.p2 : -1;  // fold out: the partners hand back
+    --i;
+  }
+  if (me >= f.p2) return -1;
+  if (a == AllReduceAlgo::recursive_doubling) return me ^ (1 << i);
+  return me ^ (i < lg ? f.p2 >> (i + 1) : 1 << (i - lg));  // halving d = N'/2 .. 1, doubling d = 1 .. N'/2
+}
+
+// The formulas in symbols (N' = the largest power of two <= N, when N is not one).
+struct Symbols {
+  std::string steps, rank, links, msgs;
+};
+Symbols symbols(AllReduceAlgo a, bool folded) {
+  switch (a) {
+    case AllReduceAlgo::recursive_doubling:
+      return folded ? Symbols{"lgN'+2", "(lgN'+1)S", "(N'lgN'+2r)S", "lgN'+1"}
+                    : Symbols{"lg N", "lg N S", "N lg N S", "lg N"};
+    case AllReduceAlgo::recursive_halving:
+      return folded ? Symbols{"2lgN'+2", "2(N'-1)S/N'+S", "2(N'-1+r)S", "2lgN'+1"}
+                    : Symbols{"2 lg N", "2(N-1)S/N", "2(N-1)S", "2 lg N"};
+    case AllReduceAlgo::ring_chunked: return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "2(N-1)"};
+    default: return {"-", "-", "-", "-"};
+  }
+}
+
+// --- what the trace says one algorithm did ------------------------------------------
+
+struct Measured {
+  std::vector<RankTraffic> ranks;  // bytes and messages per rank, within the algorithm's steps
+  int steps = 0;                   // distinct steps in which some message moved
+  std::uint64_t max_sent = 0, all_links = 0, max_msgs = 0;
+  int in_flight = 0;               // most sends of one rank overlapping in time
+  double seconds = 0;              // the longest any rank spent in the algorithm's phase
+};
+
+// A send is in flight from its post to its completion; count, at each send's start, how
+// many of the same rank's sends have started and not yet finished (itself included).
+int most_in_flight(const std::vector<const SpanEvent*>& sends) {
+  int most = 0;
+  for (const SpanEvent* s : sends) {
+    int now = 0;
+    for (const SpanEvent* o : sends)
+      if (o == s || (o->t0 <= s->t0 && o->t1 > s->t0)) ++now;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+Measured measure(const RunResult& r, int first_step, int last_step, const std::string& phase) {
+  Measured m;
+  m.ranks = r.traffic(first_step, last_step);
+  std::map<int, bool> steps;
+  for (const auto& log : r.logs) {
+    std::vector<const SpanEvent*> sends;
+    for (const auto& e : log.spans) {
+      if (e.kind == SpanEvent::Kind::plain) {
+        if (e.name == phase) m.seconds = std::max(m.seconds, (e.t1 - e.t0) * 1e-6);
+        continue;
+      }
+      if (e.meta.step < first_step || e.meta.step > last_step) continue;
+      steps[e.meta.step] = true;
+      if (e.kind == SpanEvent::Kind::send) sends.push_back(&e);
+    }
+    m.in_flight = std::max(m.in_flight, most_in_flight(sends));
+  }
+  m.steps = int(steps.size());
+  for (const auto& t : m.ranks) {
+    m.max_sent = std::max(m.max_sent, t.bytes_sent);
+    m.all_links += t.bytes_sent;
+    m.max_msgs = std::max(m.max_msgs, t.msgs_sent);
+  }
+  return m;
+}
+
+// The run with only the messages of steps [first, last], for print_schedule.
+RunResult only_steps(const RunResult& r, int first, int last) {
+  RunResult out;
+  out.world = r.world;
+  for (const auto& log : r.logs) {
+    RankLog l;
+    l.rank = log.rank;
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first && e.meta.step <= last) l.spans.push_back(e);
+    out.logs.push_back(std::move(l));
+  }
+  return out;
+}
+
+// Elements [0, count) of rank k's input, in float64.
+Eigen::VectorXd input_of(std::uint64_t seed, int k, std::size_t count) {
+  Eigen::VectorXd x(static_cast<Eigen::Index>(count));
+  for (std::size_t i = 0; i < count; ++i) x[Eigen::Index(i)] = input_value<float>(seed, k, i);
+  return x;
+}
+
+std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
+
+// `name` in the folder of `path`, relative to the working directory when it lies below it.
+std::string beside(const std::string& path, const std::string& name) {
+  const std::filesystem::path p = std::filesystem::path(path).parent_path() / name;
+  std::error_code ec;
+  const std::filesystem::path rel = std::filesystem::proximate(p, ec);
+  return !ec && !rel.empty() && rel.string().rfind("..", 0) != 0 ? rel.string() : p.string();
+}
+
+constexpr int kTagPingPong = 1;
+// Used when there is no calibration and no second rank to measure one with.
+constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
+
+// Ranks 0 and 1 only: a short ping-pong from 8 B to 1 MiB (median one-way time per size) and
+// the same alpha-beta fit as lesson 01's, for when lesson 01 has saved no calibration.
+Calibration quick_ping_pong(Comm& comm) {
+  const int me = comm.rank(), other = 1 - me;
+  std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
+  Buffer<std::uint8_t> msg = comm.alloc<std::uint8_t>(1 << 20, Category::comm);
+  for (std::size_t bytes = 8; bytes <= (1 << 20); bytes *= 16) {
+    View<std::uint8_t> v = msg.sub(0, bytes);
+    std::vector<double> times;
+    for (int rep = -1; rep < (bytes <= (16 << 10) ? 30 : 8); ++rep) {  // rep -1 warms up
+      const double t0 = now_us();
+      if (me == 0) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
+      comm.recv(v, other, kTagPingPong);
+      if (me == 1) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
+      if (rep >= 0) times.push_back((now_us() - t0) * 0.5e-6);
+    }
+    std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+    points.emplace_back(double(bytes), times[times.size() / 2]);
+  }
+  return fit_alpha_beta(points);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"07", "recursive_halving", "all-reduce in log2 N steps: recursive doubling and halving", 4, 1 << 20});
+  std::string algo_choice = "all";
+  lesson.app()
+      .add_option("--algo", algo_choice,
+                  "all, or one of recursive_doubling, recursive_halving, ring_chunked, library (mpirun)")
+      ->capture_default_str();
+  std::string calibration_path = beside(lesson.options().trace_path, "calibration.json");
+  lesson.app()
+      .add_option("--calibration", calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
+      ->capture_default_str();
+  const auto& opt = lesson.options();
+
+  std::vector<AllReduceAlgo> algos;
+  lesson.on_world([&](const World& w) {
+    algos = algos_for(algo_choice, w.mode == Mode::mpi);
+    std::string names;
+    for (AllReduceAlgo a : algos) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
+    lesson.set_algorithm(names);
+  });
+
+  // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta when measured here.
+  std::vector<std::pair<int, int>> step_range;
+  bool calibrated = false;
+  std::optional<Calibration> quick;
+
+  // On rank 0 after the run: the fold, the schedule with its partners, every count against its
+  // formula, time against the cost model, and the scaling table.
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
+    const Fold f(n);
+    fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", L,
+               format_bytes(double(S)), n, to_string(r.world.mode), to_string(r.world.device));
+
+    std::string ids;  // which steps belong to which algorithm
+    for (std::size_t j = 0; j < algos.size(); ++j)
+      if (algos[j] != AllReduceAlgo::library && step_range[j].second >= step_range[j].first)
+        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), step_range[j].first,
+                           step_range[j].second > step_range[j].first ? fmt::format("-{}", step_range[j].second) : "");
+    if (!ids.empty()) fmt::print("step ids: {}\n", ids);
+
+    // The fold, when N is not a power of two.
+    if (n == 1) {
+      fmt::print("N = 1: nothing to exchange\n");
+    } else if (f.rem == 0) {
+      fmt::print("N = {} = 2^{}: a power of two, no fold; partners are rank ^ 2^k\n", n, f.log2_p2());
+    } else {
+      std::string in, out, rest;
+      for (int x = f.p2; x < n; ++x) {
+        in += fmt::format("{}r{} -> r{}", x > f.p2 ? ", " : "", x, x - f.p2);
+        out += fmt::format("{}r{} -> r{}", x > f.p2 ? ", " : "", x - f.p2, x);
+      }
+      rest = f.rem <= 2 ? fmt::format("r{}{}", f.p2, f.rem == 2 ? fmt::format(" and r{}", n - 1) : "")
+                        : fmt::format("r{} .. r{}", f.p2, n - 1);
+      fmt::print("N = {} is not a power of two: N' = {} ranks run the recursive algorithms, {} fold:\n", n, f.p2,
+                 f.rem);
+      fmt::print("  before (1 step):  {}    each hands its whole buffer to a partner, which adds it in\n", in);
+      fmt::print("  middle:           r0 .. r{} run the algorithm as a world of {}; {} wait{}\n", f.p2 - 1, f.p2,
+                 rest, f.rem == 1 ? "s" : "");
+      fmt::print("  after (1 step):   {}    the partners hand the finished sum back\n", out);
+      fmt::print("  cost: 2 more steps; the partners send and receive S more, the folded ranks only S each way\n");
+    }
+
+    // The schedule of each recursive algorithm, and its partners checked against rank ^ 2^k.
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const AllReduceAlgo a = algos[j];
+      if (!recursive(a)) continue;
+      const std::string name = coll::to_string(a);
+      const auto [first, last] = step_range[j];
+      if (n <= 8) {
+        std::vector<int> up;  // 1, 2, 4, .., N'/2: the distances 2^k
+        for (int d = 1; d < f.p2; d *= 2) up.push_back(d);
+        const std::vector<int> down(up.rbegin(), up.rend());
+        if (a == AllReduceAlgo::recursive_doubling)
+          fmt::print("\n{}: step k swaps the whole buffer with partner rank ^ 2^k, 2^k = {}\n", name,
+                     fmt::join(up, ", "));
+        else
+          fmt::print("\n{}: reduce-scatter, keep half, partner rank ^ d, d = {}; all-gather, swap ranges, d = {}\n",
+                     name, fmt::join(down, ", "), fmt::join(up, ", "));
+        print_schedule(only_steps(r, first, last), 8, 64);
+      }
+      bool partners_ok = true;
+      std::string wrong;
+      for (const auto& log : r.logs)
+        for (const auto& ev : log.spans) {
+          if (ev.kind != SpanEvent::Kind::send || ev.meta.step < first || ev.meta.step > last) continue;
+          const int want = formula_partner(a, n, ev.meta.step - first, log.rank);
+          if (ev.peer != want && partners_ok) {
+            partners_ok = false;
+            wrong = fmt::format("step {}: r{} -> r{}, formula r{}", ev.meta.step, log.rank, ev.peer, want);
+          }
+        }
+      r.check(fmt::format("{}: every message goes to the formula's partner (rank ^ 2^k, the fold)", name), partners_ok,
+              wrong);
+    }
+    print_traffic(r, "traffic per rank, every algorithm together");
+
+    // The cost model: alpha and beta from lesson 01's calibration, else measured just now;
+    // gamma (seconds per byte added) is timed on the spot.
+    const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+    CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
+                                     quick ? quick->beta_s_per_byte : kDefaultBeta);
+    if (!calibrated)
+      cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
+                                      "./distlab lesson 01 saves one)", key, calibration_path)
+                        : fmt::format("fixed defaults alpha {}, 1/beta {:.0f} GB/s (no \"{}\" in {} and no second "
+                                      "rank to measure with)", format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta,
+                                      key, calibration_path);
+
+    // Measured counts, each against its formula.
+    std::vector<Measured> meas(algos.size());
+    std::string predictions;
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const AllReduceAlgo a = algos[j];
+      const std::string name = coll::to_string(a);
+      const auto [first, last] = step_range[j];
+      Measured& m = meas[j];
+      m = measure(r, first, last, name);
+      const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
+      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}", predictions.empty() ? "" : ",",
+                                 json_string(name), json_number(predicted), json_number(m.seconds));
+      if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
+      const Symbols sym = symbols(a, f.rem > 0);
+      r.check(fmt::format("{}: steps = {} = {}", name, sym.steps, formula_steps(a, n)), m.steps == formula_steps(a, n),
+              fmt::format("measured {}", m.steps));
+      std::uint64_t links = 0;
+      for (int k = 0; k < n; ++k) {
+        const Traffic want = formula_rank(a, k, n, L);
+        const RankTraffic& got = m.ranks[std::size_t(k)];
+        links += want.sent * e;
+        r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
+                got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent, got.msgs_sent, want.sent * e,
+                            want.msgs_sent));
+        r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
+                got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv, got.msgs_recv, want.recv * e,
+                            want.msgs_recv));
+      }
+      r.check(fmt::format("{}: all links carry {}", name, sym.links), m.all_links == links,
+              fmt::format("{} B, formula {} B", m.all_links, links));
+      r.check(fmt::format("{}: one send in flight per rank", name), m.in_flight == (n > 1 ? 1 : 0),
+              fmt::format("measured {}", m.in_flight));
+    }
+    lesson.set_cost_model(fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
+                                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
+                                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
+                                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
+                                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+
+    // The summary: measured counts (each checked against the formula below it), time and model.
+    const auto row = [](auto... cells) {
+      std::string line = fmt::format("  {:<18}  {:>7}  {:>13}  {:>12}  {:>7}  {:>4}  {:>10}  {:>10}", cells...);
+      fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
+    };
+    fmt::print("\nsummary (S = {}; bytes sent; time = the slowest rank):\n", format_bytes(double(S)));
+    row("algorithm", "steps", "one rank", "all links", "msgs", "fly", "measured", "predicted");
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const AllReduceAlgo a = algos[j];
+      const Measured& m = meas[j];
+      const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
+      if (a == AllReduceAlgo::library) {
+        row(coll::to_string(a), "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
+        continue;
+      }
+      row(coll::to_string(a), m.steps, format_bytes(double(m.max_sent)), format_bytes(double(m.all_links)),
+          m.max_msgs, m.in_flight, format_seconds(m.seconds), predicted);
+    }
+    const bool traced = algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
+    if (traced) fmt::print("formulas (checked on every rank: bytes and messages sent and received{}):\n",
+               f.rem ? fmt::format("; N' = {}, r = {} folded ranks", f.p2, f.rem) : "");
+    for (AllReduceAlgo a : algos) {
+      if (a == AllReduceAlgo::library) continue;
+      const Symbols s = symbols(a, f.rem > 0);
+      row(coll::to_string(a), s.steps, s.rank, s.links, s.msgs, "1", "", "");
+    }
+    if (traced)
+      fmt::print("  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
+    fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from {}\n",
+               format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+    if (r.world.mode == Mode::threads && n > 1)
+      fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
+                 "  scheduler too; compare the algorithms by steps and bytes first\n");
+
+    // The scaling table: the formulas checked above, at other N (6 shows the fold's +2).
+    std::vector<int> ns = {2, 4, 6, 8, 16};
+    if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
+      ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
+    if (!traced) return;
+    fmt::print("\nscaling with N (formulas, in units of S; * = this run: measured and checked above):\n");
+    const auto srow = [](auto... cells) { fmt::print("  {:<18}  {:>4}  {:>7}  {:>6}  {:>10}  {:>10}\n", cells...); };
+    srow("algorithm", "N", "log2 N", "steps", "one rank", "all links");
+    for (AllReduceAlgo a : algos) {
+      if (a == AllReduceAlgo::library) continue;
+      for (std::size_t i = 0; i < ns.size(); ++i) {
+        const int k = ns[i];
+        const Fold fk(k);
+        const std::uint64_t Lk = std::uint64_t(k) * std::uint64_t(fk.p2);  // every chunk whole, for N and N'
+        std::uint64_t one = 0, all = 0;
+        for (int q = 0; q < k; ++q) {
+          one = std::max(one, formula_rank(a, q, k, Lk).sent);
+          all += formula_rank(a, q, k, Lk).sent;
+        }
+        const std::string lg = fk.rem ? fmt::format("{:.2f}", std::log2(double(k))) : fmt::format("{}", fk.log2_p2());
+        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg, formula_steps(a, k),
+             in_s(double(one) / double(Lk)), in_s(double(all) / double(Lk)));
+      }
+    }
+    fmt::print("  N = 8: recursive doubling is done in {} steps (log2 8 = 3), halving in {}, the ring in {}{}\n",
+               formula_steps(AllReduceAlgo::recursive_doubling, 8), formula_steps(AllReduceAlgo::recursive_halving, 8),
+               formula_steps(AllReduceAlgo::ring_chunked, 8), n == 8 ? " (this run: measured and checked)" : "");
+    if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    const std::size_t L = opt.size;
+
+    // STEP 1: every rank fills its own input of L elements.
+    Buffer<float> input = comm.alloc<float>(L, Category::data);
+    fill_input(input.view(), opt.seed, me);
+    if (L <= 16 && n <= 8)
+      for (int k = 0; k < n; ++k) {
+        std::vector<float> x(L);
+        fill_input(View<float>{x.data(), L}, opt.seed, k);
+        comm.say("input of r{}                : {}\n", k, fmt::join(x, " "));
+      }
+
+    // STEP 2: the independent reference, in float64 from the inputs: the sum over every rank.
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
+    for (int k = 0; k < n; ++k) sum += input_of(opt.seed, k, L);
+    // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
+    Buffer<float> mpi_sum = comm.alloc<float>(library::available(comm) ? L : 0, Category::data);
+    if (library::available(comm)) {
+      const std::string call = library::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
+      auto c = compare(View<const float>(mpi_sum.view()), sum, sum_tolerance(n));
+      comm.check(call + " gives the sum", c.ok, c.detail());
+    }
+
+    // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
+    // r0 and r1 ping-pong a few sizes here, untraced (r0 decides and tells r1).
+    if (me == 0) calibrated = load_calibration(calibration_path, fmt::format("{}-{}", to_string(comm.world().mode),
+                                                                          to_string(comm.device()))).has_value();
+    if (n >= 2 && me <= 1) {
+      comm.recorder().set_enabled(false);
+      Buffer<std::int32_t> flag = comm.alloc<std::int32_t>(1, Category::comm);
+      flag[0] = me == 0 && calibrated ? 1 : 0;  // r1 learns it from the message
+      if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagPingPong);
+      else comm.recv(flag.view(), 0, kTagPingPong);
+      if (flag[0] == 0) {
+        const Calibration fit = quick_ping_pong(comm);
+        if (me == 0) quick = fit;
+      }
+      comm.recorder().set_enabled(true);
+    }
+
+    // STEP 4: every algorithm on the same input, one after another. A barrier first, so the
+    // phase times the algorithm and not a late rank. Each algorithm reduces its own logical
+    // buffer (named after it); its step ids tell its messages apart.
+    for (AllReduceAlgo a : algos) {
+      const std::string name = coll::to_string(a);
+      Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
+      ops::copy(work.view(), View<const float>(input.view()));
+      comm.barrier();
+      const int first = comm.next_steps(0);
+      {
+        auto phase = comm.phase(name);
+        coll::all_reduce(comm, work.view(), a, name);
+      }
+      if (me == 0) step_range.emplace_back(first, comm.next_steps(0) - 1);
+
+      // A test's --inject-fault corrupts one element of the last rank's result before its check.
+      if (comm.inject_fault() && L > 0) work[0] += 1.0f;
+      auto c = compare(View<const float>(work.view()), sum, sum_tolerance(n));
+      comm.check(name + ": I hold the sum over every rank", c.ok, c.detail());
+      if (library::available(comm) && a != AllReduceAlgo::library) {
+        Eigen::VectorXd theirs(static_cast<Eigen::Index>(L));
+        for (std::size_t i = 0; i < L; ++i) theirs[Eigen::Index(i)] = mpi_sum[i];
+        auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
+        comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
+      }
+      if (L <= 16 && n <= 8) comm.say("{:<18} on r0: {}\n", name, fmt::join(work.host(), " "));
+    }
+  });
+}
