@@ -462,6 +462,7 @@ int main(int argc, char** argv) {
         small.beta_s_per_byte = std::max(0.0, cal->beta_s_per_byte);
         small.source = source;
       }
+      small.sharing = core_sharing(comm.world());  // ranks sharing a core take turns
       large = small;
       if (cal) large.beta_s_per_byte = streaming_beta(*cal, kStreamBytes).value_or(small.beta_s_per_byte);
       comm.say("distlab-bench: {} ranks ({}, {}), float32, {} timed + {} warm-up iterations per size, "
@@ -474,9 +475,9 @@ int main(int argc, char** argv) {
                "large);\n         gamma {:.4f} ns/B ({:.2f} GB/s), ops::add on 16 MiB timed now\n",
                large.beta_s_per_byte * 1e9, rate(large.beta_s_per_byte), format_bytes(kStreamBytes),
                small.gamma_s_per_byte * 1e9, rate(small.gamma_s_per_byte));
-      if (!mpi && int(std::thread::hardware_concurrency()) < p)
-        comm.say("  note: {} ranks share {} cores; the model gives every rank its own core and link\n", p,
-                 std::thread::hardware_concurrency());
+      if (small.sharing > 1)
+        comm.say("  note: {:.1f} ranks per core on this machine; they take turns, so the model stretches its byte "
+                 "terms by {:.1f}\n", small.sharing, small.sharing);
     }
     comm.barrier();
 

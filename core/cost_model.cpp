@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "calibration.hpp"
@@ -152,6 +154,18 @@ double measure_gamma() {
   }
   std::nth_element(seconds.begin(), seconds.begin() + kRuns / 2, seconds.end());
   return seconds[kRuns / 2] / double(kCount * sizeof(float));
+}
+
+double core_sharing(const World& world) {
+  int local = world.size;
+  if (world.mode == Mode::mpi)
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+      if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
+        local = std::atoi(v);
+        break;
+      }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1.0, static_cast<double>(local) / cores);
 }
 
 CostParams load_cost_params(const std::string& calibration_path, const std::string& key,

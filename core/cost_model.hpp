@@ -22,7 +22,14 @@ struct CostParams {
   double beta_s_per_byte = 0;   // seconds per byte moved
   double gamma_s_per_byte = 0;  // seconds per byte reduced
   std::string source;           // where alpha and beta came from, for the printout
+  // Ranks per core on one machine (>= 1). The model gives each rank its own core; ranks that
+  // share cores take turns copying and adding, so the byte terms stretch by this factor.
+  double sharing = 1;
 };
+
+// Ranks per core for this world on this machine: in-process ranks, or the ranks mpirun put
+// on this host (OMPI_COMM_WORLD_LOCAL_SIZE), over std::thread::hardware_concurrency(); >= 1.
+double core_sharing(const World& world);
 
 // A prediction, split by term so tables can show where the time goes.
 struct Cost {
@@ -30,7 +37,7 @@ struct Cost {
   double bytes_moved = 0;    // the bytes multiplying beta (on the busiest rank's path)
   double bytes_reduced = 0;  // the bytes multiplying gamma
   double seconds(const CostParams& c) const {
-    return messages * c.alpha_s + bytes_moved * c.beta_s_per_byte + bytes_reduced * c.gamma_s_per_byte;
+    return messages * c.alpha_s + c.sharing * (bytes_moved * c.beta_s_per_byte + bytes_reduced * c.gamma_s_per_byte);
   }
 };
 

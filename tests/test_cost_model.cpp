@@ -3,6 +3,8 @@
 // model's message and byte counts against what the algorithms really send (from the trace).
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -269,4 +271,19 @@ TEST_CASE("cost model: the streaming beta is the slope of the large ping-pongs a
   CHECK(streaming_beta(cal, 8 << 20).has_value());
   CHECK_FALSE(streaming_beta(cal, 16 << 20).has_value());
   CHECK_FALSE(streaming_beta(Calibration{}, 1).has_value());
+}
+
+TEST_CASE("cost model: ranks sharing cores stretch the byte terms, not the latency", "[cost_model]") {
+  const Cost c{2, 1000, 500};
+  CostParams one;
+  one.alpha_s = 1e-6, one.beta_s_per_byte = 1e-9, one.gamma_s_per_byte = 2e-9;
+  CostParams shared = one;
+  shared.sharing = 2;
+  CHECK(c.seconds(one) == Approx(2e-6 + 1e-6 + 1e-6));
+  CHECK(c.seconds(shared) == Approx(2e-6 + 2 * (1e-6 + 1e-6)));
+  World w;
+  w.size = 1;
+  CHECK(core_sharing(w) == 1.0);  // never below one
+  w.size = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(core_sharing(w) == Approx(4.0));
 }

@@ -381,6 +381,7 @@ int main(int argc, char** argv) {
     const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
     CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
                                      quick ? quick->beta_s_per_byte : kDefaultBeta);
+    cp.sharing = core_sharing(r.world);  // ranks sharing a core take turns
     if (!calibrated)
       cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
                                       "./distlab lesson 01 saves one)", key, calibration_path)
@@ -459,6 +460,9 @@ int main(int argc, char** argv) {
       fmt::print("  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
     fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from {}\n",
                format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+    if (cp.sharing > 1)
+      fmt::print("  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by {:.1f}\n",
+                 cp.sharing, cp.sharing);
     if (r.world.mode == Mode::threads && n > 1)
       fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
                  "  scheduler too; compare the algorithms by steps and bytes first\n");
