@@ -222,7 +222,51 @@ void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadH
   log.peak_total = comm.ledger().peak_total();
 }
 
+// Every rank of `world` as a thread of this process; returns their logs and how it ended.
+struct ThreadRun {
+  std::vector<RankLog> logs;
+  bool failed = false;
+  std::string failure;
+  int exit_code = 0;
+};
+ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& body, double deadlock_timeout_s,
+                         bool verbose, bool inject_fault) {
+  ThreadHub hub(world.size, deadlock_timeout_s);
+  std::vector<std::unique_ptr<ThreadTransport>> transports;
+  std::vector<std::unique_ptr<Comm>> comms;
+  const std::string host = host_name();
+  for (int r = 0; r < world.size; ++r) {
+    transports.push_back(std::make_unique<ThreadTransport>(hub, r));
+    World w = world;
+    w.rank = r;
+    comms.push_back(std::make_unique<Comm>(w, *transports.back(), verbose));
+    comms.back()->set_inject_fault(inject_fault);
+    comms.back()->recorder().log().host = host;
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world.size; ++r)
+    threads.emplace_back([&, r] { run_thread_rank(*comms[static_cast<std::size_t>(r)], body, hub); });
+  for (auto& t : threads) t.join();
+  ThreadRun run;
+  run.failed = hub.failed();
+  run.failure = hub.failure();
+  run.exit_code = hub.exit_code();
+  for (auto& c : comms) run.logs.push_back(std::move(c->recorder().log()));
+  return run;
+}
+
 }  // namespace
+
+RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s) {
+  World world;
+  world.size = ranks;
+  ThreadRun run = launch_threads(world, body, deadlock_timeout_s, false, false);
+  if (run.failed) throw Error(run.failure);
+  RunResult result;
+  result.world = world;
+  result.logs = std::move(run.logs);
+  return result;
+}
 
 int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
   const bool under_mpi = launched_by_mpi();
@@ -266,33 +310,18 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
   }
 
   if (world.mode == Mode::threads) {
-    ThreadHub hub(world.size, options_.deadlock_timeout);
-    std::vector<std::unique_ptr<ThreadTransport>> transports;
-    std::vector<std::unique_ptr<Comm>> comms;
-    const std::string host = host_name();
-    for (int r = 0; r < world.size; ++r) {
-      transports.push_back(std::make_unique<ThreadTransport>(hub, r));
-      World w = world;
-      w.rank = r;
-      comms.push_back(std::make_unique<Comm>(w, *transports.back(), options_.verbose));
-      comms.back()->set_inject_fault(options_.inject_fault);
-      comms.back()->recorder().log().host = host;
-    }
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world.size; ++r)
-      threads.emplace_back([&, r] { run_thread_rank(*comms[static_cast<std::size_t>(r)], body, hub); });
-    for (auto& t : threads) t.join();
-    if (hub.failed()) {
-      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, hub.failure());
-      if (hub.exit_code() != 2)
+    ThreadRun run = launch_threads(world, body, options_.deadlock_timeout, options_.verbose, options_.inject_fault);
+    if (run.failed) {
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, run.failure);
+      if (run.exit_code != 2)
         fmt::print("lesson {} {}: FAILED ({} ranks, threads, {})\n", info_.number, info_.name, world.size,
                    to_string(world.device));
-      return hub.exit_code();
+      return run.exit_code;
     }
     RunResult result;
     result.world = world;
     result.world.rank = 0;
-    for (auto& c : comms) result.logs.push_back(std::move(c->recorder().log()));
+    result.logs = std::move(run.logs);
     return finish(result);
   }
 

@@ -26,7 +26,7 @@
 //       ./distlab lesson 06 --ranks 3 --size 6     small: the schedule of every step and the values
 //       ./distlab lesson 06 --algo ring            one algorithm (reduce_broadcast, sequential, parallel,
 //                                                  ring, ring_chunked; library under mpirun)
-//       ./distlab lesson 06 --ranks 16             measures the N = 16 row of the scaling table
+//       ./distlab lesson 06 --ranks 16             16 ranks (the scaling table measures N = 2 .. 16 anyway)
 //       ./distlab lesson 06 --mpi 4                one process per rank; also MPI_Allreduce
 #include <Eigen/Core>
 #include <fmt/format.h>
@@ -320,6 +320,9 @@ int main(int argc, char** argv) {
     CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
                                      quick ? quick->beta_s_per_byte : kDefaultBeta);
     cp.sharing = core_sharing(r.world);  // ranks sharing a core take turns
+    // Buffers of 4 MiB and more stream from memory: beta refitted on the ping-pongs that large.
+    if (const auto cal = load_calibration(calibration_path, key); cal && S >= (std::uint64_t{4} << 20))
+      cp.beta_s_per_byte = streaming_beta(*cal, double(std::uint64_t{4} << 20)).value_or(cp.beta_s_per_byte);
     if (!calibrated)
       cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
                                       "./distlab lesson 01 saves one)", key, calibration_path)
@@ -416,13 +419,15 @@ int main(int argc, char** argv) {
       fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
                  "  scheduler too; compare the algorithms by steps and bytes first\n");
 
-    // The scaling table: the formulas checked above, at other N. The row for this run's N is
-    // the one just measured; `./distlab lesson 06 --ranks 16` measures the N = 16 row.
+    // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
+    // N = 2, 4, 8, 16 ranks (N elements each, so every chunk is one element and S/N is exact);
+    // the counts are read off those runs' traces and checked against the formulas.
     std::vector<int> ns = {2, 4, 8, 16};
     if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
       ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
     if (!traced) return;
-    fmt::print("\nscaling with N (formulas, in units of S; * = this run: measured and checked above):\n");
+    fmt::print("\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row checked "
+               "against its formula):\n");
     fmt::print("  steps ~ time; step: rank and step: all ~ bandwidth (what one rank, and all links, carry at once)\n");
     const auto srow = [](auto... cells) {
       fmt::print("  {:<16}  {:>4}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}\n", cells...);
@@ -432,20 +437,35 @@ int main(int argc, char** argv) {
       if (a == AllReduceAlgo::library) continue;
       for (std::size_t i = 0; i < ns.size(); ++i) {
         const int k = ns[i];
-        const std::uint64_t Lk = std::uint64_t(k);  // N elements: every chunk one element, so S/N is exact
+        const std::uint64_t Lk = std::uint64_t(k);
+        const RunResult sub = run_in_process(k, [&](Comm& c) {
+          Buffer<float> x = c.alloc<float>(Lk, Category::data);
+          fill_input(x.view(), opt.seed, c.rank());
+          auto phase = c.phase("scaling");
+          coll::all_reduce(c, x.view(), a);
+        });
+        const Measured m = measure(sub, 1, 1 << 30, "scaling");
+        const std::uint64_t e = sizeof(float);
         std::uint64_t one = 0, all = 0;
         for (int q = 0; q < k; ++q) {
           one = std::max(one, formula_rank(a, q, k, Lk).sent);
           all += formula_rank(a, q, k, Lk).sent;
         }
         const StepPeak p = formula_step_peak(a, k, Lk);
-        const double s = double(Lk);
-        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), formula_steps(a, k),
-             in_s(double(one) / s), in_s(double(all) / s), in_s(double(p.rank) / s), in_s(double(p.all) / s));
+        r.check(fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say", coll::to_string(a), k),
+                m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e &&
+                    m.peak.rank == p.rank * e && m.peak.all == p.all * e,
+                fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
+                            formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
+        const double s = double(Lk * e);
+        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), m.steps,
+             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s), in_s(double(m.peak.rank) / s),
+             in_s(double(m.peak.all) / s));
       }
       const auto g = growth(a);
       srow("", "", g[0], g[1], g[2], g[3], g[4]);
     }
+    fmt::print("  * = this run's N, which was also measured at full size above\n");
     fmt::print("  the lecture: sequential time O(N), bandwidth O(N); ring time O(N), peak per rank O(1), total O(N);\n"
                "  parallel time O(1), per rank O(N), total O(N^2): the steps, step: rank and step: all columns\n");
     if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
@@ -502,6 +522,12 @@ int main(int argc, char** argv) {
       ops::copy(work.view(), View<const float>(input.view()));
       // reduce.hpp and broadcast.hpp name chunks 0..N-1 of a buffer they leave the caller to declare
       if (a == AllReduceAlgo::reduce_broadcast) comm.declare_buffer(name, L, n);
+      // A warm-up run, untraced: the timed run then finds its workspace allocated and the caches
+      // warm, as every call after the first would (the warm-up's step ids are skipped).
+      comm.recorder().set_enabled(false);
+      coll::all_reduce(comm, work.view(), a, name);
+      comm.recorder().set_enabled(true);
+      ops::copy(work.view(), View<const float>(input.view()));
       comm.barrier();
       const int first = comm.next_steps(0);
       {

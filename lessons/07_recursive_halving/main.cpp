@@ -382,6 +382,9 @@ int main(int argc, char** argv) {
     CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
                                      quick ? quick->beta_s_per_byte : kDefaultBeta);
     cp.sharing = core_sharing(r.world);  // ranks sharing a core take turns
+    // Buffers of 4 MiB and more stream from memory: beta refitted on the ping-pongs that large.
+    if (const auto cal = load_calibration(calibration_path, key); cal && S >= (std::uint64_t{4} << 20))
+      cp.beta_s_per_byte = streaming_beta(*cal, double(std::uint64_t{4} << 20)).value_or(cp.beta_s_per_byte);
     if (!calibrated)
       cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
                                       "./distlab lesson 01 saves one)", key, calibration_path)
@@ -467,12 +470,15 @@ int main(int argc, char** argv) {
       fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
                  "  scheduler too; compare the algorithms by steps and bytes first\n");
 
-    // The scaling table: the formulas checked above, at other N (6 shows the fold's +2).
+    // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
+    // N = 2, 4, 6, 8, 16 ranks (6 shows the fold's +2), and the counts read off those runs'
+    // traces are checked against the formulas.
     std::vector<int> ns = {2, 4, 6, 8, 16};
     if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
       ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
     if (!traced) return;
-    fmt::print("\nscaling with N (formulas, in units of S; * = this run: measured and checked above):\n");
+    fmt::print("\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row checked "
+               "against its formula):\n");
     const auto srow = [](auto... cells) { fmt::print("  {:<18}  {:>4}  {:>7}  {:>6}  {:>10}  {:>10}\n", cells...); };
     srow("algorithm", "N", "log2 N", "steps", "one rank", "all links");
     for (AllReduceAlgo a : algos) {
@@ -481,16 +487,30 @@ int main(int argc, char** argv) {
         const int k = ns[i];
         const Fold fk(k);
         const std::uint64_t Lk = std::uint64_t(k) * std::uint64_t(fk.p2);  // every chunk whole, for N and N'
+        const RunResult sub = run_in_process(k, [&](Comm& c) {
+          Buffer<float> x = c.alloc<float>(Lk, Category::data);
+          fill_input(x.view(), opt.seed, c.rank());
+          auto phase = c.phase("scaling");
+          coll::all_reduce(c, x.view(), a);
+        });
+        const Measured m = measure(sub, 1, 1 << 30, "scaling");
+        const std::uint64_t e = sizeof(float);
         std::uint64_t one = 0, all = 0;
         for (int q = 0; q < k; ++q) {
           one = std::max(one, formula_rank(a, q, k, Lk).sent);
           all += formula_rank(a, q, k, Lk).sent;
         }
+        r.check(fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say", coll::to_string(a), k),
+                m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e,
+                fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
+                            formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
         const std::string lg = fk.rem ? fmt::format("{:.2f}", std::log2(double(k))) : fmt::format("{}", fk.log2_p2());
-        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg, formula_steps(a, k),
-             in_s(double(one) / double(Lk)), in_s(double(all) / double(Lk)));
+        const double s = double(Lk * e);
+        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg, m.steps,
+             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s));
       }
     }
+    fmt::print("  * = this run's N, which was also measured at full size above\n");
     fmt::print("  N = 8: recursive doubling is done in {} steps (log2 8 = 3), halving in {}, the ring in {}{}\n",
                formula_steps(AllReduceAlgo::recursive_doubling, 8), formula_steps(AllReduceAlgo::recursive_halving, 8),
                formula_steps(AllReduceAlgo::ring_chunked, 8), n == 8 ? " (this run: measured and checked)" : "");
@@ -545,6 +565,12 @@ int main(int argc, char** argv) {
     for (AllReduceAlgo a : algos) {
       const std::string name = coll::to_string(a);
       Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
+      ops::copy(work.view(), View<const float>(input.view()));
+      // A warm-up run, untraced: the timed run then finds its workspace allocated and the caches
+      // warm, as every call after the first would (the warm-up's step ids are skipped).
+      comm.recorder().set_enabled(false);
+      coll::all_reduce(comm, work.view(), a, name);
+      comm.recorder().set_enabled(true);
       ops::copy(work.view(), View<const float>(input.view()));
       comm.barrier();
       const int first = comm.next_steps(0);
