@@ -270,31 +270,6 @@ double physical_memory() {
 
 // --- alpha and beta, measured on the spot when no calibration has them --------------------------
 
-// The fit of lesson 01: rank 0 and rank 1 ping-pong sizes 4 B .. 64 MiB (x 4); every rank calls it.
-Calibration ping_pong(Comm& comm) {
-  std::vector<std::pair<double, double>> points;
-  Buffer<char> buf = comm.alloc<char>(std::size_t{64} << 20, Category::comm);
-  for (std::size_t bytes = 4; bytes <= buf.size(); bytes *= 4) {
-    const int reps = int(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 100));
-    View<char> v = buf.sub(0, bytes);
-    std::vector<double> one_way;
-    comm.barrier();
-    for (int i = 0; i <= reps; ++i) {
-      const double t0 = now_us();
-      if (comm.rank() == 0) {
-        comm.send(View<const char>(v), 1, kTagResults + 1);
-        comm.recv(v, 1, kTagResults + 1);
-      } else if (comm.rank() == 1) {
-        comm.recv(v, 0, kTagResults + 1);
-        comm.send(View<const char>(v), 0, kTagResults + 1);
-      }
-      if (i > 0) one_way.push_back((now_us() - t0) * 0.5e-6);  // i = 0 warms up
-    }
-    std::nth_element(one_way.begin(), one_way.begin() + one_way.size() / 2, one_way.end());
-    points.emplace_back(double(bytes), one_way[one_way.size() / 2]);
-  }
-  return fit_alpha_beta(points);
-}
 
 // --- the table ---------------------------------------------------------------------------------
 
@@ -352,8 +327,7 @@ int main(int argc, char** argv) {
   std::string min_text = "4K", max_text = "64M", algos_text = "all", collectives_text = "all", csv_path;
   double step_factor = 4;
   int iters = 10, warmup = 2;
-  std::string calibration_path = bench.options().trace_path;
-  calibration_path = calibration_path.substr(0, calibration_path.rfind('/') + 1) + "calibration.json";
+  std::string calibration_path = path_beside(bench.options().trace_path, "calibration.json");
   auto& app = bench.app();
   app.add_option("--min-bytes", min_text, "smallest buffer in bytes (K, M, G: powers of 1024)")->capture_default_str();
   app.add_option("--max-bytes", max_text, "largest buffer in bytes")->capture_default_str();
@@ -451,7 +425,7 @@ int main(int argc, char** argv) {
     std::optional<Calibration> cal = load_calibration(calibration_path, key);
     std::string source = fmt::format("\"{}\" in {}", key, calibration_path);
     if (!cal && p >= 2) {
-      cal = ping_pong(comm);
+      cal = ping_pong_fit(comm, std::size_t{64} << 20, 4);
       source = fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})", key, calibration_path);
     }
     CostParams small, large;

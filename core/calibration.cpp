@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "check.hpp"
+#include "comm.hpp"
+#include "clock.hpp"
 #include "json.hpp"
 #include "trace_writer.hpp"
 
@@ -29,6 +32,29 @@ Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points)
   }
   const Eigen::Vector2d x = A.colPivHouseholderQr().solve(b);
   return {x[0], x[1], points};
+}
+
+Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor, int tag) {
+  const int me = comm.rank();
+  if (me > 1 || comm.size() < 2) return {};
+  const int other = 1 - me;
+  std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
+  Buffer<std::uint8_t> msg = comm.alloc<std::uint8_t>(max_bytes, Category::comm);
+  for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= std::max<std::size_t>(factor, 2)) {
+    View<std::uint8_t> v = msg.sub(0, bytes);
+    const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 30));
+    std::vector<double> times;
+    for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+      const double t0 = now_us();
+      if (me == 0) comm.send(View<const std::uint8_t>(v), other, tag);
+      comm.recv(v, other, tag);
+      if (me == 1) comm.send(View<const std::uint8_t>(v), other, tag);
+      if (rep >= 0) times.push_back((now_us() - t0) * 0.5e-6);
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+    points.emplace_back(static_cast<double>(bytes), times[times.size() / 2]);
+  }
+  return fit_alpha_beta(points);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // times as alpha + beta * bytes for the transport they run on.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +22,13 @@ struct Calibration {
 // Weighted least squares fit of t = alpha + beta * n, each point weighted by 1/t^2 so every
 // size counts by its relative error (plain least squares would let 64 MiB drown 8 B).
 Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points);
+
+class Comm;
+
+// Ranks 0 and 1 ping-pong messages of 8 B, 8 B * factor, ... up to max_bytes (median one-way
+// time of a few repetitions each, the first a warm-up) and fit alpha and beta; the other
+// ranks return at once with an empty result. Lesson 01 is the full, explained version.
+Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor = 4, int tag = 32000);
 
 // Replaces the entry `key` in the file (keeping the others) or creates the file.
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c);

@@ -56,6 +56,13 @@ std::string json_value(const std::string& text) {
 
 }  // namespace
 
+std::string path_beside(const std::string& path, const std::string& name) {
+  const std::filesystem::path p = std::filesystem::path(path).parent_path() / name;
+  std::error_code ec;
+  const std::filesystem::path rel = std::filesystem::proximate(p, ec);
+  return !ec && !rel.empty() && rel.string().rfind("..", 0) != 0 ? rel.string() : p.string();
+}
+
 bool launched_by_mpi() {
   return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") || env("MPI_LOCALNRANKS");
 }

@@ -112,6 +112,10 @@ class Lesson {
   std::string cost_model_ = "null";
 };
 
+// `name` in the folder of `path` ("traces/06_x.json", "calibration.json" ->
+// "traces/calibration.json"), relative to the working directory when it lies below it.
+std::string path_beside(const std::string& path, const std::string& name);
+
 // True when this process was started by mpirun / mpiexec (Open MPI, MPICH or PMIx).
 bool launched_by_mpi();
 // The world size and rank the launcher announced in the environment (1 and 0 otherwise).

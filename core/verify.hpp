@@ -13,6 +13,7 @@
 #include <string>
 
 #include "buffer.hpp"
+#include "data.hpp"
 
 namespace distlab {
 
@@ -29,6 +30,13 @@ struct Comparison {
                        got, want, n);
   }
 };
+
+// Elements [0, count) of `rank`'s float32 input (data.hpp), in float64: a reference's start.
+inline Eigen::VectorXd reference_input(std::uint64_t seed, int rank, std::size_t count) {
+  Eigen::VectorXd x(static_cast<Eigen::Index>(count));
+  for (std::size_t i = 0; i < count; ++i) x[static_cast<Eigen::Index>(i)] = input_value<float>(seed, rank, i);
+  return x;
+}
 
 template <class T>
 Comparison compare(View<const T> got, const Eigen::VectorXd& want, double tol) {

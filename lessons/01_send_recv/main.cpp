@@ -42,8 +42,7 @@ int repetitions(std::size_t bytes) {
 int main(int argc, char** argv) {
   Lesson lesson({"01", "send_recv", "ping-pong between two ranks; fit latency (alpha) and bandwidth (beta)", 2,
                  std::uint64_t{64} << 20});
-  std::string calibration_path = std::string(lesson.options().trace_path);
-  calibration_path = calibration_path.substr(0, calibration_path.rfind('/') + 1) + "calibration.json";
+  std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
       .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta (empty: do not save)")
       ->capture_default_str();

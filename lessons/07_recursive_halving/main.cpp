@@ -51,6 +51,7 @@
 #include "core/json.hpp"
 #include "core/library.hpp"
 #include "core/runtime.hpp"
+#include "core/trace_counts.hpp"
 #include "core/units.hpp"
 #include "core/verify.hpp"
 
@@ -170,111 +171,11 @@ Symbols symbols(AllReduceAlgo a, bool folded) {
   }
 }
 
-// --- what the trace says one algorithm did ------------------------------------------
-
-struct Measured {
-  std::vector<RankTraffic> ranks;  // bytes and messages per rank, within the algorithm's steps
-  int steps = 0;                   // distinct steps in which some message moved
-  std::uint64_t max_sent = 0, all_links = 0, max_msgs = 0;
-  int in_flight = 0;               // most sends of one rank overlapping in time
-  double seconds = 0;              // the longest any rank spent in the algorithm's phase
-};
-
-// A send is in flight from its post to its completion; count, at each send's start, how
-// many of the same rank's sends have started and not yet finished (itself included).
-int most_in_flight(const std::vector<const SpanEvent*>& sends) {
-  int most = 0;
-  for (const SpanEvent* s : sends) {
-    int now = 0;
-    for (const SpanEvent* o : sends)
-      if (o == s || (o->t0 <= s->t0 && o->t1 > s->t0)) ++now;
-    most = std::max(most, now);
-  }
-  return most;
-}
-
-Measured measure(const RunResult& r, int first_step, int last_step, const std::string& phase) {
-  Measured m;
-  m.ranks = r.traffic(first_step, last_step);
-  std::map<int, bool> steps;
-  for (const auto& log : r.logs) {
-    std::vector<const SpanEvent*> sends;
-    for (const auto& e : log.spans) {
-      if (e.kind == SpanEvent::Kind::plain) {
-        if (e.name == phase) m.seconds = std::max(m.seconds, (e.t1 - e.t0) * 1e-6);
-        continue;
-      }
-      if (e.meta.step < first_step || e.meta.step > last_step) continue;
-      steps[e.meta.step] = true;
-      if (e.kind == SpanEvent::Kind::send) sends.push_back(&e);
-    }
-    m.in_flight = std::max(m.in_flight, most_in_flight(sends));
-  }
-  m.steps = int(steps.size());
-  for (const auto& t : m.ranks) {
-    m.max_sent = std::max(m.max_sent, t.bytes_sent);
-    m.all_links += t.bytes_sent;
-    m.max_msgs = std::max(m.max_msgs, t.msgs_sent);
-  }
-  return m;
-}
-
-// The run with only the messages of steps [first, last], for print_schedule.
-RunResult only_steps(const RunResult& r, int first, int last) {
-  RunResult out;
-  out.world = r.world;
-  for (const auto& log : r.logs) {
-    RankLog l;
-    l.rank = log.rank;
-    for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first && e.meta.step <= last) l.spans.push_back(e);
-    out.logs.push_back(std::move(l));
-  }
-  return out;
-}
-
-// Elements [0, count) of rank k's input, in float64.
-Eigen::VectorXd input_of(std::uint64_t seed, int k, std::size_t count) {
-  Eigen::VectorXd x(static_cast<Eigen::Index>(count));
-  for (std::size_t i = 0; i < count; ++i) x[Eigen::Index(i)] = input_value<float>(seed, k, i);
-  return x;
-}
-
 std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
 
-// `name` in the folder of `path`, relative to the working directory when it lies below it.
-std::string beside(const std::string& path, const std::string& name) {
-  const std::filesystem::path p = std::filesystem::path(path).parent_path() / name;
-  std::error_code ec;
-  const std::filesystem::path rel = std::filesystem::proximate(p, ec);
-  return !ec && !rel.empty() && rel.string().rfind("..", 0) != 0 ? rel.string() : p.string();
-}
-
-constexpr int kTagPingPong = 1;
+constexpr int kTagCalibrated = 1;  // r0 tells r1 whether a calibration exists
 // Used when there is no calibration and no second rank to measure one with.
 constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
-
-// Ranks 0 and 1 only: a short ping-pong from 8 B to 1 MiB (median one-way time per size) and
-// the same alpha-beta fit as lesson 01's, for when lesson 01 has saved no calibration.
-Calibration quick_ping_pong(Comm& comm) {
-  const int me = comm.rank(), other = 1 - me;
-  std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds)
-  Buffer<std::uint8_t> msg = comm.alloc<std::uint8_t>(1 << 20, Category::comm);
-  for (std::size_t bytes = 8; bytes <= (1 << 20); bytes *= 16) {
-    View<std::uint8_t> v = msg.sub(0, bytes);
-    std::vector<double> times;
-    for (int rep = -1; rep < (bytes <= (16 << 10) ? 30 : 8); ++rep) {  // rep -1 warms up
-      const double t0 = now_us();
-      if (me == 0) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
-      comm.recv(v, other, kTagPingPong);
-      if (me == 1) comm.send(View<const std::uint8_t>(v), other, kTagPingPong);
-      if (rep >= 0) times.push_back((now_us() - t0) * 0.5e-6);
-    }
-    std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
-    points.emplace_back(double(bytes), times[times.size() / 2]);
-  }
-  return fit_alpha_beta(points);
-}
 
 }  // namespace
 
@@ -285,7 +186,7 @@ int main(int argc, char** argv) {
       .add_option("--algo", algo_choice,
                   "all, or one of recursive_doubling, recursive_halving, ring_chunked, library (mpirun)")
       ->capture_default_str();
-  std::string calibration_path = beside(lesson.options().trace_path, "calibration.json");
+  std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
       .add_option("--calibration", calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
       ->capture_default_str();
@@ -393,14 +294,14 @@ int main(int argc, char** argv) {
                                       key, calibration_path);
 
     // Measured counts, each against its formula.
-    std::vector<Measured> meas(algos.size());
+    std::vector<StepCounts> meas(algos.size());
     std::string predictions;
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
       const auto [first, last] = step_range[j];
-      Measured& m = meas[j];
-      m = measure(r, first, last, name);
+      StepCounts& m = meas[j];
+      m = count_steps(r, first, last, name);
       const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
       predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}", predictions.empty() ? "" : ",",
                                  json_string(name), json_number(predicted), json_number(m.seconds));
@@ -442,7 +343,7 @@ int main(int argc, char** argv) {
     row("algorithm", "steps", "one rank", "all links", "msgs", "fly", "measured", "predicted");
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
-      const Measured& m = meas[j];
+      const StepCounts& m = meas[j];
       const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
       if (a == AllReduceAlgo::library) {
         row(coll::to_string(a), "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
@@ -493,7 +394,7 @@ int main(int argc, char** argv) {
           auto phase = c.phase("scaling");
           coll::all_reduce(c, x.view(), a);
         });
-        const Measured m = measure(sub, 1, 1 << 30, "scaling");
+        const StepCounts m = count_steps(sub, 1, 1 << 30, "scaling");
         const std::uint64_t e = sizeof(float);
         std::uint64_t one = 0, all = 0;
         for (int q = 0; q < k; ++q) {
@@ -533,7 +434,7 @@ int main(int argc, char** argv) {
 
     // STEP 2: the independent reference, in float64 from the inputs: the sum over every rank.
     Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
-    for (int k = 0; k < n; ++k) sum += input_of(opt.seed, k, L);
+    for (int k = 0; k < n; ++k) sum += reference_input(opt.seed, k, L);
     // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
     Buffer<float> mpi_sum = comm.alloc<float>(library::available(comm) ? L : 0, Category::data);
     if (library::available(comm)) {
@@ -550,10 +451,10 @@ int main(int argc, char** argv) {
       comm.recorder().set_enabled(false);
       Buffer<std::int32_t> flag = comm.alloc<std::int32_t>(1, Category::comm);
       flag[0] = me == 0 && calibrated ? 1 : 0;  // r1 learns it from the message
-      if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagPingPong);
-      else comm.recv(flag.view(), 0, kTagPingPong);
+      if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagCalibrated);
+      else comm.recv(flag.view(), 0, kTagCalibrated);
       if (flag[0] == 0) {
-        const Calibration fit = quick_ping_pong(comm);
+        const Calibration fit = ping_pong_fit(comm, std::size_t{1} << 20, 16);
         if (me == 0) quick = fit;
       }
       comm.recorder().set_enabled(true);
