@@ -422,12 +422,11 @@ int main(int argc, char** argv) {
     // alpha and beta from lesson 01's file, else from a ping-pong now; from kStreamBytes on,
     // buffers no longer fit in cache and rows use beta refitted on the large ping-pongs.
     const std::string key = fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device()));
-    std::optional<Calibration> cal = load_calibration(calibration_path, key);
-    std::string source = fmt::format("\"{}\" in {}", key, calibration_path);
-    if (!cal && p >= 2) {
-      cal = ping_pong_fit(comm, std::size_t{64} << 20, 4);
-      source = fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})", key, calibration_path);
-    }
+    const FoundCalibration found = find_or_measure_calibration(comm, calibration_path, key, std::size_t{64} << 20, 4);
+    const std::optional<Calibration> cal = found.fit;
+    const std::string source = found.from_file ? fmt::format("\"{}\" in {}", key, calibration_path)
+                                               : fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})", key,
+                                                             calibration_path);
     CostParams small, large;
     if (me == 0) {
       small = load_cost_params(calibration_path, key, 0, 0);  // measures gamma

@@ -30,6 +30,17 @@ class Comm;
 // ranks return at once with an empty result. Lesson 01 is the full, explained version.
 Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor = 4, int tag = 32000);
 
+// Rank 0 looks `key` up in `path`; when it is not there, ranks 0 and 1 measure one now with
+// ping_pong_fit (untraced). Rank 0 tells rank 1 which, so ranks that see different files
+// (nodes without a shared disk) still agree. The result is meant for rank 0; elsewhere it
+// is empty.
+struct FoundCalibration {
+  std::optional<Calibration> fit;
+  bool from_file = false;
+};
+FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path, const std::string& key,
+                                             std::size_t max_bytes, std::size_t factor);
+
 // Replaces the entry `key` in the file (keeping the others) or creates the file.
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c);
 std::optional<Calibration> load_calibration(const std::string& path, const std::string& key);

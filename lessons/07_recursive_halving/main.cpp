@@ -173,7 +173,6 @@ Symbols symbols(AllReduceAlgo a, bool folded) {
 
 std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
 
-constexpr int kTagCalibrated = 1;  // r0 tells r1 whether a calibration exists
 // Used when there is no calibration and no second rank to measure one with.
 constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
 
@@ -444,20 +443,13 @@ int main(int argc, char** argv) {
     }
 
     // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
-    // r0 and r1 ping-pong a few sizes here, untraced (r0 decides and tells r1).
-    if (me == 0) calibrated = load_calibration(calibration_path, fmt::format("{}-{}", to_string(comm.world().mode),
-                                                                          to_string(comm.device()))).has_value();
-    if (n >= 2 && me <= 1) {
-      comm.recorder().set_enabled(false);
-      Buffer<std::int32_t> flag = comm.alloc<std::int32_t>(1, Category::comm);
-      flag[0] = me == 0 && calibrated ? 1 : 0;  // r1 learns it from the message
-      if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagCalibrated);
-      else comm.recv(flag.view(), 0, kTagCalibrated);
-      if (flag[0] == 0) {
-        const Calibration fit = ping_pong_fit(comm, std::size_t{1} << 20, 16);
-        if (me == 0) quick = fit;
-      }
-      comm.recorder().set_enabled(true);
+    // r0 and r1 ping-pong a few sizes here, untraced.
+    const FoundCalibration found = find_or_measure_calibration(
+        comm, calibration_path, fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
+        std::size_t{1} << 20, 16);
+    if (me == 0) {
+      calibrated = found.from_file;
+      if (!found.from_file) quick = found.fit;
     }
 
     // STEP 4: every algorithm on the same input, one after another. A barrier first, so the
