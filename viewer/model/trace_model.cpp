@@ -1,0 +1,745 @@
+// trace_model.cpp — the On-Demand loader and the shard replay.
+//
+// Sections:
+//   1. JSON helpers (numbers that may be ints or doubles, masks as hex strings)
+//   2. Builder: one forward pass over the events, then ranks, lanes, spans sorted per lane
+//   3. otherData
+//   4. messages: flows joined with the send / deliver spans
+//   5. parse_trace_model / load_trace_model
+//   6. shard replay
+#include "trace_model.hpp"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/check.hpp"
+
+namespace distlab::viewer {
+
+namespace od = simdjson::ondemand;
+
+const char* to_string(SpanKind k) {
+  switch (k) {
+    case SpanKind::compute: return "compute";
+    case SpanKind::send: return "send";
+    case SpanKind::recv: return "recv";
+    case SpanKind::deliver: return "deliver";
+  }
+  return "?";
+}
+
+const char* memory_category_name(int k) {
+  static const char* const kNames[kMemoryCategories] = {"params", "grads", "optimizer", "activations", "comm", "data"};
+  return k >= 0 && k < kMemoryCategories ? kNames[k] : "?";
+}
+
+int TraceModel::rank_of_pid(int pid) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), pid, [](const Rank& r, int p) { return r.pid < p; });
+  return it != ranks.end() && it->pid == pid ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+int TraceModel::max_step() const {
+  int k = 0;
+  for (const auto& m : messages) k = std::max(k, static_cast<int>(m.step));
+  for (const auto& s : steps) k = std::max(k, s.step);
+  return k;
+}
+
+namespace {
+
+// ---- 1. JSON helpers ------------------------------------------------------------------------
+
+// A number as double (ints included); nullopt for any other type (the value is then skipped).
+std::optional<double> as_double(od::value v) {
+  if (v.type() != od::json_type::number) return std::nullopt;
+  return double(v.get_double());
+}
+
+// An integral number (an integral double counts); nullopt otherwise.
+std::optional<std::int64_t> as_int(od::value v) {
+  if (v.type() != od::json_type::number) return std::nullopt;
+  od::number n = v.get_number();
+  if (n.is_int64()) return n.get_int64();
+  if (n.is_uint64()) return static_cast<std::int64_t>(n.get_uint64());
+  const double d = n.get_double();
+  if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+  return std::nullopt;
+}
+
+std::optional<std::string_view> as_string(od::value v) {
+  if (v.type() != od::json_type::string) return std::nullopt;
+  return std::string_view(v.get_string());
+}
+
+// "0x5", "5" or 5.
+std::uint64_t as_mask(od::value v) {
+  if (auto s = as_string(v)) return std::strtoull(std::string(*s).c_str(), nullptr, 0);
+  if (auto i = as_int(v)) return static_cast<std::uint64_t>(*i);
+  return 0;
+}
+
+int clamp_int(std::int64_t v) {
+  return static_cast<int>(std::clamp<std::int64_t>(v, INT32_MIN, INT32_MAX));
+}
+
+// ---- 2. Builder -----------------------------------------------------------------------------
+
+// Everything one event may carry, whatever order its fields come in.
+struct EventFields {
+  std::string_view ph, name, cat, bp, s_scope;
+  std::optional<std::int64_t> pid, tid;
+  double ts = 0, dur = -1;
+  bool has_ts = false;
+  std::uint64_t id = 0;
+  bool has_id = false;
+  // args
+  SpanArgs margs;
+  bool message_args = false;
+  std::string_view arg_name;
+  std::optional<std::int64_t> sort_index, step;
+  std::array<std::int64_t, kMemoryCategories> mem{};
+  std::int64_t mem_total = -1;
+};
+
+struct LaneKey {
+  int pid, tid;
+  bool operator<(const LaneKey& o) const { return pid != o.pid ? pid < o.pid : tid < o.tid; }
+};
+
+struct OpenSpan {  // a B event waiting for its E
+  double ts;
+  std::uint32_t name;
+  SpanKind kind;
+};
+
+struct FlowEnd {
+  int pid = 0;
+  double ts = 0;
+  bool seen = false;
+};
+
+SpanKind kind_of(std::string_view cat) {
+  if (cat == "send") return SpanKind::send;
+  if (cat == "recv") return SpanKind::recv;
+  if (cat == "deliver") return SpanKind::deliver;
+  return SpanKind::compute;
+}
+
+ApplyKind apply_of(std::string_view a) {
+  if (a == "copy") return ApplyKind::copy;
+  if (a == "reduce") return ApplyKind::reduce;
+  return ApplyKind::none;
+}
+
+class Builder {
+ public:
+  TraceModel m;
+
+  std::uint32_t intern(std::string_view s) {
+    if (s.empty()) return 0;
+    auto it = ids_.find(std::string(s));
+    if (it != ids_.end()) return it->second;
+    const auto id = static_cast<std::uint32_t>(m.strings.size());
+    m.strings.emplace_back(s);
+    ids_.emplace(m.strings.back(), id);
+    return id;
+  }
+
+  void read_events(od::array events) {
+    for (auto ev : events) {
+      od::object o;
+      if (ev.get_object().get(o) != simdjson::SUCCESS) {
+        ++skipped_;
+        continue;
+      }
+      EventFields f;
+      read_fields(o, f);
+      add_event(f);
+      ++m.events;
+    }
+  }
+
+  void read_other(od::object other);
+  void finish();
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> ids_;
+  std::map<LaneKey, std::uint32_t> lane_ids_;  // lanes hold the pid in Lane::rank until finish()
+  std::map<int, std::string> process_names_;
+  std::map<int, int> process_sort_;
+  std::map<LaneKey, std::string> thread_names_;
+  std::map<LaneKey, int> thread_sort_;
+  std::map<LaneKey, std::vector<OpenSpan>> open_;
+  std::map<std::uint64_t, std::pair<FlowEnd, FlowEnd>> flows_;  // id -> (start, finish)
+  std::map<int, std::vector<MemorySample>> memory_;             // pid -> samples
+  std::map<int, bool> pids_;
+  std::size_t skipped_ = 0;
+
+  void read_fields(od::object o, EventFields& f) {
+    for (auto field : o) {
+      const std::string_view key = field.unescaped_key();
+      od::value v = field.value();
+      if (key == "ph") f.ph = as_string(v).value_or("");
+      else if (key == "name") f.name = as_string(v).value_or("");
+      else if (key == "cat") f.cat = as_string(v).value_or("");
+      else if (key == "bp") f.bp = as_string(v).value_or("");
+      else if (key == "s") f.s_scope = as_string(v).value_or("");
+      else if (key == "pid") f.pid = as_int(v);
+      else if (key == "tid") f.tid = as_int(v);
+      else if (key == "ts") {
+        if (auto d = as_double(v)) f.ts = *d, f.has_ts = true;
+      } else if (key == "dur") f.dur = as_double(v).value_or(-1);
+      else if (key == "id") {
+        if (auto s = as_string(v)) {
+          char* end = nullptr;
+          const std::string text(*s);
+          f.id = std::strtoull(text.c_str(), &end, 0);
+          if (end == text.c_str() || *end) f.id = (std::uint64_t{1} << 63) | intern(text);  // not a number
+        } else {
+          f.id = static_cast<std::uint64_t>(as_int(v).value_or(0));
+        }
+        f.has_id = true;
+      } else if (key == "args") {
+        od::object args;
+        if (v.get_object().get(args) == simdjson::SUCCESS) read_args(args, f);
+      }
+    }
+  }
+
+  void read_args(od::object args, EventFields& f) {
+    SpanArgs& a = f.margs;
+    for (auto field : args) {
+      const std::string_view key = field.unescaped_key();
+      od::value v = field.value();
+      if (key == "peer") a.peer = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
+      else if (key == "bytes") a.bytes = as_int(v).value_or(-1), f.message_args = true;
+      else if (key == "tag") a.tag = as_int(v).value_or(-1);
+      else if (key == "step") f.step = as_int(v);
+      else if (key == "buffer") a.buffer = intern(as_string(v).value_or(""));
+      else if (key == "chunk") a.chunk = clamp_int(as_int(v).value_or(-1));
+      else if (key == "chunk_end") a.chunk_end = clamp_int(as_int(v).value_or(-1));
+      else if (key == "apply") a.apply = apply_of(as_string(v).value_or(""));
+      else if (key == "contributions") a.contributions = clamp_int(as_int(v).value_or(0));
+      else if (key == "contrib_mask") a.contrib_mask = as_mask(v);
+      else if (key == "msg") a.msg = static_cast<std::uint64_t>(as_int(v).value_or(0));
+      else if (key == "name") f.arg_name = as_string(v).value_or("");
+      else if (key == "sort_index") f.sort_index = as_int(v);
+      else if (key == "total_bytes") f.mem_total = as_int(v).value_or(0);
+      else if (key.size() > 6 && key.ends_with("_bytes")) {
+        for (int k = 0; k < kMemoryCategories; ++k)
+          if (key.substr(0, key.size() - 6) == memory_category_name(k)) f.mem[k] = as_int(v).value_or(0);
+      }
+    }
+    if (f.step) a.step = clamp_int(*f.step);
+  }
+
+  std::uint32_t lane_of(int pid, int tid) {
+    auto [it, fresh] = lane_ids_.emplace(LaneKey{pid, tid}, static_cast<std::uint32_t>(m.lanes.size()));
+    if (fresh) {
+      Lane l;
+      l.rank = pid;
+      l.tid = tid;
+      m.lanes.push_back(l);
+      pids_[pid] = true;
+    }
+    return it->second;
+  }
+
+  void add_span(int pid, int tid, double ts, double dur, std::uint32_t name, SpanKind kind, const EventFields* f) {
+    Span s;
+    s.start = ts;
+    s.dur = std::max(0.0, dur);
+    s.lane = lane_of(pid, tid);
+    s.name = name;
+    s.kind = kind;
+    if (f && (f->message_args || f->margs.msg || kind != SpanKind::compute)) {
+      s.args = static_cast<std::int32_t>(m.span_args.size());
+      m.span_args.push_back(f->margs);
+    }
+    m.spans.push_back(s);
+  }
+
+  void add_event(const EventFields& f) {
+    if (f.ph.empty()) {
+      ++skipped_;
+      return;
+    }
+    // Metadata may come with pid only; everything else needs an integer pid (tid defaults to 0).
+    if (!f.pid) {
+      ++skipped_;
+      return;
+    }
+    const int pid = clamp_int(*f.pid), tid = clamp_int(f.tid.value_or(0));
+    const char ph = f.ph.size() == 1 ? f.ph[0] : '?';
+    switch (ph) {
+      case 'X':
+        add_span(pid, tid, f.ts, f.dur, intern(f.name), kind_of(f.cat), &f);
+        break;
+      case 'B':
+        lane_of(pid, tid);
+        open_[{pid, tid}].push_back({f.ts, intern(f.name), kind_of(f.cat)});
+        break;
+      case 'E': {
+        auto& st = open_[{pid, tid}];
+        if (st.empty()) break;  // an E without its B: nothing to close
+        const OpenSpan b = st.back();
+        st.pop_back();
+        add_span(pid, tid, b.ts, f.ts - b.ts, b.name, b.kind, nullptr);
+        break;
+      }
+      case 's':
+      case 'f': {
+        if (!f.has_id) break;
+        auto& ends = flows_[f.id];
+        FlowEnd& e = ph == 's' ? ends.first : ends.second;
+        if (!e.seen) e = {pid, f.ts, true};  // a repeated end keeps the first
+        pids_[pid] = true;
+        break;
+      }
+      case 'C':
+        if (f.name == "memory") {
+          MemorySample s;
+          s.ts = f.ts;
+          s.bytes = f.mem;
+          s.total = f.mem_total;
+          if (s.total < 0) {
+            s.total = 0;
+            for (auto b : s.bytes) s.total += b;
+          }
+          memory_[pid].push_back(s);
+          pids_[pid] = true;
+        }
+        break;
+      case 'i':
+      case 'I':
+        if (f.name == "step frame" && f.step) m.steps.push_back({clamp_int(*f.step), f.ts});
+        break;
+      case 'M':
+        if (f.name == "process_name") process_names_[pid] = f.arg_name, pids_[pid] = true;
+        else if (f.name == "process_sort_index" && f.sort_index) process_sort_[pid] = clamp_int(*f.sort_index);
+        else if (f.name == "thread_name") thread_names_[{pid, tid}] = f.arg_name;
+        else if (f.name == "thread_sort_index" && f.sort_index) thread_sort_[{pid, tid}] = clamp_int(*f.sort_index);
+        break;
+      default:
+        break;  // other phases (t, n, b, e, P, ...) are not drawn
+    }
+    if (f.has_ts) {
+      const double end = f.ts + (ph == 'X' ? std::max(0.0, f.dur) : 0.0);
+      if (!have_extent_) m.t_begin = f.ts, m.t_end = end, have_extent_ = true;
+      m.t_begin = std::min(m.t_begin, f.ts);
+      m.t_end = std::max(m.t_end, end);
+    }
+  }
+  bool have_extent_ = false;
+
+  void build_messages();
+};
+
+// ---- 3. otherData ---------------------------------------------------------------------------
+
+void Builder::read_other(od::object other) {
+  TraceMeta& in = m.info;
+  for (auto field : other) {
+    const std::string_view key = field.unescaped_key();
+    od::value v = field.value();
+    if (key == "schema") in.distlab = as_string(v).value_or("") == "distlab-trace";
+    else if (key == "schema_version") in.schema_version = clamp_int(as_int(v).value_or(0));
+    else if (key == "lesson") in.lesson = as_string(v).value_or("");
+    else if (key == "title") in.title = as_string(v).value_or("");
+    else if (key == "algorithm") in.algorithm = as_string(v).value_or("");
+    else if (key == "mode") in.mode = as_string(v).value_or("");
+    else if (key == "device") in.device = as_string(v).value_or("");
+    else if (key == "transport") in.transport = as_string(v).value_or("");
+    else if (key == "world_size") in.world_size = clamp_int(as_int(v).value_or(0));
+    else if (key == "steps") in.steps = as_int(v).value_or(0);
+    else if (key == "messages") in.messages = as_int(v).value_or(0);
+    else if (key == "wall_seconds") in.wall_seconds = as_double(v).value_or(0);
+    else if (key == "parameters") in.parameters_json = std::string(simdjson::to_json_string(v).value());
+    else if (key == "cost_model") in.cost_model_json = std::string(simdjson::to_json_string(v).value());
+    else if (key == "verification") {
+      od::object ver;
+      if (v.get_object().get(ver) != simdjson::SUCCESS) continue;
+      in.has_verification = true;
+      for (auto vf : ver) {
+        const std::string_view k = vf.unescaped_key();
+        od::value vv = vf.value();
+        if (k == "verified") {
+          bool b = false;
+          if (vv.get_bool().get(b) == simdjson::SUCCESS) in.verified = b;
+        } else if (k == "checks") {
+          in.checks = as_int(vv).value_or(0);
+        } else if (k == "failed") {
+          od::array arr;
+          if (vv.get_array().get(arr) != simdjson::SUCCESS) continue;
+          for (auto item : arr) {
+            od::object fo;
+            if (item.get_object().get(fo) != simdjson::SUCCESS) continue;
+            FailedCheck fc;
+            for (auto ff : fo) {
+              const std::string_view fk = ff.unescaped_key();
+              od::value fv = ff.value();
+              if (fk == "rank") fc.rank = clamp_int(as_int(fv).value_or(-1));
+              else if (fk == "name") fc.name = as_string(fv).value_or("");
+              else if (fk == "detail") fc.detail = as_string(fv).value_or("");
+            }
+            in.failed.push_back(std::move(fc));
+          }
+        }
+      }
+    } else if (key == "buffers") {
+      od::array arr;
+      if (v.get_array().get(arr) != simdjson::SUCCESS) continue;
+      for (auto item : arr) {
+        od::object bo;
+        if (item.get_object().get(bo) != simdjson::SUCCESS) continue;
+        BufferInfo b;
+        for (auto bf : bo) {
+          const std::string_view bk = bf.unescaped_key();
+          od::value bv = bf.value();
+          if (bk == "name") b.name = as_string(bv).value_or("");
+          else if (bk == "length") b.length = static_cast<std::uint64_t>(std::max<std::int64_t>(0, as_int(bv).value_or(0)));
+          else if (bk == "chunks") b.chunks = clamp_int(std::clamp<std::int64_t>(as_int(bv).value_or(1), 1, 1 << 20));
+        }
+        if (!b.name.empty()) in.buffers.push_back(std::move(b));
+      }
+    }
+  }
+}
+
+// ---- 4. messages ----------------------------------------------------------------------------
+
+void Builder::build_messages() {
+  struct Ends {
+    std::int32_t send = -1, deliver = -1;
+  };
+  std::map<std::uint64_t, Ends> by_msg;
+  for (std::size_t i = 0; i < m.spans.size(); ++i) {
+    const Span& s = m.spans[i];
+    const SpanArgs* a = m.args(s);
+    if (!a || !a->msg) continue;
+    auto& e = by_msg[a->msg];
+    if (s.kind == SpanKind::send && e.send < 0) e.send = static_cast<std::int32_t>(i);
+    if (s.kind == SpanKind::deliver && e.deliver < 0) e.deliver = static_cast<std::int32_t>(i);
+  }
+  // Every id seen in a flow or on a message span; a message needs both of its ends.
+  std::map<std::uint64_t, bool> ids;
+  for (const auto& [id, fl] : flows_) ids[id] = true;
+  for (const auto& [id, e] : by_msg) ids[id] = true;
+  for (const auto& [id, unused] : ids) {
+    Message msg;
+    msg.id = id;
+    const auto fit = flows_.find(id);
+    const FlowEnd start = fit != flows_.end() ? fit->second.first : FlowEnd{};
+    const FlowEnd finish = fit != flows_.end() ? fit->second.second : FlowEnd{};
+    const auto sit = by_msg.find(id);
+    const Ends ends = sit != by_msg.end() ? sit->second : Ends{};
+    const Span* send = ends.send >= 0 ? &m.spans[ends.send] : nullptr;
+    const Span* deliver = ends.deliver >= 0 ? &m.spans[ends.deliver] : nullptr;
+    if (!(start.seen || send) || !(finish.seen || deliver)) continue;  // half a message
+    msg.send_span = ends.send;
+    msg.deliver_span = ends.deliver;
+    msg.src = send ? m.lanes[send->lane].rank : m.rank_of_pid(start.pid);
+    msg.dst = deliver ? m.lanes[deliver->lane].rank : m.rank_of_pid(finish.pid);
+    msg.send_time = start.seen ? start.ts : send->start;
+    msg.send_end = send ? send->end() : msg.send_time;
+    msg.arrival = std::max(msg.send_time, deliver ? deliver->end() : finish.ts);
+    const SpanArgs* a = send ? m.args(*send) : deliver ? m.args(*deliver) : nullptr;
+    if (a) {
+      msg.bytes = a->bytes;
+      msg.step = a->step;
+      msg.buffer = a->buffer;
+      msg.chunk = a->chunk;
+      msg.chunk_end = a->chunk_end;
+      msg.apply = a->apply;
+      msg.contributions = a->contributions;
+      msg.contrib_mask = a->contrib_mask;
+    }
+    m.messages.push_back(msg);
+  }
+  std::stable_sort(m.messages.begin(), m.messages.end(),
+                   [](const Message& a, const Message& b) { return a.send_time < b.send_time; });
+}
+
+void Builder::finish() {
+  // Ranks: every pid seen, plus 1..world_size for a distlab trace; in pid order.
+  if (m.info.distlab)
+    for (int p = 1; p <= std::min(m.info.world_size, 1 << 16); ++p) pids_[p] = true;
+  for (const auto& [pid, unused] : pids_) {
+    Rank r;
+    r.pid = pid;
+    auto it = process_names_.find(pid);
+    r.name = it != process_names_.end() && !it->second.empty() ? it->second : fmt::format("pid {}", pid);
+    auto si = process_sort_.find(pid);
+    r.sort_index = si != process_sort_.end() ? si->second : pid;
+    m.ranks.push_back(std::move(r));
+  }
+  if (m.info.world_size <= 0) m.info.world_size = m.world_size();
+
+  // Lanes: ordered by rank, then sort index, then tid; spans remapped to the new order.
+  std::vector<std::uint32_t> order(m.lanes.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) {
+    Lane& l = m.lanes[i];
+    const LaneKey key{l.rank, l.tid};
+    auto tn = thread_names_.find(key);
+    l.name = tn != thread_names_.end() && !tn->second.empty() ? tn->second : fmt::format("tid {}", l.tid);
+    auto ts = thread_sort_.find(key);
+    l.sort_index = ts != thread_sort_.end() ? ts->second : l.tid;
+    l.rank = m.rank_of_pid(l.rank);
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const Lane &x = m.lanes[a], &y = m.lanes[b];
+    if (x.rank != y.rank) return x.rank < y.rank;
+    if (x.sort_index != y.sort_index) return x.sort_index < y.sort_index;
+    return x.tid < y.tid;
+  });
+  std::vector<std::uint32_t> new_index(order.size());
+  std::vector<Lane> lanes;
+  lanes.reserve(order.size());
+  for (std::uint32_t k = 0; k < order.size(); ++k) {
+    new_index[order[k]] = k;
+    lanes.push_back(std::move(m.lanes[order[k]]));
+  }
+  m.lanes = std::move(lanes);
+  for (auto& s : m.spans) s.lane = new_index[s.lane];
+  for (std::uint32_t k = 0; k < m.lanes.size(); ++k) m.ranks[m.lanes[k].rank].lanes.push_back(k);
+
+  // Spans: per lane by start, the outermost first; then each lane's range and depth.
+  std::stable_sort(m.spans.begin(), m.spans.end(), [](const Span& a, const Span& b) {
+    if (a.lane != b.lane) return a.lane < b.lane;
+    if (a.start != b.start) return a.start < b.start;
+    return a.dur > b.dur;
+  });
+  std::vector<double> open;
+  for (std::uint32_t i = 0; i < m.spans.size();) {
+    Lane& l = m.lanes[m.spans[i].lane];
+    l.span_begin = i;
+    open.clear();
+    for (; i < m.spans.size() && &m.lanes[m.spans[i].lane] == &l; ++i) {
+      const Span& s = m.spans[i];
+      while (!open.empty() && open.back() <= s.start) open.pop_back();
+      open.push_back(s.end());
+      l.depth = std::max(l.depth, static_cast<int>(open.size()));
+    }
+    l.span_end = i;
+  }
+
+  build_messages();
+
+  std::stable_sort(m.steps.begin(), m.steps.end(),
+                   [](const StepFrame& a, const StepFrame& b) { return a.step < b.step; });
+  m.memory.resize(m.ranks.size());
+  for (auto& [pid, samples] : memory_) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample& a, const MemorySample& b) { return a.ts < b.ts; });
+    m.memory[m.rank_of_pid(pid)] = std::move(samples);
+  }
+}
+
+constexpr const char* kExpected = "a trace is a Chrome Trace Event JSON object {\"traceEvents\": [...]} or an array of events";
+
+}  // namespace
+
+// ---- 5. parse / load ------------------------------------------------------------------------
+
+TraceModel parse_trace_model(std::string_view json) {
+  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw Error(fmt::format("the trace is empty ({} bytes); {}", json.size(), kExpected));
+  const char first = json[json.find_first_not_of(" \t\r\n")];
+  if (first != '{' && first != '[')
+    throw Error(fmt::format("the trace is not a JSON object or array (it starts with '{}'); {}", first, kExpected));
+  Builder b;
+  bool saw_events = false;
+  try {
+    const simdjson::padded_string padded(json);
+    od::parser parser;
+    od::document doc = parser.iterate(padded);
+    const od::json_type type = doc.type();
+    if (type == od::json_type::array) {
+      b.read_events(doc.get_array());
+      saw_events = true;
+    } else if (type == od::json_type::object) {
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "traceEvents") {
+          od::array events;
+          if (field.value().get_array().get(events) != simdjson::SUCCESS)
+            throw Error(fmt::format("traceEvents is not an array; {}", kExpected));
+          b.read_events(events);
+          saw_events = true;
+        } else if (key == "otherData") {
+          od::object other;
+          if (field.value().get_object().get(other) == simdjson::SUCCESS) b.read_other(other);
+        }
+      }
+    } else {
+      throw Error(fmt::format("the trace is not a JSON object or array; {}", kExpected));
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    throw Error(fmt::format("the trace is not valid JSON ({}); it may be truncated or not a trace at all; {}",
+                            e.what(), kExpected));
+  }
+  if (!saw_events) throw Error(fmt::format("the trace has no traceEvents array; {}", kExpected));
+  if (b.m.info.schema_version > 1)
+    throw Error(fmt::format("trace schema version {} is newer than this viewer reads (1); update distlab",
+                            b.m.info.schema_version));
+  b.finish();
+  return std::move(b.m);
+}
+
+TraceModel load_trace_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("cannot open trace {}: no such file, or not readable", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return parse_trace_model(ss.str());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+// ---- 6. shard replay ------------------------------------------------------------------------
+
+namespace {
+
+std::uint64_t bit_of(int rank) { return rank >= 0 && rank < 64 ? std::uint64_t{1} << rank : 0; }
+
+struct Replay {
+  std::vector<int> buffer_of_string;      // string index -> buffer index, -1 none
+  std::vector<const Message*> order;      // replayable messages, by (step, arrival)
+  ShardState initial;
+};
+
+// [first, last) chunks of buffer `b` that a message covers.
+std::pair<int, int> chunk_range(const Message& m, int chunks) {
+  if (m.chunk < 0) return {0, chunks};
+  return {std::clamp(static_cast<int>(m.chunk), 0, chunks),
+          std::clamp(static_cast<int>(std::max(m.chunk_end, m.chunk)), 0, chunks)};
+}
+
+Replay prepare(const TraceModel& model) {
+  Replay r;
+  const int n = model.world_size();
+  r.buffer_of_string.assign(model.strings.size(), -1);
+  for (std::size_t b = 0; b < model.info.buffers.size(); ++b)
+    for (std::size_t s = 1; s < model.strings.size(); ++s)
+      if (model.strings[s] == model.info.buffers[b].name && r.buffer_of_string[s] < 0)
+        r.buffer_of_string[s] = static_cast<int>(b);
+  auto buffer_of = [&](const Message& m) { return m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1; };
+
+  const std::size_t nb = model.info.buffers.size();
+  std::vector<bool> reduce_style(nb, false);
+  // Per (buffer, rank, chunk): the first send of it and the first arrival of it at the rank.
+  struct First {
+    const Message* send = nullptr;
+    double arrival = 1e300;
+    bool contributor = false;
+  };
+  std::vector<std::vector<First>> first(nb);
+  std::vector<std::vector<bool>> carried(nb);  // per (buffer, chunk): some message carries it
+  for (std::size_t b = 0; b < nb; ++b) {
+    first[b].resize(static_cast<std::size_t>(n) * model.info.buffers[b].chunks);
+    carried[b].assign(model.info.buffers[b].chunks, false);
+  }
+
+  for (const Message& m : model.messages) {
+    const int b = buffer_of(m);
+    if (b < 0 || m.src < 0 || m.dst < 0 || m.src >= n || m.dst >= n) continue;
+    const int chunks = model.info.buffers[b].chunks;
+    if (m.apply == ApplyKind::reduce) reduce_style[b] = true;
+    const auto [c0, c1] = chunk_range(m, chunks);
+    for (int c = c0; c < c1; ++c) {
+      carried[b][c] = true;
+      First& s = first[b][static_cast<std::size_t>(m.src) * chunks + c];
+      if (!s.send || m.send_time < s.send->send_time) s.send = &m;
+      First& d = first[b][static_cast<std::size_t>(m.dst) * chunks + c];
+      d.arrival = std::min(d.arrival, m.arrival);
+      for (int k = 0; k < std::min(n, 64); ++k)
+        if (m.contrib_mask & bit_of(k)) first[b][static_cast<std::size_t>(k) * chunks + c].contributor = true;
+    }
+    if (m.step >= 0) r.order.push_back(&m);
+  }
+  std::stable_sort(r.order.begin(), r.order.end(), [](const Message* a, const Message* b) {
+    return a->step != b->step ? a->step < b->step : a->arrival < b->arrival;
+  });
+
+  for (std::size_t b = 0; b < nb; ++b) {
+    BufferState bs;
+    bs.name = model.info.buffers[b].name;
+    bs.chunks = model.info.buffers[b].chunks;
+    bs.cells.resize(static_cast<std::size_t>(n) * bs.chunks);
+    for (int rank = 0; rank < n; ++rank)
+      for (int c = 0; c < bs.chunks; ++c) {
+        ChunkState& cell = bs.at(rank, c);
+        const First& f = first[b][static_cast<std::size_t>(rank) * bs.chunks + c];
+        if (reduce_style[b]) {
+          cell = {true, bit_of(rank), 1};
+        } else if (f.contributor || (f.send && f.send->send_time < f.arrival)) {
+          cell.held = true;
+          cell.mask = f.send && f.send->contrib_mask ? f.send->contrib_mask : bit_of(rank);
+          cell.count = cell.mask ? std::popcount(cell.mask) : std::max(1, f.send ? static_cast<int>(f.send->contributions) : 1);
+        } else if (!carried[b][c] && bs.chunks == n && c == rank) {
+          cell = {true, bit_of(rank), 1};  // the piece a scatter's or gather's root keeps
+        }
+      }
+    r.initial.buffers.push_back(std::move(bs));
+  }
+  return r;
+}
+
+void apply(ShardState& st, const Replay& r, const Message& m, int world) {
+  const int b = m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1;
+  if (b < 0 || m.dst < 0 || m.dst >= world) return;
+  BufferState& bs = st.buffers[b];
+  const auto [c0, c1] = chunk_range(m, bs.chunks);
+  for (int c = c0; c < c1; ++c) {
+    ChunkState& cell = bs.at(m.dst, c);
+    if (m.apply == ApplyKind::reduce) {
+      cell.mask |= m.contrib_mask;
+      cell.count = cell.mask ? std::popcount(cell.mask) : std::min(world, cell.count + m.contributions);
+    } else {
+      cell.mask = m.contrib_mask;
+      cell.count = cell.mask ? std::popcount(cell.mask) : m.contributions;
+    }
+    cell.held = true;
+  }
+}
+
+}  // namespace
+
+ShardState state_at_step(const TraceModel& model, int step) {
+  const Replay r = prepare(model);
+  ShardState st = r.initial;
+  st.step = step;
+  for (const Message* m : r.order) {
+    if (m->step > step) break;
+    apply(st, r, *m, model.world_size());
+  }
+  return st;
+}
+
+ShardState state_at_time(const TraceModel& model, double t_us) {
+  Replay r = prepare(model);
+  std::stable_sort(r.order.begin(), r.order.end(),
+                   [](const Message* a, const Message* b) { return a->arrival < b->arrival; });
+  ShardState st = r.initial;
+  st.step = 0;
+  for (const Message* m : r.order) {
+    if (m->arrival > t_us) break;
+    apply(st, r, *m, model.world_size());
+    st.step = std::max(st.step, static_cast<int>(m->step));
+  }
+  return st;
+}
+
+}  // namespace distlab::viewer

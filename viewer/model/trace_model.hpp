@@ -1,0 +1,198 @@
+// trace_model.hpp — a trace loaded for the viewer: plain C++, no ImGui, no GL.
+//
+// load_trace_model() reads a Chrome Trace Event file with simdjson On-Demand (one forward
+// pass, no DOM) into compact structs:
+//   ranks    one per pid, in pid order (distlab traces: rank = pid - 1)
+//   lanes    one per (pid, tid), named by thread_name metadata
+//   spans    X events (and B/E pairs from other tools), sorted per lane by start, outermost
+//            first; each lane owns the range [span_begin, span_end) of `spans`
+//   messages one per flow id (s -> f), with the send and deliver spans' args
+//   steps    the global "step frame" instants, by step
+//   memory   per rank, the ledger after each change (one value per category)
+//   info     otherData: lesson, world size, buffers, verification, cost model (raw JSON)
+// A trace without otherData (from another tool) still loads: its world size is the number of
+// distinct pids, its spans are compute spans unless their cat says send/recv/deliver.
+// Malformed, truncated or empty input, or a newer schema, throws distlab::Error with a sentence.
+//
+// state_at_step() / state_at_time() replay the messages into which chunks each rank holds
+// and whose data each chunk holds (the rule is written above ShardState).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlab::viewer {
+
+enum class SpanKind : std::uint8_t { compute, send, recv, deliver };
+enum class ApplyKind : std::uint8_t { none, copy, reduce };
+
+const char* to_string(SpanKind k);
+
+// Message args of a send, recv or deliver span (docs/trace-format.md); -1 / 0 when absent.
+struct SpanArgs {
+  std::int32_t peer = -1;          // the other rank
+  std::int32_t step = -1;
+  std::int32_t chunk = -1, chunk_end = -1;
+  std::int32_t contributions = 0;
+  std::uint32_t buffer = 0;        // string table index; 0 = "" (none)
+  ApplyKind apply = ApplyKind::none;
+  std::int64_t bytes = -1;
+  std::int64_t tag = -1;
+  std::uint64_t contrib_mask = 0;
+  std::uint64_t msg = 0;           // message (flow) id, 0 when none
+};
+
+// 32 bytes; the args of message spans live beside, in TraceModel::span_args.
+struct Span {
+  double start = 0, dur = 0;       // microseconds from the trace's epoch
+  std::uint32_t lane = 0;          // index into TraceModel::lanes
+  std::uint32_t name = 0;          // index into TraceModel::strings
+  std::int32_t args = -1;          // index into TraceModel::span_args, -1 when none
+  SpanKind kind = SpanKind::compute;
+  double end() const { return start + dur; }
+};
+
+struct Rank {
+  int pid = 0;
+  std::string name;                // process_name ("rank 0 (host)"), or "pid N"
+  int sort_index = 0;
+  std::vector<std::uint32_t> lanes;  // indices into TraceModel::lanes, by sort index then tid
+};
+
+struct Lane {
+  int rank = 0;                    // index into TraceModel::ranks
+  int tid = 0;
+  std::string name;                // thread_name ("send 2"), or "tid N"
+  int sort_index = 0;
+  std::uint32_t span_begin = 0, span_end = 0;  // its spans in TraceModel::spans
+  int depth = 0;                   // deepest nesting on this lane (1 = flat)
+};
+
+// One message: a flow start paired with its finish, plus the send / deliver spans' args.
+struct Message {
+  std::uint64_t id = 0;
+  int src = -1, dst = -1;          // rank indices
+  std::int64_t bytes = -1;         // -1 when the trace does not say
+  double send_time = 0;            // flow start (the send was posted)
+  double send_end = 0;             // the send span's end (send_time when unknown)
+  double arrival = 0;              // end of the deliver span (else the flow finish), >= send_time
+  std::int32_t step = -1;
+  std::uint32_t buffer = 0;        // string table index, 0 = none
+  std::int32_t chunk = -1, chunk_end = -1;
+  ApplyKind apply = ApplyKind::none;
+  std::int32_t contributions = 0;
+  std::uint64_t contrib_mask = 0;
+  std::int32_t send_span = -1, deliver_span = -1;  // indices into spans, -1 when absent
+};
+
+struct StepFrame {
+  int step = 0;
+  double ts = 0;                   // earliest start of the step on any rank
+};
+
+inline constexpr int kMemoryCategories = 6;  // params, grads, optimizer, activations, comm, data
+const char* memory_category_name(int k);
+
+struct MemorySample {
+  double ts = 0;
+  std::array<std::int64_t, kMemoryCategories> bytes{};
+  std::int64_t total = 0;
+};
+
+struct BufferInfo {
+  std::string name;
+  std::uint64_t length = 0;
+  int chunks = 1;
+};
+
+struct FailedCheck {
+  int rank = -1;
+  std::string name, detail;
+};
+
+// otherData; empty strings and zeros for a trace from another tool.
+struct TraceMeta {
+  bool distlab = false;            // otherData.schema == "distlab-trace"
+  int schema_version = 0;
+  std::string lesson, title, algorithm, mode, device, transport;
+  int world_size = 0;              // from otherData, else the number of distinct pids
+  bool has_verification = false, verified = false;
+  std::int64_t checks = 0;
+  std::vector<FailedCheck> failed;
+  std::vector<BufferInfo> buffers;
+  std::int64_t steps = 0, messages = 0;
+  double wall_seconds = 0;
+  std::string parameters_json = "{}";
+  std::string cost_model_json = "null";  // raw JSON text of otherData.cost_model
+};
+
+struct TraceModel {
+  TraceMeta info;
+  std::vector<std::string> strings{""};  // string table; index 0 is ""
+  std::vector<Rank> ranks;
+  std::vector<Lane> lanes;
+  std::vector<Span> spans;
+  std::vector<SpanArgs> span_args;
+  std::vector<Message> messages;         // by send time
+  std::vector<StepFrame> steps;          // by step
+  std::vector<std::vector<MemorySample>> memory;  // per rank, by time
+  double t_begin = 0, t_end = 0;         // extent of all events, microseconds
+  std::size_t events = 0;                // events read
+
+  int world_size() const { return static_cast<int>(ranks.size()); }
+  std::string_view str(std::uint32_t i) const { return i < strings.size() ? strings[i] : std::string_view{}; }
+  int rank_of_pid(int pid) const;        // -1 when no rank has that pid
+  int max_step() const;                  // the last step any message or frame names, 0 when none
+  const SpanArgs* args(const Span& s) const { return s.args >= 0 ? &span_args[s.args] : nullptr; }
+};
+
+// Throws distlab::Error: "<what was wrong>; <what a trace should look like>".
+TraceModel parse_trace_model(std::string_view json);
+TraceModel load_trace_model(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------
+// Shards: which chunks of each declared buffer every rank holds, and whose data is in them.
+//
+// Replay rule (derived from the messages, no lesson-specific code):
+//   * A buffer that any message reduces into (apply = reduce) is all-reduce style: at the start
+//     every rank holds every chunk with only its own contribution.
+//   * Any other buffer (copy only: scatter, gather, broadcast, all-gather) starts with rank r
+//     holding chunk c when r is among the contributors of a message carrying c (the data is
+//     r's), or r sends c before it first receives it; such a chunk starts with the mask of the
+//     first message r sends of it, else with r alone. In a buffer cut into one chunk per rank,
+//     a chunk that no message carries starts at its own rank (chunk c at rank c, c's data):
+//     the piece a scatter's or a gather's root keeps for itself. Every other chunk starts empty.
+//   * Messages are applied in (step, arrival) order to the receiver's chunks
+//     [chunk, chunk_end) (the whole buffer when the message names no chunk): copy makes the
+//     chunk held and replaces its mask; reduce makes it held and ORs the incoming mask in.
+//   * Messages without a step or naming an undeclared buffer are not replayed.
+// Contributions are a bit mask (worlds up to 64 ranks); past 64 ranks the count is kept from
+// the messages' `contributions` (copy: replaced, reduce: added, capped at the world size).
+struct ChunkState {
+  bool held = false;
+  std::uint64_t mask = 0;
+  int count = 0;                   // ranks whose data is in the chunk
+};
+
+struct BufferState {
+  std::string name;
+  int chunks = 0;
+  std::vector<ChunkState> cells;   // (ranks x chunks), row-major: cells[rank * chunks + chunk]
+  const ChunkState& at(int rank, int chunk) const { return cells[static_cast<std::size_t>(rank) * chunks + chunk]; }
+  ChunkState& at(int rank, int chunk) { return cells[static_cast<std::size_t>(rank) * chunks + chunk]; }
+};
+
+struct ShardState {
+  int step = 0;                    // messages with step <= this have been applied
+  std::vector<BufferState> buffers;  // in the order of TraceMeta::buffers
+};
+
+// After every message with step <= `step` has been applied (step 0: the initial state).
+ShardState state_at_step(const TraceModel& model, int step);
+// After every replayable message that arrived at or before `t_us` has been applied.
+ShardState state_at_time(const TraceModel& model, double t_us);
+
+}  // namespace distlab::viewer
