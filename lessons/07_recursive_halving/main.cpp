@@ -50,6 +50,7 @@
 #include "core/data.hpp"
 #include "core/json.hpp"
 #include "core/library.hpp"
+#include "core/all_reduce_study.hpp"
 #include "core/runtime.hpp"
 #include "core/trace_counts.hpp"
 #include "core/units.hpp"
@@ -173,8 +174,6 @@ Symbols symbols(AllReduceAlgo a, bool folded) {
 
 std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
 
-// Used when there is no calibration and no second rank to measure one with.
-constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
 
 }  // namespace
 
@@ -199,10 +198,8 @@ int main(int argc, char** argv) {
     lesson.set_algorithm(names);
   });
 
-  // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta when measured here.
-  std::vector<std::pair<int, int>> step_range;
-  bool calibrated = false;
-  std::optional<Calibration> quick;
+  // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta.
+  AllReduceStudy study;
 
   // On rank 0 after the run: the fold, the schedule with its partners, every count against its
   // formula, time against the cost model, and the scaling table.
@@ -214,10 +211,12 @@ int main(int argc, char** argv) {
                format_bytes(double(S)), n, to_string(r.world.mode), to_string(r.world.device));
 
     std::string ids;  // which steps belong to which algorithm
-    for (std::size_t j = 0; j < algos.size(); ++j)
-      if (algos[j] != AllReduceAlgo::library && step_range[j].second >= step_range[j].first)
-        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), step_range[j].first,
-                           step_range[j].second > step_range[j].first ? fmt::format("-{}", step_range[j].second) : "");
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      const auto [first, last] = study.step_range[j];
+      if (algos[j] != AllReduceAlgo::library && last >= first)
+        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), first,
+                           last > first ? fmt::format("-{}", last) : "");
+    }
     if (!ids.empty()) fmt::print("step ids: {}\n", ids);
 
     // The fold, when N is not a power of two.
@@ -247,7 +246,7 @@ int main(int argc, char** argv) {
       const AllReduceAlgo a = algos[j];
       if (!recursive(a)) continue;
       const std::string name = coll::to_string(a);
-      const auto [first, last] = step_range[j];
+      const auto [first, last] = study.step_range[j];
       if (n <= 8) {
         std::vector<int> up;  // 1, 2, 4, .., N'/2: the distances 2^k
         for (int d = 1; d < f.p2; d *= 2) up.push_back(d);
@@ -278,19 +277,7 @@ int main(int argc, char** argv) {
 
     // The cost model: alpha and beta from lesson 01's calibration, else measured just now;
     // gamma (seconds per byte added) is timed on the spot.
-    const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
-    CostParams cp = load_cost_params(calibration_path, key, quick ? quick->alpha_s : kDefaultAlpha,
-                                     quick ? quick->beta_s_per_byte : kDefaultBeta);
-    cp.sharing = core_sharing(r.world);  // ranks sharing a core take turns
-    // Buffers of 4 MiB and more stream from memory: beta refitted on the ping-pongs that large.
-    if (const auto cal = load_calibration(calibration_path, key); cal && S >= (std::uint64_t{4} << 20))
-      cp.beta_s_per_byte = streaming_beta(*cal, double(std::uint64_t{4} << 20)).value_or(cp.beta_s_per_byte);
-    if (!calibrated)
-      cp.source = quick ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
-                                      "./distlab lesson 01 saves one)", key, calibration_path)
-                        : fmt::format("fixed defaults alpha {}, 1/beta {:.0f} GB/s (no \"{}\" in {} and no second "
-                                      "rank to measure with)", format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta,
-                                      key, calibration_path);
+    CostParams cp = study_cost_params(r, study, calibration_path, S);
 
     // Measured counts, each against its formula.
     std::vector<StepCounts> meas(algos.size());
@@ -298,7 +285,7 @@ int main(int argc, char** argv) {
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
-      const auto [first, last] = step_range[j];
+      const auto [first, last] = study.step_range[j];
       StepCounts& m = meas[j];
       m = count_steps(r, first, last, name);
       const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
@@ -417,73 +404,10 @@ int main(int argc, char** argv) {
     if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
   });
 
+  // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
+  // (an untraced warm-up, then the traced, timed run) and check its result; see
+  // core/all_reduce_study.hpp for the steps.
   return lesson.run(argc, argv, [&](Comm& comm) {
-    const int n = comm.size(), me = comm.rank();
-    const std::size_t L = opt.size;
-
-    // STEP 1: every rank fills its own input of L elements.
-    Buffer<float> input = comm.alloc<float>(L, Category::data);
-    fill_input(input.view(), opt.seed, me);
-    if (L <= 16 && n <= 8)
-      for (int k = 0; k < n; ++k) {
-        std::vector<float> x(L);
-        fill_input(View<float>{x.data(), L}, opt.seed, k);
-        comm.say("input of r{}                : {}\n", k, fmt::join(x, " "));
-      }
-
-    // STEP 2: the independent reference, in float64 from the inputs: the sum over every rank.
-    Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
-    for (int k = 0; k < n; ++k) sum += reference_input(opt.seed, k, L);
-    // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
-    Buffer<float> mpi_sum = comm.alloc<float>(library::available(comm) ? L : 0, Category::data);
-    if (library::available(comm)) {
-      const std::string call = library::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
-      auto c = compare(View<const float>(mpi_sum.view()), sum, sum_tolerance(n));
-      comm.check(call + " gives the sum", c.ok, c.detail());
-    }
-
-    // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
-    // r0 and r1 ping-pong a few sizes here, untraced.
-    const FoundCalibration found = find_or_measure_calibration(
-        comm, calibration_path, fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
-        std::size_t{1} << 20, 16);
-    if (me == 0) {
-      calibrated = found.from_file;
-      if (!found.from_file) quick = found.fit;
-    }
-
-    // STEP 4: every algorithm on the same input, one after another. A barrier first, so the
-    // phase times the algorithm and not a late rank. Each algorithm reduces its own logical
-    // buffer (named after it); its step ids tell its messages apart.
-    for (AllReduceAlgo a : algos) {
-      const std::string name = coll::to_string(a);
-      Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
-      ops::copy(work.view(), View<const float>(input.view()));
-      // A warm-up run, untraced: the timed run then finds its workspace allocated and the caches
-      // warm, as every call after the first would (the warm-up's step ids are skipped).
-      comm.recorder().set_enabled(false);
-      coll::all_reduce(comm, work.view(), a, name);
-      comm.recorder().set_enabled(true);
-      ops::copy(work.view(), View<const float>(input.view()));
-      comm.barrier();
-      const int first = comm.next_steps(0);
-      {
-        auto phase = comm.phase(name);
-        coll::all_reduce(comm, work.view(), a, name);
-      }
-      if (me == 0) step_range.emplace_back(first, comm.next_steps(0) - 1);
-
-      // A test's --inject-fault corrupts one element of the last rank's result before its check.
-      if (comm.inject_fault() && L > 0) work[0] += 1.0f;
-      auto c = compare(View<const float>(work.view()), sum, sum_tolerance(n));
-      comm.check(name + ": I hold the sum over every rank", c.ok, c.detail());
-      if (library::available(comm) && a != AllReduceAlgo::library) {
-        Eigen::VectorXd theirs(static_cast<Eigen::Index>(L));
-        for (std::size_t i = 0; i < L; ++i) theirs[Eigen::Index(i)] = mpi_sum[i];
-        auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
-        comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
-      }
-      if (L <= 16 && n <= 8) comm.say("{:<18} on r0: {}\n", name, fmt::join(work.host(), " "));
-    }
+    run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);
   });
 }
