@@ -193,6 +193,16 @@ void Lesson::set_metadata(const std::string& key, const std::string& json_value)
   metadata_.emplace_back(key, json_value);
 }
 
+void Lesson::set_text(const std::string& concept_text, const std::string& look_at) {
+  set_metadata("text", fmt::format(R"({{"concept":{},"look_at":{}}})", json_string(concept_text), json_string(look_at)));
+}
+
+void Lesson::set_memory_formula(const std::string& label, const std::vector<double>& bytes_per_rank) {
+  std::string values;
+  for (double b : bytes_per_rank) values += (values.empty() ? "" : ",") + json_number(b);
+  set_metadata("memory_formula", fmt::format(R"({{"label":{},"bytes_per_rank":[{}]}})", json_string(label), values));
+}
+
 std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const CLI::Option* opt : app_.get_options()) {

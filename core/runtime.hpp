@@ -93,6 +93,11 @@ class Lesson {
   // Extra otherData fields for the trace: key and an already-encoded JSON value.
   void set_metadata(const std::string& key, const std::string& json_value);
   void set_algorithm(std::string algorithm) { algorithm_ = std::move(algorithm); }
+  // otherData.text: the lesson's concept and what to look at, shown by the viewer's Stats panel.
+  void set_text(const std::string& concept_text, const std::string& look_at);
+  // otherData.memory_formula: the ledger total each rank should reach, with the formula's label
+  // ("4 + 12/N bytes per parameter"); the viewer's Memory panel draws it over the bars.
+  void set_memory_formula(const std::string& label, const std::vector<double>& bytes_per_rank);
   // otherData.cost_model: the cost model's prediction (an encoded JSON value).
   void set_cost_model(std::string json_value) { cost_model_ = std::move(json_value); }
 

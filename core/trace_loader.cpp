@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "check.hpp"
+#include "trace_writer.hpp"
 
 namespace distlab {
 
@@ -65,8 +66,9 @@ LoadedTrace parse_trace(const std::string& json) {
     }
   }
   if (t.schema_version == 0) throw Error("not a distlab trace (otherData.schema_version is missing)");
-  if (t.schema_version > 1)
-    throw Error(fmt::format("trace schema version {} is newer than this loader (1); update distlab", t.schema_version));
+  if (t.schema_version > kTraceSchemaVersion)
+    throw Error(fmt::format("trace schema version {} is newer than this loader ({}); update distlab", t.schema_version,
+                            kTraceSchemaVersion));
 
   simdjson::dom::array events;
   if (root["traceEvents"].get_array().get(events) != simdjson::SUCCESS) throw Error("trace has no traceEvents array");

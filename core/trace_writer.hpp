@@ -15,7 +15,9 @@
 
 namespace distlab {
 
-inline constexpr int kTraceSchemaVersion = 1;
+// 2: otherData.text (the lesson's concept and what to look at) and otherData.memory_formula.
+// Readers take every version up to theirs.
+inline constexpr int kTraceSchemaVersion = 2;
 
 struct TraceInfo {
   std::string lesson;     // "02_scatter_gather"

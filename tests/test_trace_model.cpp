@@ -67,7 +67,7 @@ TEST_CASE("model: a ring all-reduce trace loads ranks, lanes, spans and otherDat
   const int n = 4;
   const TraceModel m = parse_trace_model(ring_trace(n));
   CHECK(m.info.distlab);
-  CHECK(m.info.schema_version == 1);
+  CHECK(m.info.schema_version == distlab::kTraceSchemaVersion);
   CHECK(m.info.lesson == "99_ring");
   CHECK(m.info.world_size == n);
   CHECK(m.info.has_verification);

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "core/check.hpp"
+#include "core/trace_writer.hpp"
 
 namespace distlab::viewer {
 
@@ -346,6 +347,38 @@ class Builder {
 
 // ---- 3. otherData ---------------------------------------------------------------------------
 
+// otherData.text (schema 2): {"concept": "...", "look_at": "..."}.
+void read_text(od::value v, TraceMeta& in) {
+  od::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) return;
+  for (auto f : o) {
+    const std::string_view k = f.unescaped_key();
+    if (k == "concept") in.concept_text = as_string(f.value()).value_or("");
+    else if (k == "look_at") in.look_at = as_string(f.value()).value_or("");
+  }
+}
+
+// otherData.memory_formula (schema 2): {"label": "...", "bytes_per_rank": [..]}.
+void read_memory_formula(od::value v, TraceMeta& in) {
+  od::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) return;
+  for (auto f : o) {
+    const std::string_view k = f.unescaped_key();
+    od::value fv = f.value();
+    if (k == "label") {
+      in.memory_formula = as_string(fv).value_or("");
+    } else if (k == "bytes_per_rank") {
+      od::array arr;
+      if (fv.get_array().get(arr) != simdjson::SUCCESS) continue;
+      for (auto item : arr) {
+        od::value iv;
+        if (item.get(iv) != simdjson::SUCCESS) break;
+        in.memory_expected_bytes.push_back(std::max(0.0, as_double(iv).value_or(0)));
+      }
+    }
+  }
+}
+
 void Builder::read_other(od::object other) {
   TraceMeta& in = m.info;
   for (auto field : other) {
@@ -365,6 +398,8 @@ void Builder::read_other(od::object other) {
     else if (key == "wall_seconds") in.wall_seconds = as_double(v).value_or(0);
     else if (key == "parameters") in.parameters_json = std::string(simdjson::to_json_string(v).value());
     else if (key == "cost_model") in.cost_model_json = std::string(simdjson::to_json_string(v).value());
+    else if (key == "text") read_text(v, in);
+    else if (key == "memory_formula") read_memory_formula(v, in);
     else if (key == "verification") {
       od::object ver;
       if (v.get_object().get(ver) != simdjson::SUCCESS) continue;
@@ -589,9 +624,9 @@ TraceModel parse_trace_model(std::string_view json) {
                             e.what(), kExpected));
   }
   if (!saw_events) throw Error(fmt::format("the trace has no traceEvents array; {}", kExpected));
-  if (b.m.info.schema_version > 1)
-    throw Error(fmt::format("trace schema version {} is newer than this viewer reads (1); update distlab",
-                            b.m.info.schema_version));
+  if (b.m.info.schema_version > kTraceSchemaVersion)
+    throw Error(fmt::format("trace schema version {} is newer than this viewer reads ({}); update distlab",
+                            b.m.info.schema_version, kTraceSchemaVersion));
   b.finish();
   return std::move(b.m);
 }

@@ -127,6 +127,11 @@ struct TraceMeta {
   double wall_seconds = 0;
   std::string parameters_json = "{}";
   std::string cost_model_json = "null";  // raw JSON text of otherData.cost_model
+  // Schema 2: the lesson's own words (otherData.text) and its memory formula
+  // (otherData.memory_formula: the expected ledger total per rank and its label).
+  std::string concept_text, look_at;
+  std::string memory_formula;
+  std::vector<double> memory_expected_bytes;  // per rank; empty when the lesson gives none
 };
 
 struct TraceModel {

@@ -1,0 +1,28 @@
+// colors.hpp — the viewer's palette, shared so every panel colours a thing the same way.
+#pragma once
+
+#include <imgui.h>
+
+#include <cstdint>
+
+#include "viewer/model/trace_model.hpp"
+
+namespace distlab::viewer {
+
+// Span kinds: compute green, send blue, recv orange, deliver grey; idle is the lane background.
+ImU32 span_color(SpanKind k);
+// Chunk c of n: evenly spaced hues, so neighbouring chunks differ (packets and shard cells).
+ImU32 chunk_color(int chunk, int chunks);
+// Memory ledger category k (memory_category_name(k)).
+ImU32 category_color(int k);
+// Rank node fill (idle) and glow (computing); the selection highlight.
+inline constexpr ImU32 kRankFill = IM_COL32(60, 70, 90, 255);
+inline constexpr ImU32 kRankGlow = IM_COL32(120, 230, 120, 255);
+inline constexpr ImU32 kHighlight = IM_COL32(255, 230, 60, 255);
+inline constexpr ImU32 kText = IM_COL32(230, 230, 230, 255);
+inline constexpr ImU32 kDim = IM_COL32(110, 110, 110, 255);
+
+// a with its alpha scaled by f in [0, 1].
+ImU32 with_alpha(ImU32 c, float f);
+
+}  // namespace distlab::viewer

@@ -1,0 +1,208 @@
+// distlab-viewer — replay, animate and inspect lesson traces.
+//
+//   distlab-viewer [trace.json ...]                  open a window (several traces: File menu)
+//   distlab-viewer a.json b.json --compare           two traces side by side, playback linked
+//   distlab-viewer --png out.png [--step K | --time T] [--panel NAME] trace.json
+//                                                    render one frame with no display (EGL)
+//   distlab-viewer --bench-frames N trace.json       frame-build time statistics (CPU, no GL)
+//
+// Exit status: 0; 1 a trace did not load (--png, --bench-frames) or the PNG was not written;
+// 2 bad options or no display.
+#include <CLI/CLI.hpp>
+#include <backends/imgui_impl_opengl3.h>
+#include <fmt/format.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/check.hpp"
+#include "headless.hpp"
+#include "view.hpp"
+#include "window.hpp"
+
+namespace dv = distlab::viewer;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> traces;
+  bool compare = false;
+  std::string png;
+  std::optional<double> step, time_us;
+  std::string panel;
+  std::string clock;
+  int width = 1600, height = 900;
+  float font_size = 15.0f;
+  int bench_frames = 0;
+};
+
+// DejaVu Sans when the system has it (readable on a projector), else ImGui's built-in font.
+void setup_fonts(float size) {
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the layout is computed every frame; nothing to remember
+  const char* kFont = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  std::error_code ec;
+  if (!std::filesystem::exists(kFont, ec) || !io.Fonts->AddFontFromFileTTF(kFont, size)) {
+    ImFontConfig cfg;
+    cfg.SizePixels = std::max(13.0f, size);
+    io.Fonts->AddFontDefault(&cfg);
+  }
+  ImGui::StyleColorsDark();
+  ImGui::GetStyle().WindowRounding = 0;
+}
+
+// Places every document's playback where the options ask (--clock, --step, --time).
+void position(dv::View& view, const Args& a) {
+  for (auto& doc : view.documents()) {
+    if (!doc.ok()) continue;
+    if (a.clock == "measured" || (a.time_us && a.clock.empty())) doc.playback.set_clock(doc.model, dv::Clock::measured);
+    if (a.step) doc.playback.seek_beat(doc.model, *a.step);
+    else if (a.time_us) doc.playback.seek_time(doc.model, doc.model.t_begin + *a.time_us);
+    else if (!a.png.empty()) doc.playback.seek_beat(doc.model, dv::last_beat(doc.model));  // the end state
+  }
+}
+
+int report_load_errors(dv::View& view) {
+  int failed = 0;
+  for (const auto& doc : view.documents())
+    if (!doc.ok()) {
+      fmt::print(stderr, "distlab-viewer: {}\n", doc.error);
+      ++failed;
+    }
+  return failed;
+}
+
+int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
+  dv::HeadlessGl gl(a.width, a.height);
+  ImGui::CreateContext();
+  setup_fonts(a.font_size);
+  ImGui::GetIO().DisplaySize = ImVec2(static_cast<float>(a.width), static_cast<float>(a.height));
+  if (!ImGui_ImplOpenGL3_Init("#version 330")) throw distlab::Error("ImGui's OpenGL 3 renderer did not start");
+  // A few frames: ImGui sizes auto-fitting windows and tables from the frame before.
+  for (int frame = 0; frame < 3; ++frame) {
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui::NewFrame();
+    view.draw(0.0, only);
+    ImGui::Render();
+    gl.bind();
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  }
+  dv::write_png(a.png, a.width, a.height, gl.read_rgba());
+  std::string where;
+  if (!view.documents().empty() && view.documents()[view.current()].ok()) {
+    const auto& doc = view.documents()[view.current()];
+    const dv::Moment m = doc.playback.moment(doc.model);
+    where = fmt::format(", step {:g} of {}", m.beat, dv::last_beat(doc.model));
+  }
+  fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where, gl.renderer());
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui::DestroyContext();
+  return 0;
+}
+
+// Frame build = NewFrame + View::draw + Render (the CPU side: the draw lists), playing.
+int bench_frames(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
+  ImGui::CreateContext();
+  setup_fonts(a.font_size);
+  ImGuiIO& io = ImGui::GetIO();
+  io.DisplaySize = ImVec2(static_cast<float>(a.width), static_cast<float>(a.height));
+  unsigned char* pixels = nullptr;
+  int w = 0, h = 0;
+  io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);  // the atlas, as a renderer would build it
+  for (auto& doc : view.documents())
+    if (doc.ok()) doc.playback.playing = true;
+  std::vector<double> ms;
+  std::size_t vertices = 0;
+  for (int frame = 0; frame < a.bench_frames; ++frame) {
+    io.DeltaTime = 1.0f / 60.0f;
+    const auto t0 = std::chrono::steady_clock::now();
+    ImGui::NewFrame();
+    view.draw(1.0 / 60.0, only);
+    ImGui::Render();
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    vertices = std::max<std::size_t>(vertices, ImGui::GetDrawData()->TotalVtxCount);
+    for (auto& doc : view.documents())  // loop the playback so every frame animates
+      if (doc.ok() && !doc.playback.playing) doc.playback.reset(doc.model), doc.playback.playing = true;
+  }
+  ImGui::DestroyContext();
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * (ms.size() - 1) + 0.5))]; };
+  std::size_t events = 0;
+  for (const auto& doc : view.documents()) events += doc.model.events;
+  fmt::print("frame build over {} frames ({} events, {}x{}, up to {} vertices): min {:.2f} ms, median {:.2f} ms, "
+             "p95 {:.2f} ms, max {:.2f} ms\n",
+             ms.size(), events, a.width, a.height, vertices, ms.front(), pct(0.5), pct(0.95), ms.back());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"distlab-viewer: replay, animate and inspect distlab lesson traces (and other Chrome traces)"};
+  app.add_option("traces", a.traces, "trace files (Chrome Trace Event JSON) to open");
+  app.add_flag("--compare", a.compare, "show the first two traces side by side, playback linked");
+  app.add_option("--png", a.png, "render one frame into this PNG file with no display (EGL), then exit");
+  auto* step = app.add_option("--step", a.step, "show the moment after this algorithm step (2.5: halfway through step 3)");
+  auto* time = app.add_option("--time", a.time_us, "show this moment, in microseconds from the trace's start");
+  step->excludes(time);
+  app.add_option("--panel", a.panel, "render only this panel: topology, timeline, playback, shards, memory, stats");
+  app.add_option("--clock", a.clock, "playback clock: steps (one beat per algorithm step) or measured")
+      ->check(CLI::IsMember({"steps", "measured"}));
+  app.add_option("--width", a.width, "window or image width in pixels")->capture_default_str()->check(CLI::Range(16, 8192));
+  app.add_option("--height", a.height, "window or image height in pixels")->capture_default_str()->check(CLI::Range(16, 8192));
+  app.add_option("--font-size", a.font_size, "font size in pixels (larger for a projector)")->capture_default_str()
+      ->check(CLI::Range(8.0, 64.0));
+  app.add_option("--bench-frames", a.bench_frames, "build this many frames with no GL and print their CPU time")
+      ->check(CLI::Range(1, 1000000));
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<dv::PanelId> only;
+  if (!a.panel.empty()) {
+    dv::PanelId p;
+    if (!dv::parse_panel(a.panel, p)) {
+      fmt::print(stderr, "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
+                         "memory or stats\n", a.panel);
+      return 2;
+    }
+    only = p;
+  }
+  const bool batch = !a.png.empty() || a.bench_frames > 0;
+  if (batch && a.traces.empty()) {
+    fmt::print(stderr, "distlab-viewer: --png and --bench-frames need a trace file\n");
+    return 2;
+  }
+  if (!a.png.empty() && a.traces.size() > (a.compare ? 2u : 1u)) {
+    fmt::print(stderr, "distlab-viewer: --png renders one trace, or two with --compare ({} given)\n", a.traces.size());
+    return 2;
+  }
+  if (a.compare && a.traces.size() < 2) {
+    fmt::print(stderr, "distlab-viewer: --compare needs two traces\n");
+    return 2;
+  }
+
+  dv::View view;
+  view.open_all(a.traces);
+  if (a.compare) view.set_compare(1);
+  const int failed = report_load_errors(view);
+  position(view, a);
+  try {
+    if (!a.png.empty()) {
+      const int rc = render_png(view, a, only);
+      return failed ? 1 : rc;
+    }
+    if (a.bench_frames > 0) return failed ? 1 : bench_frames(view, a, only);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "distlab-viewer: {}\n", e.what());
+    return 1;
+  }
+  return dv::run_window(view, a.width, a.height, setup_fonts, a.font_size);
+}

@@ -1,0 +1,87 @@
+// playback.hpp — where playback stands in a trace, and what the trace shows at that moment.
+// Plain C++ over TraceModel (no ImGui), so the panels only draw and the tests check the logic.
+//
+// Two clocks (the Playback panel switches between them):
+//   steps     each algorithm step is one beat: the position p runs over [0, last step]; the
+//             messages of step s travel while p is in (s - 1, s), and at p = s every message of
+//             steps <= s has been applied. The default for teaching.
+//   measured  real timestamps: the position is a time in microseconds in [t_begin, t_end];
+//             a message travels from its send to its arrival.
+// Either position maps to the other through the step frames (piecewise linear), so a panel
+// can always ask for both a time and a beat.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trace_model.hpp"
+
+namespace distlab::viewer {
+
+enum class Clock : std::uint8_t { steps, measured };
+const char* to_string(Clock c);
+
+// The moment a frame draws: both clocks' views of the same instant.
+struct Moment {
+  Clock clock = Clock::steps;
+  double beat = 0;     // steps clock position, in [0, last step]
+  double time_us = 0;  // measured time, in [t_begin, t_end]
+  int step = 0;        // messages of steps <= this are complete (steps clock: floor(beat))
+};
+
+// Beat <-> time through the step frames: beat s - 1 is the start of step s, the last beat is
+// t_end. A trace without step frames maps [0, 1] onto [t_begin, t_end].
+double time_at_beat(const TraceModel& model, double beat);
+double beat_at_time(const TraceModel& model, double t_us);
+int last_beat(const TraceModel& model);  // the steps clock's end (the last step, at least 1)
+
+class Playback {
+ public:
+  Clock clock = Clock::steps;
+  bool playing = false;
+  // steps clock: beats per second; measured clock: the whole trace plays in 10 s / speed.
+  double speed = 1.0;
+
+  void reset(const TraceModel& model);               // to the start, paused
+  void set_clock(const TraceModel& model, Clock c);  // keeps the instant
+  void advance(const TraceModel& model, double wall_seconds);  // when playing; stops at the end
+  void next_step(const TraceModel& model);           // to the next whole step
+  void prev_step(const TraceModel& model);
+  void seek_beat(const TraceModel& model, double beat);
+  void seek_time(const TraceModel& model, double t_us);
+  double position() const { return position_; }      // beat or time, by the clock
+  Moment moment(const TraceModel& model) const;
+
+ private:
+  double position_ = 0;
+};
+
+// A message on the wire at a moment: progress 0 at the sender, 1 at the receiver.
+struct InFlight {
+  std::uint32_t message = 0;  // index into TraceModel::messages
+  double progress = 0;
+};
+// steps clock: the messages of step ceil(beat) while beat is between steps (messages without a
+// step by time); measured clock: send_time <= t < arrival.
+std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at);
+
+// Per rank: true while a compute span covers the moment's time.
+std::vector<bool> computing(const TraceModel& model, const Moment& at);
+
+// Bytes that have arrived on each directed link (src, dst) by the moment.
+struct LinkTraffic {
+  int src = 0, dst = 0;
+  std::int64_t bytes = 0;
+  int messages = 0;
+};
+std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at);
+
+// The shard state the moment shows: state_at_step(step) on the steps clock, state_at_time on
+// the measured one.
+ShardState shards_at(const TraceModel& model, const Moment& at);
+
+// The ledger of each rank at the moment's time (the last sample at or before it; zeros before
+// the first). One entry per rank.
+std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at);
+
+}  // namespace distlab::viewer
