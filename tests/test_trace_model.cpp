@@ -3,8 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <bit>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/check.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
@@ -287,4 +291,64 @@ TEST_CASE("model: malformed, truncated and empty traces raise Error with a sente
       {"ph":"X","pid":1,"tid":1,"ts":"soon","dur":-3,"args":{"bytes":"many","contrib_mask":"0xzz"}}]})");
   REQUIRE(odd.spans.size() == 1);
   CHECK(odd.spans[0].dur == 0);
+}
+
+TEST_CASE("schema 2: the lesson's text and memory formula", "[trace_model]") {
+  const TraceModel m = parse_trace_model(R"({"traceEvents":[],"otherData":{"schema":"distlab-trace",
+    "schema_version":2,"world_size":2,"text":{"concept":"why","look_at":"where"},
+    "memory_formula":{"label":"4 + 12/N bytes per parameter","bytes_per_rank":[100,50.5]}}})");
+  CHECK(m.info.concept_text == "why");
+  CHECK(m.info.look_at == "where");
+  CHECK(m.info.memory_formula == "4 + 12/N bytes per parameter");
+  REQUIRE(m.info.memory_expected_bytes.size() == 2);
+  CHECK(m.info.memory_expected_bytes[1] == 50.5);
+  // A version 1 trace has neither and still loads.
+  const TraceModel old = parse_trace_model(R"({"traceEvents":[],"otherData":{"schema":"distlab-trace","schema_version":1}})");
+  CHECK(old.info.concept_text.empty());
+  CHECK(old.info.memory_expected_bytes.empty());
+}
+
+// The libFuzzer target (viewer/model/fuzz_trace_model.cpp) needs clang; its seed corpus and
+// cut-off example traces run here on every build: each loads or raises Error, nothing else.
+TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Error", "[model]") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path();
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto loads = [](std::string_view text) {  // true: loaded, false: Error; any other exception fails
+    try {
+      parse_trace_model(text);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  int seeds = 0, loaded = 0;
+  for (const auto& entry : fs::directory_iterator(root / "viewer/model/fuzz_corpus")) {
+    INFO(entry.path().string());
+    loaded += loads(read(entry.path()));
+    ++seeds;
+  }
+  CHECK(seeds >= 10);
+  CHECK(loaded >= 3);      // the tiny distlab trace, the foreign one, the array form
+  CHECK(loaded < seeds);   // and the broken ones are refused
+
+  int examples = 0;
+  for (const auto& entry : fs::directory_iterator(root / "traces/examples")) {
+    const std::string full = read(entry.path());
+    INFO(entry.path().string());
+    CHECK(loads(full));
+    // Cut right after the first whole event (on-demand parsing once took that for the end of
+    // the array), one byte short, and at 14 points through the events and otherData.
+    std::vector<std::size_t> cuts{full.find(",\n{"), full.rfind('}')};
+    for (int k = 1; k < 15; ++k) cuts.push_back(full.size() * k / 15);
+    for (const std::size_t cut : cuts) {
+      INFO("cut at byte " << cut << " of " << full.size());
+      CHECK_THROWS_WITH(parse_trace_model(std::string_view(full).substr(0, cut)), Contains("truncated"));
+    }
+    ++examples;
+  }
+  CHECK(examples >= 6);
 }

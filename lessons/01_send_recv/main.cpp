@@ -42,6 +42,12 @@ int repetitions(std::size_t bytes) {
 int main(int argc, char** argv) {
   Lesson lesson({"01", "send_recv", "ping-pong between two ranks; fit latency (alpha) and bandwidth (beta)", 2,
                  std::uint64_t{64} << 20});
+  lesson.set_text(
+      "Every distributed algorithm is built from point-to-point messages. A ping-pong between two "
+      "ranks measures the one-way time of a message of n bytes, which follows t(n) = alpha + beta "
+      "* n: small messages cost the latency alpha, large ones n times beta (1 / bandwidth).",
+      "Timeline: the send and receive spans grow with the message size; the first ones are all "
+      "latency. Topology: one link, used in both directions, one message at a time.");
   std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
       .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta (empty: do not save)")

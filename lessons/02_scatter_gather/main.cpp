@@ -28,6 +28,12 @@ using namespace distlab;
 int main(int argc, char** argv) {
   Lesson lesson({"02", "scatter_gather", "scatter a root's buffer in chunks, work on them, gather them back", 4,
                  1 << 20});
+  lesson.set_text(
+      "Scatter cuts the root's buffer into N chunks and sends chunk i to rank i; gather brings the "
+      "chunks back in rank order. The root sends or receives (N-1)/N of the buffer, O(N) in the "
+      "world size, while every other rank moves one chunk, O(1).",
+      "Shards: after the scatter each rank holds exactly its own chunk; the gather fills the "
+      "root's row cell by cell. Topology: every message starts or ends at the root.");
   int root = 0;
   lesson.add_root_option(root, "the rank that scatters and gathers");
   lesson.set_algorithm("linear");

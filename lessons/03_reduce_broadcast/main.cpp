@@ -43,6 +43,13 @@ using namespace distlab;
 int main(int argc, char** argv) {
   Lesson lesson({"03", "reduce_broadcast", "reduce every rank's buffer to a root, broadcast the sum back", 4,
                  1 << 20});
+  lesson.set_text(
+      "Reduce brings every rank's buffer to the root and sums it as it arrives; broadcast copies "
+      "the root's buffer to every rank. Together they are a parameter server's push & sum and "
+      "replicate: the root moves N-1 whole buffers, every other rank one.",
+      "Shards: the root's cells count contributions 1, 2, .., N during the reduce, then the "
+      "broadcast hands the complete sum to every rank. Stats: the root's bytes are N-1 times any "
+      "other rank's.");
   int root = 0;
   lesson.add_root_option(root, "the rank that reduces and broadcasts");
   lesson.set_algorithm("linear");

@@ -104,6 +104,12 @@ Eigen::VectorXd input_of(std::uint64_t seed, int k, std::size_t begin, std::size
 int main(int argc, char** argv) {
   Lesson lesson({"04", "allreduce_allgather", "all-gather, reduce-scatter and all-reduce built through rank 0", 4,
                  1 << 20});
+  lesson.set_text(
+      "The all-collectives leave the result on every rank. Built through rank 0 (gather or reduce "
+      "to r0, then broadcast or scatter from r0) they take 2(N-1) steps and all traffic crosses "
+      "rank 0: its traffic grows as O(N) while every other rank's stays O(1).",
+      "Topology: every link touches rank 0 and the others sit idle most of the run. Stats: rank "
+      "0's bytes against any other rank's; this is the bottleneck the ring of lesson 06 removes.");
   std::string op_choice = "all";
   lesson.app()
       .add_option("--op", op_choice, "which composition to run: all, allgather, reducescatter or allreduce")
@@ -187,7 +193,8 @@ int main(int argc, char** argv) {
     const Partition part{L, n};  // chunk k is [part.begin(k), part.end(k)); sizes differ by at most one
     const auto my_begin = part.begin(me), my_size = part.size(me);
     const auto runs = [&](Op op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
-    comm.declare_buffer("data", L, n);
+    // One logical buffer per op, so the viewer replays each op's shards on their own.
+    for (Op op : ops) comm.declare_buffer(op_name(op), L, n);
 
     // STEP 1: every rank fills its own input of L elements.
     Buffer<float> input = comm.alloc<float>(L, Category::data);
@@ -225,7 +232,7 @@ int main(int argc, char** argv) {
       comm.barrier();  // start together, so the phase times the op and not a late rank
       {
         auto phase = comm.phase(op_name(Op::all_gather));
-        coll::all_gather_gather_broadcast(comm, my_chunk, gathered.view());
+        coll::all_gather_gather_broadcast(comm, my_chunk, gathered.view(), op_name(Op::all_gather));
       }
       corrupt_if_asked(gathered);
       auto c = compare(View<const float>(gathered.view()), concat, 0.0);  // copies only: exact
@@ -240,7 +247,7 @@ int main(int argc, char** argv) {
       comm.barrier();  // start together, so the phase times the op and not a late rank
       {
         auto phase = comm.phase(op_name(Op::reduce_scatter));
-        coll::reduce_scatter_reduce_scatter(comm, my_input, sum_chunk.view());
+        coll::reduce_scatter_reduce_scatter(comm, my_input, sum_chunk.view(), op_name(Op::reduce_scatter));
       }
       corrupt_if_asked(sum_chunk);
       auto c = compare(View<const float>(sum_chunk.view()), my_sum_chunk, sum_tolerance(n));
@@ -255,7 +262,7 @@ int main(int argc, char** argv) {
       comm.barrier();  // start together, so the phase times the op and not a late rank
       {
         auto phase = comm.phase(op_name(Op::all_reduce));
-        coll::all_reduce_reduce_broadcast(comm, reduced.view());
+        coll::all_reduce_reduce_broadcast(comm, reduced.view(), op_name(Op::all_reduce));
       }
       corrupt_if_asked(reduced);
       auto c = compare(View<const float>(reduced.view()), sum, sum_tolerance(n));

@@ -179,6 +179,15 @@ std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
 
 int main(int argc, char** argv) {
   Lesson lesson({"06", "allreduce_sequential_ring_parallel", "all-reduce: sequential, parallel and ring", 4, 1 << 20});
+  lesson.set_text(
+      "All-reduce without a centre: sequential (N rounds, one rank broadcasts its buffer per "
+      "round), parallel (one step, everyone sends everything to everyone, O(N^2) traffic), ring "
+      "(N-1 steps to the right neighbour) and the chunked ring NCCL runs: reduce-scatter then "
+      "all-gather, 2(N-1) steps of S/N each, so every rank sends 2(N-1)/N S however large N is.",
+      "Shards: in ring_chunked every chunk gains one contribution per step of the reduce-scatter "
+      "until each rank owns one complete chunk, then the all-gather copies the complete chunks "
+      "around. Topology: the ring uses every link at once with small packets; parallel floods all "
+      "links in one step.");
   std::string algo_choice = "all";
   lesson.app()
       .add_option("--algo", algo_choice,

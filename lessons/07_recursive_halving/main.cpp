@@ -179,6 +179,14 @@ std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
 
 int main(int argc, char** argv) {
   Lesson lesson({"07", "recursive_halving", "all-reduce in log2 N steps: recursive doubling and halving", 4, 1 << 20});
+  lesson.set_text(
+      "Pairing ranks across ever larger distances needs only log2 N steps: recursive doubling "
+      "swaps whole buffers with rank ^ 2^k; recursive halving (Rabenseifner) halves the range it "
+      "keeps at each step, then doubles it back, moving as few bytes as the ring in 2 log2 N "
+      "steps.",
+      "Topology: partners change every step (distance 1, 2, 4, ...). Shards: in recursive_halving "
+      "each step halves the chunks a rank reduces and doubles their contributions; the all-gather "
+      "then doubles the chunks it holds.");
   std::string algo_choice = "all";
   lesson.app()
       .add_option("--algo", algo_choice,

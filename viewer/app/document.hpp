@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <typeindex>
 
 #include "viewer/model/playback.hpp"
 #include "viewer/model/trace_model.hpp"
@@ -38,7 +41,18 @@ struct Document {
   // moment is drawn by several panels and, paused, frame after frame.
   const ShardState& shards(const Moment& at);
 
+  // What a panel derives from the model once (an index, totals, a layout), built on first use
+  // and kept with the document, one per type: it lives and dies with the model it was built
+  // from, so no panel keeps caches keyed by a model's address.
+  template <class T>
+  T& derived(T (*build)(const TraceModel&)) {
+    std::shared_ptr<void>& slot = derived_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_shared<T>(build(model));
+    return *static_cast<T*>(slot.get());
+  }
+
  private:
+  std::map<std::type_index, std::shared_ptr<void>> derived_;
   ShardState shards_;
   bool shards_valid_ = false;
   Clock shards_clock_ = Clock::steps;

@@ -41,6 +41,7 @@ struct Args {
   int width = 1600, height = 900;
   float font_size = 15.0f;
   int bench_frames = 0;
+  int frames = 0;
 };
 
 // DejaVu Sans when the system has it (readable on a projector), else ImGui's built-in font.
@@ -49,7 +50,9 @@ void setup_fonts(float size) {
   io.IniFilename = nullptr;  // the layout is computed every frame; nothing to remember
   const char* kFont = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
   std::error_code ec;
-  if (!std::filesystem::exists(kFont, ec) || !io.Fonts->AddFontFromFileTTF(kFont, size)) {
+  // Latin-1 plus general punctuation (dashes, ellipsis) and arrows, which the panels use.
+  static const ImWchar kRanges[] = {0x0020, 0x00FF, 0x2000, 0x206F, 0x2190, 0x21FF, 0};
+  if (!std::filesystem::exists(kFont, ec) || !io.Fonts->AddFontFromFileTTF(kFont, size, nullptr, kRanges)) {
     ImFontConfig cfg;
     cfg.SizePixels = std::max(13.0f, size);
     io.Fonts->AddFontDefault(&cfg);
@@ -99,7 +102,7 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   if (!view.documents().empty() && view.documents()[view.current()].ok()) {
     const auto& doc = view.documents()[view.current()];
     const dv::Moment m = doc.playback.moment(doc.model);
-    where = fmt::format(", step {:g} of {}", m.beat, dv::last_beat(doc.model));
+    where = fmt::format(", step {:.2f} of {}", m.beat, dv::last_beat(doc.model));
   }
   fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where, gl.renderer());
   ImGui_ImplOpenGL3_Shutdown();
@@ -163,6 +166,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(8.0, 64.0));
   app.add_option("--bench-frames", a.bench_frames, "build this many frames with no GL and print their CPU time")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--frames", a.frames, "close the window after this many frames (tests, scripted runs)")
+      ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
 
   std::optional<dv::PanelId> only;
@@ -204,5 +209,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "distlab-viewer: {}\n", e.what());
     return 1;
   }
-  return dv::run_window(view, a.width, a.height, setup_fonts, a.font_size);
+  const int rc = dv::run_window(view, a.width, a.height, setup_fonts, a.font_size, a.frames);
+  if (rc == 0 && a.frames > 0) fmt::print("distlab-viewer: closed after {} frames\n", a.frames);
+  return rc;
 }

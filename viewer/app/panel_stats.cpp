@@ -1,13 +1,303 @@
-// panel_stats.cpp — (being written)
+// panel_stats.cpp — the run in numbers, and the lesson's own words.
+//
+// Sections, top to bottom (each collapsible):
+//   the run         lesson, title, algorithm, ranks, mode, device, transport; verification
+//   operations      per buffer: what collective it was, S, measured and predicted time, algbw
+//                   and busbw (stats.hpp; the nccl-tests table)
+//   traffic         bytes and messages per rank and per directed link, over the whole trace
+//   cost model      alpha, beta, gamma and where they came from
+//   the lesson      otherData.text: the concept, and what to look at
+// Everything is computed once per loaded trace (stats.hpp); a trace from another tool shows
+// "—" where it has no such data.
 #include <imgui.h>
 
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "colors.hpp"
+#include "core/units.hpp"
 #include "panels.hpp"
+#include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {
 
+namespace {
+
+const ImVec4 kGood(0.45f, 0.85f, 0.45f, 1.0f);
+const ImVec4 kBad(1.0f, 0.42f, 0.42f, 1.0f);
+constexpr ImGuiTableFlags kTable =
+    ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+constexpr int kMaxLinkRows = 4096;  // past this, the busiest links only
+
+struct Summary {
+  std::vector<LinkTraffic> links;  // by bytes, busiest first
+  std::vector<RankTraffic> ranks;
+  std::int64_t bytes = 0;
+  CostModel cost;
+  std::vector<OperationStats> operations;
+};
+
+Summary build_summary(const TraceModel& m) {
+  Summary s;
+  s.links = link_totals(m);
+  s.ranks = rank_totals(s.links, m.world_size());
+  for (const LinkTraffic& l : s.links) s.bytes += l.bytes;
+  std::stable_sort(s.links.begin(), s.links.end(),
+                   [](const LinkTraffic& a, const LinkTraffic& b) { return a.bytes > b.bytes; });
+  s.cost = parse_cost_model(m.info.cost_model_json);
+  s.operations = operation_stats(m, s.cost);
+  return s;
+}
+
+// What a missing value shows: an em dash, or "-" when the font has no glyph for it (ImGui's
+// default ranges stop at Latin-1).
+const char* none() {
+  const ImFont* font = ImGui::GetFont();
+  return font && font->FindGlyphNoFallback(0x2014) ? "\u2014" : "-";
+}
+
+const char* or_none(const std::string& s) {
+  return s.empty() ? none() : s.c_str();
+}
+std::string bytes_text(double b) {
+  return format_bytes(b);
+}
+std::string seconds_text(double s) {
+  return s > 0 ? format_seconds(s) : none();
+}
+std::string bandwidth_text(double b) {
+  return b >= 0 ? format_bandwidth(b) : none();
+}
+
+void row_label(const char* label) {
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::TextDisabled("%s", label);
+  ImGui::TableNextColumn();
+}
+
+// A label and its value in the two-column "run" table; the value wraps.
+void fact(const char* label, const std::string& value) {
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::TextDisabled("%s", label);
+  ImGui::TableNextColumn();
+  ImGui::TextWrapped("%s", value.empty() ? none() : value.c_str());
+}
+
+void draw_run(const TraceModel& m, const Summary& s) {
+  const TraceMeta& in = m.info;
+  if (!in.title.empty()) ImGui::TextWrapped("%s", in.title.c_str());
+  if (ImGui::BeginTable("run", 2, ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
+    fact("lesson", in.lesson);
+    fact("algorithm", in.algorithm);
+    const auto dash = [](const std::string& v) { return v.empty() ? std::string(none()) : v; };
+    fact("ranks", std::to_string(m.world_size()) + " \u00b7 " + dash(in.mode) + " \u00b7 " +
+                      dash(in.device) + " \u00b7 " + dash(in.transport));
+    fact("steps", std::to_string(m.step_ids.size()) + " steps \u00b7 " +
+                      std::to_string(m.messages.size()) + " messages \u00b7 " +
+                      bytes_text(static_cast<double>(s.bytes)) + " sent");
+    fact("time", (in.wall_seconds > 0 ? "wall " + format_seconds(in.wall_seconds) + " \u00b7 "
+                                      : std::string()) +
+                     "traced " + seconds_text((m.t_end - m.t_begin) * 1e-6) + " \u00b7 " +
+                     std::to_string(m.events) + " events");
+    ImGui::EndTable();
+  }
+  if (!in.has_verification) {
+    ImGui::TextDisabled("verification: %s", none());
+  } else if (in.verified && in.failed.empty()) {
+    ImGui::TextColored(kGood, "verified: %lld checks passed", static_cast<long long>(in.checks));
+  } else {
+    ImGui::TextColored(kBad, "FAILED: %zu of %lld checks", in.failed.size(),
+                       static_cast<long long>(in.checks));
+    ImGui::PushStyleColor(ImGuiCol_Text, kBad);
+    for (const FailedCheck& f : in.failed)
+      ImGui::TextWrapped("r%d  %s: %s", f.rank, f.name.c_str(), f.detail.c_str());
+    ImGui::PopStyleColor();
+  }
+}
+
+void draw_operations(const TraceModel& m, const Summary& s) {
+  if (s.operations.empty()) {
+    ImGui::TextDisabled("no buffers declared and no cost model: no collective to time");
+    return;
+  }
+  const int n = m.world_size();
+  if (ImGui::BeginTable("operations", 8, kTable)) {
+    for (const char* h :
+         {"buffer", "collective", "size S", "measured", "predicted", "meas/pred", "algbw", "busbw"})
+      ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const OperationStats& op : s.operations) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(op.name.c_str());
+      ImGui::TableNextColumn();
+      if (op.pattern == Pattern::unknown)
+        ImGui::TextDisabled("%s", none());
+      else
+        ImGui::TextUnformatted(to_string(op.pattern));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(op.bytes > 0 ? bytes_text(op.bytes).c_str() : none());
+      ImGui::TableNextColumn();
+      ImGui::Text("%s%s", seconds_text(op.measured_s).c_str(), op.measured_from_trace ? "*" : "");
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(seconds_text(op.predicted_s).c_str());
+      ImGui::TableNextColumn();
+      if (op.measured_s > 0 && op.predicted_s > 0)
+        ImGui::Text("%.1fx", op.measured_s / op.predicted_s);
+      else
+        ImGui::TextDisabled("%s", none());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bandwidth_text(op.algbw()).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bandwidth_text(op.busbw(n)).c_str());
+      if (op.pattern != Pattern::unknown && ImGui::IsItemHovered())
+        ImGui::SetTooltip("busbw = algbw x %.3g (%s over %d ranks)", bus_factor(op.pattern, n),
+                          to_string(op.pattern), n);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::TextDisabled(
+      "algbw = S / time; busbw = algbw x (2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter, "
+      "gather, scatter; 1 broadcast, reduce). * time from the trace: first send to last arrival.");
+}
+
+// Rows past this scroll inside their table.
+constexpr int kMaxVisibleRows = 12;
+
+// Table flags and size for `rows` rows: their natural height, or a scrolling box.
+ImGuiTableFlags rows_flags(int rows, ImVec2& size) {
+  if (rows <= kMaxVisibleRows) return kTable;
+  size.y = ImGui::GetTextLineHeightWithSpacing() * (kMaxVisibleRows + 1);
+  return kTable | ImGuiTableFlags_ScrollY;
+}
+
+void rank_table(const Summary& s) {
+  ImVec2 size(0, 0);
+  const ImGuiTableFlags flags = rows_flags(static_cast<int>(s.ranks.size()), size);
+  if (!ImGui::BeginTable("ranks", 5, flags, size)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"rank", "sent", "msgs", "received", "msgs"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(s.ranks.size()));
+  while (clip.Step())
+    for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+      const RankTraffic& t = s.ranks[r];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("r%d", r);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bytes_text(static_cast<double>(t.bytes_sent)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", t.messages_sent);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bytes_text(static_cast<double>(t.bytes_recv)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", t.messages_recv);
+    }
+  ImGui::EndTable();
+}
+
+void link_table(const Summary& s) {
+  const int rows = std::min(static_cast<int>(s.links.size()), kMaxLinkRows);
+  ImVec2 size(0, 0);
+  const ImGuiTableFlags flags = rows_flags(rows, size);
+  if (!ImGui::BeginTable("links", 3, flags, size)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"link, busiest first", "bytes", "msgs"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(rows);
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const LinkTraffic& l = s.links[i];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("r%d -> r%d", l.src, l.dst);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bytes_text(static_cast<double>(l.bytes)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", l.messages);
+    }
+  ImGui::EndTable();
+  if (rows < static_cast<int>(s.links.size()))
+    ImGui::TextDisabled("the %d busiest of %zu links", rows, s.links.size());
+}
+
+void draw_traffic(const Summary& s) {
+  if (s.links.empty()) {
+    ImGui::TextDisabled("no messages in this trace");
+    return;
+  }
+  // side by side when the panel is wide enough, else one under the other
+  if (ImGui::GetContentRegionAvail().x >= 440 &&
+      ImGui::BeginTable("traffic", 2, ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    rank_table(s);
+    ImGui::TableNextColumn();
+    link_table(s);
+    ImGui::EndTable();
+  } else {
+    rank_table(s);
+    link_table(s);
+  }
+}
+
+void draw_cost(const Summary& s) {
+  const CostModel& c = s.cost;
+  if (!c.present) {
+    ImGui::TextDisabled("this trace has no cost model (otherData.cost_model)");
+    return;
+  }
+  ImGui::TextWrapped("%s", or_none(c.model));
+  if (ImGui::BeginTable("cost", 2, ImGuiTableFlags_SizingFixedFit)) {
+    row_label("alpha (per message)");
+    ImGui::TextUnformatted(seconds_text(c.alpha_s).c_str());
+    row_label("beta (per byte)");
+    if (c.beta_s_per_byte > 0)
+      ImGui::Text("%.3g s  (%s)", c.beta_s_per_byte,
+                  format_bandwidth(1.0 / c.beta_s_per_byte).c_str());
+    else
+      ImGui::TextUnformatted(none());
+    row_label("gamma (per byte reduced)");
+    if (c.gamma_s_per_byte > 0)
+      ImGui::Text("%.3g s  (%s)", c.gamma_s_per_byte,
+                  format_bandwidth(1.0 / c.gamma_s_per_byte).c_str());
+    else
+      ImGui::TextUnformatted(none());
+    row_label("S, ranks");
+    ImGui::Text("%s, %d", c.bytes > 0 ? bytes_text(c.bytes).c_str() : none(), c.ranks);
+    row_label("source");
+    ImGui::TextUnformatted(or_none(c.source));
+    ImGui::EndTable();
+  }
+}
+
+void draw_text(const TraceMeta& in) {
+  ImGui::TextDisabled("concept");
+  ImGui::TextWrapped("%s", or_none(in.concept_text));
+  ImGui::TextDisabled("look at");
+  ImGui::TextWrapped("%s", or_none(in.look_at));
+}
+
+}  // namespace
+
 void draw_stats(PanelContext& ctx) {
-  (void)ctx;
-  ImGui::TextUnformatted("stats: to come");
+  const TraceModel& m = ctx.model();
+  const Summary& s = ctx.doc.derived<Summary>(build_summary);
+  draw_run(m, s);
+  if (ImGui::CollapsingHeader("the lesson", ImGuiTreeNodeFlags_DefaultOpen)) draw_text(m.info);
+  if (ImGui::CollapsingHeader("operations: time and bandwidth", ImGuiTreeNodeFlags_DefaultOpen))
+    draw_operations(m, s);
+  if (ImGui::CollapsingHeader("traffic per rank and link", ImGuiTreeNodeFlags_DefaultOpen))
+    draw_traffic(s);
+  if (ImGui::CollapsingHeader("cost model", ImGuiTreeNodeFlags_DefaultOpen)) draw_cost(s);
 }
 
 }  // namespace distlab::viewer

@@ -1,13 +1,510 @@
-// panel_timeline.cpp — (being written)
+// panel_timeline.cpp — the Timeline panel: every rank's lanes on one time axis.
+//
+//   [fit] | ruler: times from the trace start; click or drag on it to seek playback
+//   rank 0      header row (click the name to fold the rank)
+//     compute   one row per nesting depth: phase, then the adds inside it
+//     send      sends; a flow arrow from each send to where it is delivered
+//     recv      receives, and a thin grey row of deliver spans where the arrows land
+//   rank 1 ...
+// Wheel zooms around the cursor, dragging pans (and scrolls the ranks), a click selects a span
+// and its message; a click on a merged block zooms onto it. The red line is the playback moment.
+// What each lane shows at this zoom (culling, merging of spans under 3 px) is decided by
+// viewer/model/timeline_lod, without ImGui; this file only lays the rows out and draws.
+//
+// Sections: constants and geometry / index cache / ruler / tooltips / draw_timeline.
 #include <imgui.h>
+#include <imgui_internal.h>  // SetItemUsingMouseWheel (1.86): the wheel zooms, not scrolls
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "colors.hpp"
+#include "core/units.hpp"
 #include "panels.hpp"
+#include "viewer/model/timeline_lod.hpp"
 
 namespace distlab::viewer {
 
+namespace {
+
+constexpr std::size_t kMaxFlows = 1500;  // more in view: only the selected message's arrow
+constexpr double kWheelZoom = 0.8;       // view width per wheel notch
+constexpr double kMinViewUs = 0.01;      // 10 ns across the whole canvas is as deep as it goes
+constexpr float kClickSlopSq = 16.0f;    // a press that moved less than 4 px is a click
+constexpr float kThinRow = 0.35f;        // a row of deliver spans, in rows
+
+constexpr ImU32 kRulerBg = IM_COL32(34, 37, 45, 255);
+constexpr ImU32 kHeaderBg = IM_COL32(50, 57, 74, 255);
+constexpr ImU32 kLaneBg[2] = {IM_COL32(26, 28, 34, 255), IM_COL32(31, 34, 41, 255)};
+constexpr ImU32 kMerged = IM_COL32(128, 132, 150, 230);
+constexpr ImU32 kSpanText = IM_COL32(12, 12, 12, 255);
+constexpr ImU32 kNowLine = IM_COL32(255, 85, 85, 255);
+constexpr ImU32 kStepLine = IM_COL32(255, 255, 255, 30);
+constexpr ImU32 kTick = IM_COL32(150, 155, 170, 255);
+
+ImU32 darker(ImU32 c, float f) {
+  auto ch = [&](int shift) {
+    return static_cast<ImU32>(static_cast<float>((c >> shift) & 0xFF) * f) << shift;
+  };
+  return ch(IM_COL32_R_SHIFT) | ch(IM_COL32_G_SHIFT) | ch(IM_COL32_B_SHIFT) | (c & IM_COL32_A_MASK);
+}
+
+// Row heights for this frame: a depth row holds one line of text; a row of deliver spans only.
+struct Rows {
+  float row = 18, thin = 6, header = 18, gap = 3;
+  float height(const TimelineIndex& index, std::uint32_t lane, int depth) const {
+    return index.deliver_row(lane, depth) ? thin : row;
+  }
+  float lane_height(const TimelineIndex& index, std::uint32_t lane) const {
+    float h = 0;
+    for (int d = 0; d < index.lane_depth(lane); ++d) h += height(index, lane, d);
+    return std::max(h, row);  // a lane with no spans keeps one empty row
+  }
+  float depth_offset(const TimelineIndex& index, std::uint32_t lane, int depth) const {
+    float h = 0;
+    for (int d = 0; d < depth; ++d) h += height(index, lane, d);
+    return h;
+  }
+};
+
+// One index per open trace, built on first sight (a few ms per 100k spans), kept while the
+// trace is open; compare mode has two.
+TimelineIndex build_index(const TraceModel& model) { return TimelineIndex(model); }
+
+int chunks_of(const TraceModel& m, std::uint32_t buffer) {
+  const std::string_view name = m.str(buffer);
+  for (const auto& b : m.info.buffers)
+    if (b.name == name) return b.chunks;
+  return 1;
+}
+
+// ---- ruler ----------------------------------------------------------------------------------
+
+// Ticks with labels (times from the trace start), minor ticks between them, and the playback
+// moment as a red marker.
+void draw_ruler(ImDrawList* dl, const TraceModel& m, const ViewWindow& view, ImVec2 p0, ImVec2 p1,
+                double now_us) {
+  dl->AddRectFilled(p0, p1, kRulerBg);
+  // Labels must not touch: space the ticks by the widest label this view can have.
+  RulerTicks ticks = ruler_ticks(view, m.t_begin, 80.0f);
+  const float label_w =
+      ImGui::CalcTextSize(tick_label(ticks, view.t1, m.t_begin).c_str()).x + 24.0f;
+  if (label_w > 80.0f) ticks = ruler_ticks(view, m.t_begin, label_w);
+  const double mantissa = ticks.step / std::pow(10.0, std::floor(std::log10(ticks.step) + 1e-9));
+  const double minor = ticks.step / (mantissa > 1.5 && mantissa < 3 ? 2 : 5);
+  const float h = p1.y - p0.y;
+  for (int k = 0; k < 2000; ++k) {  // by index: far from zero, t += minor could stand still
+    const double t = ticks.first - ticks.step + k * minor;
+    if (t > view.t1) break;
+    const float x = p0.x + static_cast<float>(view.x(t));
+    if (x >= p0.x)
+      dl->AddLine(ImVec2(x, p1.y - h * 0.22f), ImVec2(x, p1.y), with_alpha(kTick, 0.5f));
+  }
+  for (int k = 0;; ++k) {
+    const double t = ticks.first + k * ticks.step;
+    if (t > view.t1 || k > 1000) break;
+    const float x = p0.x + static_cast<float>(view.x(t));
+    dl->AddLine(ImVec2(x, p0.y + h * 0.35f), ImVec2(x, p1.y), kTick);
+    const std::string label = tick_label(ticks, t, m.t_begin);
+    dl->AddText(ImVec2(x + 3, p0.y + 1), kText, label.c_str());
+  }
+  const float nx = p0.x + static_cast<float>(view.x(now_us));
+  if (nx >= p0.x - 6 && nx <= p1.x + 6)
+    dl->AddTriangleFilled(ImVec2(nx - 6, p0.y), ImVec2(nx + 6, p0.y), ImVec2(nx, p0.y + 9),
+                          kNowLine);
+}
+
+// ---- tooltips -------------------------------------------------------------------------------
+
+void span_tooltip(const TraceModel& m, const TimelineIndex& index, std::uint32_t i) {
+  const Span& s = m.spans[i];
+  const std::string_view name = m.str(s.name);
+  ImGui::BeginTooltip();
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(span_color(s.kind)), "%.*s",
+                     static_cast<int>(name.size()), name.data());
+  ImGui::SameLine();
+  ImGui::TextDisabled("(%s)", to_string(s.kind));
+  ImGui::Text("duration %s, from %s", format_duration(s.dur).c_str(),
+              format_duration(s.start - m.t_begin).c_str());
+  if (const SpanArgs* a = m.args(s)) {
+    if (a->step >= 0) {  // as the Playback panel counts steps; the trace's id when it differs
+      const auto& ids = m.step_ids;
+      const auto it = std::lower_bound(ids.begin(), ids.end(), a->step);
+      const int k = static_cast<int>(it - ids.begin()) + 1;
+      if (it == ids.end() || *it != a->step)
+        ImGui::Text("step id %d", a->step);
+      else if (k == a->step)
+        ImGui::Text("step %d of %zu", k, ids.size());
+      else
+        ImGui::Text("step %d of %zu (id %d in the trace)", k, ids.size(), a->step);
+    }
+    if (a->peer >= 0) ImGui::Text("%s rank %d", s.kind == SpanKind::send ? "to" : "from", a->peer);
+    if (a->bytes >= 0)
+      ImGui::Text("%s (%lld B)", format_bytes(static_cast<double>(a->bytes)).c_str(),
+                  static_cast<long long>(a->bytes));
+    if (a->chunk >= 0) {
+      const std::string_view buffer = m.str(a->buffer);
+      ImGui::Text("chunks [%d, %d) of %.*s%s", a->chunk, a->chunk_end,
+                  static_cast<int>(buffer.size()), buffer.data(),
+                  a->apply == ApplyKind::reduce ? ", reduced in"
+                  : a->apply == ApplyKind::copy ? ", copied"
+                                                : "");
+    }
+  }
+  if (const int k = index.message_of_span(i); k >= 0) {
+    const Message& msg = m.messages[k];
+    ImGui::TextDisabled("message %llu: rank %d -> rank %d, %s on the wire",
+                        static_cast<unsigned long long>(msg.id), msg.src, msg.dst,
+                        format_duration(msg.arrival - msg.send_time).c_str());
+  }
+  ImGui::TextDisabled("click to select");
+  ImGui::EndTooltip();
+}
+
+void merged_tooltip(const TraceModel& m, const DrawItem& item) {
+  const double t0 = m.spans[item.span].start, t1 = m.spans[item.last].end();
+  ImGui::BeginTooltip();
+  ImGui::Text("%u spans, too small to draw one by one", item.count);
+  ImGui::Text("from %s, over %s", format_duration(t0 - m.t_begin).c_str(),
+              format_duration(t1 - t0).c_str());
+  ImGui::TextDisabled("click to zoom in on them");
+  ImGui::EndTooltip();
+}
+
+}  // namespace
+
+// ---- draw_timeline --------------------------------------------------------------------------
+
 void draw_timeline(PanelContext& ctx) {
-  (void)ctx;
-  ImGui::TextUnformatted("timeline: to come");
+  Document& doc = ctx.doc;
+  const TraceModel& m = doc.model;
+  TimelineState& tl = doc.timeline;
+  if (m.lanes.empty()) {
+    ImGui::TextDisabled("This trace has no spans to show.");
+    return;
+  }
+  const TimelineIndex& index = ctx.doc.derived<TimelineIndex>(build_index);
+  const ImGuiIO& io = ImGui::GetIO();
+  const ImGuiStyle& style = ImGui::GetStyle();
+
+  const double max_view = 4 * std::max(m.t_end - m.t_begin, 1.0);
+  if (tl.fit || !(tl.view_end > tl.view_begin)) {
+    const TimeRange all = fit_range(m);
+    tl.view_begin = all.begin, tl.view_end = all.end, tl.fit = false;
+  }
+  double now_us = ctx.now.time_us;
+  // Playing: keep the moment in view, a page at a time.
+  if (doc.playback.playing && (now_us < tl.view_begin || now_us > tl.view_end)) {
+    const double w = tl.view_end - tl.view_begin;
+    tl.view_begin = now_us - 0.05 * w, tl.view_end = tl.view_begin + w;
+  }
+
+  // Geometry: labels on the left, the canvas (a time axis) on the right.
+  const float line = ImGui::GetTextLineHeight();
+  Rows rows;
+  rows.header = std::round(line + 4);
+  float label_w = ImGui::CalcTextSize("compute").x + 24;
+  for (const Rank& r : m.ranks)
+    label_w = std::max(label_w, ImGui::CalcTextSize(r.name.c_str()).x + 24);
+  label_w = std::min(label_w, 220.0f);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  float canvas_w = std::max(avail.x - label_w, 20.0f);  // less the lanes' scrollbar, once known
+  const float ruler_h = ImGui::GetFrameHeight();
+  auto view_now = [&] { return ViewWindow{tl.view_begin, tl.view_end, canvas_w}; };
+
+  // Zoom: the wheel over the ruler or the canvas; Shift+wheel scrolls the ranks instead.
+  bool wheel_here = false;
+  auto zoom_at = [&](float mouse_x) {
+    if (io.MouseWheel == 0 || io.KeyShift) return;
+    const double anchor = view_now().time_at(mouse_x);
+    const TimeRange r = zoom_around({tl.view_begin, tl.view_end}, anchor,
+                                    std::pow(kWheelZoom, io.MouseWheel), kMinViewUs, max_view);
+    tl.view_begin = r.begin, tl.view_end = r.end;
+  };
+
+  // Row 1: the fit button, then the ruler.
+  if (ImGui::Button("fit", ImVec2(label_w - style.ItemSpacing.x, ruler_h))) {
+    const TimeRange all = fit_range(m);
+    tl.view_begin = all.begin, tl.view_end = all.end;
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the whole trace");
+  const ImVec2 ruler0(origin.x + label_w, origin.y);
+  ImGui::SetCursorScreenPos(ruler0);
+  ImGui::InvisibleButton("##ruler", ImVec2(canvas_w, ruler_h));
+  ImGui::SetItemUsingMouseWheel();
+  if (ImGui::IsItemHovered()) {
+    wheel_here = true;
+    zoom_at(io.MousePos.x - ruler0.x);
+    const double t = view_now().time_at(io.MousePos.x - ruler0.x);
+    if (!ImGui::IsItemActive())
+      ImGui::SetTooltip("%s from the start; click to move playback here",
+                        format_duration(t - m.t_begin).c_str());
+  }
+  if (ImGui::IsItemActive()) {  // click or drag on the ruler: seek
+    doc.playback.seek_time(m, view_now().time_at(io.MousePos.x - ruler0.x));
+    now_us = doc.playback.moment(m).time_us;
+  }
+
+  // The ranks: a child window that scrolls vertically; the wheel is ours, not its.
+  const float lanes_top = origin.y + ruler_h + 2;
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, lanes_top));
+  ImGui::BeginChild("##lanes", ImVec2(avail.x, std::max(avail.y - (lanes_top - origin.y), 20.0f)),
+                    false, ImGuiWindowFlags_NoScrollWithMouse);
+  const ImVec2 top = ImGui::GetCursorScreenPos();
+  canvas_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 20.0f);
+  const float win_y0 = ImGui::GetWindowPos().y, win_y1 = win_y0 + ImGui::GetWindowHeight();
+  const float canvas_x = top.x + label_w;
+  ImGuiStorage* folded = ImGui::GetStateStorage();
+  auto fold_id = [](int r) {
+    return ImGui::GetID(reinterpret_cast<void*>(static_cast<std::intptr_t>(r + 1)));
+  };
+
+  // Row height: a line of text when every rank fits, less (down to 60%, no labels in the spans)
+  // so that the messages between all ranks stay in sight; past that the ranks scroll.
+  {
+    float depth_rows = 0, headers = 0;
+    for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+      headers += rows.header + rows.gap;
+      if (folded->GetBool(fold_id(static_cast<int>(r)))) continue;
+      for (const std::uint32_t l : m.ranks[r].lanes) {
+        float n = 0;
+        for (int d = 0; d < index.lane_depth(l); ++d)
+          n += index.deliver_row(l, d) ? kThinRow : 1.0f;
+        depth_rows += std::max(n, 1.0f);
+      }
+    }
+    const float fit = (ImGui::GetWindowHeight() - headers) / std::max(depth_rows, 1.0f);
+    rows.row = std::floor(std::clamp(fit, std::round(line * 0.6f), std::round(line + 5)));
+    rows.thin = std::max(3.0f, std::round(rows.row * kThinRow));
+  }
+
+  // Layout: the top of each rank's header and of each lane (-1: folded away).
+  std::vector<float> rank_y(m.ranks.size()), lane_y(m.lanes.size(), -1.0f);
+  float y = top.y;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    rank_y[r] = y;
+    y += rows.header;
+    if (!folded->GetBool(fold_id(static_cast<int>(r))))
+      for (const std::uint32_t l : m.ranks[r].lanes) lane_y[l] = y, y += rows.lane_height(index, l);
+    y += rows.gap;
+  }
+  const float content_h = y - top.y;
+
+  // The canvas: one button over every row right of the labels: press-drag pans, click selects.
+  ImGui::SetCursorScreenPos(ImVec2(canvas_x, top.y));
+  const bool released =
+      ImGui::InvisibleButton("##canvas", ImVec2(canvas_w, std::max(content_h, 1.0f)));
+  ImGui::SetItemUsingMouseWheel();
+  const bool canvas_hovered = ImGui::IsItemHovered();
+  if (canvas_hovered) {
+    wheel_here = true;
+    zoom_at(io.MousePos.x - canvas_x);
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+    const double dt = io.MouseDelta.x / view_now().px_per_us();
+    tl.view_begin -= dt, tl.view_end -= dt;
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
+    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeAll);
+  }
+  if (wheel_here && io.KeyShift && io.MouseWheel != 0)
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * rows.row * 3);
+  const ViewWindow view = view_now();
+  auto sx = [&](double t) {
+    return canvas_x + static_cast<float>(std::clamp(view.x(t), -8.0, view.width + 8.0));
+  };
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float x_right = canvas_x + canvas_w;
+  const ImVec2 mouse = io.MousePos;
+  const bool can_hover = canvas_hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f);
+  DrawItem hovered;
+  bool any_hovered = false;
+
+  // Rank headers (with their fold buttons) and lane labels, in the label column.
+  const bool label_hovered =
+      ImGui::IsWindowHovered() && io.MousePos.x >= top.x && io.MousePos.x < canvas_x;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    const float hy = rank_y[r];
+    if (hy > win_y1 || hy + rows.header < win_y0) continue;
+    const bool is_folded = folded->GetBool(fold_id(static_cast<int>(r)));
+    dl->AddRectFilled(ImVec2(top.x, hy), ImVec2(x_right, hy + rows.header), kHeaderBg);
+    ImGui::RenderArrow(dl, ImVec2(top.x + 3, hy + (rows.header - line) * 0.5f), kText,
+                       is_folded ? ImGuiDir_Right : ImGuiDir_Down, 0.7f);
+    dl->AddText(ImVec2(top.x + 4 + line * 0.8f, hy + (rows.header - line) * 0.5f), kText,
+                m.ranks[r].name.c_str());
+    ImGui::SetCursorScreenPos(ImVec2(top.x, hy));
+    ImGui::PushID(static_cast<int>(r));
+    if (ImGui::InvisibleButton("##fold", ImVec2(label_w, rows.header)))
+      folded->SetBool(fold_id(static_cast<int>(r)), !is_folded);
+    ImGui::PopID();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(is_folded ? "Show this rank's lanes" : "Fold this rank's lanes");
+  }
+  for (std::uint32_t l = 0; l < m.lanes.size(); ++l) {
+    const float ly = lane_y[l];
+    if (ly < 0 || ly > win_y1 || ly + rows.lane_height(index, l) < win_y0) continue;
+    dl->AddRectFilled(ImVec2(top.x, ly), ImVec2(x_right, ly + rows.lane_height(index, l)),
+                      kLaneBg[l % 2]);
+    // Rows too low for a label leave it out (the colours say compute, send and recv); the
+    // tooltip still names the lane.
+    const float lane_h = rows.lane_height(index, l);
+    if (lane_h >= line)
+      dl->AddText(
+          ImVec2(top.x + 14, ly + std::max(0.0f, (std::min(rows.row, lane_h) - line) * 0.5f)), kDim,
+          m.lanes[l].name.c_str());
+    if (label_hovered && io.MousePos.y >= ly && io.MousePos.y < ly + lane_h)
+      ImGui::SetTooltip("%s: %s", m.ranks[m.lanes[l].rank].name.c_str(), m.lanes[l].name.c_str());
+  }
+
+  // The canvas, clipped right of the labels.
+  dl->PushClipRect(ImVec2(canvas_x, win_y0), ImVec2(x_right, win_y1), true);
+  // Step frames: a faint line where each algorithm step starts, while they stay apart.
+  {
+    std::size_t in_view = 0;
+    for (const StepFrame& f : m.steps) in_view += f.ts >= view.t0 && f.ts <= view.t1;
+    if (in_view > 0 && in_view < canvas_w / 8)
+      for (const StepFrame& f : m.steps)
+        if (f.ts >= view.t0 && f.ts <= view.t1)
+          dl->AddLine(ImVec2(sx(f.ts), std::max(top.y, win_y0)),
+                      ImVec2(sx(f.ts), std::min(top.y + content_h, win_y1)), kStepLine);
+  }
+
+  // Spans: what timeline_lod says each visible lane shows at this zoom.
+  static std::vector<DrawItem> items;  // reused frame to frame
+  const float pad_x = 3.0f;
+  for (std::uint32_t l = 0; l < m.lanes.size(); ++l) {
+    const float ly = lane_y[l];
+    if (ly < 0 || ly > win_y1 || ly + rows.lane_height(index, l) < win_y0) continue;
+    items.clear();
+    lane_draw_items(m, index, l, view, items);
+    for (const DrawItem& it : items) {
+      const float y0 = ly + rows.depth_offset(index, l, it.depth);
+      const float h = rows.height(index, l, it.depth);
+      const ImVec2 a(canvas_x + it.x0, y0 + 1),
+          b(canvas_x + std::max(it.x1, it.x0 + 1.0f), y0 + h - 1);
+      const Span& s = m.spans[it.span];
+      if (it.merged()) {
+        dl->AddRectFilled(a, b, kMerged);
+      } else {
+        const ImU32 col = span_color(s.kind);
+        dl->AddRectFilled(a, b, col);
+        if (b.x - a.x > 4 && h > 8) dl->AddRect(a, b, darker(col, 0.6f));
+        if (b.x - a.x > 24 && h >= line) {
+          const std::string_view name = m.str(s.name);
+          const ImVec4 clip(std::max(a.x, canvas_x) + pad_x, a.y, b.x - pad_x, b.y);
+          dl->AddText(nullptr, 0.0f,
+                      ImVec2(std::max(a.x, canvas_x) + pad_x, y0 + (h - line) * 0.5f), kSpanText,
+                      name.data(), name.data() + name.size(), 0.0f, &clip);
+        }
+      }
+      if (can_hover && mouse.y >= y0 && mouse.y < y0 + h && mouse.x >= a.x - 1 && mouse.x < b.x + 1)
+        hovered = it, any_hovered = true;
+    }
+  }
+
+  // Where a span sits on screen (its row's middle), folded ranks falling back to the header.
+  auto span_row = [&](std::int32_t span, int rank, float& y0, float& h) {
+    if (span >= 0) {
+      const std::uint32_t lane = m.spans[span].lane;
+      if (lane_y[lane] >= 0) {
+        const int d = index.depth_of(static_cast<std::uint32_t>(span));
+        y0 = lane_y[lane] + rows.depth_offset(index, lane, d), h = rows.height(index, lane, d);
+        return true;
+      }
+      rank = m.lanes[lane].rank;
+    }
+    if (rank < 0 || rank >= static_cast<int>(rank_y.size())) return false;
+    y0 = rank_y[rank], h = rows.header;
+    return true;
+  };
+  auto arrow = [&](const Message& msg, ImU32 col, float thickness) {
+    float ya = 0, ha = 0, yb = 0, hb = 0;
+    if (!span_row(msg.send_span, msg.src, ya, ha) || !span_row(msg.deliver_span, msg.dst, yb, hb))
+      return;
+    const ImVec2 p(sx(msg.send_time), ya + ha * 0.5f), q(sx(msg.arrival), yb + hb * 0.5f);
+    if (std::max(p.y, q.y) < win_y0 || std::min(p.y, q.y) > win_y1) return;
+    const float dx = q.x - p.x, dy = q.y - p.y, len = std::sqrt(dx * dx + dy * dy);
+    if (len < 1) return;
+    const float ux = dx / len, uy = dy / len, head = 4 + 2 * thickness;
+    const ImVec2 base(q.x - ux * head, q.y - uy * head);
+    dl->AddLine(p, base, col, thickness);
+    dl->AddTriangleFilled(q, ImVec2(base.x - uy * head * 0.5f, base.y + ux * head * 0.5f),
+                          ImVec2(base.x + uy * head * 0.5f, base.y - ux * head * 0.5f), col);
+  };
+
+  // Flows: messages with an end in view, coloured by chunk as in the other panels.
+  static std::vector<std::uint32_t> flows;
+  flows.clear();
+  const bool all_flows = index.messages_in_view(m, view.t0, view.t1, kMaxFlows, flows);
+  if (all_flows) {
+    for (const std::uint32_t k : flows) {
+      const Message& msg = m.messages[k];
+      arrow(msg, with_alpha(chunk_color(msg.chunk, chunks_of(m, msg.buffer)), 0.85f), 1.5f);
+    }
+  }
+
+  // The selection on top: its span and its message's ends outlined, its arrow bold.
+  auto outline = [&](std::int32_t span) {
+    float y0 = 0, h = 0;
+    if (span < 0 || lane_y[m.spans[span].lane] < 0 || !span_row(span, -1, y0, h)) return;
+    const Span& s = m.spans[span];
+    const float x0 = sx(s.start), x1 = std::max(sx(s.end()), x0 + kMinSpanPx);
+    dl->AddRect(ImVec2(x0 - 1, y0), ImVec2(x1 + 1, y0 + h), kHighlight, 0.0f, 0, 2.0f);
+  };
+  const Selection& sel = doc.selection;
+  if (sel.message >= 0 && sel.message < static_cast<int>(m.messages.size())) {
+    const Message& msg = m.messages[sel.message];
+    outline(msg.send_span);
+    outline(msg.deliver_span);
+    arrow(msg, kHighlight, 2.5f);
+  }
+  if (sel.span >= 0 && sel.span < static_cast<int>(m.spans.size())) outline(sel.span);
+
+  // The playback moment.
+  const float nx = sx(now_us);
+  if (now_us >= view.t0 && now_us <= view.t1)
+    dl->AddLine(ImVec2(nx, win_y0), ImVec2(nx, std::min(top.y + content_h, win_y1)), kNowLine,
+                2.0f);
+  if (!all_flows) {
+    const char* note = "too many messages in view to draw their arrows: zoom in";
+    const ImVec2 size = ImGui::CalcTextSize(note);
+    const ImVec2 at(x_right - size.x - 16, win_y0 + 4);
+    dl->AddRectFilled(ImVec2(at.x - 6, at.y - 2), ImVec2(at.x + size.x + 6, at.y + size.y + 2),
+                      IM_COL32(20, 22, 28, 230));
+    dl->AddText(at, kText, note);
+  }
+  dl->PopClipRect();
+
+  // Hover and click, from what was drawn this frame.
+  if (any_hovered && hovered.merged())
+    merged_tooltip(m, hovered);
+  else if (any_hovered)
+    span_tooltip(m, index, hovered.span);
+  if (released && io.MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] < kClickSlopSq) {
+    if (!any_hovered) {
+      doc.selection.clear();
+    } else if (hovered.merged()) {  // zoom onto the run, with a margin
+      const double t0 = m.spans[hovered.span].start, t1 = m.spans[hovered.last].end();
+      const double margin = std::max(0.1 * (t1 - t0), kMinViewUs);
+      tl.view_begin = t0 - margin, tl.view_end = t1 + margin;
+    } else {
+      doc.selection.span = static_cast<int>(hovered.span);
+      doc.selection.message = index.message_of_span(hovered.span);
+    }
+  }
+  ImGui::EndChild();
+
+  // The ruler last, with the view as this frame's panning and zooming left it.
+  ImDrawList* panel_dl = ImGui::GetWindowDrawList();
+  const ImVec2 ruler1(ruler0.x + canvas_w, ruler0.y + ruler_h);
+  panel_dl->PushClipRect(ruler0, ruler1, true);
+  draw_ruler(panel_dl, m, view, ruler0, ruler1, now_us);
+  if (now_us >= view.t0 && now_us <= view.t1)
+    panel_dl->AddLine(ImVec2(nx, ruler0.y + 8), ImVec2(nx, ruler1.y), kNowLine, 2.0f);
+  panel_dl->PopClipRect();
 }
 
 }  // namespace distlab::viewer

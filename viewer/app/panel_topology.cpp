@@ -1,13 +1,348 @@
-// panel_topology.cpp — (being written)
+// panel_topology.cpp — the ranks and the messages between them, as playback moves.
+//
+//   node    a rank ("r3"); it glows green while it computes (see working())
+//   line    a pair of ranks that exchange messages somewhere in the trace (thin, dim); its
+//           width grows with the bytes that have arrived on it so far
+//   packet  a message on the wire, moving from sender to receiver; coloured by its chunk
+//           (the Shards panel's colours), sized by its bytes on a log scale
+// Positions come from topology_layout.hpp (a circle, a grid past 16 ranks).
 #include <imgui.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "colors.hpp"
+#include "core/units.hpp"
 #include "panels.hpp"
+#include "viewer/model/stats.hpp"
+#include "viewer/model/topology_layout.hpp"
 
 namespace distlab::viewer {
 
+namespace {
+
+constexpr ImU32 kLinkIdle = IM_COL32(120, 130, 150, 70);
+constexpr ImU32 kLinkUsed = IM_COL32(150, 175, 215, 170);
+constexpr ImU32 kNodeBorder = IM_COL32(170, 180, 200, 255);
+constexpr ImU32 kPacketBorder = IM_COL32(15, 15, 20, 220);
+constexpr double kBend = 0.08;  // packets' arcs: off the line by this much of its length
+constexpr int kTrailPoints = 12;
+
+// An unordered pair of ranks that exchange messages, and what has arrived on it.
+struct Pair {
+  int a = 0, b = 0;        // a < b
+  std::int64_t total = 0;  // both directions, whole trace
+};
+
+// Computed once per loaded model: it does not change after loading.
+struct Layout {
+  std::vector<Point> pos;
+  double node = 0;  // node radius, unit square
+  std::vector<Pair> pairs;
+  std::map<std::pair<int, int>, std::size_t> pair_index;
+  std::int64_t max_pair = 0;
+  std::int64_t min_bytes = 0, max_bytes = 0;  // over messages with a known size
+  std::map<std::uint32_t, int> chunks;        // buffer string id -> its declared chunk count
+  // Traffic that has arrived, for the moment last drawn (recomputed when the moment moves).
+  Clock clock = Clock::steps;
+  double moment_key = -1;
+  std::vector<std::int64_t> pair_so_far;
+  std::vector<RankTraffic> rank_so_far;
+};
+
+Layout build_layout(const TraceModel& m) {
+  Layout l;
+  l.pos = rank_positions(m.world_size());
+  l.node = node_radius(m.world_size());
+  for (const LinkTraffic& t : link_totals(m)) {
+    const auto key = std::minmax(t.src, t.dst);
+    if (t.src == t.dst) continue;
+    auto [it, fresh] = l.pair_index.emplace(key, l.pairs.size());
+    if (fresh) l.pairs.push_back({key.first, key.second, 0});
+    l.pairs[it->second].total += t.bytes;
+  }
+  for (const Pair& p : l.pairs) l.max_pair = std::max(l.max_pair, p.total);
+  for (const Message& msg : m.messages) {
+    if (msg.bytes <= 0) continue;
+    l.min_bytes = l.min_bytes == 0 ? msg.bytes : std::min(l.min_bytes, msg.bytes);
+    l.max_bytes = std::max(l.max_bytes, msg.bytes);
+  }
+  for (std::uint32_t s = 0; s < m.strings.size(); ++s)
+    for (const BufferInfo& b : m.info.buffers)
+      if (m.strings[s] == b.name) l.chunks[s] = b.chunks;
+  return l;
+}
+
+// Arrived traffic changes only when the moment does: on the steps clock, once per step.
+void update_traffic(Layout& l, const TraceModel& m, const Moment& now) {
+  const double key = now.clock == Clock::steps ? now.step : now.time_us;
+  if (l.clock == now.clock && l.moment_key == key && !l.rank_so_far.empty()) return;
+  l.clock = now.clock;
+  l.moment_key = key;
+  const auto links = link_traffic(m, now);
+  l.rank_so_far = rank_totals(links, m.world_size());
+  l.pair_so_far.assign(l.pairs.size(), 0);
+  for (const LinkTraffic& t : links) {
+    const auto it = l.pair_index.find(std::minmax(t.src, t.dst));
+    if (it != l.pair_index.end()) l.pair_so_far[it->second] += t.bytes;
+  }
+}
+
+// True when some send or recv span of `rank` starts in [begin, end).
+bool messages_within(const TraceModel& m, int rank, double begin, double end) {
+  for (std::uint32_t li : m.ranks[rank].lanes) {
+    const Lane& lane = m.lanes[li];
+    const auto first = m.spans.begin() + lane.span_begin, last = m.spans.begin() + lane.span_end;
+    auto it =
+        std::lower_bound(first, last, begin, [](const Span& s, double t) { return s.start < t; });
+    for (; it != last && it->start < end; ++it)
+      if (it->kind == SpanKind::send || it->kind == SpanKind::recv) return true;
+  }
+  return false;
+}
+
+// Which ranks glow. computing() is true under any compute span, but lessons wrap each
+// algorithm in a phase span ("ring", "scatter", "ping-pong 8 B") that would light every rank
+// all the time. So a rank glows under a compute span with nothing nested in it and no message
+// of its own inside it (the work itself: "add"), and, on the steps clock, while a message it
+// reduces into its buffer lands (the last quarter of the beat): the reduction a step ends with.
+std::vector<bool> working(const TraceModel& m, const Moment& now,
+                          const std::vector<InFlight>& flying) {
+  std::vector<bool> out = computing(m, now);
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    if (!out[r]) continue;
+    out[r] = false;
+    for (std::uint32_t li : m.ranks[r].lanes) {
+      const Lane& lane = m.lanes[li];
+      const auto first = m.spans.begin() + lane.span_begin, last = m.spans.begin() + lane.span_end;
+      // Spans nest strictly and are sorted by start: the last one starting at or before t is
+      // the innermost that can cover t; any span after it starts past t.
+      const auto it = std::upper_bound(first, last, now.time_us,
+                                       [](double t, const Span& s) { return t < s.start; });
+      if (it == first) continue;
+      const Span& s = *std::prev(it);
+      const bool leaf = it == last || it->start >= s.end();
+      if (s.kind == SpanKind::compute && now.time_us < s.end() && leaf &&
+          !messages_within(m, static_cast<int>(r), s.start, s.end())) {
+        out[r] = true;
+        break;
+      }
+    }
+  }
+  if (now.clock == Clock::steps)
+    for (const InFlight& f : flying) {
+      const Message& msg = m.messages[f.message];
+      if (msg.apply == ApplyKind::reduce && f.progress >= 0.75 && msg.dst >= 0 &&
+          msg.dst < static_cast<int>(out.size()))
+        out[msg.dst] = true;
+    }
+  return out;
+}
+
+ImVec2 to_screen(Point p, ImVec2 origin, float side) {
+  return ImVec2(origin.x + static_cast<float>(p.x) * side,
+                origin.y + static_cast<float>(p.y) * side);
+}
+
+float distance(ImVec2 a, ImVec2 b) {
+  return std::hypot(a.x - b.x, a.y - b.y);
+}
+
+int chunk_count(const Layout& l, std::uint32_t buffer) {
+  const auto it = l.chunks.find(buffer);
+  return it == l.chunks.end() ? 1 : it->second;
+}
+
+void message_tooltip(const TraceModel& m, const Message& msg) {
+  ImGui::BeginTooltip();
+  ImGui::Text("r%d -> r%d  %s", msg.src, msg.dst,
+              msg.bytes >= 0 ? format_bytes(static_cast<double>(msg.bytes)).c_str() : "? B");
+  if (msg.step >= 0) ImGui::Text("step %d", msg.step);
+  if (msg.buffer) {
+    const std::string_view b = m.str(msg.buffer);
+    if (msg.chunk >= 0)
+      ImGui::Text("%.*s chunk %d%s%s", static_cast<int>(b.size()), b.data(), msg.chunk,
+                  msg.chunk_end > msg.chunk + 1 ? ".." : "",
+                  msg.chunk_end > msg.chunk + 1 ? std::to_string(msg.chunk_end - 1).c_str() : "");
+    else
+      ImGui::Text("%.*s (whole buffer)", static_cast<int>(b.size()), b.data());
+  }
+  if (msg.apply != ApplyKind::none)
+    ImGui::Text("%s, %d rank%s' data", msg.apply == ApplyKind::reduce ? "reduce" : "copy",
+                msg.contributions, msg.contributions == 1 ? "" : "s");
+  ImGui::TextDisabled("click to select");
+  ImGui::EndTooltip();
+}
+
+void rank_tooltip(const TraceModel& m, const Layout& l, int r, bool busy) {
+  ImGui::BeginTooltip();
+  ImGui::Text("r%d  %s", r, m.ranks[r].name.c_str());
+  const RankTraffic t =
+      r < static_cast<int>(l.rank_so_far.size()) ? l.rank_so_far[r] : RankTraffic{};
+  ImGui::Text("sent so far      %s in %d message%s",
+              format_bytes(static_cast<double>(t.bytes_sent)).c_str(), t.messages_sent,
+              t.messages_sent == 1 ? "" : "s");
+  ImGui::Text("received so far  %s in %d message%s",
+              format_bytes(static_cast<double>(t.bytes_recv)).c_str(), t.messages_recv,
+              t.messages_recv == 1 ? "" : "s");
+  ImGui::TextDisabled(busy ? "computing (or reducing what just arrived)" : "not computing");
+  ImGui::EndTooltip();
+}
+
+// One legend entry: a swatch drawn by `swatch` in a square the size of the text, then text;
+// on this line when it fits, else on the next.
+template <class Swatch>
+void legend_item(const char* text, bool first, Swatch swatch) {
+  const float h = ImGui::GetTextLineHeight();
+  if (!first) {
+    ImGui::SameLine(0, 14);
+    if (ImGui::GetContentRegionAvail().x < h + 4 + ImGui::CalcTextSize(text).x) ImGui::NewLine();
+  }
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  swatch(ImGui::GetWindowDrawList(), ImVec2(p.x + h * 0.5f, p.y + h * 0.5f), h * 0.5f);
+  ImGui::Dummy(ImVec2(h, h));
+  ImGui::SameLine(0, 4);
+  ImGui::TextDisabled("%s", text);
+}
+
+void legend() {
+  legend_item("computing", true, [](ImDrawList* d, ImVec2 c, float r) {
+    d->AddCircleFilled(c, r * 0.9f, with_alpha(kRankGlow, 0.35f));
+    d->AddCircle(c, r * 0.6f, kRankGlow, 0, 2.0f);
+  });
+  legend_item("message: colour = chunk, size = bytes", false, [](ImDrawList* d, ImVec2 c, float r) {
+    d->AddCircleFilled(c, r * 0.6f, chunk_color(0, 4));
+  });
+  legend_item("width = bytes arrived", false, [](ImDrawList* d, ImVec2 c, float r) {
+    d->AddLine(ImVec2(c.x - r, c.y), ImVec2(c.x + r, c.y), kLinkUsed, 3.0f);
+  });
+}
+
+}  // namespace
+
 void draw_topology(PanelContext& ctx) {
-  (void)ctx;
-  ImGui::TextUnformatted("topology: to come");
+  const TraceModel& m = ctx.model();
+  const int n = m.world_size();
+  if (n == 0) {
+    ImGui::TextDisabled("this trace has no ranks");
+    return;
+  }
+  Layout& l = ctx.doc.derived<Layout>(build_layout);
+  update_traffic(l, m, ctx.now);
+  const auto flying = in_flight(m, ctx.now);
+  const auto busy = working(m, ctx.now, flying);
+
+  std::int64_t moved = 0;
+  for (const RankTraffic& t : l.rank_so_far) moved += t.bytes_recv;
+  if (ctx.now.clock == Clock::steps && std::fabs(ctx.now.beat - std::round(ctx.now.beat)) < 1e-6)
+    ImGui::Text("step %d of %d", static_cast<int>(std::round(ctx.now.beat)), last_beat(m));
+  else if (ctx.now.clock == Clock::steps)
+    ImGui::Text("step %.2f of %d", ctx.now.beat, last_beat(m));
+  else
+    ImGui::Text("t = %s", format_seconds((ctx.now.time_us - m.t_begin) * 1e-6).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("\u00b7 %d rank%s \u00b7 %zu in flight \u00b7 %s arrived", n,
+                      n == 1 ? "" : "s", flying.size(),
+                      format_bytes(static_cast<double>(moved)).c_str());
+
+  legend();
+
+  // The canvas: the largest square that fits below the legend.
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float side = std::max(40.0f, std::min(avail.x, avail.y));
+  const ImVec2 corner = ImGui::GetCursorScreenPos();
+  const ImVec2 origin(corner.x + std::max(0.0f, (avail.x - side) * 0.5f), corner.y);
+  ImGui::InvisibleButton("##topology", ImVec2(std::max(avail.x, side), side));
+  const bool hovered = ImGui::IsItemHovered();
+  const bool clicked = ImGui::IsItemClicked();
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+
+  const float node_px = std::clamp(static_cast<float>(l.node) * side, 3.0f, 22.0f);
+  const float thin = n > 32 ? 0.75f : 1.0f;
+  std::vector<ImVec2> at(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) at[r] = to_screen(l.pos[r], origin, side);
+
+  // Links: every pair that ever talks, then the bytes that have arrived on it so far.
+  for (std::size_t i = 0; i < l.pairs.size(); ++i) {
+    const Pair& p = l.pairs[i];
+    dl->AddLine(at[p.a], at[p.b], kLinkIdle, thin);
+    if (l.pair_so_far[i] > 0 && l.max_pair > 0) {
+      const float w = thin + (node_px * 0.5f) * std::sqrt(static_cast<float>(l.pair_so_far[i]) /
+                                                          static_cast<float>(l.max_pair));
+      dl->AddLine(at[p.a], at[p.b], kLinkUsed, w);
+    }
+  }
+  const int selected = ctx.doc.selection.message;
+  if (selected >= 0 && selected < static_cast<int>(m.messages.size())) {
+    const Message& s = m.messages[selected];
+    if (s.src >= 0 && s.dst >= 0 && s.src < n && s.dst < n)
+      dl->AddLine(at[s.src], at[s.dst], kHighlight, 2.0f);
+  }
+
+  // Packets, to the right of their direction so that opposite ones pass each other.
+  const float r_min = std::max(2.0f, node_px * 0.28f), r_max = std::max(3.5f, node_px * 0.6f);
+  int hovered_packet = -1;
+  for (const InFlight& f : flying) {
+    const Message& msg = m.messages[f.message];
+    if (msg.src < 0 || msg.dst < 0 || msg.src >= n || msg.dst >= n) continue;
+    const ImU32 color = chunk_color(msg.chunk, chunk_count(l, msg.buffer));
+    // long links (a grid's row wrap) bow no further than a node's size off their line
+    const Point a = l.pos[msg.src], b = l.pos[msg.dst];
+    const double len = std::hypot(b.x - a.x, b.y - a.y);
+    const double bend = len > 0 ? std::min(kBend, 1.2 * l.node / len) : 0;
+    // its trail from the sender: which link it is on, and which way it goes
+    ImVec2 trail[kTrailPoints + 1];
+    for (int k = 0; k <= kTrailPoints; ++k)
+      trail[k] =
+          to_screen(packet_position(a, b, f.progress * k / kTrailPoints, bend), origin, side);
+    dl->AddPolyline(trail, kTrailPoints + 1, with_alpha(color, 0.45f), 0, 2.0f);
+    const ImVec2 p = trail[kTrailPoints];
+    const float rad = r_min + (r_max - r_min) * static_cast<float>(packet_scale(
+                                                    msg.bytes, l.min_bytes, l.max_bytes));
+    dl->AddCircleFilled(p, rad + 1.0f, kPacketBorder);
+    dl->AddCircleFilled(p, rad, color);
+    if (static_cast<int>(f.message) == selected) dl->AddCircle(p, rad + 3.0f, kHighlight, 0, 2.0f);
+    if (hovered && distance(mouse, p) <= rad + 2.0f) hovered_packet = static_cast<int>(f.message);
+  }
+
+  // Ranks on top.
+  int hovered_rank = -1;
+  for (int r = 0; r < n; ++r) {
+    const bool glow = busy[r];
+    if (glow) {
+      dl->AddCircleFilled(at[r], node_px * 1.7f, with_alpha(kRankGlow, 0.18f));
+      dl->AddCircleFilled(at[r], node_px * 1.35f, with_alpha(kRankGlow, 0.35f));
+    }
+    dl->AddCircleFilled(at[r], node_px, kRankFill);
+    dl->AddCircle(at[r], node_px, glow ? kRankGlow : kNodeBorder, 0, glow ? 2.0f : 1.0f);
+    if (hovered && distance(mouse, at[r]) <= node_px + 2.0f) hovered_rank = r;
+
+    char label[16];
+    std::snprintf(label, sizeof label, "r%d", r);
+    const ImVec2 ts = ImGui::CalcTextSize(label);
+    if (ts.x <= node_px * 1.8f) {  // inside the node
+      dl->AddText(ImVec2(at[r].x - ts.x * 0.5f, at[r].y - ts.y * 0.5f), kText, label);
+    } else if (n <= kCircleMaxRanks) {  // outside, along the spoke from the centre
+      const ImVec2 c(origin.x + side * 0.5f, origin.y + side * 0.5f);
+      const float d = std::max(1.0f, distance(at[r], c));
+      const float k = node_px + 4 + std::max(ts.x, ts.y) * 0.5f;
+      dl->AddText(ImVec2(at[r].x + (at[r].x - c.x) / d * k - ts.x * 0.5f,
+                         at[r].y + (at[r].y - c.y) / d * k - ts.y * 0.5f),
+                  kText, label);
+    }
+  }
+
+  if (hovered_rank >= 0) {
+    rank_tooltip(m, l, hovered_rank, busy[hovered_rank]);
+  } else if (hovered_packet >= 0) {
+    message_tooltip(m, m.messages[hovered_packet]);
+    if (clicked) ctx.doc.selection.message = hovered_packet;
+  }
 }
 
 }  // namespace distlab::viewer

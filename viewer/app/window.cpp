@@ -25,7 +25,8 @@ void on_glfw_error(int code, const char* what) { fmt::print(stderr, "distlab-vie
 
 }  // namespace
 
-int run_window(View& view, int width, int height, void (*setup_fonts)(float), float font_size) {
+int run_window(View& view, int width, int height, void (*setup_fonts)(float), float font_size,
+               int max_frames) {
   if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY")) {
     fmt::print(stderr,
                "distlab-viewer: no display (neither DISPLAY nor WAYLAND_DISPLAY is set); render a frame "
@@ -57,10 +58,10 @@ int run_window(View& view, int width, int height, void (*setup_fonts)(float), fl
   ImGui_ImplOpenGL3_Init("#version 330");
 
   double last = glfwGetTime();
-  while (!glfwWindowShouldClose(window)) {
+  for (int frame = 0; !glfwWindowShouldClose(window) && (max_frames <= 0 || frame < max_frames); ++frame) {
     // Paused and idle, wait for input instead of spinning a core.
     const bool animating = !view.documents().empty() && view.documents()[view.current()].playback.playing;
-    if (animating) glfwPollEvents();
+    if (animating || max_frames > 0) glfwPollEvents();
     else glfwWaitEventsTimeout(0.25);
     for (auto& path : g_dropped) view.open(path);
     g_dropped.clear();

@@ -13,58 +13,104 @@ namespace {
 constexpr double kEps = 1e-9;
 constexpr double kMeasuredSeconds = 10.0;  // the measured clock plays the whole trace in 10 s
 
-// (beat, time) knots of the piecewise-linear map between the clocks: beat s - 1 at the start of
-// step s, the last beat at the end of the trace; both coordinates non-decreasing.
-std::vector<std::pair<double, double>> knots(const TraceModel& m) {
-  std::vector<std::pair<double, double>> k;
-  const double last = last_beat(m);
-  for (const auto& f : m.steps) {
-    if (f.step < 1 || f.step - 1 >= last) continue;
-    const double beat = f.step - 1;
-    const double t = std::clamp(f.ts, m.t_begin, m.t_end);
-    if (!k.empty() && beat <= k.back().first) continue;  // a repeated step keeps the first
-    k.emplace_back(beat, k.empty() ? t : std::max(t, k.back().second));
-  }
-  if (k.empty() || k.front().first > 0) k.insert(k.begin(), {0.0, m.t_begin});
-  if (k.back().first < last) k.emplace_back(last, std::max(m.t_end, k.back().second));
-  return k;
+double lerp(double a, double b, double f) { return a + (b - a) * f; }
+
+// The beat -> time knots; a model nobody indexed maps [0, 1] onto the extent.
+std::vector<double> fallback_knots(const TraceModel& m) {
+  const TimeSpan a = active_range(m);
+  return {a.begin, a.end};
 }
 
-double lerp(double a, double b, double f) { return a + (b - a) * f; }
+const std::vector<double>& knots(const TraceModel& m, std::vector<double>& scratch) {
+  if (m.beat_times.size() >= 2) return m.beat_times;
+  scratch = fallback_knots(m);
+  return scratch;
+}
+
+// The step id played during beat (k - 1, k], for k in 1 .. step count; -1 when none.
+int step_id_of_beat(const TraceModel& m, int k) {
+  return k >= 1 && k <= static_cast<int>(m.step_ids.size()) ? m.step_ids[k - 1] : -1;
+}
 
 }  // namespace
 
+void index_steps(TraceModel& m) {
+  m.step_ids.clear();
+  for (const auto& msg : m.messages)
+    if (msg.step >= 0) m.step_ids.push_back(msg.step);
+  for (const auto& f : m.steps)
+    if (f.step >= 0) m.step_ids.push_back(f.step);
+  std::sort(m.step_ids.begin(), m.step_ids.end());
+  m.step_ids.erase(std::unique(m.step_ids.begin(), m.step_ids.end()), m.step_ids.end());
+
+  // The active range: the spans' extent (the whole trace when it has none).
+  m.active_begin = m.t_end, m.active_end = m.t_begin;
+  for (const Span& s : m.spans) m.active_begin = std::min(m.active_begin, s.start), m.active_end = std::max(m.active_end, s.end());
+  if (!(m.active_begin < m.active_end)) m.active_begin = m.t_begin, m.active_end = m.t_end;
+
+  // Beat k - 1 starts step k: its frame's time, else its earliest send; never before the beat
+  // before (the map stays monotone), and the last beat is the end of the active range.
+  const std::size_t n = m.step_ids.size();
+  std::vector<double> start(n, -1.0);
+  auto index = [&](int id) {
+    return static_cast<std::size_t>(std::lower_bound(m.step_ids.begin(), m.step_ids.end(), id) - m.step_ids.begin());
+  };
+  for (const auto& f : m.steps)
+    if (f.step >= 0) {
+      double& s = start[index(f.step)];
+      s = s < 0 ? f.ts : std::min(s, f.ts);
+    }
+  for (const auto& msg : m.messages)
+    if (msg.step >= 0) {
+      double& s = start[index(msg.step)];
+      if (s < 0) s = msg.send_time;  // no frame for this step: its first send starts it
+    }
+  m.beat_times.assign(std::max<std::size_t>(n, 1) + 1, m.active_begin);
+  for (std::size_t k = 0; k < n; ++k) {
+    const double t = std::clamp(start[k] < 0 ? m.active_begin : start[k], m.active_begin, m.active_end);
+    m.beat_times[k] = k ? std::max(t, m.beat_times[k - 1]) : t;
+  }
+  m.beat_times.back() = std::max(m.active_end, m.beat_times[m.beat_times.size() - 2]);
+}
+
+TimeSpan active_range(const TraceModel& m) {
+  if (m.active_end > m.active_begin) return {m.active_begin, m.active_end};
+  return {m.t_begin, m.t_end};
+}
+
 const char* to_string(Clock c) { return c == Clock::steps ? "steps" : "measured"; }
 
-int last_beat(const TraceModel& model) { return std::max(1, model.max_step()); }
+int last_beat(const TraceModel& model) { return std::max<int>(1, static_cast<int>(model.step_ids.size())); }
+
+int step_id_at_beat(const TraceModel& model, int beat) { return std::max(0, step_id_of_beat(model, beat)); }
 
 double time_at_beat(const TraceModel& model, double beat) {
-  const auto k = knots(model);
-  if (beat <= k.front().first) return k.front().second;
-  for (std::size_t i = 1; i < k.size(); ++i)
-    if (beat <= k[i].first) {
-      const double span = k[i].first - k[i - 1].first;
-      return lerp(k[i - 1].second, k[i].second, span > 0 ? (beat - k[i - 1].first) / span : 1.0);
-    }
-  return k.back().second;
+  std::vector<double> scratch;
+  const auto& k = knots(model, scratch);
+  const double last = static_cast<double>(k.size() - 1);
+  if (!(beat > 0)) return k.front();
+  if (beat >= last) return k.back();
+  const auto i = static_cast<std::size_t>(std::floor(beat));
+  return lerp(k[i], k[i + 1], beat - static_cast<double>(i));
 }
 
 double beat_at_time(const TraceModel& model, double t_us) {
-  const auto k = knots(model);
-  if (t_us <= k.front().second) return k.front().first;
-  for (std::size_t i = 1; i < k.size(); ++i)
-    if (t_us < k[i].second || (i + 1 == k.size() && t_us <= k[i].second)) {
-      const double span = k[i].second - k[i - 1].second;
-      return lerp(k[i - 1].first, k[i].first, span > 0 ? (t_us - k[i - 1].second) / span : 0.0);
-    }
-  return k.back().first;
+  std::vector<double> scratch;
+  const auto& k = knots(model, scratch);
+  if (t_us <= k.front()) return 0;
+  if (t_us >= k.back()) return static_cast<double>(k.size() - 1);
+  // The last knot at or before t; within a segment of zero length the beat is its end.
+  const auto it = std::upper_bound(k.begin(), k.end(), t_us) - 1;
+  const auto i = static_cast<std::size_t>(it - k.begin());
+  const double span = k[i + 1] - k[i];
+  return static_cast<double>(i) + (span > 0 ? (t_us - k[i]) / span : 0.0);
 }
 
 // ---- Playback -------------------------------------------------------------------------------
 
 void Playback::reset(const TraceModel& model) {
   playing = false;
-  position_ = clock == Clock::steps ? 0.0 : model.t_begin;
+  position_ = clock == Clock::steps ? 0.0 : active_range(model).begin;
 }
 
 void Playback::set_clock(const TraceModel& model, Clock c) {
@@ -80,8 +126,9 @@ void Playback::advance(const TraceModel& model, double wall_seconds) {
     position_ += speed * wall_seconds;
     if (position_ >= last_beat(model)) position_ = last_beat(model), playing = false;
   } else {
-    position_ += (model.t_end - model.t_begin) * speed * wall_seconds / kMeasuredSeconds;
-    if (position_ >= model.t_end) position_ = model.t_end, playing = false;
+    const TimeSpan a = active_range(model);
+    position_ += (a.end - a.begin) * speed * wall_seconds / kMeasuredSeconds;
+    if (position_ >= a.end) position_ = a.end, playing = false;
   }
 }
 
@@ -101,7 +148,7 @@ void Playback::seek_beat(const TraceModel& model, double beat) {
 }
 
 void Playback::seek_time(const TraceModel& model, double t_us) {
-  t_us = std::clamp(t_us, model.t_begin, model.t_end);
+  t_us = std::clamp(t_us, active_range(model).begin, active_range(model).end);
   position_ = clock == Clock::measured ? t_us : beat_at_time(model, t_us);
 }
 
@@ -115,7 +162,7 @@ Moment Playback::moment(const TraceModel& model) const {
     m.time_us = position_;
     m.beat = beat_at_time(model, position_);
   }
-  m.step = static_cast<int>(std::floor(m.beat + kEps));
+  m.step = step_id_at_beat(model, static_cast<int>(std::floor(m.beat + kEps)));
   return m;
 }
 
@@ -129,7 +176,7 @@ std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
     const Message& m = model.messages[i];
     double progress = -1;
     if (at.clock == Clock::steps && m.step >= 0) {
-      if (between && m.step == static_cast<int>(whole) + 1) progress = at.beat - whole;
+      if (between && m.step == step_id_of_beat(model, static_cast<int>(whole) + 1)) progress = at.beat - whole;
     } else if (m.send_time <= at.time_us && at.time_us < m.arrival) {
       const double d = m.arrival - m.send_time;
       progress = d > 0 ? (at.time_us - m.send_time) / d : 0.0;

@@ -2,10 +2,13 @@
 // Plain C++ over TraceModel (no ImGui), so the panels only draw and the tests check the logic.
 //
 // Two clocks (the Playback panel switches between them):
-//   steps     each algorithm step is one beat: the position p runs over [0, last step]; the
-//             messages of step s travel while p is in (s - 1, s), and at p = s every message of
-//             steps <= s has been applied. The default for teaching.
-//   measured  real timestamps: the position is a time in microseconds in [t_begin, t_end];
+//   steps     each algorithm step is one beat: the position p runs over [0, number of steps];
+//             the messages of the k-th step travel while p is in (k - 1, k), and at p = k every
+//             message of it and the steps before has been applied. The default for teaching.
+//             Beats count the steps the trace holds (TraceModel::step_ids); step ids themselves
+//             need not be contiguous (a lesson's untraced warm-up runs use ids too).
+//   measured  real timestamps: the position is a time in microseconds in the active range
+//             (first span to last span end; active_range());
 //             a message travels from its send to its arrival.
 // Either position maps to the other through the step frames (piecewise linear), so a panel
 // can always ask for both a time and a beat.
@@ -24,16 +27,24 @@ const char* to_string(Clock c);
 // The moment a frame draws: both clocks' views of the same instant.
 struct Moment {
   Clock clock = Clock::steps;
-  double beat = 0;     // steps clock position, in [0, last step]
-  double time_us = 0;  // measured time, in [t_begin, t_end]
-  int step = 0;        // messages of steps <= this are complete (steps clock: floor(beat))
+  double beat = 0;     // steps clock position, in [0, last_beat]
+  double time_us = 0;  // measured time, in active_range()
+  int step = 0;        // the step id of beat floor(beat) (0 before the first): messages of
+                       // steps <= this are complete on the steps clock
 };
 
-// Beat <-> time through the step frames: beat s - 1 is the start of step s, the last beat is
-// t_end. A trace without step frames maps [0, 1] onto [t_begin, t_end].
+// Beat <-> time through TraceModel::beat_times: beat k - 1 is the start of the k-th step, the
+// last beat is active_end. A trace without steps maps [0, 1] onto the active range.
 double time_at_beat(const TraceModel& model, double beat);
 double beat_at_time(const TraceModel& model, double t_us);
-int last_beat(const TraceModel& model);  // the steps clock's end (the last step, at least 1)
+int last_beat(const TraceModel& model);  // the steps clock's end: the number of steps, at least 1
+// The measured clock's range: TraceModel::active_begin/end, or the whole extent of a model
+// nobody indexed.
+struct TimeSpan {
+  double begin = 0, end = 0;
+};
+TimeSpan active_range(const TraceModel& model);
+int step_id_at_beat(const TraceModel& model, int beat);  // the id of the beat-th step; 0 for beat 0
 
 class Playback {
  public:

@@ -15,10 +15,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
-#include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <unordered_map>
 
 #include "core/check.hpp"
@@ -71,14 +70,39 @@ std::optional<std::int64_t> as_int(od::value v) {
   od::number n = v.get_number();
   if (n.is_int64()) return n.get_int64();
   if (n.is_uint64()) return static_cast<std::int64_t>(n.get_uint64());
+  // A double converts only inside int64's range [-2^63, 2^63): outside it (4e42, found by the
+  // fuzzer) the cast is undefined behaviour.
   const double d = n.get_double();
+  if (!(d >= -0x1p63 && d < 0x1p63)) return std::nullopt;
   if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
   return std::nullopt;
 }
 
+// Strings and keys without a backslash are read in place, from the file's own bytes:
+// get_string() and unescaped_key() copy every one into simdjson's string buffer, which only
+// grows during a document (for a trace, half the file size again, and slower).
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 std::optional<std::string_view> as_string(od::value v) {
   if (v.type() != od::json_type::string) return std::nullopt;
+  std::string_view raw = v.raw_json_token();  // "text" and any whitespace after it
+  while (!raw.empty() && is_json_space(raw.back())) raw.remove_suffix(1);
+  if (raw.size() >= 2 && raw.back() == '"' && raw.find('\\') == std::string_view::npos) {
+    // Consume the value as get_string() would (no copy): an unconsumed value is skipped
+    // later with less checking, and a broken document could then slip through.
+    v.get_raw_json_string().value();
+    return raw.substr(1, raw.size() - 2);
+  }
   return std::string_view(v.get_string());
+}
+
+// An object key; simdjson has checked that it is a string and that its closing quote exists.
+std::string_view key_of(simdjson::simdjson_result<od::field>& field) {
+  const char* const begin = field.key().value().raw();  // just after the opening quote
+  const char* end = begin;
+  while (*end != '"' && *end != '\\' && *end != '\0') ++end;
+  if (*end == '"') return {begin, static_cast<std::size_t>(end - begin)};
+  return field.unescaped_key();
 }
 
 // "0x5", "5" or 5.
@@ -86,6 +110,16 @@ std::uint64_t as_mask(od::value v) {
   if (auto s = as_string(v)) return std::strtoull(std::string(*s).c_str(), nullptr, 0);
   if (auto i = as_int(v)) return static_cast<std::uint64_t>(*i);
   return 0;
+}
+
+// For a get_object() / get_array() that may fail: true when the value is of another type (the
+// caller skips it), false on success. Any other error means the document is broken or cut
+// short, and throws: swallowed, it would end the enclosing loop early and silently, and a
+// trace cut after a complete event would load as if whole (found by the corpus test).
+bool other_type(simdjson::error_code e) {
+  if (e == simdjson::SUCCESS) return false;
+  if (e == simdjson::INCORRECT_TYPE) return true;
+  throw simdjson::simdjson_error(e);
 }
 
 int clamp_int(std::int64_t v) {
@@ -128,6 +162,13 @@ struct FlowEnd {
   bool seen = false;
 };
 
+struct FlowEvent {  // one s or f event; grouped by id in build_messages()
+  std::uint64_t id;
+  double ts;
+  int pid;
+  bool finish;
+};
+
 SpanKind kind_of(std::string_view cat) {
   if (cat == "send") return SpanKind::send;
   if (cat == "recv") return SpanKind::recv;
@@ -147,7 +188,7 @@ class Builder {
 
   std::uint32_t intern(std::string_view s) {
     if (s.empty()) return 0;
-    auto it = ids_.find(std::string(s));
+    auto it = ids_.find(s);
     if (it != ids_.end()) return it->second;
     const auto id = static_cast<std::uint32_t>(m.strings.size());
     m.strings.emplace_back(s);
@@ -158,7 +199,7 @@ class Builder {
   void read_events(od::array events) {
     for (auto ev : events) {
       od::object o;
-      if (ev.get_object().get(o) != simdjson::SUCCESS) {
+      if (other_type(ev.get_object().get(o))) {
         ++skipped_;
         continue;
       }
@@ -173,21 +214,25 @@ class Builder {
   void finish();
 
  private:
-  std::unordered_map<std::string, std::uint32_t> ids_;
+  struct StringHash {  // lets ids_ be searched with a string_view, no std::string made per event
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::uint32_t, StringHash, std::equal_to<>> ids_;
   std::map<LaneKey, std::uint32_t> lane_ids_;  // lanes hold the pid in Lane::rank until finish()
   std::map<int, std::string> process_names_;
   std::map<int, int> process_sort_;
   std::map<LaneKey, std::string> thread_names_;
   std::map<LaneKey, int> thread_sort_;
   std::map<LaneKey, std::vector<OpenSpan>> open_;
-  std::map<std::uint64_t, std::pair<FlowEnd, FlowEnd>> flows_;  // id -> (start, finish)
+  std::vector<FlowEvent> flows_;                                // in file order
   std::map<int, std::vector<MemorySample>> memory_;             // pid -> samples
   std::map<int, bool> pids_;
   std::size_t skipped_ = 0;
 
   void read_fields(od::object o, EventFields& f) {
     for (auto field : o) {
-      const std::string_view key = field.unescaped_key();
+      const std::string_view key = key_of(field);
       od::value v = field.value();
       if (key == "ph") f.ph = as_string(v).value_or("");
       else if (key == "name") f.name = as_string(v).value_or("");
@@ -211,7 +256,7 @@ class Builder {
         f.has_id = true;
       } else if (key == "args") {
         od::object args;
-        if (v.get_object().get(args) == simdjson::SUCCESS) read_args(args, f);
+        if (!other_type(v.get_object().get(args))) read_args(args, f);
       }
     }
   }
@@ -219,7 +264,7 @@ class Builder {
   void read_args(od::object args, EventFields& f) {
     SpanArgs& a = f.margs;
     for (auto field : args) {
-      const std::string_view key = field.unescaped_key();
+      const std::string_view key = key_of(field);
       od::value v = field.value();
       if (key == "peer") a.peer = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
       else if (key == "bytes") a.bytes = as_int(v).value_or(-1), f.message_args = true;
@@ -244,7 +289,7 @@ class Builder {
   }
 
   std::uint32_t lane_of(int pid, int tid) {
-    auto [it, fresh] = lane_ids_.emplace(LaneKey{pid, tid}, static_cast<std::uint32_t>(m.lanes.size()));
+    auto [it, fresh] = lane_ids_.try_emplace(LaneKey{pid, tid}, static_cast<std::uint32_t>(m.lanes.size()));
     if (fresh) {
       Lane l;
       l.rank = pid;
@@ -300,9 +345,7 @@ class Builder {
       case 's':
       case 'f': {
         if (!f.has_id) break;
-        auto& ends = flows_[f.id];
-        FlowEnd& e = ph == 's' ? ends.first : ends.second;
-        if (!e.seen) e = {pid, f.ts, true};  // a repeated end keeps the first
+        flows_.push_back({f.id, f.ts, pid, ph == 'f'});
         pids_[pid] = true;
         break;
       }
@@ -350,7 +393,7 @@ class Builder {
 // otherData.text (schema 2): {"concept": "...", "look_at": "..."}.
 void read_text(od::value v, TraceMeta& in) {
   od::object o;
-  if (v.get_object().get(o) != simdjson::SUCCESS) return;
+  if (other_type(v.get_object().get(o))) return;
   for (auto f : o) {
     const std::string_view k = f.unescaped_key();
     if (k == "concept") in.concept_text = as_string(f.value()).value_or("");
@@ -361,7 +404,7 @@ void read_text(od::value v, TraceMeta& in) {
 // otherData.memory_formula (schema 2): {"label": "...", "bytes_per_rank": [..]}.
 void read_memory_formula(od::value v, TraceMeta& in) {
   od::object o;
-  if (v.get_object().get(o) != simdjson::SUCCESS) return;
+  if (other_type(v.get_object().get(o))) return;
   for (auto f : o) {
     const std::string_view k = f.unescaped_key();
     od::value fv = f.value();
@@ -369,10 +412,10 @@ void read_memory_formula(od::value v, TraceMeta& in) {
       in.memory_formula = as_string(fv).value_or("");
     } else if (k == "bytes_per_rank") {
       od::array arr;
-      if (fv.get_array().get(arr) != simdjson::SUCCESS) continue;
+      if (other_type(fv.get_array().get(arr))) continue;
       for (auto item : arr) {
         od::value iv;
-        if (item.get(iv) != simdjson::SUCCESS) break;
+        if (other_type(item.get(iv))) break;
         in.memory_expected_bytes.push_back(std::max(0.0, as_double(iv).value_or(0)));
       }
     }
@@ -402,22 +445,22 @@ void Builder::read_other(od::object other) {
     else if (key == "memory_formula") read_memory_formula(v, in);
     else if (key == "verification") {
       od::object ver;
-      if (v.get_object().get(ver) != simdjson::SUCCESS) continue;
+      if (other_type(v.get_object().get(ver))) continue;
       in.has_verification = true;
       for (auto vf : ver) {
         const std::string_view k = vf.unescaped_key();
         od::value vv = vf.value();
         if (k == "verified") {
           bool b = false;
-          if (vv.get_bool().get(b) == simdjson::SUCCESS) in.verified = b;
+          if (!other_type(vv.get_bool().get(b))) in.verified = b;
         } else if (k == "checks") {
           in.checks = as_int(vv).value_or(0);
         } else if (k == "failed") {
           od::array arr;
-          if (vv.get_array().get(arr) != simdjson::SUCCESS) continue;
+          if (other_type(vv.get_array().get(arr))) continue;
           for (auto item : arr) {
             od::object fo;
-            if (item.get_object().get(fo) != simdjson::SUCCESS) continue;
+            if (other_type(item.get_object().get(fo))) continue;
             FailedCheck fc;
             for (auto ff : fo) {
               const std::string_view fk = ff.unescaped_key();
@@ -432,10 +475,10 @@ void Builder::read_other(od::object other) {
       }
     } else if (key == "buffers") {
       od::array arr;
-      if (v.get_array().get(arr) != simdjson::SUCCESS) continue;
+      if (other_type(v.get_array().get(arr))) continue;
       for (auto item : arr) {
         od::object bo;
-        if (item.get_object().get(bo) != simdjson::SUCCESS) continue;
+        if (other_type(item.get_object().get(bo))) continue;
         BufferInfo b;
         for (auto bf : bo) {
           const std::string_view bk = bf.unescaped_key();
@@ -453,30 +496,45 @@ void Builder::read_other(od::object other) {
 // ---- 4. messages ----------------------------------------------------------------------------
 
 void Builder::build_messages() {
-  struct Ends {
-    std::int32_t send = -1, deliver = -1;
+  // Flow events and message spans, each sorted by id; stable, so within one id the file
+  // order (flows) and the span order (spans) decide which end counts: the first.
+  struct MsgSpan {
+    std::uint64_t msg;
+    std::int32_t span;
   };
-  std::map<std::uint64_t, Ends> by_msg;
+  std::vector<MsgSpan> by_msg;
   for (std::size_t i = 0; i < m.spans.size(); ++i) {
     const Span& s = m.spans[i];
     const SpanArgs* a = m.args(s);
-    if (!a || !a->msg) continue;
-    auto& e = by_msg[a->msg];
-    if (s.kind == SpanKind::send && e.send < 0) e.send = static_cast<std::int32_t>(i);
-    if (s.kind == SpanKind::deliver && e.deliver < 0) e.deliver = static_cast<std::int32_t>(i);
+    if (a && a->msg && (s.kind == SpanKind::send || s.kind == SpanKind::deliver))
+      by_msg.push_back({a->msg, static_cast<std::int32_t>(i)});
   }
-  // Every id seen in a flow or on a message span; a message needs both of its ends.
-  std::map<std::uint64_t, bool> ids;
-  for (const auto& [id, fl] : flows_) ids[id] = true;
-  for (const auto& [id, e] : by_msg) ids[id] = true;
-  for (const auto& [id, unused] : ids) {
+  std::stable_sort(by_msg.begin(), by_msg.end(), [](const MsgSpan& a, const MsgSpan& b) { return a.msg < b.msg; });
+  std::stable_sort(flows_.begin(), flows_.end(), [](const FlowEvent& a, const FlowEvent& b) { return a.id < b.id; });
+
+  // Every id seen in a flow or on a message span, ascending (a merge of the two); a message
+  // needs both of its ends.
+  std::size_t fi = 0, si = 0;
+  while (fi < flows_.size() || si < by_msg.size()) {
+    const std::uint64_t id = si == by_msg.size()     ? flows_[fi].id
+                             : fi == flows_.size() ? by_msg[si].msg
+                                                   : std::min(flows_[fi].id, by_msg[si].msg);
+    FlowEnd start, finish;
+    for (; fi < flows_.size() && flows_[fi].id == id; ++fi) {
+      const FlowEvent& e = flows_[fi];
+      FlowEnd& end = e.finish ? finish : start;
+      if (!end.seen) end = {e.pid, e.ts, true};  // a repeated end keeps the first
+    }
+    struct {
+      std::int32_t send = -1, deliver = -1;
+    } ends;
+    for (; si < by_msg.size() && by_msg[si].msg == id; ++si) {
+      const std::int32_t i = by_msg[si].span;
+      if (m.spans[i].kind == SpanKind::send && ends.send < 0) ends.send = i;
+      if (m.spans[i].kind == SpanKind::deliver && ends.deliver < 0) ends.deliver = i;
+    }
     Message msg;
     msg.id = id;
-    const auto fit = flows_.find(id);
-    const FlowEnd start = fit != flows_.end() ? fit->second.first : FlowEnd{};
-    const FlowEnd finish = fit != flows_.end() ? fit->second.second : FlowEnd{};
-    const auto sit = by_msg.find(id);
-    const Ends ends = sit != by_msg.end() ? sit->second : Ends{};
     const Span* send = ends.send >= 0 ? &m.spans[ends.send] : nullptr;
     const Span* deliver = ends.deliver >= 0 ? &m.spans[ends.deliver] : nullptr;
     if (!(start.seen || send) || !(finish.seen || deliver)) continue;  // half a message
@@ -586,18 +644,20 @@ constexpr const char* kExpected = "a trace is a Chrome Trace Event JSON object {
 
 // ---- 5. parse / load ------------------------------------------------------------------------
 
-TraceModel parse_trace_model(std::string_view json) {
-  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos)
+namespace {
+
+// Reads a whole trace text into `b` (events and otherData; b.finish() comes after).
+void read_trace(simdjson::padded_string_view json, Builder& b) {
+  const std::size_t start = json.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos)
     throw Error(fmt::format("the trace is empty ({} bytes); {}", json.size(), kExpected));
-  const char first = json[json.find_first_not_of(" \t\r\n")];
+  const char first = json[start];
   if (first != '{' && first != '[')
     throw Error(fmt::format("the trace is not a JSON object or array (it starts with '{}'); {}", first, kExpected));
-  Builder b;
   bool saw_events = false;
   try {
-    const simdjson::padded_string padded(json);
     od::parser parser;
-    od::document doc = parser.iterate(padded);
+    od::document doc = parser.iterate(json);
     const od::json_type type = doc.type();
     if (type == od::json_type::array) {
       b.read_events(doc.get_array());
@@ -607,13 +667,13 @@ TraceModel parse_trace_model(std::string_view json) {
         const std::string_view key = field.unescaped_key();
         if (key == "traceEvents") {
           od::array events;
-          if (field.value().get_array().get(events) != simdjson::SUCCESS)
+          if (other_type(field.value().get_array().get(events)))
             throw Error(fmt::format("traceEvents is not an array; {}", kExpected));
           b.read_events(events);
           saw_events = true;
         } else if (key == "otherData") {
           od::object other;
-          if (field.value().get_object().get(other) == simdjson::SUCCESS) b.read_other(other);
+          if (!other_type(field.value().get_object().get(other))) b.read_other(other);
         }
       }
     } else {
@@ -627,20 +687,36 @@ TraceModel parse_trace_model(std::string_view json) {
   if (b.m.info.schema_version > kTraceSchemaVersion)
     throw Error(fmt::format("trace schema version {} is newer than this viewer reads ({}); update distlab",
                             b.m.info.schema_version, kTraceSchemaVersion));
+}
+
+}  // namespace
+
+TraceModel parse_trace_model(std::string_view json) {
+  Builder b;
+  read_trace(simdjson::padded_string(json), b);  // the padded copy is gone before finish()
   b.finish();
+  index_steps(b.m);
   return std::move(b.m);
 }
 
+// Memory (target: a peak of at most 3x the file): the file is read once, straight into simdjson's
+// padded buffer, and that buffer and the parser's structural index (4 bytes per JSON token,
+// about as large as the file again) are freed before finish() builds messages and sorts.
 TraceModel load_trace_model(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(fmt::format("cannot open trace {}: no such file, or not readable", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  try {
-    return parse_trace_model(ss.str());
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
+  Builder b;
+  {
+    simdjson::padded_string text;
+    if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS)
+      throw Error(fmt::format("cannot open trace {}: no such file, or not readable", path));
+    try {
+      read_trace(text, b);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", path, e.what()));
+    }
   }
+  b.finish();
+  index_steps(b.m);
+  return std::move(b.m);
 }
 
 // ---- 6. shard replay ------------------------------------------------------------------------
@@ -662,9 +738,17 @@ std::pair<int, int> chunk_range(const Message& m, int chunks) {
           std::clamp(static_cast<int>(std::max(m.chunk_end, m.chunk)), 0, chunks)};
 }
 
+// A buffer of more cells (ranks x chunks) than this is not replayed: a hostile or broken trace
+// could otherwise claim 2^20 chunks on thousands of ranks and exhaust memory.
+constexpr std::size_t kMaxShardCells = std::size_t{1} << 24;
+
 Replay prepare(const TraceModel& model) {
   Replay r;
   const int n = model.world_size();
+  // Chunks replayed per buffer: the declared count, or 0 for a buffer too large to replay.
+  std::vector<int> chunks_of;
+  for (const auto& b : model.info.buffers)
+    chunks_of.push_back(static_cast<std::size_t>(n) * b.chunks <= kMaxShardCells ? b.chunks : 0);
   r.buffer_of_string.assign(model.strings.size(), -1);
   for (std::size_t b = 0; b < model.info.buffers.size(); ++b)
     for (std::size_t s = 1; s < model.strings.size(); ++s)
@@ -678,19 +762,18 @@ Replay prepare(const TraceModel& model) {
   struct First {
     const Message* send = nullptr;
     double arrival = 1e300;
-    bool contributor = false;
   };
   std::vector<std::vector<First>> first(nb);
   std::vector<std::vector<bool>> carried(nb);  // per (buffer, chunk): some message carries it
   for (std::size_t b = 0; b < nb; ++b) {
-    first[b].resize(static_cast<std::size_t>(n) * model.info.buffers[b].chunks);
-    carried[b].assign(model.info.buffers[b].chunks, false);
+    first[b].resize(static_cast<std::size_t>(n) * chunks_of[b]);
+    carried[b].assign(chunks_of[b], false);
   }
 
   for (const Message& m : model.messages) {
     const int b = buffer_of(m);
     if (b < 0 || m.src < 0 || m.dst < 0 || m.src >= n || m.dst >= n) continue;
-    const int chunks = model.info.buffers[b].chunks;
+    const int chunks = chunks_of[b];
     if (m.apply == ApplyKind::reduce) reduce_style[b] = true;
     const auto [c0, c1] = chunk_range(m, chunks);
     for (int c = c0; c < c1; ++c) {
@@ -699,8 +782,6 @@ Replay prepare(const TraceModel& model) {
       if (!s.send || m.send_time < s.send->send_time) s.send = &m;
       First& d = first[b][static_cast<std::size_t>(m.dst) * chunks + c];
       d.arrival = std::min(d.arrival, m.arrival);
-      for (int k = 0; k < std::min(n, 64); ++k)
-        if (m.contrib_mask & bit_of(k)) first[b][static_cast<std::size_t>(k) * chunks + c].contributor = true;
     }
     if (m.step >= 0) r.order.push_back(&m);
   }
@@ -711,7 +792,7 @@ Replay prepare(const TraceModel& model) {
   for (std::size_t b = 0; b < nb; ++b) {
     BufferState bs;
     bs.name = model.info.buffers[b].name;
-    bs.chunks = model.info.buffers[b].chunks;
+    bs.chunks = chunks_of[b];
     bs.cells.resize(static_cast<std::size_t>(n) * bs.chunks);
     for (int rank = 0; rank < n; ++rank)
       for (int c = 0; c < bs.chunks; ++c) {
@@ -719,7 +800,7 @@ Replay prepare(const TraceModel& model) {
         const First& f = first[b][static_cast<std::size_t>(rank) * bs.chunks + c];
         if (reduce_style[b]) {
           cell = {true, bit_of(rank), 1};
-        } else if (f.contributor || (f.send && f.send->send_time < f.arrival)) {
+        } else if (f.send && f.send->send_time < f.arrival) {
           cell.held = true;
           cell.mask = f.send && f.send->contrib_mask ? f.send->contrib_mask : bit_of(rank);
           cell.count = cell.mask ? std::popcount(cell.mask) : std::max(1, f.send ? static_cast<int>(f.send->contributions) : 1);

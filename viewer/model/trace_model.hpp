@@ -145,6 +145,14 @@ struct TraceModel {
   std::vector<StepFrame> steps;          // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
   double t_begin = 0, t_end = 0;         // extent of all events, microseconds
+  // The steps clock (playback.hpp), filled by index_steps(): the distinct step ids of messages
+  // and frames in order (ids need not be contiguous), and the time of each beat: beat k - 1 is
+  // the start of step step_ids[k - 1], the last beat is t_end (step_ids.size() + 1 entries).
+  std::vector<int> step_ids;
+  std::vector<double> beat_times;
+  // Where the spans are (also by index_steps): setup before the first span and the report after
+  // the last carry only counters, so playback runs over [active_begin, active_end].
+  double active_begin = 0, active_end = 0;
   std::size_t events = 0;                // events read
 
   int world_size() const { return static_cast<int>(ranks.size()); }
@@ -153,6 +161,10 @@ struct TraceModel {
   int max_step() const;                  // the last step any message or frame names, 0 when none
   const SpanArgs* args(const Span& s) const { return s.args >= 0 ? &span_args[s.args] : nullptr; }
 };
+
+// Fills step_ids and beat_times from messages, steps and the extent (the loader calls it; a
+// model built by hand calls it after filling those).
+void index_steps(TraceModel& model);
 
 // Throws distlab::Error: "<what was wrong>; <what a trace should look like>".
 TraceModel parse_trace_model(std::string_view json);
@@ -165,15 +177,17 @@ TraceModel load_trace_model(const std::string& path);
 //   * A buffer that any message reduces into (apply = reduce) is all-reduce style: at the start
 //     every rank holds every chunk with only its own contribution.
 //   * Any other buffer (copy only: scatter, gather, broadcast, all-gather) starts with rank r
-//     holding chunk c when r is among the contributors of a message carrying c (the data is
-//     r's), or r sends c before it first receives it; such a chunk starts with the mask of the
-//     first message r sends of it, else with r alone. In a buffer cut into one chunk per rank,
+//     holding chunk c when r sends c before it first receives it (a rank that receives c first,
+//     as in a scatter, holds nothing of it until then); such a chunk starts with the mask of
+//     the first message r sends of it, else with r alone. In a buffer cut into one chunk per rank,
 //     a chunk that no message carries starts at its own rank (chunk c at rank c, c's data):
 //     the piece a scatter's or a gather's root keeps for itself. Every other chunk starts empty.
 //   * Messages are applied in (step, arrival) order to the receiver's chunks
 //     [chunk, chunk_end) (the whole buffer when the message names no chunk): copy makes the
 //     chunk held and replaces its mask; reduce makes it held and ORs the incoming mask in.
 //   * Messages without a step or naming an undeclared buffer are not replayed.
+//   * A buffer of more than 2^24 cells (ranks x chunks) is not replayed: its BufferState has
+//     0 chunks and no cells.
 // Contributions are a bit mask (worlds up to 64 ranks); past 64 ranks the count is kept from
 // the messages' `contributions` (copy: replaced, reduce: added, capped at the world size).
 struct ChunkState {

@@ -1,0 +1,209 @@
+// viewer/model/playback.hpp: the two clocks and what a moment shows, on the committed example
+// traces (06: five all-reduce algorithms on 4 ranks; 02: scatter and gather).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "imgui_headless.hpp"
+#include "viewer/model/playback.hpp"
+
+using namespace distlab::viewer;
+using distlab::testing::example_trace;
+
+namespace {
+
+const TraceModel& all_reduce_trace() {
+  static const TraceModel m = load_trace_model(example_trace("06_allreduce_sequential_ring_parallel"));
+  return m;
+}
+
+std::int64_t total_bytes(const TraceModel& m) {
+  std::int64_t b = 0;
+  for (const auto& msg : m.messages) b += std::max<std::int64_t>(0, msg.bytes);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("beats and times map onto each other through the step frames", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  const int last = last_beat(m);
+  // Beats count the steps the trace holds; their ids are sparse (warm-up runs use ids too).
+  REQUIRE(last == static_cast<int>(m.step_ids.size()));
+  REQUIRE(last >= 10);
+  REQUIRE(m.step_ids.back() > last);
+  // The clocks run over the spans, not the setup before them or the report after them.
+  REQUIRE(m.active_begin > m.t_begin);
+  REQUIRE(m.active_end <= m.t_end);
+  CHECK(time_at_beat(m, last) == Approx(m.active_end));
+  double prev = time_at_beat(m, 0);
+  CHECK(prev >= m.active_begin);
+  for (double b = 0.25; b <= last; b += 0.25) {
+    const double t = time_at_beat(m, b);
+    CHECK(t >= prev);  // monotone
+    prev = t;
+  }
+  // Beat k - 1 is the start of the k-th step.
+  for (int k = 1; k <= last; ++k)
+    for (const auto& f : m.steps)
+      if (f.step == m.step_ids[k - 1]) CHECK(time_at_beat(m, k - 1) == Approx(f.ts));
+  // Inverse where the map is strictly increasing.
+  for (double b = 0.5; b < last; b += 1.0) {
+    const double t = time_at_beat(m, b);
+    if (time_at_beat(m, b - 0.5) < t && t < time_at_beat(m, b + 0.5)) CHECK(beat_at_time(m, t) == Approx(b).margin(1e-6));
+  }
+  // Out of range clamps.
+  CHECK(time_at_beat(m, -3) == time_at_beat(m, 0));
+  CHECK(beat_at_time(m, m.t_end + 1e6) == Approx(last));
+}
+
+TEST_CASE("a trace without steps plays over one beat", "[playback]") {
+  TraceModel m;
+  m.t_begin = 10;
+  m.t_end = 30;
+  CHECK(last_beat(m) == 1);
+  CHECK(time_at_beat(m, 0.5) == Approx(20));
+  CHECK(beat_at_time(m, 25) == Approx(0.75));
+}
+
+TEST_CASE("playback steps, plays, stops at the end and switches clocks", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  Playback p;
+  p.reset(m);
+  CHECK(p.position() == 0);
+  p.next_step(m);
+  CHECK(p.position() == 1);
+  p.next_step(m);
+  CHECK(p.moment(m).step == m.step_ids[1]);
+  p.seek_beat(m, 2.5);
+  p.prev_step(m);
+  CHECK(p.position() == 2);
+  p.seek_beat(m, 2.5);
+  p.next_step(m);
+  CHECK(p.position() == 3);
+  p.seek_beat(m, 0);
+  p.prev_step(m);
+  CHECK(p.position() == 0);  // clamped
+
+  p.speed = 2;
+  p.playing = true;
+  p.advance(m, 0.5);
+  CHECK(p.position() == Approx(1));
+  p.advance(m, 1000);
+  CHECK(p.position() == last_beat(m));
+  CHECK_FALSE(p.playing);
+
+  // Switching clocks keeps the instant.
+  p.seek_beat(m, 3.5);
+  const Moment before = p.moment(m);
+  p.set_clock(m, Clock::measured);
+  CHECK(p.position() == Approx(before.time_us));
+  CHECK(p.moment(m).time_us == Approx(before.time_us));
+  p.next_step(m);
+  CHECK(p.moment(m).beat == Approx(4).margin(1e-6));
+  p.playing = true;
+  p.advance(m, 1e6);
+  CHECK(p.position() == Approx(m.active_end));
+  CHECK_FALSE(p.playing);
+  p.reset(m);
+  CHECK(p.position() == Approx(m.active_begin));
+}
+
+TEST_CASE("in flight: a step's messages travel between its beats", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  Playback p;
+  p.reset(m);
+  p.seek_beat(m, 0.25);
+  const auto moving = in_flight(m, p.moment(m));
+  int step1 = 0;
+  for (const auto& msg : m.messages) step1 += msg.step == m.step_ids[0];
+  REQUIRE(step1 > 0);
+  CHECK(static_cast<int>(moving.size()) == step1);
+  for (const auto& f : moving) {
+    CHECK(m.messages[f.message].step == m.step_ids[0]);
+    CHECK(f.progress == Approx(0.25));
+  }
+  p.seek_beat(m, 1);
+  CHECK(in_flight(m, p.moment(m)).empty());  // on a whole step nothing travels
+
+  // Measured clock: a message is on the wire between its send and its arrival.
+  const Message& msg = m.messages[m.messages.size() / 2];
+  REQUIRE(msg.arrival > msg.send_time);
+  p.set_clock(m, Clock::measured);
+  p.seek_time(m, (msg.send_time + msg.arrival) / 2);
+  bool found = false;
+  for (const auto& f : in_flight(m, p.moment(m)))
+    if (&m.messages[f.message] == &msg) {
+      found = true;
+      CHECK(f.progress == Approx(0.5));
+    }
+  CHECK(found);
+}
+
+TEST_CASE("link traffic so far adds up to every message at the end", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  Playback p;
+  p.reset(m);
+  CHECK(link_traffic(m, p.moment(m)).empty());
+  p.seek_beat(m, last_beat(m));
+  std::int64_t sum = 0;
+  int messages = 0;
+  for (const auto& l : link_traffic(m, p.moment(m))) {
+    CHECK(l.src != l.dst);
+    sum += l.bytes;
+    messages += l.messages;
+  }
+  CHECK(sum == total_bytes(m));
+  CHECK(messages == static_cast<int>(m.messages.size()));
+}
+
+TEST_CASE("shards at the end of a ring all-reduce: every rank holds every chunk from every rank", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  Playback p;
+  p.reset(m);
+  p.seek_beat(m, last_beat(m));
+  for (const Clock c : {Clock::steps, Clock::measured}) {
+    p.set_clock(m, c);
+    const ShardState s = shards_at(m, p.moment(m));
+    bool seen = false;
+    for (const auto& b : s.buffers) {
+      if (b.name != "ring_chunked") continue;
+      seen = true;
+      for (int r = 0; r < m.world_size(); ++r)
+        for (int c2 = 0; c2 < b.chunks; ++c2) {
+          CHECK(b.at(r, c2).held);
+          CHECK(b.at(r, c2).count == m.world_size());
+        }
+    }
+    CHECK(seen);
+  }
+}
+
+TEST_CASE("memory at a moment is the last ledger sample before it", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  REQUIRE(!m.memory.empty());
+  REQUIRE(!m.memory[0].empty());
+  Moment at;
+  at.clock = Clock::measured;
+  at.time_us = m.memory[0].front().ts - 1;
+  CHECK(memory_at(m, at)[0].total == 0);  // before the first sample: nothing allocated
+  at.time_us = m.memory[0].back().ts;
+  CHECK(memory_at(m, at)[0].total == m.memory[0].back().total);
+  CHECK(memory_at(m, at).size() == m.ranks.size());
+}
+
+TEST_CASE("computing is true only inside a compute span", "[playback]") {
+  const TraceModel& m = all_reduce_trace();
+  const Span* compute = nullptr;
+  for (const auto& s : m.spans)
+    if (s.kind == SpanKind::compute && s.dur > 0) compute = &s;
+  REQUIRE(compute);
+  const int rank = m.lanes[compute->lane].rank;
+  Moment at;
+  at.clock = Clock::measured;
+  at.time_us = compute->start + compute->dur / 2;
+  CHECK(computing(m, at)[rank]);
+  at.time_us = m.t_end + 1;
+  CHECK_FALSE(computing(m, at)[rank]);
+}

@@ -1,0 +1,35 @@
+// fuzz_trace_model.cpp — libFuzzer target for the viewer's trace loader (clang only).
+//
+// Any bytes go to parse_trace_model. distlab::Error is the expected rejection of bad input;
+// anything else is a loader bug: a crash, an AddressSanitizer or UndefinedBehaviorSanitizer
+// report, a leak, or another exception type escaping (libFuzzer reports it as a crash).
+// A trace that loads is also replayed (state_at_step, state_at_time) when its shard grid,
+// ranks x chunks summed over buffers, is small: the replay's state is that grid by design.
+//
+// Run it (builds build/fuzz with clang, fuzzes a copy of the seed corpus for SECONDS):
+//   scripts/fuzz-trace-model.sh [SECONDS]
+// Once over the seed corpus (viewer/model/fuzz_corpus/), after a first run of the script:
+//   ctest --test-dir build/fuzz -L fuzz
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/check.hpp"
+#include "viewer/model/trace_model.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace distlab::viewer;
+  TraceModel m;
+  try {
+    m = parse_trace_model(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const distlab::Error&) {
+    return 0;  // rejected with a sentence: the expected outcome for most inputs
+  }
+  std::size_t cells = 0;
+  for (const BufferInfo& b : m.info.buffers) cells += static_cast<std::size_t>(m.world_size()) * b.chunks;
+  if (cells <= (1u << 16)) {
+    state_at_step(m, m.max_step());
+    state_at_time(m, m.t_end);
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+// topology_layout.cpp — rank and packet positions in a unit square (topology_layout.hpp).
+#include "topology_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace distlab::viewer {
+
+namespace {
+
+constexpr double kCircleRadius = 0.40;  // leaves 0.1 on each side for the labels
+constexpr double kGridMargin = 0.06;
+
+int grid_columns(int ranks) {
+  return static_cast<int>(std::ceil(std::sqrt(static_cast<double>(ranks))));
+}
+
+}  // namespace
+
+std::vector<Point> rank_positions(int ranks) {
+  std::vector<Point> out;
+  if (ranks <= 0) return out;
+  out.reserve(static_cast<std::size_t>(ranks));
+  if (ranks == 1) return {{0.5, 0.5}};
+  if (ranks <= kCircleMaxRanks) {
+    for (int r = 0; r < ranks; ++r) {
+      // angle 0 points up; y grows downwards on screen, so +sin is clockwise
+      const double a = 2.0 * std::numbers::pi * r / ranks;
+      out.push_back({0.5 + kCircleRadius * std::sin(a), 0.5 - kCircleRadius * std::cos(a)});
+    }
+    return out;
+  }
+  const int cols = grid_columns(ranks);
+  const int rows = (ranks + cols - 1) / cols;
+  const double cell = (1.0 - 2 * kGridMargin) / std::max(cols, rows);
+  // centre the grid when it has fewer rows than columns
+  const double x0 = 0.5 - cell * cols / 2, y0 = 0.5 - cell * rows / 2;
+  for (int r = 0; r < ranks; ++r)
+    out.push_back({x0 + cell * (r % cols + 0.5), y0 + cell * (r / cols + 0.5)});
+  return out;
+}
+
+double node_radius(int ranks) {
+  if (ranks <= 1) return 0.06;
+  const double spacing = ranks <= kCircleMaxRanks
+                             ? 2.0 * kCircleRadius * std::sin(std::numbers::pi / ranks)
+                             : (1.0 - 2 * kGridMargin) / grid_columns(ranks);
+  return std::min(0.06, 0.3 * spacing);
+}
+
+double packet_scale(std::int64_t bytes, std::int64_t min_bytes, std::int64_t max_bytes) {
+  if (bytes <= 0 || min_bytes <= 0 || max_bytes <= min_bytes) return 0.5;
+  const double lo = std::log2(static_cast<double>(min_bytes)),
+               hi = std::log2(static_cast<double>(max_bytes));
+  return std::clamp((std::log2(static_cast<double>(bytes)) - lo) / (hi - lo), 0.0, 1.0);
+}
+
+Point packet_position(Point a, Point b, double progress, double bend) {
+  const double f = std::clamp(progress, 0.0, 1.0);
+  const double dx = b.x - a.x, dy = b.y - a.y;
+  // (-dy, dx) is the right-hand normal, as long as the link, with y pointing down; 4 f (1 - f)
+  // is 0 at the ends and 1 in the middle
+  const double off = bend * 4 * f * (1 - f);
+  return {a.x + dx * f - dy * off, a.y + dy * f + dx * off};
+}
+
+}  // namespace distlab::viewer

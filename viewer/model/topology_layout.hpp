@@ -1,0 +1,37 @@
+// topology_layout.hpp — where the Topology panel puts ranks and packets, in a unit square.
+// Plain geometry (no ImGui) so the tests can check it; the panel scales it to its canvas.
+//
+//   up to 16 ranks  a circle, rank 0 at the top, clockwise: a ring algorithm's neighbours sit
+//                   side by side, and the ring is the circle.
+//   past 16 ranks   a grid, row-major: partners rank ^ mask of recursive halving are in one row
+//                   (small masks) or one column (large masks), so their links stay straight.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace distlab::viewer {
+
+inline constexpr int kCircleMaxRanks = 16;
+
+struct Point {
+  double x = 0, y = 0;
+};
+
+// Rank centres inside [0, 1]^2, distinct, with room around them for labels.
+std::vector<Point> rank_positions(int ranks);
+
+// A node radius (unit-square units) that keeps neighbouring nodes apart for this many ranks.
+double node_radius(int ranks);
+
+// A packet's size in [0, 1] on a log scale of its bytes between the trace's smallest and
+// largest message; clamped; 0.5 when all messages are equally large or the size is unknown.
+double packet_scale(std::int64_t bytes, std::int64_t min_bytes, std::int64_t max_bytes);
+
+// Where a packet is after `progress` (0 .. 1) of the way from a to b. It flies on a shallow arc
+// bowed to the right of its direction, `bend` times the link's length off the line at the
+// middle: a -> b and b -> a pass each other, and packets crossing at the centre of the circle
+// (partners rank ^ 2 in recursive halving) do not pile up there.
+Point packet_position(Point a, Point b, double progress, double bend);
+
+}  // namespace distlab::viewer
