@@ -11,7 +11,7 @@
 // What each lane shows at this zoom (culling, merging of spans under 3 px) is decided by
 // viewer/model/timeline_lod, without ImGui; this file only lays the rows out and draws.
 //
-// Sections: constants and geometry / index cache / ruler / tooltips / draw_timeline.
+// Sections: constants and geometry / ruler / tooltips / draw_timeline.
 #include <imgui.h>
 #include <imgui_internal.h>  // SetItemUsingMouseWheel (1.86): the wheel zooms, not scrolls
 
@@ -69,8 +69,7 @@ struct Rows {
   }
 };
 
-// One index per open trace, built on first sight (a few ms per 100k spans), kept while the
-// trace is open; compare mode has two.
+// One index per document (Document::derived), built on first sight (a few ms per 100k spans).
 TimelineIndex build_index(const TraceModel& model) { return TimelineIndex(model); }
 
 int chunks_of(const TraceModel& m, std::uint32_t buffer) {
