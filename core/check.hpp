@@ -2,7 +2,7 @@
 //
 // DL_CHECK(cond, fmt, args...) throws distlab::Error with file:line and a formatted message.
 // DL_MPI_CHECK(call) checks an MPI call and names the call text and MPI's error string.
-// (DL_CUDA_CHECK / DL_NCCL_CHECK live beside the CUDA code, same shape.)
+// DL_CUDA_CHECK / DL_CUBLAS_CHECK / DL_NCCL_CHECK(call), same shape, for CUDA code.
 // The runtime catches Error on any rank and ends every rank with that rank's message.
 #pragma once
 
@@ -42,6 +42,26 @@ std::string mpi_error_string(int code);
   do {                                                                                      \
     const int dl_mpi_rc = (call);                                                           \
     DL_CHECK(dl_mpi_rc == MPI_SUCCESS, "{} failed: {}", #call, ::distlab::mpi_error_string(dl_mpi_rc)); \
+  } while (0)
+
+// CUDA, cuBLAS and NCCL calls: the macros expand only where those headers are included (CUDA
+// code), so this header needs none of them. A kernel launch is followed by
+// DL_CUDA_LAUNCH_CHECK(): the launch's error, without synchronizing the device.
+#define DL_CUDA_CHECK(call)                                                                     \
+  do {                                                                                          \
+    const cudaError_t dl_cuda_rc = (call);                                                      \
+    DL_CHECK(dl_cuda_rc == cudaSuccess, "{} failed: {}", #call, cudaGetErrorString(dl_cuda_rc)); \
+  } while (0)
+#define DL_CUDA_LAUNCH_CHECK() DL_CUDA_CHECK(cudaGetLastError())
+#define DL_CUBLAS_CHECK(call)                                                                       \
+  do {                                                                                              \
+    const cublasStatus_t dl_cublas_rc = (call);                                                     \
+    DL_CHECK(dl_cublas_rc == CUBLAS_STATUS_SUCCESS, "{} failed: {}", #call, cublasGetStatusString(dl_cublas_rc)); \
+  } while (0)
+#define DL_NCCL_CHECK(call)                                                                     \
+  do {                                                                                          \
+    const ncclResult_t dl_nccl_rc = (call);                                                     \
+    DL_CHECK(dl_nccl_rc == ncclSuccess, "{} failed: {}", #call, ncclGetErrorString(dl_nccl_rc)); \
   } while (0)
 
 #define DL_FAIL(...) ::distlab::fail_at(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))

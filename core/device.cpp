@@ -61,16 +61,13 @@ int cuda_device_count() {
 
 Device resolve_device(const std::string& requested) {
   if (requested == "cpu") return Device::cpu;
-  if (requested == "auto") {
-    // The CUDA ops and transports are not in this build yet, so auto stays on the CPU.
-    return Device::cpu;
-  }
+  if (requested == "auto") return built_with_cuda() && cuda_device_count() > 0 ? Device::cuda : Device::cpu;
   if (requested == "cuda") {
     if (!built_with_cuda())
       throw UsageError("--device cuda: this build has no CUDA support (nvcc was not found at configure time); use --device cpu");
     if (cuda_device_count() == 0)
       throw UsageError("--device cuda: no CUDA device answers on this machine; use --device cpu");
-    throw UsageError("--device cuda: the lessons' CUDA ops and transports are not built yet; use --device cpu");
+    return Device::cuda;
   }
   throw UsageError("--device must be auto, cpu or cuda, not '" + requested + "'");
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "check.hpp"
+#include "cuda_context.hpp"
 #include "device.hpp"
 #include "json.hpp"
 #include "trace_writer.hpp"
@@ -68,6 +69,9 @@ bool launched_by_mpi() {
 }
 int launcher_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
 int launcher_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0); }
+int launcher_local_rank() {
+  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, launcher_rank());
+}
 
 // --- results --------------------------------------------------------------------------
 
@@ -221,11 +225,31 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
 
 namespace {
 
+// With --device cuda, the rank's GPU and stream for the body's lifetime (cuda_context.hpp).
+// `gpu_rank` picks the GPU: the rank in-process, the rank on its node under mpirun.
+class CudaBinding {
+ public:
+  CudaBinding(const Comm& comm, int gpu_rank) {
+    if (comm.device() != Device::cuda) return;
+    cuda_bind_rank(gpu_rank);
+    bound_ = true;
+  }
+  ~CudaBinding() {
+    if (bound_) cuda_unbind_rank();
+  }
+  CudaBinding(const CudaBinding&) = delete;
+  CudaBinding& operator=(const CudaBinding&) = delete;
+
+ private:
+  bool bound_ = false;
+};
+
 // Runs one rank's body and records how it ended on the hub.
 void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadHub& hub) {
   RankLog& log = comm.recorder().log();
   log.t_start = now_us();
   try {
+    CudaBinding gpu(comm, comm.rank());
     body(comm);
   } catch (const UsageError& e) {
     hub.fail(-1, e.what(), 2);
@@ -357,6 +381,7 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     log.clock_offset_us = transport.clock_offset_us();
     log.t_start = now_us();
     try {
+      CudaBinding gpu(comm, launcher_local_rank());
       body(comm);
     } catch (const UsageError& e) {
       MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);

@@ -126,5 +126,7 @@ bool launched_by_mpi();
 // The world size and rank the launcher announced in the environment (1 and 0 otherwise).
 int launcher_size();
 int launcher_rank();
+// This process's rank among those on its node (the GPU it takes under mpirun).
+int launcher_local_rank();
 
 }  // namespace distlab
