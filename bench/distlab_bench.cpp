@@ -234,10 +234,11 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
 // Elements of my result that differ from the reference (--inject-fault spoils one first).
 std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
   if (k.want.empty()) return 0;
-  float* got = k.work.data();
+  View<float> result = k.work.view();
   if (k.collective == Collective::reduce_scatter)
-    got = cand.in_place() ? k.work.data() + k.part.begin(comm.rank()) : k.out.data();
-  if (comm.inject_fault()) got[0] += 1.0f;
+    result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size()) : k.out.view();
+  if (comm.inject_fault()) inject_fault_into(result);
+  const std::vector<float> got = to_host(result);  // a GPU result is checked on the host
   std::uint64_t wrong = 0;
   for (std::size_t i = 0; i < k.want.size(); ++i) {
     const double g = got[i], w = k.want[i];

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "check.hpp"
 #include "device.hpp"
@@ -42,6 +44,22 @@ struct View {
   T& operator[](std::size_t i) const { return ptr[i]; }
 };
 
+// A host copy of a view's elements, wherever they live (a GPU view is copied back after the
+// work on its rank's stream): for checks and printing, never on a hot path.
+template <class T>
+std::vector<std::remove_const_t<T>> to_host(View<T> v) {
+  std::vector<std::remove_const_t<T>> out(v.n);
+  device_copy(out.data(), Device::cpu, v.ptr, v.device, v.bytes());
+  return out;
+}
+
+// Copies host elements into a view, wherever it lives.
+template <class T>
+void from_host(View<T> v, const std::vector<T>& values) {
+  DL_CHECK(values.size() == v.n, "from_host: {} values for a view of {}", values.size(), v.n);
+  device_copy(v.ptr, v.device, values.data(), Device::cpu, v.bytes());
+}
+
 template <class T>
 class Buffer {
  public:
@@ -52,6 +70,8 @@ class Buffer {
     view_.ptr = static_cast<T*>(device_alloc(device, n * sizeof(T)));
     if (zero && device == Device::cpu)
       for (std::size_t i = 0; i < n; ++i) view_.ptr[i] = T{};
+    else if (zero)
+      device_zero(device, view_.ptr, n * sizeof(T));
     ledger_->charge(category_, n * sizeof(T));
   }
   ~Buffer() { reset(); }

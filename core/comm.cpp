@@ -3,7 +3,12 @@
 #include <mutex>
 
 #include "check.hpp"
+#include "cuda_context.hpp"
 #include "units.hpp"
+
+#ifdef DISTLAB_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>  // header-only NVTX v3: ranges show in Nsight Systems
+#endif
 
 namespace distlab {
 
@@ -17,7 +22,9 @@ std::uint64_t pair_key(int peer, int tag) {
 
 Comm::Comm(World world, Transport& transport, bool verbose)
     : world_(std::move(world)), transport_(transport), recorder_(world_.rank), ledger_(&recorder_),
-      verbose_(verbose) {}
+      verbose_(verbose) {
+  if (world_.device == Device::cuda) gpu_ = std::make_unique<GpuTimeline>();
+}
 
 Request Comm::post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta meta) {
   DL_CHECK(peer >= 0 && peer < world_.size, "r{}: peer rank {} is outside the world of {} ranks", world_.rank,
@@ -59,9 +66,42 @@ void Comm::wait(Request& r) {
   e.seq = r->seq;
   e.meta = std::move(r->meta);
   recorder_.span(std::move(e));
+  if (gpu_) {
+    // The device work that moved the message (a copy, an NCCL group), once; and whatever
+    // phases have finished meanwhile.
+    if (r->device_work && recorder_.enabled()) gpu_->add(r->device_work);
+    gpu_->collect(recorder_, false);
+  }
+}
+
+void Comm::record_device_work(std::shared_ptr<DeviceWork> work) {
+  if (gpu_ && recorder_.enabled()) gpu_->add(std::move(work));
+}
+
+void Comm::finish_device_trace() {
+  if (gpu_ && cuda_rank().device >= 0) gpu_->collect(recorder_, true);
+}
+
+Comm::Phase::Phase(Comm& comm, std::string name) : comm_(comm), name_(std::move(name)), t0_(now_us()) {
+  if (!comm_.gpu_ || cuda_rank().device < 0) return;
+#ifdef DISTLAB_HAVE_CUDA
+  nvtxRangePushA(name_.c_str());
+  nvtx_ = true;
+#endif
+  if (comm_.recorder_.enabled()) gpu_ = comm_.gpu_->begin(name_);
 }
 
 Comm::Phase::~Phase() {
+  if (gpu_) {
+    try {
+      comm_.gpu_->end(std::move(gpu_));
+    } catch (const std::exception&) {
+      // A CUDA error here has a better place to surface: the next checked call names it.
+    }
+  }
+#ifdef DISTLAB_HAVE_CUDA
+  if (nvtx_) nvtxRangePop();
+#endif
   SpanEvent e;
   e.lane = Lane::compute;
   e.name = std::move(name_);

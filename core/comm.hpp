@@ -6,7 +6,9 @@
 //   comm.send / recv / isend / irecv / wait  point-to-point, traced (one flow per message)
 //   comm.sendrecv(...)                       both at once, never deadlocks on itself
 //   comm.next_steps(k), comm.mark_step(s)    algorithm steps, for the trace and the viewer
-//   comm.phase("name")                       a named span on the compute lane (RAII)
+//   comm.phase("name")                       a named span on the compute lane (RAII); on a GPU
+//                                            also on the gpu lane (CUDA events) and in Nsight
+//                                            Systems (an NVTX range)
 //   comm.check(name, ok, detail)             a verification result; all must pass
 //   comm.say(...), comm.say_on(r, ...)       print on rank 0 only / on rank r only
 #pragma once
@@ -15,11 +17,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "buffer.hpp"
+#include "device_trace.hpp"
 #include "memory.hpp"
 #include "trace.hpp"
 #include "transport.hpp"
@@ -96,9 +100,12 @@ class Comm {
   }
   void mark_step(int step) { recorder_.step(step); }
 
+  // On a GPU rank a phase also records a CUDA event pair on the rank's stream around the work
+  // enqueued inside it (the gpu lane shows when the GPU ran it) and pushes an NVTX range; on
+  // the CPU it costs what it always did: two clock reads and a span.
   class Phase {
    public:
-    Phase(Comm& comm, std::string name) : comm_(comm), name_(std::move(name)), t0_(now_us()) {}
+    Phase(Comm& comm, std::string name);
     ~Phase();
     Phase(const Phase&) = delete;
     Phase& operator=(const Phase&) = delete;
@@ -107,8 +114,17 @@ class Comm {
     Comm& comm_;
     std::string name_;
     double t0_;
+    std::shared_ptr<DeviceWork> gpu_;  // null on the CPU
+    bool nvtx_ = false;
   };
   Phase phase(std::string name) { return Phase(*this, std::move(name)); }
+
+  // --- the gpu lane (--device cuda; device_trace.hpp) -----------------------------------------
+  // Device work this rank's GPU runs (a library collective): a span on the gpu lane once done.
+  void record_device_work(std::shared_ptr<DeviceWork> work);
+  // Waits for the rank's device work and puts what is left on the gpu lane; the runtime calls
+  // it when the body returns, before the log leaves the rank.
+  void finish_device_trace();
 
   // Declares a logical buffer whose chunks messages will name (MsgMeta::buffer).
   void declare_buffer(const std::string& name, std::uint64_t length, int chunks);
@@ -145,6 +161,7 @@ class Comm {
   bool inject_fault_ = false;
   int step_counter_ = 1;  // step ids start at 1, as people count them
   std::unordered_map<std::uint64_t, std::uint64_t> send_seq_, recv_seq_;
+  std::unique_ptr<GpuTimeline> gpu_;  // --device cuda only: no cost on the CPU
 };
 
 }  // namespace distlab

@@ -1,11 +1,20 @@
-// cuda_context.cpp — binding a rank to its GPU and stream (cuda_context.hpp).
+// cuda_context.cpp — binding a rank to its GPU and streams (cuda_context.hpp).
 #include "cuda_context.hpp"
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "check.hpp"
+#include "clock.hpp"
+#include "device_trace.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#endif
+#ifdef DISTLAB_HAVE_NCCL
+#include <nccl.h>
 #endif
 
 namespace distlab {
@@ -18,6 +27,31 @@ CudaRank& cuda_rank() { return t_rank; }
 
 #ifdef DISTLAB_HAVE_CUDA
 
+namespace {
+
+constexpr int kEpochRounds = 5;
+
+// The rank's clock epoch: a few rounds of (host clock, record an event on the idle stream,
+// wait for it, host clock); the event of the tightest round is kept (device_trace.hpp).
+void measure_epoch(cudaStream_t stream) {
+  std::vector<cudaEvent_t> events(kEpochRounds);
+  std::vector<ClockRound> rounds(kEpochRounds);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    DL_CUDA_CHECK(cudaEventCreate(&events[i]));
+    rounds[i].before_us = now_us();
+    DL_CUDA_CHECK(cudaEventRecord(events[i], stream));
+    DL_CUDA_CHECK(cudaEventSynchronize(events[i]));
+    rounds[i].after_us = now_us();
+  }
+  const std::size_t best = tightest_round(rounds);
+  for (std::size_t i = 0; i < events.size(); ++i)
+    if (i != best) DL_CUDA_CHECK(cudaEventDestroy(events[i]));
+  t_rank.epoch_event = events[best];
+  t_rank.epoch_us = round_midpoint(rounds[best]);
+}
+
+}  // namespace
+
 void cuda_bind_rank(int rank) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -26,18 +60,78 @@ void cuda_bind_rank(int rank) {
   }
   t_rank.device = rank % count;
   DL_CUDA_CHECK(cudaSetDevice(t_rank.device));
-  cudaStream_t s = nullptr;
+  cudaStream_t s = nullptr, copies = nullptr;
   DL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   t_rank.stream = s;
+  DL_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
+  t_rank.copy_stream = copies;
+  measure_epoch(s);
 }
 
 void cuda_unbind_rank() noexcept {
   if (t_rank.device < 0) return;
   cudaSetDevice(t_rank.device);
-  if (t_rank.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.stream));
+  auto stream = static_cast<cudaStream_t>(t_rank.stream);
+  if (t_rank.nccl) {
+    cuda_release_nccl(t_rank.nccl);
+    t_rank.nccl = nullptr;
+  }
+  if (stream) cudaStreamSynchronize(stream);
+  if (t_rank.copy_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.copy_stream));
   if (t_rank.cublas) cublasDestroy(static_cast<cublasHandle_t>(t_rank.cublas));
-  if (t_rank.stream) cudaStreamDestroy(static_cast<cudaStream_t>(t_rank.stream));
+  if (t_rank.epoch_event) cudaEventDestroy(static_cast<cudaEvent_t>(t_rank.epoch_event));
+  if (t_rank.copy_stream) cudaStreamDestroy(static_cast<cudaStream_t>(t_rank.copy_stream));
+  if (stream) cudaStreamDestroy(stream);
+  cudaGetLastError();  // nothing left over for the next binding of this thread to trip on
   t_rank = CudaRank{};
+}
+
+void cuda_enable_peer_access() {
+  const int me = t_rank.device;
+  DL_CHECK(me >= 0, "peer access asked for on a thread that is not bound to a GPU");
+  int count = 0;
+  DL_CUDA_CHECK(cudaGetDeviceCount(&count));
+  for (int peer = 0; peer < count; ++peer) {
+    if (peer == me) continue;
+    int can = 0;
+    DL_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, me, peer));
+    if (!can) continue;
+    // Several ranks on one GPU ask for the same pair: "already enabled" is success. Past the
+    // hardware's peer limit copies still work, staged by the driver. Either error is cleared
+    // so that the next launch check does not report it.
+    const cudaError_t rc = cudaDeviceEnablePeerAccess(peer, 0);
+    if (rc == cudaErrorPeerAccessAlreadyEnabled || rc == cudaErrorTooManyPeers) cudaGetLastError();
+    else DL_CUDA_CHECK(rc);
+  }
+}
+
+// A stream that does not drain within seconds holds an NCCL kernel that waits for a rank that
+// has left (a failed run): that communicator is aborted, which ends its kernels.
+void cuda_release_nccl(void* nccl_comm) noexcept {
+#ifdef DISTLAB_HAVE_NCCL
+  auto comm = static_cast<ncclComm_t>(nccl_comm);
+  auto stream = static_cast<cudaStream_t>(t_rank.stream);
+  const double give_up = now_us() + 10e6;
+  bool idle = false;
+  while (stream && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(comm, &state);
+  if (idle && state == ncclSuccess) {
+    // Non-blocking communicator: finalize answers ncclInProgress and reports through the
+    // async error when it is done.
+    state = ncclCommFinalize(comm);
+    while (state == ncclInProgress && now_us() < give_up) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclCommGetAsyncError(comm, &state);
+    }
+  }
+  if (state == ncclSuccess) ncclCommDestroy(comm);
+  else ncclCommAbort(comm);
+  cudaGetLastError();
+#else
+  (void)nccl_comm;
+#endif
 }
 
 void* cuda_stream() {
@@ -49,12 +143,26 @@ void cuda_sync() {
   if (t_rank.stream) DL_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.stream)));
 }
 
+CudaDeviceScope::CudaDeviceScope(int device) {
+  DL_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ == device) previous_ = -1;  // nothing to restore
+  else DL_CUDA_CHECK(cudaSetDevice(device));
+}
+
+CudaDeviceScope::~CudaDeviceScope() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
 #else
 
 void cuda_bind_rank(int rank) { DL_FAIL("rank {}: this build has no CUDA support", rank); }
 void cuda_unbind_rank() noexcept {}
+void cuda_enable_peer_access() { DL_FAIL("peer access asked for in a build without CUDA"); }
+void cuda_release_nccl(void*) noexcept {}
 void* cuda_stream() { DL_FAIL("CUDA stream requested in a build without CUDA"); }
 void cuda_sync() {}
+CudaDeviceScope::CudaDeviceScope(int) {}
+CudaDeviceScope::~CudaDeviceScope() = default;
 
 #endif
 

@@ -1,13 +1,17 @@
-// cuda_context.hpp — the CUDA side of one rank: its GPU, its stream, its cuBLAS handle.
+// cuda_context.hpp — the CUDA side of one rank: its GPU, its streams, its cuBLAS handle.
 //
 // Every rank (a thread of this process, or a process under mpirun) binds once, before its body
 // runs: rank r uses GPU r % count, so several in-process ranks can share one GPU (each with
 // its own stream) and a multi-GPU node gives each rank its own. Ops and transports enqueue on
 // the rank's stream; nothing uses the legacy default stream.
 //
+// Binding also fixes the rank's clock epoch for the trace's gpu lane (device_trace.hpp): an
+// event recorded on the idle stream whose host time is measured once, here.
+//
 // The types are opaque here (void*), so C++ files that never touch CUDA need no CUDA headers;
 // CUDA code includes the CUDA headers and casts (checks: DL_CUDA_CHECK in check.hpp). Every function is a no-op or an
-// error in a build without CUDA (DISTLAB_HAVE_CUDA undefined).
+// error in a build without CUDA (DISTLAB_HAVE_CUDA undefined). This header stays C++17: the
+// .cu files include it.
 #pragma once
 
 namespace distlab {
@@ -16,12 +20,33 @@ struct CudaRank {
   int device = -1;          // the GPU this rank uses, -1 when not bound
   void* stream = nullptr;   // cudaStream_t, non-blocking
   void* cublas = nullptr;   // cublasHandle_t on `stream`, created on first use (cuda_cublas())
+  // In-process messages into this rank's memory are copied on this stream (transport_threads):
+  // apart from `stream`, so a copy never queues behind the rank's own kernels, and the other
+  // ranks' threads never enqueue on the stream the rank's ops use.
+  void* copy_stream = nullptr;
+  // The trace's clock epoch (device_trace.hpp): a timing event and its host time in us.
+  void* epoch_event = nullptr;
+  double epoch_us = 0;
+  // ncclComm_t for the library collectives on in-process ranks, created on first use
+  // (library_gpu.cpp); finalized and destroyed at unbind, on this thread.
+  void* nccl = nullptr;
 };
 
-// Binds the calling thread to rank `rank`'s GPU and creates its stream; `cuda_unbind_rank`
-// synchronizes and destroys them. The runtime calls both around each rank's body.
+// Binds the calling thread to rank `rank`'s GPU, creates its streams and measures its clock
+// epoch; `cuda_unbind_rank` synchronizes and destroys them. The runtime calls both around
+// each rank's body.
 void cuda_bind_rank(int rank);
 void cuda_unbind_rank() noexcept;
+
+// In-process ranks on several GPUs: lets this rank's GPU read and write the others' memory
+// directly (cudaDeviceEnablePeerAccess where the hardware allows it; already enabled is fine).
+// Copies between GPUs work either way: without peer access the driver stages them.
+void cuda_enable_peer_access();
+
+// Ends an NCCL communicator (ncclComm_t) of the calling rank: finalized and destroyed when the
+// rank's stream drains, aborted when it does not within seconds or the communicator failed
+// (an NCCL kernel waiting for a rank that has left would otherwise hold the stream forever).
+void cuda_release_nccl(void* nccl_comm) noexcept;
 
 // The calling thread's binding (device -1 when unbound).
 CudaRank& cuda_rank();
@@ -29,5 +54,18 @@ CudaRank& cuda_rank();
 void* cuda_stream();
 // Waits for everything the rank enqueued.
 void cuda_sync();
+
+// Makes `device` current for a scope and restores the previous one: a rank's thread that
+// enqueues work for another rank's GPU (an in-process copy into its memory).
+class CudaDeviceScope {
+ public:
+  explicit CudaDeviceScope(int device);
+  ~CudaDeviceScope();
+  CudaDeviceScope(const CudaDeviceScope&) = delete;
+  CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 }  // namespace distlab

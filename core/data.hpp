@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "buffer.hpp"
 
@@ -29,9 +30,15 @@ T input_value(std::uint64_t seed, int rank, std::uint64_t i) {
     return static_cast<T>(static_cast<std::int64_t>(h >> 58) - 32);  // whole numbers in [-32, 32)
 }
 
-// Fills `out` with elements [offset, offset + n) of rank's input.
+// Fills `out` with elements [offset, offset + n) of rank's input (a GPU view through a host copy).
 template <class T>
 void fill_input(View<T> out, std::uint64_t seed, int rank, std::uint64_t offset = 0) {
+  if (out.device != Device::cpu) {
+    std::vector<T> host(out.n);
+    fill_input(View<T>{host.data(), host.size(), Device::cpu}, seed, rank, offset);
+    from_host(out, host);
+    return;
+  }
   for (std::size_t i = 0; i < out.n; ++i) out.ptr[i] = input_value<T>(seed, rank, offset + i);
 }
 

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "check.hpp"
+#include "cuda_context.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -23,6 +24,8 @@ const char* to_string(DType t) {
     case DType::i64: return "i64";
     case DType::f32: return "f32";
     case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
   }
   return "?";
 }
@@ -34,6 +37,8 @@ std::size_t dtype_size(DType t) {
     case DType::i64: return 8;
     case DType::f32: return 4;
     case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
   }
   return 1;
 }
@@ -143,10 +148,34 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
     return;
   }
 #ifdef DISTLAB_HAVE_CUDA
-  const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-  DL_CHECK(err == cudaSuccess, "cudaMemcpy({} B) failed: {}", bytes, cudaGetErrorString(err));
+  // In the rank's stream order (after the kernels that produced the data), then waited for:
+  // a plain cudaMemcpy would run on the legacy stream, which does not wait for the rank's
+  // non-blocking stream.
+  if (cuda_rank().device >= 0) {
+    const auto stream = static_cast<cudaStream_t>(cuda_rank().stream);
+    DL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+    DL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } else {
+    DL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
 #else
   DL_FAIL("device copy requested in a build without CUDA");
+#endif
+}
+
+void device_zero(Device device, void* ptr, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (device == Device::cpu) {
+    std::memset(ptr, 0, bytes);
+    return;
+  }
+#ifdef DISTLAB_HAVE_CUDA
+  if (cuda_rank().device >= 0)
+    DL_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(cuda_rank().stream)));
+  else
+    DL_CUDA_CHECK(cudaMemset(ptr, 0, bytes));
+#else
+  DL_FAIL("device memory requested in a build without CUDA");
 #endif
 }
 

@@ -18,8 +18,12 @@ namespace distlab {
 void* device_alloc(Device device, std::size_t bytes);
 void device_free(Device device, void* ptr, std::size_t bytes) noexcept;
 
-// Copies between any two places (host or device); the CPU build only knows host memory.
+// Copies between any two places (host or device) and returns when the copy is done; on a rank
+// bound to a GPU the copy is ordered after the work already on the rank's stream. The CPU
+// build only knows host memory.
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+// Zero bytes: memset on the CPU, cudaMemsetAsync on the rank's stream on a GPU.
+void device_zero(Device device, void* ptr, std::size_t bytes);
 
 // Number of CUDA devices that answer; 0 in a build without CUDA or on a machine without one.
 int cuda_device_count();

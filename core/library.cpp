@@ -1,6 +1,9 @@
+// library.cpp — MPI's collectives on host memory, and the dispatch to the GPU forms
+// (library_gpu.cpp) when the run is on CUDA.
 #include "library.hpp"
 
 #include "check.hpp"
+#include "library_detail.hpp"
 #include "partition.hpp"
 
 #ifdef DISTLAB_HAVE_MPI
@@ -13,43 +16,92 @@
 
 namespace distlab::library {
 
-bool available(const Comm& comm) {
+using namespace detail;
+
+namespace {
+bool on_gpu(const Comm& comm) { return comm.device() == Device::cuda; }
+}  // namespace
+
+bool available(const Comm& comm) { return unavailable_reason(comm).empty(); }
+
+std::string unavailable_reason(const Comm& comm) {
+  std::string why;
+  if (on_gpu(comm)) {
+    gpu_available(comm, &why);
+    return why;
+  }
 #ifdef DISTLAB_HAVE_MPI
-  return comm.world().mode == Mode::mpi;
+  if (comm.world().mode == Mode::mpi) return {};
+  return "the library collectives on the CPU are MPI's: they run only under mpirun";
 #else
-  (void)comm;
-  return false;
+  return "the library collectives on the CPU are MPI's, and this build has no MPI";
 #endif
 }
+
+std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  return on_gpu(comm) ? gpu_scatter(comm, send, recv, length, dtype, root)
+                      : mpi_scatter(comm, send, recv, length, dtype, root);
+}
+std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  return on_gpu(comm) ? gpu_gather(comm, send, recv, length, dtype, root)
+                      : mpi_gather(comm, send, recv, length, dtype, root);
+}
+std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
+  return on_gpu(comm) ? gpu_broadcast(comm, data, length, dtype, root) : mpi_broadcast(comm, data, length, dtype, root);
+}
+std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  return on_gpu(comm) ? gpu_reduce(comm, send, recv, length, dtype, root)
+                      : mpi_reduce(comm, send, recv, length, dtype, root);
+}
+std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  return on_gpu(comm) ? gpu_all_gather(comm, send, recv, length, dtype) : mpi_all_gather(comm, send, recv, length, dtype);
+}
+std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  return on_gpu(comm) ? gpu_reduce_scatter(comm, send, recv, length, dtype)
+                      : mpi_reduce_scatter(comm, send, recv, length, dtype);
+}
+std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  return on_gpu(comm) ? gpu_all_reduce(comm, send, recv, length, dtype) : mpi_all_reduce(comm, send, recv, length, dtype);
+}
+
+}  // namespace distlab::library
+
+namespace distlab::library::detail {
 
 #ifndef DISTLAB_HAVE_MPI
 
 #define DL_NO_MPI DL_FAIL("the MPI library is not in this build")
-std::string scatter(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string gather(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string broadcast(Comm&, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string reduce(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string all_gather(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
-std::string reduce_scatter(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
-std::string all_reduce(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
+std::string mpi_scatter(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
+std::string mpi_gather(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
+std::string mpi_broadcast(Comm&, void*, std::size_t, DType, int) { DL_NO_MPI; }
+std::string mpi_reduce(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
+std::string mpi_all_gather(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
+std::string mpi_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
+std::string mpi_all_reduce(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
 
 #else
 
 namespace {
 
+// The MPI communicator under the data transport (MPI itself, or the GPU transports over it).
 MPI_Comm mpi_comm(Comm& comm) {
+  DL_CHECK(comm.world().mode == Mode::mpi, "the MPI library collectives need the lesson to run under mpirun");
   auto* t = dynamic_cast<MpiTransport*>(&comm.transport());
-  DL_CHECK(t != nullptr, "the MPI library collectives need the lesson to run under mpirun");
-  return t->comm();
+  return t ? t->comm() : MPI_COMM_WORLD;
 }
 
-MPI_Datatype mpi_type(DType t) {
+// MPI's type for moving elements; a reduction needs arithmetic MPI has for it.
+MPI_Datatype mpi_type(DType t, bool reduce = false) {
   switch (t) {
     case DType::u8: return MPI_UNSIGNED_CHAR;
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
+    case DType::f16:
+    case DType::bf16:
+      DL_CHECK(!reduce, "MPI cannot sum {} elements; compare in f32", to_string(t));
+      return MPI_UINT16_T;  // moved, not summed: any 2-byte type carries them
   }
   return MPI_BYTE;
 }
@@ -75,7 +127,7 @@ struct Layout {
 
 }  // namespace
 
-std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
@@ -87,7 +139,7 @@ std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length
   return "MPI_Scatterv";
 }
 
-std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
@@ -99,17 +151,17 @@ std::string gather(Comm& comm, const void* send, void* recv, std::size_t length,
   return "MPI_Gatherv";
 }
 
-std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
+std::string mpi_broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
   DL_MPI_CHECK(MPI_Bcast(data, as_count(length), mpi_type(dtype), root, mpi_comm(comm)));
   return "MPI_Bcast";
 }
 
-std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
-  DL_MPI_CHECK(MPI_Reduce(send, recv, as_count(length), mpi_type(dtype), MPI_SUM, root, mpi_comm(comm)));
+std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  DL_MPI_CHECK(MPI_Reduce(send, recv, as_count(length), mpi_type(dtype, true), MPI_SUM, root, mpi_comm(comm)));
   return "MPI_Reduce";
 }
 
-std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
@@ -121,9 +173,9 @@ std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t len
   return "MPI_Allgatherv";
 }
 
-std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   const Layout l(length, comm.size());
-  const MPI_Datatype t = mpi_type(dtype);
+  const MPI_Datatype t = mpi_type(dtype, true);
   if (l.equal) {
     DL_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, l.counts[0], t, MPI_SUM, mpi_comm(comm)));
     return "MPI_Reduce_scatter_block";
@@ -132,12 +184,13 @@ std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t
   return "MPI_Reduce_scatter";
 }
 
-std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   // send == recv: in place, as MPI spells it.
-  DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length), mpi_type(dtype), MPI_SUM, mpi_comm(comm)));
+  DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length), mpi_type(dtype, true),
+                             MPI_SUM, mpi_comm(comm)));
   return "MPI_Allreduce";
 }
 
 #endif
 
-}  // namespace distlab::library
+}  // namespace distlab::library::detail

@@ -12,7 +12,9 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size, c
       ->check(CLI::Range(1, 1024));
   app.add_option("--device", o.device, "where the data lives: auto, cpu or cuda")
       ->capture_default_str();
-  app.add_option("--transport", o.transport, "how ranks talk: auto (threads, or mpi under mpirun), threads, mpi")
+  app.add_option("--transport", o.transport,
+                 "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when every rank has "
+                 "its own GPU), threads, mpi (with --device cuda: through host memory), nccl")
       ->capture_default_str();
   app.add_option("--size", o.size_text,
                  "elements per buffer; K, M, G suffixes are powers of 1024 (e.g. 4K, 64M, 1G)")
@@ -33,8 +35,8 @@ void finish_options(Options& o) {
   o.size = parse_size(o.size_text);
   if (!(o.deadlock_timeout > 0))
     throw UsageError("--deadlock-timeout must be a positive number of seconds");
-  if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi")
-    throw UsageError("--transport must be auto, threads or mpi, not '" + o.transport + "'");
+  if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi" && o.transport != "nccl")
+    throw UsageError("--transport must be auto, threads, mpi or nccl, not '" + o.transport + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     throw UsageError("--device must be auto, cpu or cuda, not '" + o.device + "'");
   if (o.trace_path.empty() && !o.no_trace) throw UsageError("--trace needs a path (or use --no-trace)");

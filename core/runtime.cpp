@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -16,10 +17,12 @@
 #include "device.hpp"
 #include "json.hpp"
 #include "trace_writer.hpp"
+#include "transport_choice.hpp"
 #include "transport_threads.hpp"
 #include "units.hpp"
 
 #ifdef DISTLAB_HAVE_MPI
+#include "transport_gpu.hpp"
 #include "transport_mpi.hpp"
 #endif
 
@@ -225,14 +228,16 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
 
 namespace {
 
-// With --device cuda, the rank's GPU and stream for the body's lifetime (cuda_context.hpp).
+// With --device cuda, the rank's GPU and streams for the body's lifetime (cuda_context.hpp).
 // `gpu_rank` picks the GPU: the rank in-process, the rank on its node under mpirun.
+// In-process ranks on several GPUs also open peer access, so their copies go GPU to GPU.
 class CudaBinding {
  public:
-  CudaBinding(const Comm& comm, int gpu_rank) {
-    if (comm.device() != Device::cuda) return;
+  CudaBinding(Device device, int gpu_rank, bool in_process) {
+    if (device != Device::cuda) return;
     cuda_bind_rank(gpu_rank);
     bound_ = true;
+    if (in_process) cuda_enable_peer_access();
   }
   ~CudaBinding() {
     if (bound_) cuda_unbind_rank();
@@ -249,8 +254,9 @@ void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadH
   RankLog& log = comm.recorder().log();
   log.t_start = now_us();
   try {
-    CudaBinding gpu(comm, comm.rank());
+    CudaBinding gpu(comm.device(), comm.rank(), true);
     body(comm);
+    comm.finish_device_trace();  // the gpu lane's last spans, while the GPU is still bound
   } catch (const UsageError& e) {
     hub.fail(-1, e.what(), 2);
   } catch (const Aborted&) {
@@ -298,9 +304,10 @@ ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& b
 
 }  // namespace
 
-RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s) {
+RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s, Device device) {
   World world;
   world.size = ranks;
+  world.device = device;
   ThreadRun run = launch_threads(world, body, deadlock_timeout_s, false, false);
   if (run.failed) throw Error(run.failure);
   RunResult result;
@@ -344,6 +351,7 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
       world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
     }
     world.device = resolve_device(options_.device);
+    check_transport_request(options_.transport, world.mode, world.device);
     world.transport = to_string(world.mode);
     for (const auto& check : on_world_) check(world);
   } catch (const UsageError& e) {
@@ -370,42 +378,62 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
   MPI_Init(&argc, &argv);
   int code = 0;
   {
-    MpiTransport transport(options_.deadlock_timeout);
+    MpiTransport mpi(options_.deadlock_timeout);
     World w = world;
-    w.rank = transport.rank();
-    w.size = transport.size();
-    Comm comm(w, transport, options_.verbose);
-    comm.set_inject_fault(options_.inject_fault);
-    RankLog& log = comm.recorder().log();
-    log.host = transport.host();
-    log.clock_offset_us = transport.clock_offset_us();
-    log.t_start = now_us();
-    try {
-      CudaBinding gpu(comm, launcher_local_rank());
-      body(comm);
-    } catch (const UsageError& e) {
-      MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);
-    } catch (const std::exception& e) {
-      MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
-    }
-    log.t_end = now_us();
-    log.peak = comm.ledger().peaks();
-    log.peak_total = comm.ledger().peak_total();
-    transport.finished();
-    try {
-      transport.barrier();  // polled: a rank still blocked elsewhere is reported, not waited on forever
-      auto parts = transport.gather_bytes(serialize(log), 0);
-      if (w.rank == 0) {
-        RunResult result;
-        result.world = w;
-        result.world.rank = 0;
-        for (const auto& p : parts) result.logs.push_back(deserialize(p));
-        code = finish(result);
+    w.rank = mpi.rank();
+    w.size = mpi.size();
+    // --device cuda: bind the GPU first (NCCL starts on it), then open the GPU transport over
+    // MPI. MPI itself still carries the control traffic: clock offsets, reports, logs.
+    std::optional<CudaBinding> gpu;
+    std::unique_ptr<Transport> gpu_transport;
+    if (w.device == Device::cuda) {
+      try {
+        gpu.emplace(w.device, launcher_local_rank(), false);
+        gpu_transport = open_mpi_gpu_transport(mpi, options_.transport);
+        w.transport = gpu_transport->name();
+      } catch (const UsageError& e) {
+        // Every rank decided alike from the same numbers: rank 0 says why, all end cleanly.
+        if (w.rank == 0) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
+        code = 2;
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
       }
-      code = transport.broadcast_int(code, 0);
-    } catch (const std::exception& e) {
-      MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed at the end: {}", info_.number, w.rank, e.what()), 1);
     }
+    if (code == 0) {
+      Comm comm(w, gpu_transport ? *gpu_transport : static_cast<Transport&>(mpi), options_.verbose);
+      comm.set_inject_fault(options_.inject_fault);
+      RankLog& log = comm.recorder().log();
+      log.host = mpi.host();
+      log.clock_offset_us = mpi.clock_offset_us();
+      log.t_start = now_us();
+      try {
+        body(comm);
+        comm.finish_device_trace();
+      } catch (const UsageError& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
+      }
+      log.t_end = now_us();
+      log.peak = comm.ledger().peaks();
+      log.peak_total = comm.ledger().peak_total();
+      comm.transport().finished();
+      try {
+        mpi.barrier();  // polled: a rank still blocked elsewhere is reported, not waited on forever
+        auto parts = mpi.gather_bytes(serialize(log), 0);
+        if (w.rank == 0) {
+          RunResult result;
+          result.world = w;
+          result.world.rank = 0;
+          for (const auto& p : parts) result.logs.push_back(deserialize(p));
+          code = finish(result);
+        }
+        code = mpi.broadcast_int(code, 0);
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed at the end: {}", info_.number, w.rank, e.what()), 1);
+      }
+    }
+    gpu_transport.reset();  // before the GPU is unbound: NCCL ends on it
   }
   MPI_Finalize();
   return code;

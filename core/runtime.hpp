@@ -69,10 +69,12 @@ void print_schedule(const RunResult& result, int max_ranks = 8, int max_lines = 
 // Per-rank table under a heading: bytes sent and received, messages, steps, communication time.
 void print_traffic(const RunResult& result, const std::string& title = "traffic per rank");
 
-// Runs `body` on `ranks` fresh in-process ranks (threads, CPU) and returns what they recorded;
+// Runs `body` on `ranks` fresh in-process ranks (threads; on the CPU unless `device` says cuda,
+// each rank then bound to GPU rank % count as in a lesson) and returns what they recorded;
 // throws Error with the failing rank's message. For tables that need world sizes other than
 // the run's own (lesson 06 measures its scaling table this way, from the report).
-RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s = 30);
+RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s = 30,
+                         Device device = Device::cpu);
 
 class Lesson {
  public:

@@ -16,7 +16,9 @@
 namespace distlab {
 
 // Lanes of a rank in the trace (tids). Overlapping spans on one lane go to sub-lanes.
-enum class Lane : std::uint8_t { compute = 0, send = 1, recv = 2 };
+// gpu: when the rank's GPU did the work (CUDA events on the host clock, device_trace.hpp).
+enum class Lane : std::uint8_t { compute = 0, send = 1, recv = 2, gpu = 3 };
+inline constexpr int kLanes = 4;
 
 // What the receiver does with a message's data.
 enum class Apply : std::uint8_t { copy = 0, reduce = 1 };

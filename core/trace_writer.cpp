@@ -29,7 +29,7 @@ struct Slice {
   std::uint64_t flow = 0;  // flow id bound here (0: none)
 };
 
-int lane_base_tid(Lane lane) { return static_cast<int>(lane) + 1; }  // 1 compute, 2 send, 3 recv
+int lane_base_tid(Lane lane) { return static_cast<int>(lane) + 1; }  // 1 compute, 2 send, 3 recv, 4 gpu
 int sub_lane_tid(Lane lane, int k) { return lane_base_tid(lane) + 10 * k; }
 
 const char* lane_name(Lane lane) {
@@ -37,6 +37,7 @@ const char* lane_name(Lane lane) {
     case Lane::compute: return "compute";
     case Lane::send: return "send";
     case Lane::recv: return "recv";
+    case Lane::gpu: return "gpu";
   }
   return "?";
 }
@@ -136,9 +137,10 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         slices.push_back(d);
       }
     }
-    std::vector<Slice*> by_lane[3];
+    std::vector<Slice*> by_lane[kLanes];
     for (auto& s : slices) by_lane[static_cast<int>(s.src->lane)].push_back(&s);
-    for (int l = 0; l < 3; ++l) {
+    for (int l = 0; l < kLanes; ++l) {
+      if (l == static_cast<int>(Lane::gpu) && by_lane[l].empty()) continue;  // CPU runs: no gpu lane
       const Lane lane = static_cast<Lane>(l);
       const int subs = std::max(1, assign_sub_lanes(by_lane[l], lane));
       for (int k = 0; k < subs; ++k) {
@@ -151,7 +153,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       }
     }
     // Spans, outermost first and sorted by start on each lane (assign_sub_lanes sorted them).
-    for (int l = 0; l < 3; ++l) {
+    for (int l = 0; l < kLanes; ++l) {
       for (const Slice* s : by_lane[l]) {
         const SpanEvent& e = *s->src;
         const char* cat = s->deliver ? "deliver" : lane_name(e.lane);

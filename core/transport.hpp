@@ -5,15 +5,23 @@
 // never overtaken. A receive must name exactly the bytes that were sent.
 //
 // Implementations: transport_threads (in-process ranks, one copy straight from the sender's
-// buffer into the receiver's) and transport_mpi (Open MPI). A wait that blocks longer than
-// the deadlock timeout reports who waits for whom and ends every rank.
+// buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI), and
+// under mpirun with --device cuda transport_nccl (ncclSend / ncclRecv) or transport_staged
+// (MPI through pinned host buffers). A wait that blocks longer than the deadlock timeout
+// reports who waits for whom and ends every rank.
+//
+// On a GPU a completed wait means what it means on the CPU: the data is in place (receive)
+// or the buffer may be reused (send), for the host and for any stream. A message's data is
+// taken as it stands on the sender's stream when isend is called.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "device_trace.hpp"
 #include "trace.hpp"
 #include "world.hpp"
 
@@ -47,6 +55,9 @@ struct RequestState {
   MsgMeta meta;
   std::uint64_t seq = 0;
   bool traced = false;
+  // GPU transports: the device work that moved the data, on this rank's GPU (the trace's gpu
+  // lane); null on the CPU and where another rank's GPU did the work.
+  std::shared_ptr<DeviceWork> device_work;
   virtual ~RequestState() = default;
 };
 using Request = std::shared_ptr<RequestState>;
@@ -63,6 +74,10 @@ class Transport {
   virtual void barrier() = 0;
   // Called once when the rank's body returns (the deadlock report lists finished ranks).
   virtual void finished() {}
+  // Blocks until ready() is true, polling as wait() does: Aborted when another rank failed;
+  // after the deadlock timeout the run reports who waits for whom, this rank as waiting in
+  // `what` ("ncclAllReduce"). The host waits for GPU work (NCCL calls, copies) through here.
+  virtual void wait_until(const std::function<bool()>& ready, const std::string& what) = 0;
 };
 
 // Largest tag a transport must accept (MPI guarantees at least 32767).
@@ -70,5 +85,11 @@ inline constexpr int kMaxTag = 32767;
 
 // One line of a deadlock report: "r0 waits in recv from r1 (tag 7, 8 B, f32) for 2.0 s".
 std::string describe_wait(int rank, const RequestState* waiting, double since_us, double now);
+// The same for a wait that is not a message: "r0 waits in ncclAllReduce for 2.0 s".
+std::string describe_wait(int rank, const std::string& what, double since_us, double now);
+
+// Polls with a backoff that sleeps a little longer the longer a wait lasts: ranks may share a
+// core (oversubscribed), and a GPU event cannot wake a sleeping thread.
+void poll_backoff(long& spins);
 
 }  // namespace distlab

@@ -22,13 +22,6 @@ struct MpiReq : RequestState {
   std::vector<MPI_Status> statuses;
 };
 
-// Sleeps a little longer the longer a wait lasts: ranks may share a core (oversubscribed).
-void backoff(long& spins) {
-  ++spins;
-  if (spins < 2000) std::this_thread::yield();
-  else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
-}
-
 }  // namespace
 
 std::string mpi_error_string(int code) {
@@ -117,7 +110,11 @@ Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
 Request MpiTransport::isend(const MemRef& mem, int dst, int tag) { return post(true, mem, dst, tag); }
 Request MpiTransport::irecv(const MemRef& mem, int src, int tag) { return post(false, mem, src, tag); }
 
-void MpiTransport::poll_control(const RequestState* waiting, double since) {
+std::string MpiTransport::Waiting::line(int rank, double since, double now) const {
+  return what.empty() ? describe_wait(rank, request, since, now) : describe_wait(rank, what, since, now);
+}
+
+void MpiTransport::poll_control(const Waiting& waiting, double since) {
   int flag = 0;
   MPI_Status st;
   MPI_Iprobe(MPI_ANY_SOURCE, kReportTag, control_, &flag, &st);
@@ -125,15 +122,16 @@ void MpiTransport::poll_control(const RequestState* waiting, double since) {
   int who = 0;
   MPI_Recv(&who, 1, MPI_INT, st.MPI_SOURCE, kReportTag, control_, MPI_STATUS_IGNORE);
   if (reported_) return;  // each rank prints its own line once
-  const std::string line = finished_ && !waiting
+  const bool idle = !waiting.request && waiting.what.empty();
+  const std::string line = finished_ && idle
                                ? fmt::format("r{} has finished and waits for the others at the end", rank_)
-                               : describe_wait(rank_, waiting, since, now_us());
+                               : waiting.line(rank_, since, now_us());
   std::fprintf(stderr, "  %s\n", line.c_str());
   std::fflush(stderr);
   reported_ = true;
 }
 
-void MpiTransport::report_deadlock(const RequestState* waiting, double since) {
+void MpiTransport::report_deadlock(const Waiting& waiting, double since) {
   // Ranks that time out together: the lowest speaks first; the others hear its request
   // meanwhile and only add their own line.
   const double speak_at = now_us() + std::min(rank_, 25) * 20e3;
@@ -147,7 +145,7 @@ void MpiTransport::report_deadlock(const RequestState* waiting, double since) {
         "distlab: deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for "
         "whom (ranks not listed are computing, not waiting on a message):",
         rank_, timeout_us_ * 1e-6);
-    std::fprintf(stderr, "%s\n  %s\n", head.c_str(), describe_wait(rank_, waiting, since, now_us()).c_str());
+    std::fprintf(stderr, "%s\n  %s\n", head.c_str(), waiting.line(rank_, since, now_us()).c_str());
     std::fflush(stderr);
     // Ask every other rank to print its own wait; they poll the control communicator.
     std::vector<MPI_Request> asks(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
@@ -166,43 +164,48 @@ void MpiTransport::report_deadlock(const RequestState* waiting, double since) {
   std::exit(3);
 }
 
-void MpiTransport::wait_requests(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
-                                 const RequestState* waiting) {
-  statuses.resize(reqs.size());
+void MpiTransport::poll(const std::function<bool()>& ready, const Waiting& waiting) {
   const double since = now_us();
   long spins = 0;
-  for (;;) {
-    int flag = 0;
-    const int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, statuses.data());
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) DL_FAIL("MPI_Testall failed: {}", mpi_error_string(rc));
-    if (flag || rc == MPI_ERR_IN_STATUS) {
-      if (rc == MPI_ERR_IN_STATUS) {
-        for (auto& s : statuses)
-          if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING) {
-            if (waiting && s.MPI_ERROR == MPI_ERR_TRUNCATE)
-              throw Error(fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects",
-                                      waiting->peer, rank_, waiting->tag, waiting->mem.bytes));
-            throw Error(fmt::format("MPI message failed: {}", mpi_error_string(s.MPI_ERROR)));
-          }
-      }
-      return;
-    }
+  while (!ready()) {
     poll_control(waiting, since);
     if (now_us() - since > timeout_us_) report_deadlock(waiting, since);
-    backoff(spins);
+    poll_backoff(spins);
   }
 }
 
-void MpiTransport::wait(RequestState& request) {
-  if (request.done.load(std::memory_order_acquire)) return;
+void MpiTransport::wait_until(const std::function<bool()>& ready, const std::string& what) {
+  poll(ready, Waiting{nullptr, what});
+}
+
+void MpiTransport::wait_until(const std::function<bool()>& ready, const RequestState& waiting) {
+  poll(ready, Waiting{&waiting, {}});
+}
+
+bool MpiTransport::test(RequestState& request) {
+  if (request.done.load(std::memory_order_acquire)) return true;
   auto& r = static_cast<MpiReq&>(request);
-  wait_requests(r.reqs, r.statuses, &request);
+  r.statuses.resize(r.reqs.size());
+  int flag = 0;
+  const int rc = MPI_Testall(static_cast<int>(r.reqs.size()), r.reqs.data(), &flag, r.statuses.data());
+  if (rc == MPI_ERR_IN_STATUS) {
+    for (auto& st : r.statuses)
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
+        if (st.MPI_ERROR == MPI_ERR_TRUNCATE)
+          throw Error(fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects", r.peer,
+                                  rank_, r.tag, r.mem.bytes));
+        throw Error(fmt::format("MPI message failed: {}", mpi_error_string(st.MPI_ERROR)));
+      }
+  } else if (rc != MPI_SUCCESS) {
+    DL_FAIL("MPI_Testall failed: {}", mpi_error_string(rc));
+  }
+  if (!flag) return false;
   r.t_done = now_us();
   if (!r.is_send) {
     std::size_t got = 0;
-    for (auto& s : r.statuses) {
+    for (auto& st : r.statuses) {
       int count = 0;
-      MPI_Get_count(&s, MPI_BYTE, &count);
+      MPI_Get_count(&st, MPI_BYTE, &count);
       got += static_cast<std::size_t>(count);
     }
     if (got != r.mem.bytes)
@@ -210,13 +213,22 @@ void MpiTransport::wait(RequestState& request) {
                               r.tag, got, r.mem.bytes));
   }
   r.done.store(true, std::memory_order_release);
+  return true;
+}
+
+void MpiTransport::wait(RequestState& request) {
+  if (request.done.load(std::memory_order_acquire)) return;
+  poll([&] { return test(request); }, Waiting{&request, {}});
 }
 
 void MpiTransport::barrier() {
-  std::vector<MPI_Request> reqs(1);
-  std::vector<MPI_Status> statuses;
-  DL_MPI_CHECK(MPI_Ibarrier(data_, &reqs[0]));
-  wait_requests(reqs, statuses, nullptr);
+  MPI_Request req = MPI_REQUEST_NULL;
+  DL_MPI_CHECK(MPI_Ibarrier(data_, &req));
+  poll([&] {
+    int flag = 0;
+    DL_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }, Waiting{});
 }
 
 std::vector<std::vector<char>> MpiTransport::gather_bytes(const std::vector<char>& mine, int root) {

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ class MpiTransport : public Transport {
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override { finished_ = true; }
+  void wait_until(const std::function<bool()>& ready, const std::string& what) override;
+
+  // For the transports layered on this one (transport_nccl, transport_staged):
+  // true once `request` (one of ours) is complete; throws on a failed match, as wait does.
+  bool test(RequestState& request);
+  // wait_until, reported as a wait for `waiting` (a message of the layered transport).
+  void wait_until(const std::function<bool()>& ready, const RequestState& waiting);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -42,11 +50,18 @@ class MpiTransport : public Transport {
   [[noreturn]] static void abort_all(const std::string& message, int exit_code);
 
  private:
+  // What a blocked rank says it waits for: a message, a named wait, or (neither) the barrier.
+  struct Waiting {
+    const RequestState* request = nullptr;
+    std::string what;
+    std::string line(int rank, double since, double now) const;
+  };
+
   Request post(bool is_send, const MemRef& mem, int peer, int tag);
-  void poll_control(const RequestState* waiting, double since);
-  [[noreturn]] void report_deadlock(const RequestState* waiting, double since);
-  void wait_requests(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
-                     const RequestState* waiting);
+  void poll_control(const Waiting& waiting, double since);
+  [[noreturn]] void report_deadlock(const Waiting& waiting, double since);
+  // Polls ready() until it is true; answers other ranks' reports; reports after the timeout.
+  void poll(const std::function<bool()>& ready, const Waiting& waiting);
   void estimate_clock_offsets();
 
   int rank_ = 0, size_ = 1;

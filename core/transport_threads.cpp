@@ -8,11 +8,16 @@
 #include "check.hpp"
 #include "clock.hpp"
 #include "device.hpp"
+#include "peer_copy.hpp"
 
 namespace distlab {
 
 struct ThreadHub::Req : RequestState {
   int owner = -1;  // the rank that posted it and waits on it
+  // On a rank bound to a GPU: where its stream stood at post time (peer_copy.hpp).
+  std::shared_ptr<PostMark> mark;
+  // The device copy that moves this message, once matched; both sides' waits poll its end.
+  std::shared_ptr<DeviceWork> copy;
 };
 
 namespace {
@@ -50,6 +55,13 @@ int ThreadHub::exit_code() const {
   return exit_code_;
 }
 
+std::shared_ptr<void> ThreadHub::shared(const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lk(shared_m_);
+  auto& slot = shared_[key];
+  if (!slot) slot = make();
+  return slot;
+}
+
 void ThreadHub::wake_all() {
   for (auto& s : slots_) {
     { std::lock_guard lk(s->wake); }
@@ -76,7 +88,9 @@ void ThreadHub::report_deadlock(int detector) {
     Slot& s = *slots_[r];
     std::lock_guard lk(s.registry);
     std::string line;
-    if (s.blocked || s.in_barrier)
+    if (!s.blocked_what.empty())
+      line = describe_wait(r, s.blocked_what, s.blocked_since, now);
+    else if (s.blocked || s.in_barrier)
       line = describe_wait(r, s.in_barrier ? nullptr : s.blocked, s.blocked_since, now);
     else if (s.finished)
       line = fmt::format("r{} has finished and will send nothing more", r);
@@ -112,6 +126,7 @@ std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, cons
   req->mem = mem;
   req->owner = rank_;
   req->t_post = now_us();
+  req->mark = mark_post(mem);  // null on a CPU rank: nothing to order
   return req;
 }
 
@@ -152,6 +167,17 @@ void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
         to_string(recv.mem.dtype));
     send.error = why;
     recv.error = why;
+  } else if (recv.mark && (send.mem.device == Device::cuda || recv.mem.device == Device::cuda)) {
+    // Device memory on either side: enqueue the copy now, both waits poll its end. Only the
+    // receiver shows it on its gpu lane: the copy runs on its GPU, with its events.
+    try {
+      std::lock_guard lk(hub_.slots_[recv.owner]->copies);
+      send.copy = recv.copy = start_peer_copy(send.mem, send.mark.get(), recv.mem, *recv.mark,
+                                              fmt::format("copy r{} -> r{}", send.owner, recv.owner));
+      recv.device_work = recv.copy;
+    } catch (const Error& e) {
+      send.error = recv.error = e.what();
+    }
   } else {
     device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
   }
@@ -198,6 +224,48 @@ void ThreadTransport::wait(RequestState& request) {
     unregister();
   }
   if (!request.error.empty()) throw Error(request.error);
+  // Matched; on a GPU the copy is enqueued and may still be running. The wait ends when it has
+  // finished: received data is then in place for the host and every stream, and a sent
+  // buffer may be overwritten (peer_copy.hpp).
+  auto& r = static_cast<ThreadHub::Req&>(request);
+  if (r.copy) {
+    DeviceWork& copy = *r.copy;
+    poll([&] { return copy.done(); }, &request, {});
+    request.t_done = now_us();  // when this rank saw it done; the gpu lane has when the GPU did it
+  }
+}
+
+void ThreadTransport::poll(const std::function<bool()>& ready, const RequestState* request, const std::string& what) {
+  if (ready()) return;
+  auto& me = *hub_.slots_[rank_];
+  const double since = now_us();
+  {
+    std::lock_guard lk(me.registry);
+    me.blocked = request;
+    me.blocked_what = what;
+    me.blocked_since = since;
+  }
+  auto unregister = [&] {
+    std::lock_guard lk(me.registry);
+    me.blocked = nullptr;
+    me.blocked_what.clear();
+  };
+  try {
+    long spins = 0;
+    while (!ready()) {
+      if (hub_.aborting()) throw Aborted();
+      if (now_us() - since > hub_.timeout_us_) hub_.report_deadlock(rank_);
+      poll_backoff(spins);
+    }
+  } catch (...) {
+    unregister();
+    throw;
+  }
+  unregister();
+}
+
+void ThreadTransport::wait_until(const std::function<bool()>& ready, const std::string& what) {
+  poll(ready, nullptr, what);
 }
 
 void ThreadTransport::barrier() {

@@ -5,10 +5,15 @@
 // posting order) and copies the sender's buffer straight into the receiver's: one memcpy, no
 // staging. A send therefore completes when the receiver has its data (rendezvous), so two
 // ranks that both send first to each other deadlock exactly as they might under MPI.
+//
+// With --device cuda the one copy is a cudaMemcpyPeerAsync between the two ranks' device
+// buffers, ordered by events and waited for by polling (peer_copy.hpp says how and why).
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +37,11 @@ class ThreadHub {
   std::string failure() const;
   int exit_code() const;
 
+  double timeout_s() const { return timeout_us_ * 1e-6; }
+  // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
+  // id of the library collectives); it lives as long as the hub.
+  std::shared_ptr<void> shared(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+
  private:
   friend class ThreadTransport;
   struct Req;
@@ -43,9 +53,13 @@ class ThreadHub {
     std::condition_variable cv;
     std::mutex registry;                 // what the owner is blocked on, for the report
     const RequestState* blocked = nullptr;
+    std::string blocked_what;            // ... or a wait that is not a message (wait_until)
     bool in_barrier = false;
     double blocked_since = 0;
     bool finished = false;
+    // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
+    // thread; one at a time, so that a copy's timing events bracket that copy alone.
+    std::mutex copies;
   };
 
   void complete(Req& r);
@@ -67,6 +81,9 @@ class ThreadHub {
   bool failed_ = false;
   std::string failure_;
   int exit_code_ = 0;
+
+  std::mutex shared_m_;
+  std::map<std::string, std::shared_ptr<void>> shared_;
 };
 
 // The endpoint one rank uses.
@@ -79,10 +96,17 @@ class ThreadTransport : public Transport {
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override;
+  void wait_until(const std::function<bool()>& ready, const std::string& what) override;
+
+  ThreadHub& hub() { return hub_; }
+  int rank() const { return rank_; }
 
  private:
   std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
   void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
+  // Polls ready() while registered as blocked on `request` (or on `what`), answering aborts
+  // and the deadlock timeout like a wait for a partner.
+  void poll(const std::function<bool()>& ready, const RequestState* request, const std::string& what);
   ThreadHub& hub_;
   int rank_;
 };

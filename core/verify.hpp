@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "buffer.hpp"
 #include "data.hpp"
@@ -40,6 +41,10 @@ inline Eigen::VectorXd reference_input(std::uint64_t seed, int rank, std::size_t
 
 template <class T>
 Comparison compare(View<const T> got, const Eigen::VectorXd& want, double tol) {
+  if (got.device != Device::cpu) {  // checked on the host, against the same reference
+    const std::vector<T> host = to_host(got);
+    return compare(View<const T>{host.data(), host.size(), Device::cpu}, want, tol);
+  }
   Comparison c;
   c.n = got.size();
   if (static_cast<std::size_t>(want.size()) != got.size()) {
@@ -59,6 +64,16 @@ Comparison compare(View<const T> got, const Eigen::VectorXd& want, double tol) {
     }
   }
   return c;
+}
+
+// --inject-fault: adds 1 to the first element (wherever the view lives), so the check that
+// follows must fail.
+template <class T>
+void inject_fault_into(View<T> v) {
+  if (v.n == 0) return;
+  std::vector<T> first = to_host(v.sub(0, 1));
+  first[0] += T(1);
+  from_host(v.sub(0, 1), first);
 }
 
 // Tolerance for a float32 sum of `terms` values of magnitude about 1, against float64.

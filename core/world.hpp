@@ -14,8 +14,11 @@ namespace distlab {
 enum class Mode : std::uint8_t { threads, mpi };
 enum class Device : std::uint8_t { cpu, cuda };
 
-// Element types a buffer or message can hold.
-enum class DType : std::uint8_t { u8, i32, i64, f32, f64 };
+// Element types a buffer or message can hold. f16 and bf16 are Half and BFloat16 (half.hpp).
+enum class DType : std::uint8_t { u8, i32, i64, f32, f64, f16, bf16 };
+
+struct Half;
+struct BFloat16;
 
 struct World {
   int rank = 0;
@@ -44,6 +47,10 @@ constexpr DType dtype_of() {
     return DType::f32;
   else if constexpr (std::is_same_v<U, double>)
     return DType::f64;
+  else if constexpr (std::is_same_v<U, Half>)
+    return DType::f16;
+  else if constexpr (std::is_same_v<U, BFloat16>)
+    return DType::bf16;
   else
     static_assert(sizeof(T) == 0, "distlab: unsupported element type");
 }

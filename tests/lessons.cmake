@@ -26,7 +26,9 @@ function(distlab_lesson_test name lesson expect world np)
   else()
     set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${lesson}> ${args})
   endif()
-  add_test(NAME ${name} COMMAND bash ${run_lesson} $<TARGET_FILE:distlab_trace_check> ${trace} ${expect} ${world} -- ${cmd})
+  # distlab_gpu_lesson sets a prefix: run_gpu.sh, which skips the test where no GPU answers.
+  add_test(NAME ${name} COMMAND ${lesson_test_prefix} bash ${run_lesson} $<TARGET_FILE:distlab_trace_check> ${trace}
+                                ${expect} ${world} -- ${cmd})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS lesson)
   if(NOT np EQUAL 0)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
@@ -48,6 +50,14 @@ foreach(lesson ${DISTLAB_LESSONS})
   distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size ${small} --inject-fault)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.${lesson}.mpi4 ${lesson} verified 4 4)
+  endif()
+  # On a GPU: 4 in-process ranks sharing device 0 (or one GPU each), checked against the same
+  # CPU reference. Skipped (exit 77) where no CUDA device answers.
+  if(TARGET distlab_gpu_tests)
+    set(lesson_test_prefix bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --)
+    distlab_lesson_test(lesson.${lesson}.cuda ${lesson} verified 4 0 --ranks 4 --device cuda)
+    unset(lesson_test_prefix)
+    set_tests_properties(lesson.${lesson}.cuda PROPERTIES LABELS "lesson;gpu" SKIP_RETURN_CODE 77)
   endif()
 endforeach()
 

@@ -1,12 +1,156 @@
-// ops.hpp: the compute on Views, and the checks that guard it.
+// ops.hpp and half.hpp: every op on the CPU against an independent float64 reference (plain
+// loops in double), edge sizes, and the checks that guard the ops. The CUDA twins are checked
+// against these CPU ops in gpu/test_ops_cuda.cpp.
 #include <catch2/catch.hpp>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "core/check.hpp"
+#include "core/half.hpp"
 #include "core/ops.hpp"
 
 using namespace distlab;
+
+namespace {
+
+// Sizes that catch off-by-ones: empty, one, odd, not a multiple of 4 or 8, and larger.
+const std::vector<std::size_t> kSizes = {0, 1, 3, 7, 8, 33, 1000, 1027};
+
+// Unit roundoff of each element type: the relative error of one rounding.
+template <class T>
+constexpr double kRoundoff = std::is_same_v<T, float>  ? 0x1p-24
+                             : std::is_same_v<T, Half> ? 0x1p-11
+                                                       : 0x1p-8;
+
+template <class T>
+double d(T x) {
+  return static_cast<double>(static_cast<float>(x));
+}
+
+// A buffer of n values uniform in [lo, hi), rounded to T.
+template <class T>
+Buffer<T> random_buffer(Ledger& ledger, std::size_t n, std::uint32_t seed, float lo = -2.0f,
+                        float hi = 2.0f) {
+  Buffer<T> b(ledger, Category::data, n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (std::size_t i = 0; i < n; ++i) b[i] = T(dist(rng));
+  return b;
+}
+
+// |got - want| within rel of |want|, or of 1 near zero.
+bool close(double got, double want, double rel) {
+  return std::abs(got - want) <= rel * std::max(1.0, std::abs(want));
+}
+
+// The number of elements of `got` off the reference by more than rel (0 when all agree).
+template <class T>
+int wrong(const Buffer<T>& got, const std::vector<double>& want, double rel) {
+  int bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += close(d(got[i]), want[i], rel) ? 0 : 1;
+  return bad;
+}
+
+double gelu_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+}  // namespace
+
+// --- half.hpp ---------------------------------------------------------------------------------
+
+TEST_CASE("half: every f16 and bf16 value survives a trip through f32; NaN stays NaN", "[half]") {
+  int bad = 0;
+  for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const auto b = static_cast<std::uint16_t>(bits);
+    const float h = static_cast<float>(Half::from_bits(b));
+    const float bf = static_cast<float>(BFloat16::from_bits(b));
+    if ((b & 0x7C00) == 0x7C00 && (b & 0x3FF))
+      bad += !std::isnan(h) || !std::isnan(static_cast<float>(Half(h)));
+    else
+      bad += Half(h).bits != b;
+    if ((b & 0x7F80) == 0x7F80 && (b & 0x7F))
+      bad += !std::isnan(bf) || !std::isnan(static_cast<float>(BFloat16(bf)));
+    else
+      bad += BFloat16(bf).bits != b;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("half: f32 -> f16 and bf16 round to nearest, ties to even, at every pair of neighbours",
+          "[half]") {
+  // Between two neighbouring finite values a < b: the midpoint goes to the even one, just
+  // below it to a, just above to b. Midpoints are exact in f32 (11 and 8 bits of precision).
+  int bad = 0;
+  const auto check_pairs = [&](auto type) {
+    using T = decltype(type);
+    for (std::uint32_t bits = 0; bits < 0x7FFF; ++bits) {
+      const T a = T::from_bits(static_cast<std::uint16_t>(bits));
+      const T b = T::from_bits(static_cast<std::uint16_t>(bits + 1));
+      const float fa = static_cast<float>(a), fb = static_cast<float>(b);
+      if (!std::isfinite(fa) || !std::isfinite(fb)) continue;
+      const float mid = fa + (fb - fa) / 2;
+      const std::uint16_t even = (a.bits & 1) ? b.bits : a.bits;
+      bad += T(mid).bits != even;
+      bad += T(std::nextafter(mid, 0.0f)).bits != a.bits;
+      bad += T(std::nextafter(mid, INFINITY)).bits != b.bits;
+      bad += T(-mid).bits != (even | 0x8000);  // the sign is separate
+    }
+  };
+  check_pairs(Half{});
+  check_pairs(BFloat16{});
+  CHECK(bad == 0);
+}
+
+TEST_CASE("half: overflow gives Inf, underflow keeps f16 subnormals, signs and zeros survive",
+          "[half]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(Half(65504.0f).bits == 0x7BFF);   // the largest f16
+  CHECK(Half(65519.99f).bits == 0x7BFF);  // below the midpoint to 65536
+  CHECK(Half(65520.0f).bits == 0x7C00);   // the midpoint: ties to even, which is Inf
+  CHECK(Half(1e6f).bits == 0x7C00);
+  CHECK(Half(-inf).bits == 0xFC00);
+  CHECK(Half(std::ldexp(1.0f, -14)).bits == 0x0400);  // smallest normal
+  CHECK(Half(std::ldexp(1.0f, -24)).bits == 0x0001);  // smallest subnormal
+  CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);  // half of it: a tie, to even 0
+  CHECK(Half(std::ldexp(1.5f, -25)).bits == 0x0001);
+  CHECK(Half(std::ldexp(3.0f, -25)).bits == 0x0002);  // 1.5 units: a tie, to even 2
+  CHECK(Half(1e-40f).bits == 0x0000);                 // an f32 subnormal
+  CHECK(Half(-0.0f).bits == 0x8000);
+  CHECK(static_cast<float>(Half::from_bits(0x0001)) == std::ldexp(1.0f, -24));
+  CHECK(static_cast<float>(Half::from_bits(0x03FF)) == std::ldexp(1023.0f, -24));
+  CHECK(Half(std::nanf("")).bits == 0x7E00);
+  CHECK((Half(-std::nanf("")).bits & 0x8000) != 0);
+
+  CHECK(BFloat16(std::numeric_limits<float>::max()).bits == 0x7F80);  // past the largest bf16
+  CHECK(BFloat16(-inf).bits == 0xFF80);
+  CHECK(BFloat16(1.0f).bits == 0x3F80);
+  CHECK(BFloat16(1e-40f).bits == 0x0001);  // bf16 has f32's subnormals (to its precision)
+  CHECK(BFloat16(std::nanf("")).bits == 0x7FC0);
+  CHECK(static_cast<float>(BFloat16::from_bits(0x7F7F)) == 0x1.FEp127f);
+}
+
+TEST_CASE("half: the f16 and bf16 element types", "[half]") {
+  STATIC_REQUIRE(dtype_of<Half>() == DType::f16);
+  STATIC_REQUIRE(dtype_of<const BFloat16>() == DType::bf16);
+  CHECK(dtype_size(DType::f16) == 2);
+  CHECK(dtype_size(DType::bf16) == 2);
+  CHECK(std::string(to_string(DType::f16)) == "f16");
+  CHECK(std::string(to_string(DType::bf16)) == "bf16");
+  Ledger ledger;
+  Buffer<Half> h(ledger, Category::data, 3);
+  CHECK(h[2].bits == 0);  // zero-filled: Half{} is +0
+  CHECK(ledger.current(Category::data) == 6);
+}
+
+// --- copy, fill, add --------------------------------------------------------------------------
 
 TEST_CASE("ops: add, copy and fill compute element by element", "[ops]") {
   Ledger ledger;
@@ -26,6 +170,8 @@ TEST_CASE("ops: add, copy and fill compute element by element", "[ops]") {
   CHECK(a[3] == 33);
   ops::copy(a.view(), View<const std::int64_t>(a.view()));  // the same memory: a no-op
   CHECK(a[3] == 33);
+  ops::add(b.view(), a.view());  // a View<T> passes where a View<const T> is taken
+  CHECK(b[4] == 41);
 }
 
 TEST_CASE("ops: size and device mismatches are errors naming the op and sizes", "[ops]") {
@@ -37,8 +183,14 @@ TEST_CASE("ops: size and device mismatches are errors naming the op and sizes", 
   CHECK_THROWS_WITH(ops::copy(b.view(), View<const float>(a.view())), Catch::Contains("copy"));
   View<const float> on_gpu{nullptr, 4, Device::cuda};
   CHECK_THROWS_WITH(ops::add(a.view(), on_gpu), Catch::Contains("different devices"));
+  CHECK_THROWS_WITH(ops::gemm(a.view(), b.view(), b.view(), 2, 2, 2),
+                    Catch::Contains("gemm") && Catch::Contains("A"));
+  CHECK_THROWS_WITH(ops::softmax_rows(a.view(), a.view(), 3, 2), Catch::Contains("softmax_rows"));
+  CHECK_THROWS_WITH(ops::sum(a.view(), b.view()), Catch::Contains("sum") && Catch::Contains("out"));
+  // A GPU view on a thread with no GPU bound (or in a build without CUDA): an error, not a crash.
   View<float> gpu_dst{nullptr, 4, Device::cuda};
   CHECK_THROWS_AS(ops::fill(gpu_dst, 1.0f), Error);
+  CHECK_THROWS_AS(ops::scale(gpu_dst, 2.0f), Error);
 }
 
 TEST_CASE("ops: empty views are fine", "[ops]") {
@@ -47,4 +199,341 @@ TEST_CASE("ops: empty views are fine", "[ops]") {
   CHECK_NOTHROW(ops::add(e1, e2));
   CHECK_NOTHROW(ops::copy(e1, e2));
   CHECK_NOTHROW(ops::fill(e1, 2.0f));
+  CHECK_NOTHROW(ops::axpy(e1, 2.0f, e2));
+  CHECK_NOTHROW(ops::gelu_forward(e1, e2));
+  CHECK_NOTHROW(ops::softmax_rows(e1, e2, 0, 5));
+  CHECK_NOTHROW(ops::gemm(e1, e2, e2, 0, 0, 0));
+}
+
+// --- elementwise ------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("ops: add, axpy and scale against float64 at edge sizes", "[ops]", float, Half,
+                   BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  for (std::size_t n : kSizes) {
+    CAPTURE(n);
+    auto x = random_buffer<T>(ledger, n, 1), y = random_buffer<T>(ledger, n, 2);
+    std::vector<double> sum(n), axpy(n), scaled(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sum[i] = d(y[i]) + d(x[i]);
+      axpy[i] = d(y[i]) + 0.75 * d(x[i]);
+      scaled[i] = -1.5 * d(y[i]);
+    }
+    // One rounding to T (a few f32 roundings inside it for float).
+    const double rel = 4 * kRoundoff<T>;
+    auto s = random_buffer<T>(ledger, n, 2);
+    ops::add(s.view(), x.view());
+    CHECK(wrong(s, sum, rel) == 0);
+    auto a = random_buffer<T>(ledger, n, 2);
+    ops::axpy(a.view(), 0.75f, x.view());
+    CHECK(wrong(a, axpy, rel) == 0);
+    ops::scale(y.view(), -1.5f);
+    CHECK(wrong(y, scaled, rel) == 0);
+  }
+}
+
+TEST_CASE("ops: add on doubles and integers is exact", "[ops]") {
+  Ledger ledger;
+  Buffer<double> a(ledger, Category::data, 3), b(ledger, Category::data, 3);
+  Buffer<std::int32_t> i(ledger, Category::data, 3), j(ledger, Category::data, 3);
+  for (std::size_t k = 0; k < 3; ++k) {
+    a[k] = 0.1 * double(k);
+    b[k] = 1e-17;
+    i[k] = static_cast<std::int32_t>(k) - 1;
+    j[k] = 1 << 30;
+  }
+  ops::add(a.view(), b.view());
+  ops::add(i.view(), j.view());
+  CHECK(a[0] == 1e-17);
+  CHECK(a[2] == 0.2 + 1e-17);
+  CHECK(i[0] == (1 << 30) - 1);
+  CHECK(i[2] == (1 << 30) + 1);
+}
+
+TEMPLATE_TEST_CASE("ops: gelu forward and backward against float64 and a finite difference",
+                   "[ops]", float, Half, BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  for (std::size_t n : kSizes) {
+    CAPTURE(n);
+    auto x = random_buffer<T>(ledger, n, 3, -6.0f, 6.0f), dy = random_buffer<T>(ledger, n, 4);
+    Buffer<T> y(ledger, Category::data, n), dx(ledger, Category::data, n);
+    ops::gelu_forward(y.view(), x.view());
+    ops::gelu_backward(dx.view(), dy.view(), x.view());
+    std::vector<double> y_ref(n), dx_ref(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double xi = d(x[i]), h = 1e-5;
+      y_ref[i] = gelu_ref(xi);
+      // The derivative from the forward, not from the formula the op uses.
+      dx_ref[i] = d(dy[i]) * (gelu_ref(xi + h) - gelu_ref(xi - h)) / (2 * h);
+    }
+    const double rel = std::is_same_v<T, float> ? 1e-6 : 2 * kRoundoff<T>;
+    CHECK(wrong(y, y_ref, rel) == 0);
+    // The derivative in f32 loses digits in 1 - tanh(u)^2 where tanh(u) is near +-1, and that
+    // term is multiplied by up to 0.5 |x| du/dx ~ 14 at |x| = 6: a few 1e-6 at most.
+    CHECK(wrong(dx, dx_ref, std::max(rel, 1e-5)) == 0);
+  }
+}
+
+TEST_CASE("ops: the tanh GeLU is within 5e-4 of the exact x Phi(x)", "[ops]") {
+  Ledger ledger;
+  Buffer<float> x(ledger, Category::data, 2001), y(ledger, Category::data, 2001);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = -10.0f + 0.01f * float(i);
+  ops::gelu_forward(y.view(), x.view());
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double exact = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)));
+    worst = std::max(worst, std::abs(y[i] - exact));
+  }
+  CHECK(worst < 5e-4);
+  CHECK(worst > 1e-4);  // and it is an approximation: the tanh form, not erf
+}
+
+TEST_CASE("ops: cast f32 <-> f16 / bf16 rounds like the scalar conversion and round-trips",
+          "[ops]") {
+  Ledger ledger;
+  for (std::size_t n : kSizes) {
+    CAPTURE(n);
+    auto f = random_buffer<float>(ledger, n, 5, -70000.0f, 70000.0f);  // past f16's range too
+    if (n > 4) {
+      f[0] = std::numeric_limits<float>::infinity();
+      f[1] = std::nanf("");
+      f[2] = std::ldexp(1.5f, -25);  // an f16 subnormal
+      f[3] = -0.0f;
+    }
+    Buffer<Half> h(ledger, Category::data, n);
+    Buffer<BFloat16> b(ledger, Category::data, n);
+    Buffer<float> back_h(ledger, Category::data, n), back_b(ledger, Category::data, n);
+    ops::cast(h.view(), f.view());
+    ops::cast(b.view(), f.view());
+    ops::cast(back_h.view(), h.view());
+    ops::cast(back_b.view(), b.view());
+    int bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      bad += h[i].bits != Half(f[i]).bits;
+      bad += b[i].bits != BFloat16(f[i]).bits;
+      bad += std::bit_cast<std::uint32_t>(back_h[i]) !=
+             std::bit_cast<std::uint32_t>(static_cast<float>(h[i]));
+      bad += std::bit_cast<std::uint32_t>(back_b[i]) !=
+             std::bit_cast<std::uint32_t>(static_cast<float>(b[i]));
+      // f32 -> f16 -> f32 is within half an f16 unit (or Inf past 65520).
+      if (std::abs(f[i]) < 65504.0f) bad += !close(back_h[i], f[i], kRoundoff<Half>);
+    }
+    CHECK(bad == 0);
+    Buffer<Half> same(ledger, Category::data, n);
+    ops::cast(same.view(), h.view());  // same type: a copy
+    for (std::size_t i = 0; i < n; ++i) CHECK(same[i].bits == h[i].bits);
+  }
+}
+
+// --- Adam -------------------------------------------------------------------------------------
+
+TEST_CASE("ops: adam_step matches a double implementation over five steps", "[ops]") {
+  for (const float weight_decay : {0.0f, 0.1f}) {
+    CAPTURE(weight_decay);
+    const ops::AdamConfig config{
+        .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = weight_decay};
+    Ledger ledger;
+    const std::size_t n = 37;
+    auto p = random_buffer<float>(ledger, n, 6);
+    Buffer<float> m(ledger, Category::optimizer, n), v(ledger, Category::optimizer, n);
+    std::vector<double> p_ref(p.host().begin(), p.host().end()), m_ref(n, 0.0), v_ref(n, 0.0);
+    for (int t = 1; t <= 5; ++t) {
+      auto g = random_buffer<float>(ledger, n, 100 + t);
+      ops::adam_step(p.view(), g.view(), m.view(), v.view(), config, t);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double b1 = config.beta1, b2 = config.beta2;
+        m_ref[i] = b1 * m_ref[i] + (1 - b1) * g[i];
+        v_ref[i] = b2 * v_ref[i] + (1 - b2) * g[i] * g[i];
+        const double m_hat = m_ref[i] / (1 - std::pow(b1, t)),
+                     v_hat = v_ref[i] / (1 - std::pow(b2, t));
+        p_ref[i] -= config.lr * (m_hat / (std::sqrt(v_hat) + config.eps) + weight_decay * p_ref[i]);
+      }
+    }
+    CHECK(wrong(p, p_ref, 1e-5) == 0);
+    CHECK(wrong(m, m_ref, 1e-5) == 0);
+    CHECK(wrong(v, v_ref, 1e-5) == 0);
+  }
+  Ledger ledger;
+  Buffer<float> x(ledger, Category::data, 2);
+  CHECK_THROWS_WITH(ops::adam_step(x.view(), x.view(), x.view(), x.view(), {}, 0),
+                    Catch::Contains("step"));
+}
+
+TEST_CASE(
+    "ops: the first Adam step moves every parameter by about lr, whatever the gradient's scale",
+    "[ops]") {
+  // m_hat / sqrt(v_hat) = g / |g| at t = 1: the bias correction at work.
+  Ledger ledger;
+  Buffer<float> p(ledger, Category::params, 3), g(ledger, Category::grads, 3),
+      m(ledger, Category::optimizer, 3), v(ledger, Category::optimizer, 3);
+  g[0] = 1e-4f;
+  g[1] = -3.0f;
+  g[2] = 1e4f;
+  ops::adam_step(p.view(), g.view(), m.view(), v.view(), {.lr = 0.01f}, 1);
+  CHECK(p[0] == Approx(-0.01f).epsilon(1e-3));
+  CHECK(p[1] == Approx(0.01f).epsilon(1e-5));
+  CHECK(p[2] == Approx(-0.01f).epsilon(1e-5));
+}
+
+// --- reductions -------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("ops: sum, row_sums and col_sums against float64", "[ops]", float, Half,
+                   BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{0, 4}, {4, 0},   {1, 1},
+                                                                   {3, 7}, {17, 33}, {64, 1027}};
+  for (const auto& [rows, cols] : shapes) {
+    CAPTURE(rows, cols);
+    auto x = random_buffer<T>(ledger, rows * cols, 7);
+    Buffer<float> total(ledger, Category::data, 1), by_row(ledger, Category::data, rows),
+        by_col(ledger, Category::data, cols);
+    total[0] = 42.0f;  // overwritten, even for an empty x
+    ops::sum(total.view(), x.view());
+    ops::row_sums(by_row.view(), x.view(), rows, cols);
+    ops::col_sums(by_col.view(), x.view(), rows, cols);
+    std::vector<double> row_ref(rows, 0.0), col_ref(cols, 0.0);
+    double all = 0;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const double xi = d(x[r * cols + c]);
+        row_ref[r] += xi;
+        col_ref[c] += xi;
+        all += xi;
+      }
+    // Summed in double, rounded once to f32.
+    CHECK(close(total[0], all, 1e-6));
+    CHECK(wrong(by_row, row_ref, 1e-6) == 0);
+    CHECK(wrong(by_col, col_ref, 1e-6) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("ops: softmax rows sum to 1, match float64, and stay finite for large inputs",
+                   "[ops]", float, Half, BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  for (const auto& [rows, cols, offset] : std::vector<std::tuple<std::size_t, std::size_t, float>>{
+           {1, 1, 0.0f}, {3, 7, 0.0f}, {5, 1027, 0.0f}, {4, 50, 1e4f}, {2, 9, -1e4f}}) {
+    CAPTURE(rows, cols, offset);
+    // exp(1e4) overflows f32 (and even f64): only the max-subtracted form survives it.
+    // f16 tops out at 65504, so its large inputs are scaled down to stay finite.
+    const float shift = std::is_same_v<T, Half> ? offset / 4 : offset;
+    auto x = random_buffer<T>(ledger, rows * cols, 8, shift - 5.0f, shift + 5.0f);
+    Buffer<T> y(ledger, Category::data, rows * cols);
+    ops::softmax_rows(y.view(), x.view(), rows, cols);
+    std::vector<double> ref(rows * cols);
+    int bad_sum = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      double row_max = -INFINITY, total = 0, got = 0;
+      for (std::size_t c = 0; c < cols; ++c) row_max = std::max(row_max, d(x[r * cols + c]));
+      for (std::size_t c = 0; c < cols; ++c) total += std::exp(d(x[r * cols + c]) - row_max);
+      for (std::size_t c = 0; c < cols; ++c) {
+        ref[r * cols + c] = std::exp(d(x[r * cols + c]) - row_max) / total;
+        got += d(y[r * cols + c]);
+      }
+      // Each output is rounded once (relative error <= u, so the row's total is off by <= u),
+      // except that f16 flushes the smallest probabilities to subnormals (absolute <= 2^-25).
+      const double subnormals = std::is_same_v<T, Half> ? double(cols) * 0x1p-25 : 0.0;
+      bad_sum += std::abs(got - 1.0) > 1e-5 + 2 * kRoundoff<T> + subnormals;
+    }
+    CHECK(bad_sum == 0);
+    CHECK(wrong(y, ref, std::is_same_v<T, float> ? 1e-6 : 2 * kRoundoff<T>) == 0);
+  }
+  // In place: out may be in.
+  auto x = random_buffer<T>(ledger, 12, 9);
+  Buffer<T> y(ledger, Category::data, 12);
+  ops::softmax_rows(y.view(), x.view(), 3, 4);
+  ops::softmax_rows(x.view(), x.view(), 3, 4);
+  for (std::size_t i = 0; i < 12; ++i) CHECK(d(x[i]) == d(y[i]));
+}
+
+// --- gemm -------------------------------------------------------------------------------------
+
+namespace {
+
+// C = alpha op(A) op(B) + beta C in double, row-major, straight from the definition; and the
+// magnitude of each element's terms, alpha sum |a b| + |beta c|, which bounds f32's error.
+struct GemmRef {
+  std::vector<double> c, magnitude;
+};
+
+template <class T>
+GemmRef gemm_ref(const Buffer<T>& a, const Buffer<T>& b, const Buffer<T>& c, std::size_t m,
+                 std::size_t n, std::size_t k, bool ta, bool tb, double alpha, double beta) {
+  GemmRef ref{std::vector<double>(m * n), std::vector<double>(m * n)};
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double acc = 0, mag = 0;
+      for (std::size_t p = 0; p < k; ++p) {
+        const double aip = ta ? d(a[p * m + i]) : d(a[i * k + p]);
+        const double bpj = tb ? d(b[j * k + p]) : d(b[p * n + j]);
+        acc += aip * bpj;
+        mag += std::abs(aip * bpj);
+      }
+      const double old = beta == 0 ? 0.0 : beta * d(c[i * n + j]);
+      ref.c[i * n + j] = alpha * acc + old;
+      ref.magnitude[i * n + j] = std::abs(alpha) * mag + std::abs(old);
+    }
+  return ref;
+}
+
+// Elements of got off ref by more than f32 accumulation over k terms allows (k u magnitude,
+// the textbook bound), plus one rounding to T.
+template <class T>
+int gemm_wrong(const Buffer<T>& got, const GemmRef& ref, std::size_t k) {
+  int bad = 0;
+  for (std::size_t i = 0; i < ref.c.size(); ++i) {
+    const double bound =
+        2 * kRoundoff<T> * std::abs(ref.c[i]) + double(k + 2) * 0x1p-24 * ref.magnitude[i];
+    bad += std::abs(d(got[i]) - ref.c[i]) > bound;
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("ops: gemm in all four transpose combinations against float64", "[ops]", float,
+                   Half, BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> shapes = {
+      {1, 1, 1}, {5, 7, 3}, {17, 13, 33}, {64, 48, 96}, {3, 4, 0}};
+  for (const auto& [m, n, k] : shapes)
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
+          CAPTURE(m, n, k, ta, tb, alpha, beta);
+          auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
+          auto c = random_buffer<T>(ledger, m * n, 12);
+          const GemmRef ref = gemm_ref(a, b, c, m, n, k, ta, tb, alpha, beta);
+          ops::gemm(c.view(), a.view(), b.view(), m, n, k, ta, tb, alpha, beta);
+          CHECK(gemm_wrong(c, ref, k) == 0);
+        }
+}
+
+TEST_CASE("ops: gemm with beta = 0 never reads C", "[ops]") {
+  Ledger ledger;
+  Buffer<float> a(ledger, Category::data, 6), b(ledger, Category::data, 6),
+      c(ledger, Category::data, 4);
+  ops::fill(a.view(), 1.0f);
+  ops::fill(b.view(), 2.0f);
+  ops::fill(c.view(), std::nanf(""));
+  ops::gemm(c.view(), a.view(), b.view(), 2, 2, 3);  // (2,3) x (3,2)
+  for (std::size_t i = 0; i < 4; ++i) CHECK(c[i] == 6.0f);
+  // (3,2)^T x (2,3)^T reads the same arrays as (2,3) x (3,2) with other strides.
+  Buffer<float> r(ledger, Category::data, 6), s(ledger, Category::data, 6),
+      t(ledger, Category::data, 4);
+  for (std::size_t i = 0; i < 6; ++i) {
+    r[i] = float(i);
+    s[i] = float(i * i);
+  }
+  ops::gemm(t.view(), r.view(), s.view(), 2, 2, 3, /*trans_a=*/true, /*trans_b=*/true);
+  // A stored (3,2) = (0,1), (2,3), (4,5): op(A) = A^T has rows (0,2,4), (1,3,5).
+  // B stored (2,3) = (0,1,4), (9,16,25): op(B) = B^T has rows (0,9), (1,16), (4,25).
+  CHECK(t[0] == 0 * 0 + 2 * 1 + 4 * 4);
+  CHECK(t[1] == 0 * 9 + 2 * 16 + 4 * 25);
+  CHECK(t[2] == 1 * 0 + 3 * 1 + 5 * 4);
+  CHECK(t[3] == 1 * 9 + 3 * 16 + 5 * 25);
 }

@@ -72,7 +72,7 @@ TEST_CASE("options: a bad --size is a usage error quoting it", "[options]") {
 TEST_CASE("options: a bad --device or --transport is a usage error listing the choices", "[options]") {
   CHECK_THROWS_AS(parse({"--device", "gpu"}), UsageError);
   CHECK_THROWS_WITH(parse({"--device", "gpu"}), Contains("auto, cpu or cuda") && Contains("'gpu'"));
-  CHECK_THROWS_WITH(parse({"--transport", "nccl"}), Contains("auto, threads or mpi") && Contains("'nccl'"));
+  CHECK_THROWS_WITH(parse({"--transport", "gloo"}), Contains("auto, threads, mpi or nccl") && Contains("'gloo'"));
 }
 
 TEST_CASE("options: --deadlock-timeout must be positive", "[options]") {

@@ -87,14 +87,14 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < L; ++i) input[Eigen::Index(i)] = input_value<float>(opt.seed, root, i);
     const auto my_begin = Eigen::Index(part.begin(me)), my_size = Eigen::Index(part.size(me));
 
-    if (comm.inject_fault() && mine.size() > 0) mine[0] += 1.0f;
+    if (comm.inject_fault()) inject_fault_into(mine.view());
     auto c = compare(View<const float>(mine.view()), Eigen::VectorXd(input.segment(my_begin, my_size)), 0.0);
     comm.check("scatter: my chunk equals the root's chunk", c.ok, c.detail());
 
     // STEP 3: every rank works on its own chunk, with no communication: x -> (rank + 1) * x.
     {
       auto phase = comm.phase("scale chunk");
-      for (float& x : mine.host()) x *= static_cast<float>(me + 1);
+      ops::scale(mine.view(), static_cast<float>(me + 1));
     }
 
     // STEP 4: gather. The root receives chunk k from rank k, into place k.
@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
       auto g = compare(View<const float>(result.view()), want, std::ldexp(1.0, -24));
       comm.check("gather: root holds every rank's scaled chunk in rank order", g.ok, g.detail());
       if (L <= 16) {
-        comm.say_on(root, "\nroot input : {}\n", fmt::join(whole.host(), " "));
-        comm.say_on(root, "gathered   : {}   (chunk k scaled by k + 1)\n", fmt::join(result.host(), " "));
+        comm.say_on(root, "\nroot input : {}\n", fmt::join(to_host(whole.view()), " "));
+        comm.say_on(root, "gathered   : {}   (chunk k scaled by k + 1)\n", fmt::join(to_host(result.view()), " "));
       }
     }
 
@@ -119,15 +119,14 @@ int main(int argc, char** argv) {
     if (library::available(comm)) {
       Buffer<float> lib_mine = comm.alloc<float>(part.size(me), Category::data);
       const std::string call = library::scatter(comm, whole.data(), lib_mine.data(), L, DType::f32, root);
-      bool same = std::equal(lib_mine.host().begin(), lib_mine.host().end(), input.data() + my_begin,
-                             [](float a, double b) { return double(a) == b; });
-      comm.check(call + " gives the same chunk", same);
-      for (float& x : lib_mine.host()) x *= static_cast<float>(me + 1);
+      auto same = compare(View<const float>(lib_mine.view()), Eigen::VectorXd(input.segment(my_begin, my_size)), 0.0);
+      comm.check(call + " gives the same chunk", same.ok, same.detail());
+      ops::scale(lib_mine.view(), static_cast<float>(me + 1));
       Buffer<float> lib_result = comm.alloc<float>(me == root ? L : 0, Category::data);
       const std::string gcall = library::gather(comm, lib_mine.data(), lib_result.data(), L, DType::f32, root);
       if (me == root)
         comm.check(gcall + " gives the same result",
-                   std::equal(lib_result.host().begin(), lib_result.host().end(), result.host().begin()));
+                   to_host(lib_result.view()) == to_host(result.view()));
     }
   });
 }

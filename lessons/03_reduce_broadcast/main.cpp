@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
 
     // STEP 1: gather versus reduce on the smallest input: rank r holds the one value r + 1.
     Buffer<float> one = comm.alloc<float>(1, Category::data);
-    one[0] = static_cast<float>(me + 1);
+    from_host(one.view(), {static_cast<float>(me + 1)});
     Buffer<float> gathered = comm.alloc<float>(me == root ? n : 0, Category::data);
     Buffer<float> summed = comm.alloc<float>(me == root ? 1 : 0, Category::data);
     {
@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
       comm.check("demo reduce: the root holds [N(N+1)/2]", s.ok, s.detail());
       // The root holds the results, so the root prints them.
       if (n <= 16) {
-        const std::string gs = fmt::format("[{}]", fmt::join(gathered.host(), ", "));
-        const std::string rs = fmt::format("[{}]", fmt::join(summed.host(), ", "));
+        const std::string gs = fmt::format("[{}]", fmt::join(to_host(gathered.view()), ", "));
+        const std::string rs = fmt::format("[{}]", fmt::join(to_host(summed.view()), ", "));
         const std::size_t w = std::max(gs.size(), rs.size());
         comm.say_on(root, "\nrank r holds [r + 1]; on the root r{}:\n", root);
         comm.say_on(root, "  gather -> {:<{}}   N values: the result grows with N\n", gs, w);
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
       auto phase = comm.phase("broadcast");
       coll::broadcast(comm, total.view(), root, "data", coll::all_ranks(n));  // the sum holds every rank's data
     }
-    if (comm.inject_fault() && total.size() > 0) total[0] += 1.0f;
+    if (comm.inject_fault()) inject_fault_into(total.view());
     auto b = compare(View<const float>(total.view()), exact.cast<double>(), 0.0);
     comm.check("broadcast: my copy equals the root's sum exactly", b.ok, b.detail());
     if (L <= 16 && n <= 8) {
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < L; ++i) x[i] = input_value<float>(opt.seed, k, i);
         comm.say("input of r{}        : {}\n", k, fmt::join(x, " "));
       }
-      comm.say("sum, on every rank : {}\n", fmt::join(total.host(), " "));
+      comm.say("sum, on every rank : {}\n", fmt::join(to_host(total.view()), " "));
     }
 
     // STEP 4 (under mpirun): MPI's own MPI_Reduce / MPI_Bcast on the same data must agree.
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
       if (me == root) ops::copy(lib_copy.view(), View<const float>(total.view()));
       const std::string bcall = library::broadcast(comm, lib_copy.data(), L, DType::f32, root);
       comm.check(bcall + " gives the same copy",
-                 std::equal(lib_copy.host().begin(), lib_copy.host().end(), total.host().begin()));
+                 to_host(lib_copy.view()) == to_host(total.view()));
     }
   });
 }

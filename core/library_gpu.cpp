@@ -1,0 +1,351 @@
+// library_gpu.cpp — the library collectives on GPU memory (library.hpp): NCCL's calls, or MPI's
+// on host copies when the staged transport carries the run.
+//
+// Every call is enqueued on the rank's stream (after the kernels that produced its input),
+// bracketed by a DeviceWork for the trace's gpu lane, and waited for by polling (the deadlock
+// timeout applies), so that it returns with the result in place, like the MPI calls.
+#include <fmt/format.h>
+
+#include <memory>
+#include <vector>
+
+#include "check.hpp"
+#include "cuda_context.hpp"
+#include "device.hpp"
+#include "library_detail.hpp"
+#include "partition.hpp"
+#include "transport_threads.hpp"
+
+#ifdef DISTLAB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef DISTLAB_HAVE_NCCL
+#include <nccl.h>
+
+#include "transport_nccl.hpp"
+#endif
+
+namespace distlab::library::detail {
+
+#ifndef DISTLAB_HAVE_CUDA
+
+bool gpu_available(const Comm&, std::string* why) {
+  if (why) *why = "this build has no CUDA";
+  return false;
+}
+#define DL_NO_CUDA DL_FAIL("GPU library collectives in a build without CUDA")
+std::string gpu_scatter(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
+std::string gpu_gather(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
+std::string gpu_broadcast(Comm&, void*, std::size_t, DType, int) { DL_NO_CUDA; }
+std::string gpu_reduce(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
+std::string gpu_all_gather(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
+std::string gpu_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
+std::string gpu_all_reduce(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
+
+#else
+
+namespace {
+
+// --- staged: MPI's call on host copies (ranks under mpirun share a GPU) ---------------------
+
+// Copies `send` down, runs `mpi_call(host_send, host_recv)`, copies the result up. send == recv
+// (in place) shares one host buffer, so MPI sees it in place too.
+template <class Call>
+std::string staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes, Call mpi_call) {
+  std::vector<char> host_send(send == recv ? 0 : send_bytes), host_recv(recv_bytes);
+  char* hs = send == recv ? host_recv.data() : host_send.data();
+  if (send_bytes) device_copy(hs, Device::cpu, send, Device::cuda, send_bytes);
+  const std::string name = mpi_call(hs, host_recv.data());
+  if (recv_bytes) device_copy(recv, Device::cuda, host_recv.data(), Device::cpu, recv_bytes);
+  return name + " (through host memory)";
+}
+
+#ifdef DISTLAB_HAVE_NCCL
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::u8: return ncclUint8;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+  }
+  DL_FAIL("no NCCL type for {}", to_string(t));
+}
+
+// The communicator a call runs on and the transport whose loop waits for it.
+struct Nccl {
+  ncclComm_t comm = nullptr;
+  Transport* waiter = nullptr;
+};
+
+// In-process ranks: each rank thread makes its own communicator, once, from an id the first
+// rank makes for the run (NCCL's one-device-per-thread pattern). Non-blocking, so that a rank
+// that never arrives is reported, not waited on.
+ncclComm_t thread_comm(Comm& comm, ThreadTransport& t) {
+  CudaRank& rank = cuda_rank();
+  if (rank.nccl) return static_cast<ncclComm_t>(rank.nccl);
+  auto id = std::static_pointer_cast<ncclUniqueId>(t.hub().shared("library NCCL id", [] {
+    auto made = std::make_shared<ncclUniqueId>();
+    DL_NCCL_CHECK(ncclGetUniqueId(made.get()));
+    return std::shared_ptr<void>(made);
+  }));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t c = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&c, comm.size(), *id, comm.rank(), &config);
+  rank.nccl = c;  // released at unbind (cuda_release_nccl), whatever happens next
+  nccl_settle(c, rc, "ncclCommInitRankConfig", t);
+  return c;
+}
+
+// The NCCL communicator of this run, or none when the staged transport carries it.
+bool nccl_of(Comm& comm, Nccl& out) {
+  if (auto* t = dynamic_cast<NcclTransport*>(&comm.transport())) {
+    t->flush();  // queued point-to-point first: every rank issues its NCCL calls in one order
+    out = {static_cast<ncclComm_t>(t->comm()), t};
+    return true;
+  }
+  if (auto* t = dynamic_cast<ThreadTransport*>(&comm.transport())) {
+    out = {thread_comm(comm, *t), t};
+    return true;
+  }
+  return false;
+}
+
+// Runs `enqueue(comm, stream)` (NCCL calls on the rank's stream), waits for it and puts it on
+// the rank's gpu lane as `name`.
+template <class Enqueue>
+std::string nccl_run(Comm& comm, const Nccl& n, const std::string& name, Enqueue enqueue) {
+  const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  auto work = std::make_shared<DeviceWork>(name);
+  work->record_start(stream);
+  enqueue(n.comm, stream);
+  work->record_stop(stream);  // after the calls settled: NCCL's work is on the stream by now
+  nccl_wait(n.comm, *work, name, *n.waiter);
+  comm.record_device_work(work);
+  return name;
+}
+
+// One call, settled: a non-blocking communicator may answer ncclInProgress.
+#define DL_NCCL_CALL(n, call) nccl_settle((n).comm, (call), #call, *(n).waiter)
+
+// A group of calls, one launch.
+template <class Calls>
+void nccl_group(const Nccl& n, Calls calls) {
+  DL_NCCL_CHECK(ncclGroupStart());
+  calls();
+  nccl_settle(n.comm, ncclGroupEnd(), "ncclGroupEnd", *n.waiter);
+}
+
+const char* at(const void* base, std::size_t elements, DType t) {
+  return static_cast<const char*>(base) + elements * dtype_size(t);
+}
+char* at(void* base, std::size_t elements, DType t) { return static_cast<char*>(base) + elements * dtype_size(t); }
+
+#endif  // DISTLAB_HAVE_NCCL
+
+std::size_t bytes_of(std::size_t elements, DType t) { return elements * dtype_size(t); }
+
+// Fails with the sentence unavailable_reason() gives, before any rank starts a call it cannot end.
+void require(const Comm& comm) {
+  std::string why;
+  DL_CHECK(gpu_available(comm, &why), "{}", why);
+}
+
+}  // namespace
+
+bool gpu_available(const Comm& comm, std::string* why) {
+  std::string reason;
+  if (comm.world().mode == Mode::threads) {
+#ifdef DISTLAB_HAVE_NCCL
+    const int gpus = cuda_device_count();
+    if (comm.size() > gpus)
+      reason = fmt::format(
+          "the library collectives on in-process GPU ranks are NCCL's, and NCCL refuses two ranks of one "
+          "communicator on one GPU: {} ranks share {} GPU{} here (use --ranks {} or fewer, or mpirun)",
+          comm.size(), gpus, gpus == 1 ? "" : "s", gpus);
+#else
+    reason = "the library collectives on in-process GPU ranks are NCCL's, and this build has no NCCL";
+#endif
+  }
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  require(comm);
+  const int n = comm.size(), me = comm.rank();
+  const Partition part{length, n};
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    const ncclDataType_t t = nccl_type(dtype);
+    if (length % static_cast<std::size_t>(n) == 0) {
+      const void* from = send ? send : recv;  // sendbuff is unused off the root; never pass null
+      return nccl_run(comm, nc, "ncclScatter", [&](ncclComm_t c, cudaStream_t s) {
+        DL_NCCL_CALL(nc, ncclScatter(from, recv, part.size(me), t, root, c, s));
+      });
+    }
+    // Unequal chunks: NCCL's scatter takes one count, so the root sends each its own.
+    return nccl_run(comm, nc, "ncclSend/ncclRecv (scatter)", [&](ncclComm_t c, cudaStream_t s) {
+      if (me == root && part.size(root) > 0)
+        DL_CUDA_CHECK(cudaMemcpyAsync(recv, at(send, part.begin(root), dtype), bytes_of(part.size(root), dtype),
+                                      cudaMemcpyDeviceToDevice, s));
+      nccl_group(nc, [&] {
+        if (me == root) {
+          for (int r = 0; r < n; ++r)
+            if (r != root && part.size(r) > 0)
+              nccl_check_queued(c, ncclSend(at(send, part.begin(r), dtype), part.size(r), t, r, c, s), "ncclSend");
+        } else if (part.size(me) > 0) {
+          nccl_check_queued(c, ncclRecv(recv, part.size(me), t, root, c, s), "ncclRecv");
+        }
+      });
+    });
+  }
+#endif
+  return staged(send, me == root ? bytes_of(length, dtype) : 0, recv, bytes_of(part.size(me), dtype),
+                [&](const void* s, void* r) { return mpi_scatter(comm, s, r, length, dtype, root); });
+}
+
+std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  require(comm);
+  const int n = comm.size(), me = comm.rank();
+  const Partition part{length, n};
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    const ncclDataType_t t = nccl_type(dtype);
+    if (length % static_cast<std::size_t>(n) == 0) {
+      void* into = recv ? recv : const_cast<void*>(send);  // recvbuff is unused off the root
+      return nccl_run(comm, nc, "ncclGather", [&](ncclComm_t c, cudaStream_t s) {
+        DL_NCCL_CALL(nc, ncclGather(send, into, part.size(me), t, root, c, s));
+      });
+    }
+    return nccl_run(comm, nc, "ncclSend/ncclRecv (gather)", [&](ncclComm_t c, cudaStream_t s) {
+      if (me == root && part.size(root) > 0)
+        DL_CUDA_CHECK(cudaMemcpyAsync(at(recv, part.begin(root), dtype), send, bytes_of(part.size(root), dtype),
+                                      cudaMemcpyDeviceToDevice, s));
+      nccl_group(nc, [&] {
+        if (me == root) {
+          for (int r = 0; r < n; ++r)
+            if (r != root && part.size(r) > 0)
+              nccl_check_queued(c, ncclRecv(at(recv, part.begin(r), dtype), part.size(r), t, r, c, s), "ncclRecv");
+        } else if (part.size(me) > 0) {
+          nccl_check_queued(c, ncclSend(send, part.size(me), t, root, c, s), "ncclSend");
+        }
+      });
+    });
+  }
+#endif
+  return staged(send, bytes_of(part.size(me), dtype), recv, me == root ? bytes_of(length, dtype) : 0,
+                [&](const void* s, void* r) { return mpi_gather(comm, s, r, length, dtype, root); });
+}
+
+std::string gpu_broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
+  require(comm);
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc))
+    return nccl_run(comm, nc, "ncclBroadcast", [&](ncclComm_t c, cudaStream_t s) {
+      DL_NCCL_CALL(nc, ncclBroadcast(data, data, length, nccl_type(dtype), root, c, s));
+    });
+#endif
+  const std::size_t bytes = bytes_of(length, dtype);
+  return staged(data, bytes, data, bytes,
+                [&](const void*, void* r) { return mpi_broadcast(comm, r, length, dtype, root); });
+}
+
+std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  require(comm);
+  const int me = comm.rank();
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    void* into = recv ? recv : const_cast<void*>(send);  // recvbuff is unused off the root
+    return nccl_run(comm, nc, "ncclReduce", [&](ncclComm_t c, cudaStream_t s) {
+      DL_NCCL_CALL(nc, ncclReduce(send, into, length, nccl_type(dtype), ncclSum, root, c, s));
+    });
+  }
+#endif
+  const std::size_t bytes = bytes_of(length, dtype);
+  return staged(send, bytes, recv, me == root ? bytes : 0,
+                [&](const void* s, void* r) { return mpi_reduce(comm, s, r, length, dtype, root); });
+}
+
+std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  require(comm);
+  const int n = comm.size(), me = comm.rank();
+  const Partition part{length, n};
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    const ncclDataType_t t = nccl_type(dtype);
+    if (length % static_cast<std::size_t>(n) == 0)
+      return nccl_run(comm, nc, "ncclAllGather", [&](ncclComm_t c, cudaStream_t s) {
+        DL_NCCL_CALL(nc, ncclAllGather(send, recv, part.size(me), t, c, s));
+      });
+    // Unequal chunks: each rank broadcasts its own into place, all in one group.
+    return nccl_run(comm, nc, "ncclBroadcast x N (all-gather)", [&](ncclComm_t c, cudaStream_t s) {
+      nccl_group(nc, [&] {
+        for (int r = 0; r < n; ++r) {
+          if (part.size(r) == 0) continue;
+          char* place = at(recv, part.begin(r), dtype);
+          nccl_check_queued(c, ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s), "ncclBroadcast");
+        }
+      });
+    });
+  }
+#endif
+  return staged(send, bytes_of(part.size(me), dtype), recv, bytes_of(length, dtype),
+                [&](const void* s, void* r) { return mpi_all_gather(comm, s, r, length, dtype); });
+}
+
+std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  require(comm);
+  const int n = comm.size(), me = comm.rank();
+  const Partition part{length, n};
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    const ncclDataType_t t = nccl_type(dtype);
+    if (length % static_cast<std::size_t>(n) == 0)
+      return nccl_run(comm, nc, "ncclReduceScatter", [&](ncclComm_t c, cudaStream_t s) {
+        DL_NCCL_CALL(nc, ncclReduceScatter(send, recv, part.size(me), t, ncclSum, c, s));
+      });
+    // Unequal chunks: chunk r is reduced onto rank r, all in one group.
+    return nccl_run(comm, nc, "ncclReduce x N (reduce-scatter)", [&](ncclComm_t c, cudaStream_t s) {
+      nccl_group(nc, [&] {
+        for (int r = 0; r < n; ++r) {
+          if (part.size(r) == 0) continue;
+          const char* chunk = at(send, part.begin(r), dtype);
+          void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
+          nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s), "ncclReduce");
+        }
+      });
+    });
+  }
+#endif
+  return staged(send, bytes_of(length, dtype), recv, bytes_of(part.size(me), dtype),
+                [&](const void* s, void* r) { return mpi_reduce_scatter(comm, s, r, length, dtype); });
+}
+
+std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  require(comm);
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc))
+    return nccl_run(comm, nc, "ncclAllReduce", [&](ncclComm_t c, cudaStream_t s) {
+      DL_NCCL_CALL(nc, ncclAllReduce(send, recv, length, nccl_type(dtype), ncclSum, c, s));
+    });
+#endif
+  const std::size_t bytes = bytes_of(length, dtype);
+  return staged(send, bytes, recv, bytes,
+                [&](const void* s, void* r) { return mpi_all_reduce(comm, s, r, length, dtype); });
+}
+
+#endif  // DISTLAB_HAVE_CUDA
+
+}  // namespace distlab::library::detail
