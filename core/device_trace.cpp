@@ -14,7 +14,8 @@ std::size_t tightest_round(const std::vector<ClockRound>& rounds) {
   DL_CHECK(!rounds.empty(), "a clock calibration needs at least one round");
   std::size_t best = 0;
   for (std::size_t i = 1; i < rounds.size(); ++i)
-    if (rounds[i].after_us - rounds[i].before_us < rounds[best].after_us - rounds[best].before_us) best = i;
+    if (rounds[i].after_us - rounds[i].before_us < rounds[best].after_us - rounds[best].before_us)
+      best = i;
   return best;
 }
 
@@ -25,14 +26,19 @@ constexpr std::size_t kSpareWork = 64;  // phase event pairs kept for reuse per 
 #ifdef DISTLAB_HAVE_CUDA
 
 namespace {
-cudaEvent_t ev(void* e) { return static_cast<cudaEvent_t>(e); }
-cudaStream_t st(void* s) { return static_cast<cudaStream_t>(s); }
+cudaEvent_t ev(void* e) {
+  return static_cast<cudaEvent_t>(e);
+}
+cudaStream_t st(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
 }  // namespace
 
 DeviceWork::DeviceWork(std::string name) : name_(std::move(name)) {
   DL_CUDA_CHECK(cudaGetDevice(&device_));
   cudaEvent_t a = nullptr, b = nullptr;
-  DL_CUDA_CHECK(cudaEventCreate(&a));  // timing events: cudaEventDisableTiming would forbid elapsed time
+  DL_CUDA_CHECK(
+      cudaEventCreate(&a));  // timing events: cudaEventDisableTiming would forbid elapsed time
   DL_CUDA_CHECK(cudaEventCreate(&b));
   start_ = a;
   stop_ = b;
@@ -86,13 +92,21 @@ void DeviceWork::reuse(std::string name) {
 
 #else
 
-DeviceWork::DeviceWork(std::string name) : name_(std::move(name)) { DL_FAIL("device timing in a build without CUDA"); }
+DeviceWork::DeviceWork(std::string name) : name_(std::move(name)) {
+  DL_FAIL("device timing in a build without CUDA");
+}
 DeviceWork::~DeviceWork() = default;
 void DeviceWork::record_start(void*) {}
 void DeviceWork::record_stop(void*) {}
-bool DeviceWork::done() const { return true; }
-bool DeviceWork::host_times(double&, double&) const { return false; }
-void DeviceWork::reuse(std::string name) { name_ = std::move(name); }
+bool DeviceWork::done() const {
+  return true;
+}
+bool DeviceWork::host_times(double&, double&) const {
+  return false;
+}
+void DeviceWork::reuse(std::string name) {
+  name_ = std::move(name);
+}
 
 #endif
 

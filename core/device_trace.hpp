@@ -39,7 +39,9 @@ struct ClockRound {
 // The round with the smallest gap: the one the fewest other things interrupted.
 std::size_t tightest_round(const std::vector<ClockRound>& rounds);
 // The host time of that round's event: the midpoint, wrong by at most half the gap.
-inline double round_midpoint(const ClockRound& r) { return (r.before_us + r.after_us) / 2; }
+inline double round_midpoint(const ClockRound& r) {
+  return (r.before_us + r.after_us) / 2;
+}
 
 // Host time of an event `ms_since_epoch` milliseconds after the epoch event.
 inline double event_host_us(double epoch_host_us, double ms_since_epoch) {
@@ -59,7 +61,7 @@ class DeviceWork {
 
   void record_start(void* stream);  // cudaStream_t of the same device
   void record_stop(void* stream);
-  bool done() const;                // the stop event has completed (cudaEventQuery)
+  bool done() const;  // the stop event has completed (cudaEventQuery)
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }

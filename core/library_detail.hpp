@@ -9,22 +9,34 @@
 namespace distlab::library::detail {
 
 // MPI on host memory (throw without MPI).
-std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
-std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
+std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                        int root);
+std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root);
 std::string mpi_broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root);
-std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
-std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
-std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
-std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
+std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root);
+std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
+std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                               DType dtype);
+std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
 
 // GPU memory: NCCL, or MPI on host copies under the staged transport (throw without CUDA).
 bool gpu_available(const Comm& comm, std::string* why);
-std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
-std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
+std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                        int root);
+std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root);
 std::string gpu_broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root);
-std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
-std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
-std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
-std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
+std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root);
+std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
+std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                               DType dtype);
+std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
 
 }  // namespace distlab::library::detail

@@ -34,13 +34,27 @@ bool gpu_available(const Comm&, std::string* why) {
   return false;
 }
 #define DL_NO_CUDA DL_FAIL("GPU library collectives in a build without CUDA")
-std::string gpu_scatter(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
-std::string gpu_gather(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
-std::string gpu_broadcast(Comm&, void*, std::size_t, DType, int) { DL_NO_CUDA; }
-std::string gpu_reduce(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_CUDA; }
-std::string gpu_all_gather(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
-std::string gpu_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
-std::string gpu_all_reduce(Comm&, const void*, void*, std::size_t, DType) { DL_NO_CUDA; }
+std::string gpu_scatter(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_CUDA;
+}
+std::string gpu_gather(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_CUDA;
+}
+std::string gpu_broadcast(Comm&, void*, std::size_t, DType, int) {
+  DL_NO_CUDA;
+}
+std::string gpu_reduce(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_CUDA;
+}
+std::string gpu_all_gather(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_CUDA;
+}
+std::string gpu_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_CUDA;
+}
+std::string gpu_all_reduce(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_CUDA;
+}
 
 #else
 
@@ -51,7 +65,8 @@ namespace {
 // Copies `send` down, runs `mpi_call(host_send, host_recv)`, copies the result up. send == recv
 // (in place) shares one host buffer, so MPI sees it in place too.
 template <class Call>
-std::string staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes, Call mpi_call) {
+std::string staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+                   Call mpi_call) {
   std::vector<char> host_send(send == recv ? 0 : send_bytes), host_recv(recv_bytes);
   char* hs = send == recv ? host_recv.data() : host_send.data();
   if (send_bytes) device_copy(hs, Device::cpu, send, Device::cuda, send_bytes);
@@ -64,13 +79,20 @@ std::string staged(const void* send, std::size_t send_bytes, void* recv, std::si
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::u8: return ncclUint8;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
+    case DType::u8:
+      return ncclUint8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
   }
   DL_FAIL("no NCCL type for {}", to_string(t));
 }
@@ -143,11 +165,15 @@ void nccl_group(const Nccl& n, Calls calls) {
 const char* at(const void* base, std::size_t elements, DType t) {
   return static_cast<const char*>(base) + elements * dtype_size(t);
 }
-char* at(void* base, std::size_t elements, DType t) { return static_cast<char*>(base) + elements * dtype_size(t); }
+char* at(void* base, std::size_t elements, DType t) {
+  return static_cast<char*>(base) + elements * dtype_size(t);
+}
 
 #endif  // DISTLAB_HAVE_NCCL
 
-std::size_t bytes_of(std::size_t elements, DType t) { return elements * dtype_size(t); }
+std::size_t bytes_of(std::size_t elements, DType t) {
+  return elements * dtype_size(t);
+}
 
 // Fails with the sentence unavailable_reason() gives, before any rank starts a call it cannot end.
 void require(const Comm& comm) {
@@ -164,18 +190,22 @@ bool gpu_available(const Comm& comm, std::string* why) {
     const int gpus = cuda_device_count();
     if (comm.size() > gpus)
       reason = fmt::format(
-          "the library collectives on in-process GPU ranks are NCCL's, and NCCL refuses two ranks of one "
-          "communicator on one GPU: {} ranks share {} GPU{} here (use --ranks {} or fewer, or mpirun)",
+          "the library collectives on in-process GPU ranks are NCCL's, and NCCL refuses two ranks "
+          "of one "
+          "communicator on one GPU: {} ranks share {} GPU{} here (use --ranks {} or fewer, or "
+          "mpirun)",
           comm.size(), gpus, gpus == 1 ? "" : "s", gpus);
 #else
-    reason = "the library collectives on in-process GPU ranks are NCCL's, and this build has no NCCL";
+    reason =
+        "the library collectives on in-process GPU ranks are NCCL's, and this build has no NCCL";
 #endif
   }
   if (why) *why = reason;
   return reason.empty();
 }
 
-std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                        int root) {
   require(comm);
   const int n = comm.size(), me = comm.rank();
   const Partition part{length, n};
@@ -192,13 +222,16 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
     // Unequal chunks: NCCL's scatter takes one count, so the root sends each its own.
     return nccl_run(comm, nc, "ncclSend/ncclRecv (scatter)", [&](ncclComm_t c, cudaStream_t s) {
       if (me == root && part.size(root) > 0)
-        DL_CUDA_CHECK(cudaMemcpyAsync(recv, at(send, part.begin(root), dtype), bytes_of(part.size(root), dtype),
-                                      cudaMemcpyDeviceToDevice, s));
+        DL_CUDA_CHECK(cudaMemcpyAsync(recv, at(send, part.begin(root), dtype),
+                                      bytes_of(part.size(root), dtype), cudaMemcpyDeviceToDevice,
+                                      s));
       nccl_group(nc, [&] {
         if (me == root) {
           for (int r = 0; r < n; ++r)
             if (r != root && part.size(r) > 0)
-              nccl_check_queued(c, ncclSend(at(send, part.begin(r), dtype), part.size(r), t, r, c, s), "ncclSend");
+              nccl_check_queued(c,
+                                ncclSend(at(send, part.begin(r), dtype), part.size(r), t, r, c, s),
+                                "ncclSend");
         } else if (part.size(me) > 0) {
           nccl_check_queued(c, ncclRecv(recv, part.size(me), t, root, c, s), "ncclRecv");
         }
@@ -206,11 +239,13 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
     });
   }
 #endif
-  return staged(send, me == root ? bytes_of(length, dtype) : 0, recv, bytes_of(part.size(me), dtype),
-                [&](const void* s, void* r) { return mpi_scatter(comm, s, r, length, dtype, root); });
+  return staged(
+      send, me == root ? bytes_of(length, dtype) : 0, recv, bytes_of(part.size(me), dtype),
+      [&](const void* s, void* r) { return mpi_scatter(comm, s, r, length, dtype, root); });
 }
 
-std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root) {
   require(comm);
   const int n = comm.size(), me = comm.rank();
   const Partition part{length, n};
@@ -226,13 +261,16 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
     }
     return nccl_run(comm, nc, "ncclSend/ncclRecv (gather)", [&](ncclComm_t c, cudaStream_t s) {
       if (me == root && part.size(root) > 0)
-        DL_CUDA_CHECK(cudaMemcpyAsync(at(recv, part.begin(root), dtype), send, bytes_of(part.size(root), dtype),
-                                      cudaMemcpyDeviceToDevice, s));
+        DL_CUDA_CHECK(cudaMemcpyAsync(at(recv, part.begin(root), dtype), send,
+                                      bytes_of(part.size(root), dtype), cudaMemcpyDeviceToDevice,
+                                      s));
       nccl_group(nc, [&] {
         if (me == root) {
           for (int r = 0; r < n; ++r)
             if (r != root && part.size(r) > 0)
-              nccl_check_queued(c, ncclRecv(at(recv, part.begin(r), dtype), part.size(r), t, r, c, s), "ncclRecv");
+              nccl_check_queued(c,
+                                ncclRecv(at(recv, part.begin(r), dtype), part.size(r), t, r, c, s),
+                                "ncclRecv");
         } else if (part.size(me) > 0) {
           nccl_check_queued(c, ncclSend(send, part.size(me), t, root, c, s), "ncclSend");
         }
@@ -240,8 +278,9 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
     });
   }
 #endif
-  return staged(send, bytes_of(part.size(me), dtype), recv, me == root ? bytes_of(length, dtype) : 0,
-                [&](const void* s, void* r) { return mpi_gather(comm, s, r, length, dtype, root); });
+  return staged(
+      send, bytes_of(part.size(me), dtype), recv, me == root ? bytes_of(length, dtype) : 0,
+      [&](const void* s, void* r) { return mpi_gather(comm, s, r, length, dtype, root); });
 }
 
 std::string gpu_broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
@@ -258,7 +297,8 @@ std::string gpu_broadcast(Comm& comm, void* data, std::size_t length, DType dtyp
                 [&](const void*, void* r) { return mpi_broadcast(comm, r, length, dtype, root); });
 }
 
-std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root) {
   require(comm);
   const int me = comm.rank();
 #ifdef DISTLAB_HAVE_NCCL
@@ -271,11 +311,13 @@ std::string gpu_reduce(Comm& comm, const void* send, void* recv, std::size_t len
   }
 #endif
   const std::size_t bytes = bytes_of(length, dtype);
-  return staged(send, bytes, recv, me == root ? bytes : 0,
-                [&](const void* s, void* r) { return mpi_reduce(comm, s, r, length, dtype, root); });
+  return staged(send, bytes, recv, me == root ? bytes : 0, [&](const void* s, void* r) {
+    return mpi_reduce(comm, s, r, length, dtype, root);
+  });
 }
 
-std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
   require(comm);
   const int n = comm.size(), me = comm.rank();
   const Partition part{length, n};
@@ -293,7 +335,9 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
         for (int r = 0; r < n; ++r) {
           if (part.size(r) == 0) continue;
           char* place = at(recv, part.begin(r), dtype);
-          nccl_check_queued(c, ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s), "ncclBroadcast");
+          nccl_check_queued(c,
+                            ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s),
+                            "ncclBroadcast");
         }
       });
     });
@@ -303,7 +347,8 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
                 [&](const void* s, void* r) { return mpi_all_gather(comm, s, r, length, dtype); });
 }
 
-std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                               DType dtype) {
   require(comm);
   const int n = comm.size(), me = comm.rank();
   const Partition part{length, n};
@@ -322,17 +367,20 @@ std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
           if (part.size(r) == 0) continue;
           const char* chunk = at(send, part.begin(r), dtype);
           void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
-          nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s), "ncclReduce");
+          nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s),
+                            "ncclReduce");
         }
       });
     });
   }
 #endif
-  return staged(send, bytes_of(length, dtype), recv, bytes_of(part.size(me), dtype),
-                [&](const void* s, void* r) { return mpi_reduce_scatter(comm, s, r, length, dtype); });
+  return staged(
+      send, bytes_of(length, dtype), recv, bytes_of(part.size(me), dtype),
+      [&](const void* s, void* r) { return mpi_reduce_scatter(comm, s, r, length, dtype); });
 }
 
-std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
   require(comm);
 #ifdef DISTLAB_HAVE_NCCL
   Nccl nc;

@@ -38,18 +38,21 @@ std::shared_ptr<PostMark> mark_post(const MemRef& mem) {
   return mark;
 }
 
-std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* send_mark, const MemRef& recv,
-                                            const PostMark& recv_mark, const std::string& name) {
+std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* send_mark,
+                                            const MemRef& recv, const PostMark& recv_mark,
+                                            const std::string& name) {
   // The receiver's GPU is current while its events are created and recorded on its stream.
   CudaDeviceScope on_receiver(recv_mark.device);
   const auto stream = static_cast<cudaStream_t>(recv_mark.copy_stream);
   auto work = std::make_shared<DeviceWork>(name);
   if (send_mark && send_mark->ready)
     DL_CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(send_mark->ready), 0));
-  if (recv_mark.ready) DL_CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(recv_mark.ready), 0));
+  if (recv_mark.ready)
+    DL_CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(recv_mark.ready), 0));
   work->record_start(stream);
   if (send.device == Device::cuda && recv.device == Device::cuda && send_mark) {
-    DL_CUDA_CHECK(cudaMemcpyPeerAsync(recv.ptr, recv_mark.device, send.ptr, send_mark->device, send.bytes, stream));
+    DL_CUDA_CHECK(cudaMemcpyPeerAsync(recv.ptr, recv_mark.device, send.ptr, send_mark->device,
+                                      send.bytes, stream));
   } else {
     DL_CUDA_CHECK(cudaMemcpyAsync(recv.ptr, send.ptr, send.bytes, cudaMemcpyDefault, stream));
   }
@@ -60,9 +63,11 @@ std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* 
 #else
 
 PostMark::~PostMark() = default;
-std::shared_ptr<PostMark> mark_post(const MemRef&) { return nullptr; }
-std::shared_ptr<DeviceWork> start_peer_copy(const MemRef&, const PostMark*, const MemRef&, const PostMark&,
-                                            const std::string&) {
+std::shared_ptr<PostMark> mark_post(const MemRef&) {
+  return nullptr;
+}
+std::shared_ptr<DeviceWork> start_peer_copy(const MemRef&, const PostMark*, const MemRef&,
+                                            const PostMark&, const std::string&) {
   DL_FAIL("device copy requested in a build without CUDA");
 }
 

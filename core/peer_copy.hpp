@@ -43,7 +43,7 @@ class PostMark {
 
   int device = -1;
   void* copy_stream = nullptr;  // cudaStream_t: messages into this rank's memory are copied here
-  void* ready = nullptr;        // cudaEvent_t on the rank's stream at post time; null for host memory
+  void* ready = nullptr;  // cudaEvent_t on the rank's stream at post time; null for host memory
 
   friend std::shared_ptr<PostMark> mark_post(const MemRef& mem);
 
@@ -56,7 +56,8 @@ std::shared_ptr<PostMark> mark_post(const MemRef& mem);
 
 // Enqueues the copy send -> recv on the receiver's copy stream, after both marks; returns its
 // DeviceWork (events on the receiver's GPU, named `name`). Callable from any rank's thread.
-std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* send_mark, const MemRef& recv,
-                                            const PostMark& recv_mark, const std::string& name);
+std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* send_mark,
+                                            const MemRef& recv, const PostMark& recv_mark,
+                                            const std::string& name);
 
 }  // namespace distlab

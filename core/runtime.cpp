@@ -386,7 +386,18 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     // MPI. MPI itself still carries the control traffic: clock offsets, reports, logs.
     std::optional<CudaBinding> gpu;
     std::unique_ptr<Transport> gpu_transport;
-    if (w.device == Device::cuda) {
+    // --device auto resolves in each process: all must agree, or some would wait forever in
+    // the GPU setup below for ranks that skip it.
+    const int on_gpu = w.device == Device::cuda;
+    int gpu_everywhere = 0, gpu_anywhere = 0;
+    MPI_Allreduce(&on_gpu, &gpu_everywhere, 1, MPI_INT, MPI_MIN, mpi.comm());
+    MPI_Allreduce(&on_gpu, &gpu_anywhere, 1, MPI_INT, MPI_MAX, mpi.comm());
+    if (gpu_everywhere != gpu_anywhere) {
+      if (w.rank == 0)
+        fmt::print(stderr, "distlab lesson {}: --device {}: some ranks found a GPU and some did not; use --device cpu, "
+                           "or run where every rank has one\n", info_.number, options_.device);
+      code = 2;
+    } else if (w.device == Device::cuda) {
       try {
         gpu.emplace(w.device, launcher_local_rank(), false);
         gpu_transport = open_mpi_gpu_transport(mpi, options_.transport);

@@ -40,8 +40,8 @@ void check_transport_request(const std::string& requested, Mode mode, Device dev
 
 // mpirun + cuda. requested: auto, mpi or nccl; nodes: one entry per node (or per rank: repeats
 // change nothing). Throws UsageError when nccl is asked for and cannot be had.
-GpuTransportChoice choose_mpi_gpu_transport(const std::string& requested, const std::vector<NodeGpus>& nodes,
-                                            bool nccl_built);
+GpuTransportChoice choose_mpi_gpu_transport(const std::string& requested,
+                                            const std::vector<NodeGpus>& nodes, bool nccl_built);
 
 const char* to_string(GpuTransport t);
 

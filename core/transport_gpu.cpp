@@ -27,17 +27,20 @@ namespace distlab {
 
 NodeGpus count_node_gpus(MpiTransport& mpi) {
   MPI_Comm node = MPI_COMM_NULL;
-  DL_MPI_CHECK(MPI_Comm_split_type(mpi.comm(), MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node));
+  DL_MPI_CHECK(
+      MPI_Comm_split_type(mpi.comm(), MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node));
   int local = 0;
   MPI_Comm_size(node, &local);
   cudaDeviceProp prop{};
   DL_CUDA_CHECK(cudaGetDeviceProperties(&prop, cuda_rank().device));
   constexpr int kUuid = sizeof prop.uuid.bytes;
   std::vector<char> uuids(static_cast<std::size_t>(local) * kUuid);
-  DL_MPI_CHECK(MPI_Allgather(prop.uuid.bytes, kUuid, MPI_BYTE, uuids.data(), kUuid, MPI_BYTE, node));
+  DL_MPI_CHECK(
+      MPI_Allgather(prop.uuid.bytes, kUuid, MPI_BYTE, uuids.data(), kUuid, MPI_BYTE, node));
   MPI_Comm_free(&node);
   std::set<std::string> gpus;
-  for (int r = 0; r < local; ++r) gpus.emplace(uuids.data() + static_cast<std::size_t>(r) * kUuid, kUuid);
+  for (int r = 0; r < local; ++r)
+    gpus.emplace(uuids.data() + static_cast<std::size_t>(r) * kUuid, kUuid);
   return {local, static_cast<int>(gpus.size()), mpi.host()};
 }
 
@@ -72,7 +75,9 @@ std::unique_ptr<Transport> open_mpi_gpu_transport(MpiTransport& mpi, const std::
 
 #else
 
-NodeGpus count_node_gpus(MpiTransport&) { DL_FAIL("GPU count asked for in a build without CUDA"); }
+NodeGpus count_node_gpus(MpiTransport&) {
+  DL_FAIL("GPU count asked for in a build without CUDA");
+}
 std::unique_ptr<Transport> open_mpi_gpu_transport(MpiTransport&, const std::string&) {
   DL_FAIL("a GPU transport asked for in a build without CUDA");
 }

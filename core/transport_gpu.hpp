@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "transport_mpi.hpp"
 #include "transport_choice.hpp"
+#include "transport_mpi.hpp"
 
 namespace distlab {
 

@@ -13,16 +13,23 @@ namespace distlab {
 
 namespace {
 
-ncclComm_t nc(void* c) { return static_cast<ncclComm_t>(c); }
+ncclComm_t nc(void* c) {
+  return static_cast<ncclComm_t>(c);
+}
 
 std::string nccl_text(void* comm, ncclResult_t rc) {
   const char* last = ncclGetLastError(nc(comm));
-  return last && *last ? fmt::format("{} ({})", ncclGetErrorString(rc), last) : ncclGetErrorString(rc);
+  return last && *last ? fmt::format("{} ({})", ncclGetErrorString(rc), last)
+                       : ncclGetErrorString(rc);
 }
 
 std::string ordinal(std::uint64_t k) {
   const std::uint64_t n = k + 1;  // orders count from 0, people from 1st
-  const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+                       : n % 10 == 1                    ? "st"
+                       : n % 10 == 2                    ? "nd"
+                       : n % 10 == 3                    ? "rd"
+                                                        : "th";
   return fmt::format("{}{}", n, suffix);
 }
 
@@ -32,7 +39,8 @@ std::string ordinal(std::uint64_t k) {
 
 void nccl_check_queued(void* comm, int result, const char* call) {
   const auto rc = static_cast<ncclResult_t>(result);
-  if (rc != ncclSuccess && rc != ncclInProgress) throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
 }
 
 void nccl_settle(void* comm, int result, const char* call, Transport& waiter) {
@@ -44,7 +52,8 @@ void nccl_settle(void* comm, int result, const char* call, Transport& waiter) {
         ncclResult_t state = ncclSuccess;
         DL_NCCL_CHECK(ncclCommGetAsyncError(nc(comm), &state));
         if (state == ncclInProgress) return false;
-        if (state != ncclSuccess) throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, state)));
+        if (state != ncclSuccess)
+          throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, state)));
         return true;
       },
       call);
@@ -105,7 +114,8 @@ NcclTransport::~NcclTransport() {
   if (headers_ != MPI_COMM_NULL) MPI_Comm_free(&headers_);
 }
 
-std::shared_ptr<NcclTransport::Req> NcclTransport::make(bool is_send, const MemRef& mem, int peer, int tag) {
+std::shared_ptr<NcclTransport::Req> NcclTransport::make(bool is_send, const MemRef& mem, int peer,
+                                                        int tag) {
   auto r = std::make_shared<Req>();
   r->is_send = is_send;
   r->peer = peer;
@@ -144,16 +154,21 @@ void NcclTransport::flush() {
   int sends = 0;
   for (const auto& r : queued_) sends += r->is_send;
   const int recvs = static_cast<int>(queued_.size()) - sends;
-  auto group = std::make_shared<DeviceWork>(
-      sends && recvs ? "ncclSend/ncclRecv" : sends ? "ncclSend" : "ncclRecv");
+  auto group = std::make_shared<DeviceWork>(sends && recvs ? "ncclSend/ncclRecv"
+                                            : sends        ? "ncclSend"
+                                                           : "ncclRecv");
   group->record_start(stream);
   // One group: every queued send and receive progresses together (a sendrecv cannot hang).
   DL_NCCL_CHECK(ncclGroupStart());
   for (const auto& r : queued_) {
     if (r->is_send)
-      nccl_check_queued(comm_, ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream), "ncclSend");
+      nccl_check_queued(comm_,
+                        ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+                        "ncclSend");
     else
-      nccl_check_queued(comm_, ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream), "ncclRecv");
+      nccl_check_queued(comm_,
+                        ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+                        "ncclRecv");
   }
   nccl_settle(comm_, ncclGroupEnd(), "ncclGroupEnd", mpi_);
   group->record_stop(stream);  // only now: nothing may go on NCCL's stream before it settled
@@ -173,20 +188,26 @@ bool NcclTransport::header_arrived(Req& r) {
   r.header_seen = true;
   if (r.is_send) return true;
   const Header& h = r.theirs;
-  const std::string message = fmt::format("message r{} -> r{} (tag {})", r.peer, mpi_.rank(), r.tag);
+  const std::string message =
+      fmt::format("message r{} -> r{} (tag {})", r.peer, mpi_.rank(), r.tag);
   if (h.on_gpu != r.mine.on_gpu)
-    throw Error(fmt::format(
-        "{} leaves {} memory but the receive is in {} memory: with NCCL both ends of a message must be on the GPU "
-        "or both on the host",
-        message, h.on_gpu ? "GPU" : "host", r.mine.on_gpu ? "GPU" : "host"));
+    throw Error(
+        fmt::format("{} leaves {} memory but the receive is in {} memory: with NCCL both ends of a "
+                    "message must be on the GPU "
+                    "or both on the host",
+                    message, h.on_gpu ? "GPU" : "host", r.mine.on_gpu ? "GPU" : "host"));
   if (h.bytes != r.mine.bytes || h.dtype != r.mine.dtype)
-    throw Error(fmt::format("{} has {} B of {} but the receive expects {} B of {}", message, h.bytes,
-                            to_string(static_cast<DType>(h.dtype)), r.mine.bytes, to_string(r.mem.dtype)));
+    throw Error(fmt::format("{} has {} B of {} but the receive expects {} B of {}", message,
+                            h.bytes, to_string(static_cast<DType>(h.dtype)), r.mine.bytes,
+                            to_string(r.mem.dtype)));
   if (r.by_nccl && h.order != r.mine.order)
-    throw Error(fmt::format(
-        "{} is r{}'s {} GPU message to r{}, but this receive is r{}'s {} from r{}: NCCL pairs the messages between "
-        "two ranks in posting order, not by tag, so post the receives in the order the sends are posted",
-        message, r.peer, ordinal(h.order), mpi_.rank(), mpi_.rank(), ordinal(r.mine.order), r.peer));
+    throw Error(
+        fmt::format("{} is r{}'s {} GPU message to r{}, but this receive is r{}'s {} from r{}: "
+                    "NCCL pairs the messages between "
+                    "two ranks in posting order, not by tag, so post the receives in the order the "
+                    "sends are posted",
+                    message, r.peer, ordinal(h.order), mpi_.rank(), mpi_.rank(),
+                    ordinal(r.mine.order), r.peer));
   return true;
 }
 

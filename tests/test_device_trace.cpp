@@ -17,7 +17,8 @@
 using namespace distlab;
 using Catch::Contains;
 
-TEST_CASE("device trace: the calibration keeps the tightest round and its midpoint", "[device_trace]") {
+TEST_CASE("device trace: the calibration keeps the tightest round and its midpoint",
+          "[device_trace]") {
   // Round 1 was interrupted (60 us gap); round 2 took 4 us: its event lies within +-2 us of 1002.
   const std::vector<ClockRound> rounds = {{100, 120}, {500, 560}, {1000, 1004}, {2000, 2010}};
   REQUIRE(tightest_round(rounds) == 2);
@@ -26,7 +27,8 @@ TEST_CASE("device trace: the calibration keeps the tightest round and its midpoi
   CHECK_THROWS_AS(tightest_round({}), Error);
 }
 
-TEST_CASE("device trace: an event's host time is the epoch plus its milliseconds", "[device_trace]") {
+TEST_CASE("device trace: an event's host time is the epoch plus its milliseconds",
+          "[device_trace]") {
   // An event 1.5 ms after an epoch measured at host time 1000 us happened at 2500 us.
   CHECK(event_host_us(1000.0, 1.5) == Approx(2500.0));
   CHECK(event_host_us(1000.0, 0.0) == Approx(1000.0));
@@ -34,7 +36,8 @@ TEST_CASE("device trace: an event's host time is the epoch plus its milliseconds
   CHECK(event_host_us(0.0, 0.0005) == Approx(0.5));
 }
 
-TEST_CASE("device trace: gpu spans get their own lane in the trace, CPU runs get none", "[device_trace]") {
+TEST_CASE("device trace: gpu spans get their own lane in the trace, CPU runs get none",
+          "[device_trace]") {
   auto run = test::run_ranks(2, [](Comm& comm) {
     auto p = comm.phase("work");
     comm.check("ran", true);
@@ -63,7 +66,8 @@ TEST_CASE("device trace: gpu spans get their own lane in the trace, CPU runs get
   CHECK(check_invariants(t).empty());
 }
 
-TEST_CASE("device trace: library collectives on in-process CPU ranks say why they cannot run", "[device_trace]") {
+TEST_CASE("device trace: library collectives on in-process CPU ranks say why they cannot run",
+          "[device_trace]") {
   std::string why;
   bool available = true;
   test::run_ranks(2, [&](Comm& comm) {
@@ -75,13 +79,16 @@ TEST_CASE("device trace: library collectives on in-process CPU ranks say why the
   CHECK_THAT(why, Contains("MPI"));
 }
 
-TEST_CASE("threads: a GPU wait that never ends is reported by name after the timeout", "[transport][deadlock]") {
+TEST_CASE("threads: a GPU wait that never ends is reported by name after the timeout",
+          "[transport][deadlock]") {
   auto run = test::run_ranks(
       2,
       [](Comm& comm) {
         auto b = comm.alloc<float>(1, Category::data);
-        if (comm.rank() == 0) comm.transport().wait_until([] { return false; }, "ncclAllReduce");
-        else comm.recv(b.view(), 0, 3);
+        if (comm.rank() == 0)
+          comm.transport().wait_until([] { return false; }, "ncclAllReduce");
+        else
+          comm.recv(b.view(), 0, 3);
       },
       0.3);
   CHECK(run.seconds < 2.0);
@@ -90,7 +97,8 @@ TEST_CASE("threads: a GPU wait that never ends is reported by name after the tim
   CHECK_THAT(run.failure, Contains("r1 waits in recv from r0 (tag 3, 4 B, f32)"));
 }
 
-TEST_CASE("threads: wait_until returns when ready and ends when another rank fails", "[transport]") {
+TEST_CASE("threads: wait_until returns when ready and ends when another rank fails",
+          "[transport]") {
   int polls = 0;
   std::string error0;
   auto run = test::run_ranks(2, [&](Comm& comm) {

@@ -28,12 +28,14 @@ namespace {
 // must agree to the bit whatever the order of the additions.
 std::vector<float> input_of(int rank, std::size_t n) {
   std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((rank + 1) * 100 + static_cast<int>(i % 97));
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>((rank + 1) * 100 + static_cast<int>(i % 97));
   return v;
 }
 
 // Runs `algo` on `ranks` ranks of `device` and returns every rank's result.
-std::vector<std::vector<float>> all_reduce_on(Device device, int ranks, coll::AllReduceAlgo algo, std::size_t n) {
+std::vector<std::vector<float>> all_reduce_on(Device device, int ranks, coll::AllReduceAlgo algo,
+                                              std::size_t n) {
   std::vector<std::vector<float>> out(static_cast<std::size_t>(ranks));
   run_in_process(
       ranks,
@@ -49,7 +51,8 @@ std::vector<std::vector<float>> all_reduce_on(Device device, int ranks, coll::Al
 
 }  // namespace
 
-TEST_CASE("cuda threads: device buffers go around a ring, on one GPU or several", "[cuda][transport]") {
+TEST_CASE("cuda threads: device buffers go around a ring, on one GPU or several",
+          "[cuda][transport]") {
   // Each rank sends its buffer right and receives from the left; rank r must hold r-1's data.
   constexpr int kRanks = 4;
   constexpr std::size_t n = 1 << 16;
@@ -74,7 +77,8 @@ TEST_CASE("cuda threads: device buffers go around a ring, on one GPU or several"
   }
 }
 
-TEST_CASE("cuda threads: every all-reduce algorithm on device buffers equals the CPU result", "[cuda][all_reduce]") {
+TEST_CASE("cuda threads: every all-reduce algorithm on device buffers equals the CPU result",
+          "[cuda][all_reduce]") {
   constexpr std::size_t n = 10007;  // not a multiple of the rank count: uneven chunks
   for (int ranks : {2, 3, 4}) {
     for (coll::AllReduceAlgo algo : coll::all_reduce_algos()) {
@@ -82,12 +86,14 @@ TEST_CASE("cuda threads: every all-reduce algorithm on device buffers equals the
       INFO(coll::to_string(algo) << " on " << ranks << " ranks");
       const auto cpu = all_reduce_on(Device::cpu, ranks, algo, n);
       const auto gpu = all_reduce_on(Device::cuda, ranks, algo, n);
-      for (int r = 0; r < ranks; ++r) CHECK(gpu[static_cast<std::size_t>(r)] == cpu[static_cast<std::size_t>(r)]);
+      for (int r = 0; r < ranks; ++r)
+        CHECK(gpu[static_cast<std::size_t>(r)] == cpu[static_cast<std::size_t>(r)]);
     }
   }
 }
 
-TEST_CASE("cuda threads: a send takes the data its stream produced; the buffer is free after wait", "[cuda][ordering]") {
+TEST_CASE("cuda threads: a send takes the data its stream produced; the buffer is free after wait",
+          "[cuda][ordering]") {
   // r0 fills its buffer with a kernel and posts the send at once, without synchronizing: the
   // copy must wait for the kernel. After wait, r0 overwrites the buffer at once and sends it
   // again: the first message must not see the second value. Large buffers make a missing
@@ -117,7 +123,8 @@ TEST_CASE("cuda threads: a send takes the data its stream produced; the buffer i
   CHECK(std::all_of(second.begin(), second.end(), [](float x) { return x == 2.0f; }));
 }
 
-TEST_CASE("cuda threads: a receive waits for the kernels still reading its buffer", "[cuda][ordering]") {
+TEST_CASE("cuda threads: a receive waits for the kernels still reading its buffer",
+          "[cuda][ordering]") {
   // r1 adds its receive buffer into an accumulator (a kernel, not waited for) and at once posts
   // the next receive into the same buffer: the copy must wait for the add, so the accumulator
   // holds exactly the first message.
@@ -158,7 +165,7 @@ TEST_CASE("cuda threads: host memory at one end of a message works too", "[cuda]
         if (comm.rank() == 0) {
           from_host(dev.view(), input_of(0, n));
           comm.send(View<const float>(dev.view()), 1, 1);  // GPU -> host
-          comm.recv(dev.view(), 1, 2);                      // host -> GPU
+          comm.recv(dev.view(), 1, 2);                     // host -> GPU
           back = to_host(dev.view());
         } else {
           comm.recv(host, 0, 1);
@@ -172,14 +179,17 @@ TEST_CASE("cuda threads: host memory at one end of a message works too", "[cuda]
   CHECK(back == want);
 }
 
-TEST_CASE("cuda threads: mismatched sizes and deadlocks on the GPU are reported as on the CPU", "[cuda][transport]") {
+TEST_CASE("cuda threads: mismatched sizes and deadlocks on the GPU are reported as on the CPU",
+          "[cuda][transport]") {
   auto mismatch = [] {
     run_in_process(
         2,
         [](Comm& comm) {
           Buffer<float> a = comm.alloc<float>(8, Category::data);
-          if (comm.rank() == 0) comm.send(View<const float>(a.view()), 1, 1);
-          else comm.recv(a.sub(0, 4), 0, 1);
+          if (comm.rank() == 0)
+            comm.send(View<const float>(a.view()), 1, 1);
+          else
+            comm.recv(a.sub(0, 4), 0, 1);
         },
         30, Device::cuda);
   };
@@ -193,7 +203,8 @@ TEST_CASE("cuda threads: mismatched sizes and deadlocks on the GPU are reported 
         },
         0.5, Device::cuda);
   };
-  CHECK_THROWS_WITH(deadlock(), Contains("deadlock") && Contains("r0 waits in recv from r1 (tag 1, 32 B, f32)"));
+  CHECK_THROWS_WITH(
+      deadlock(), Contains("deadlock") && Contains("r0 waits in recv from r1 (tag 1, 32 B, f32)"));
 }
 
 TEST_CASE("cuda threads: the trace shows when the GPU copied and added", "[cuda][trace]") {
@@ -233,7 +244,8 @@ TEST_CASE("cuda threads: the trace shows when the GPU copied and added", "[cuda]
   }
 }
 
-TEST_CASE("cuda threads: the library all-reduce is NCCL's when every rank has a GPU", "[cuda][library]") {
+TEST_CASE("cuda threads: the library all-reduce is NCCL's when every rank has a GPU",
+          "[cuda][library]") {
   const int gpus = cuda_device_count();
   const int ranks = std::min(gpus, 4);
   constexpr std::size_t n = 4096;
@@ -245,10 +257,13 @@ TEST_CASE("cuda threads: the library all-reduce is NCCL's when every rank has a 
         Buffer<float> in = comm.alloc<float>(n, Category::data);
         Buffer<float> out = comm.alloc<float>(n, Category::data);
         from_host(in.view(), input_of(comm.rank(), n));
-        calls[static_cast<std::size_t>(comm.rank())] = library::all_reduce(comm, in.data(), out.data(), n, DType::f32);
-        coll::all_reduce(comm, in.view(), coll::AllReduceAlgo::library);  // in place, through the registry
+        calls[static_cast<std::size_t>(comm.rank())] =
+            library::all_reduce(comm, in.data(), out.data(), n, DType::f32);
+        coll::all_reduce(comm, in.view(),
+                         coll::AllReduceAlgo::library);  // in place, through the registry
         got[static_cast<std::size_t>(comm.rank())] = to_host(out.view());
-        if (to_host(in.view()) != got[static_cast<std::size_t>(comm.rank())]) calls[static_cast<std::size_t>(comm.rank())] += " (in place differs)";
+        if (to_host(in.view()) != got[static_cast<std::size_t>(comm.rank())])
+          calls[static_cast<std::size_t>(comm.rank())] += " (in place differs)";
       },
       60, Device::cuda);
   std::vector<float> want(n, 0.0f);
@@ -262,7 +277,8 @@ TEST_CASE("cuda threads: the library all-reduce is NCCL's when every rank has a 
   }
 }
 
-TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU with a sentence", "[cuda][library]") {
+TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU with a sentence",
+          "[cuda][library]") {
   const int gpus = cuda_device_count();
   std::string why;
   bool available = true;
@@ -275,5 +291,6 @@ TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU wit
       },
       30, Device::cuda);
   CHECK_FALSE(available);
-  CHECK_THAT(why, Contains("NCCL refuses two ranks") && Contains(std::to_string(gpus + 1) + " ranks share"));
+  CHECK_THAT(why, Contains("NCCL refuses two ranks") &&
+                      Contains(std::to_string(gpus + 1) + " ranks share"));
 }
