@@ -56,8 +56,12 @@ foreach(lesson ${DISTLAB_LESSONS})
   if(TARGET distlab_gpu_tests)
     set(lesson_test_prefix bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --)
     distlab_lesson_test(lesson.${lesson}.cuda ${lesson} verified 4 0 --ranks 4 --device cuda)
-    unset(lesson_test_prefix)
     set_tests_properties(lesson.${lesson}.cuda PROPERTIES LABELS "lesson;gpu" SKIP_RETURN_CODE 77)
+    if(DISTLAB_HAVE_MPI)  # 4 processes: NCCL with a GPU each, else staged through host memory
+      distlab_lesson_test(lesson.${lesson}.mpi4-cuda ${lesson} verified 4 4 --device cuda)
+      set_tests_properties(lesson.${lesson}.mpi4-cuda PROPERTIES LABELS "lesson;gpu;mpi" SKIP_RETURN_CODE 77)
+    endif()
+    unset(lesson_test_prefix)
   endif()
 endforeach()
 
