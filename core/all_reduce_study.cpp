@@ -14,6 +14,48 @@
 
 namespace distlab {
 
+using coll::AllReduceAlgo;
+
+std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi, const std::vector<AllReduceAlgo>& menu,
+                                       const std::string& number) {
+  std::vector<AllReduceAlgo> out;
+  for (AllReduceAlgo a : menu)
+    if (choice == "all" || choice == coll::to_string(a)) out.push_back(a);
+  if (out.empty()) {
+    std::string names;
+    for (AllReduceAlgo a : menu) names += std::string(", ") + coll::to_string(a);
+    bool elsewhere = false;  // an algorithm of the other all-reduce lesson (06 and 07 share this)
+    for (AllReduceAlgo a : coll::all_reduce_algos()) elsewhere = elsewhere || choice == coll::to_string(a);
+    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
+                                 "(library under mpirun only){}",
+                                 choice, names,
+                                 elsewhere ? fmt::format(" (that one is lesson {}'s)", number == "06" ? "07" : "06") : ""));
+  }
+  if (!under_mpi && out == std::vector{AllReduceAlgo::library})
+    throw UsageError(fmt::format(
+        "--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson {} --mpi 4 --algo library", number));
+  if (!under_mpi) std::erase(out, AllReduceAlgo::library);
+  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
+  return out;
+}
+
+void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<AllReduceAlgo>& menu) {
+  std::string names;
+  for (AllReduceAlgo a : menu)
+    if (a != AllReduceAlgo::library) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
+  lesson.app().add_option("--algo", options.algo, "all, or one of " + names + ", library (mpirun)")->capture_default_str();
+  options.calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
+  lesson.app()
+      .add_option("--calibration", options.calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
+      ->capture_default_str();
+  lesson.on_world([&lesson, &options, menu](const World& w) {
+    options.algos = study_algos(options.algo, w.mode == Mode::mpi, menu, lesson.info().number);
+    std::string chosen;
+    for (AllReduceAlgo a : options.algos) chosen += std::string(chosen.empty() ? "" : ", ") + coll::to_string(a);
+    lesson.set_algorithm(chosen);
+  });
+}
+
 namespace {
 // Used when there is no calibration and no second rank to measure one with.
 constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
@@ -22,7 +64,6 @@ constexpr std::uint64_t kStreamBytes = std::uint64_t{4} << 20;  // buffers this 
 
 void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos, std::size_t length,
                           std::uint64_t seed, const std::string& calibration_path, AllReduceStudy& study) {
-  using coll::AllReduceAlgo;
   const int n = comm.size(), me = comm.rank();
   const std::size_t L = length;
   const bool tiny = L <= 16 && n <= 8;

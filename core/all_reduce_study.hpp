@@ -20,6 +20,21 @@ struct AllReduceStudy {
   FoundCalibration calibration;                 // alpha and beta: lesson 01's file, or measured now
 };
 
+// The options lessons 06 and 07 share, added to `lesson`: --algo (all, or one of `menu`) and
+// --calibration (lesson 01's file). Once the world is known, `algos` holds the algorithms to
+// run in `menu`'s order: library (MPI_Allreduce) only under mpirun, where it is also appended
+// as the comparison; the trace names them. `number` is the lesson's, for the error sentences.
+struct StudyOptions {
+  std::string algo = "all";
+  std::string calibration_path;
+  std::vector<coll::AllReduceAlgo> algos;
+};
+void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<coll::AllReduceAlgo>& menu);
+
+// --algo `choice` resolved against `menu` (throws UsageError with a sentence); see above.
+std::vector<coll::AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi,
+                                             const std::vector<coll::AllReduceAlgo>& menu, const std::string& number);
+
 // On every rank:
 //   STEP 1: fill this rank's input of `length` float32 (data.hpp); print the inputs when tiny.
 //   STEP 2: the independent reference, the float64 sum of every rank's input; under mpirun

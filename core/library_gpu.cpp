@@ -175,6 +175,37 @@ std::size_t bytes_of(std::size_t elements, DType t) {
   return elements * dtype_size(t);
 }
 
+#ifdef DISTLAB_HAVE_NCCL
+// Scatter or gather of unequal chunks (NCCL's scatter and gather take one count): the root
+// exchanges each rank's chunk of `whole` with it point to point and copies its own.
+// to_root: gather (chunks come in to `whole`), else scatter (they go out of it).
+std::string nccl_root_chunks(Comm& comm, const Nccl& nc, const std::string& name, bool to_root, void* whole,
+                             void* mine, const Partition& part, DType dtype, int root) {
+  const int n = comm.size(), me = comm.rank();
+  const ncclDataType_t t = nccl_type(dtype);
+  return nccl_run(comm, nc, name, [&](ncclComm_t c, cudaStream_t s) {
+    if (me == root && part.size(root) > 0) {
+      char* slot = at(whole, part.begin(root), dtype);
+      DL_CUDA_CHECK(cudaMemcpyAsync(to_root ? slot : mine, to_root ? mine : slot, bytes_of(part.size(root), dtype),
+                                    cudaMemcpyDeviceToDevice, s));
+    }
+    // One peer's chunk: into `buf` when it comes to this rank, out of it when it leaves.
+    auto exchange = [&](void* buf, std::size_t count, int peer, bool incoming) {
+      if (incoming) nccl_check_queued(c, ncclRecv(buf, count, t, peer, c, s), "ncclRecv");
+      else nccl_check_queued(c, ncclSend(buf, count, t, peer, c, s), "ncclSend");
+    };
+    nccl_group(nc, [&] {
+      if (me == root) {
+        for (int r = 0; r < n; ++r)
+          if (r != root && part.size(r) > 0) exchange(at(whole, part.begin(r), dtype), part.size(r), r, to_root);
+      } else if (part.size(me) > 0) {
+        exchange(mine, part.size(me), root, !to_root);
+      }
+    });
+  });
+}
+#endif
+
 // Fails with the sentence unavailable_reason() gives, before any rank starts a call it cannot end.
 void require(const Comm& comm) {
   std::string why;
@@ -220,23 +251,8 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
       });
     }
     // Unequal chunks: NCCL's scatter takes one count, so the root sends each its own.
-    return nccl_run(comm, nc, "ncclSend/ncclRecv (scatter)", [&](ncclComm_t c, cudaStream_t s) {
-      if (me == root && part.size(root) > 0)
-        DL_CUDA_CHECK(cudaMemcpyAsync(recv, at(send, part.begin(root), dtype),
-                                      bytes_of(part.size(root), dtype), cudaMemcpyDeviceToDevice,
-                                      s));
-      nccl_group(nc, [&] {
-        if (me == root) {
-          for (int r = 0; r < n; ++r)
-            if (r != root && part.size(r) > 0)
-              nccl_check_queued(c,
-                                ncclSend(at(send, part.begin(r), dtype), part.size(r), t, r, c, s),
-                                "ncclSend");
-        } else if (part.size(me) > 0) {
-          nccl_check_queued(c, ncclRecv(recv, part.size(me), t, root, c, s), "ncclRecv");
-        }
-      });
-    });
+    return nccl_root_chunks(comm, nc, "ncclSend/ncclRecv (scatter)", false, const_cast<void*>(send), recv,
+                            part, dtype, root);
   }
 #endif
   return staged(
@@ -259,23 +275,8 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
         DL_NCCL_CALL(nc, ncclGather(send, into, part.size(me), t, root, c, s));
       });
     }
-    return nccl_run(comm, nc, "ncclSend/ncclRecv (gather)", [&](ncclComm_t c, cudaStream_t s) {
-      if (me == root && part.size(root) > 0)
-        DL_CUDA_CHECK(cudaMemcpyAsync(at(recv, part.begin(root), dtype), send,
-                                      bytes_of(part.size(root), dtype), cudaMemcpyDeviceToDevice,
-                                      s));
-      nccl_group(nc, [&] {
-        if (me == root) {
-          for (int r = 0; r < n; ++r)
-            if (r != root && part.size(r) > 0)
-              nccl_check_queued(c,
-                                ncclRecv(at(recv, part.begin(r), dtype), part.size(r), t, r, c, s),
-                                "ncclRecv");
-        } else if (part.size(me) > 0) {
-          nccl_check_queued(c, ncclSend(send, part.size(me), t, root, c, s), "ncclSend");
-        }
-      });
-    });
+    return nccl_root_chunks(comm, nc, "ncclSend/ncclRecv (gather)", true, recv, const_cast<void*>(send), part,
+                            dtype, root);
   }
 #endif
   return staged(

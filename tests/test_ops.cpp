@@ -15,35 +15,15 @@
 #include "core/check.hpp"
 #include "core/half.hpp"
 #include "core/ops.hpp"
+#include "ops_testing.hpp"
 
 using namespace distlab;
+using namespace distlab::testing;
 
 namespace {
 
 // Sizes that catch off-by-ones: empty, one, odd, not a multiple of 4 or 8, and larger.
 const std::vector<std::size_t> kSizes = {0, 1, 3, 7, 8, 33, 1000, 1027};
-
-// Unit roundoff of each element type: the relative error of one rounding.
-template <class T>
-constexpr double kRoundoff = std::is_same_v<T, float>  ? 0x1p-24
-                             : std::is_same_v<T, Half> ? 0x1p-11
-                                                       : 0x1p-8;
-
-template <class T>
-double d(T x) {
-  return static_cast<double>(static_cast<float>(x));
-}
-
-// A buffer of n values uniform in [lo, hi), rounded to T.
-template <class T>
-Buffer<T> random_buffer(Ledger& ledger, std::size_t n, std::uint32_t seed, float lo = -2.0f,
-                        float hi = 2.0f) {
-  Buffer<T> b(ledger, Category::data, n);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::size_t i = 0; i < n; ++i) b[i] = T(dist(rng));
-  return b;
-}
 
 // |got - want| within rel of |want|, or of 1 near zero.
 bool close(double got, double want, double rel) {

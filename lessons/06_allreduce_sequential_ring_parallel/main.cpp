@@ -58,30 +58,11 @@ using coll::AllReduceAlgo;
 
 namespace {
 
-// The algorithms this lesson runs, in the order they run (library: under mpirun only).
+// The algorithms this lesson runs, in the order they run (library: under mpirun only; see
+// add_study_options).
 const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,
                                            AllReduceAlgo::parallel, AllReduceAlgo::ring,
                                            AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
-
-std::vector<AllReduceAlgo> algos_for(const std::string& choice, bool under_mpi) {
-  std::vector<AllReduceAlgo> out;
-  for (AllReduceAlgo a : kAlgos)
-    if (choice == "all" || choice == coll::to_string(a)) out.push_back(a);
-  if (out.empty()) {
-    std::string names;
-    for (AllReduceAlgo a : kAlgos) names += std::string(", ") + coll::to_string(a);
-    const bool lesson07 = choice == "recursive_doubling" || choice == "recursive_halving";
-    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
-                                 "(library under mpirun only){}",
-                                 choice, names,
-                                 lesson07 ? " (the recursive algorithms are lesson 07's)" : ""));
-  }
-  if (!under_mpi && out == std::vector{AllReduceAlgo::library})
-    throw UsageError("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson 06 --mpi 4 --algo library");
-  if (!under_mpi) std::erase(out, AllReduceAlgo::library);
-  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
-  return out;
-}
 
 // --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
 
@@ -188,24 +169,11 @@ int main(int argc, char** argv) {
       "until each rank owns one complete chunk, then the all-gather copies the complete chunks "
       "around. Topology: the ring uses every link at once with small packets; parallel floods all "
       "links in one step.");
-  std::string algo_choice = "all";
-  lesson.app()
-      .add_option("--algo", algo_choice,
-                  "all, or one of reduce_broadcast, sequential, parallel, ring, ring_chunked, library (mpirun)")
-      ->capture_default_str();
-  std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
-  lesson.app()
-      .add_option("--calibration", calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
-      ->capture_default_str();
+  StudyOptions study_options;  // --algo and --calibration; the algorithms once the world is known
+  add_study_options(lesson, study_options, kAlgos);
+  const std::vector<AllReduceAlgo>& algos = study_options.algos;
+  const std::string& calibration_path = study_options.calibration_path;
   const auto& opt = lesson.options();
-
-  std::vector<AllReduceAlgo> algos;
-  lesson.on_world([&](const World& w) {
-    algos = algos_for(algo_choice, w.mode == Mode::mpi);
-    std::string names;
-    for (AllReduceAlgo a : algos) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
-    lesson.set_algorithm(names);
-  });
 
   // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta.
   AllReduceStudy study;

@@ -62,30 +62,10 @@ using coll::Fold;
 
 namespace {
 
-// The algorithms this lesson runs, in the order they run (library: under mpirun only).
+// The algorithms this lesson runs, in the order they run (library: under mpirun only; see
+// add_study_options).
 const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving,
                                            AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
-
-std::vector<AllReduceAlgo> algos_for(const std::string& choice, bool under_mpi) {
-  std::vector<AllReduceAlgo> out;
-  for (AllReduceAlgo a : kAlgos)
-    if (choice == "all" || choice == coll::to_string(a)) out.push_back(a);
-  if (out.empty()) {
-    std::string names;
-    for (AllReduceAlgo a : kAlgos) names += std::string(", ") + coll::to_string(a);
-    const bool lesson06 = choice == "sequential" || choice == "parallel" || choice == "ring" ||
-                          choice == "reduce_broadcast";
-    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
-                                 "(library under mpirun only){}",
-                                 choice, names,
-                                 lesson06 ? " (that one is lesson 06's)" : ""));
-  }
-  if (!under_mpi && out == std::vector{AllReduceAlgo::library})
-    throw UsageError("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson 07 --mpi 4 --algo library");
-  if (!under_mpi) std::erase(out, AllReduceAlgo::library);
-  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
-  return out;
-}
 
 bool recursive(AllReduceAlgo a) {
   return a == AllReduceAlgo::recursive_doubling || a == AllReduceAlgo::recursive_halving;
@@ -187,24 +167,11 @@ int main(int argc, char** argv) {
       "Topology: partners change every step (distance 1, 2, 4, ...). Shards: in recursive_halving "
       "each step halves the chunks a rank reduces and doubles their contributions; the all-gather "
       "then doubles the chunks it holds.");
-  std::string algo_choice = "all";
-  lesson.app()
-      .add_option("--algo", algo_choice,
-                  "all, or one of recursive_doubling, recursive_halving, ring_chunked, library (mpirun)")
-      ->capture_default_str();
-  std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
-  lesson.app()
-      .add_option("--calibration", calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
-      ->capture_default_str();
+  StudyOptions study_options;  // --algo and --calibration; the algorithms once the world is known
+  add_study_options(lesson, study_options, kAlgos);
+  const std::vector<AllReduceAlgo>& algos = study_options.algos;
+  const std::string& calibration_path = study_options.calibration_path;
   const auto& opt = lesson.options();
-
-  std::vector<AllReduceAlgo> algos;
-  lesson.on_world([&](const World& w) {
-    algos = algos_for(algo_choice, w.mode == Mode::mpi);
-    std::string names;
-    for (AllReduceAlgo a : algos) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
-    lesson.set_algorithm(names);
-  });
 
   // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta.
   AllReduceStudy study;

@@ -20,8 +20,10 @@
 #include "core/cuda_context.hpp"
 #include "core/half.hpp"
 #include "core/ops.hpp"
+#include "ops_testing.hpp"
 
 using namespace distlab;
+using namespace distlab::testing;
 
 namespace {
 
@@ -36,26 +38,6 @@ struct BoundRank {
 // Sizes: tiny, odd, not a multiple of a 16-byte pack, and large enough that the grid-stride
 // loops go round more than once (one wave is 132 SMs x 2048 threads x 4 floats ~ 1.1 M).
 const std::vector<std::size_t> kSizes = {1, 3, 7, 8, 33, 1027, (std::size_t{1} << 22) + 3};
-
-template <class T>
-constexpr double kRoundoff = std::is_same_v<T, float>  ? 0x1p-24
-                             : std::is_same_v<T, Half> ? 0x1p-11
-                                                       : 0x1p-8;
-
-template <class T>
-double d(T x) {
-  return static_cast<double>(static_cast<float>(x));
-}
-
-template <class T>
-Buffer<T> random_host(Ledger& ledger, std::size_t n, std::uint32_t seed, float lo = -2.0f,
-                      float hi = 2.0f) {
-  Buffer<T> b(ledger, Category::data, n);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::size_t i = 0; i < n; ++i) b[i] = T(dist(rng));
-  return b;
-}
 
 // A device copy of a host buffer.
 template <class T>
@@ -121,9 +103,9 @@ TEMPLATE_TEST_CASE("cuda ops: add, axpy and scale match the CPU", "[ops][cuda]",
   for (std::size_t n : kSizes)
     for (std::size_t offset : kOffsets) {
       CAPTURE(n, offset);
-      auto x = random_host<T>(ledger, n + offset, 1), y = random_host<T>(ledger, n + offset, 2);
+      auto x = random_buffer<T>(ledger, n + offset, 1), y = random_buffer<T>(ledger, n + offset, 2);
       auto gx = up(ledger, x), gy = up(ledger, y), gz = up(ledger, y);
-      auto z = random_host<T>(ledger, n + offset, 2);
+      auto z = random_buffer<T>(ledger, n + offset, 2);
       // add: one f32 addition rounded once to T on both devices: bit for bit.
       ops::add(y.sub(offset, n), x.sub(offset, n));
       ops::add(gy.sub(offset, n), gx.sub(offset, n));
@@ -199,8 +181,8 @@ TEMPLATE_TEST_CASE("cuda ops: gelu forward and backward match the CPU", "[ops][c
   for (std::size_t n : kSizes)
     for (std::size_t offset : kOffsets) {
       CAPTURE(n, offset);
-      auto x = random_host<T>(ledger, n + offset, 3, -6.0f, 6.0f),
-           dy = random_host<T>(ledger, n + offset, 4);
+      auto x = random_buffer<T>(ledger, n + offset, 3, -6.0f, 6.0f),
+           dy = random_buffer<T>(ledger, n + offset, 4);
       Buffer<T> y(ledger, Category::data, n + offset), dx(ledger, Category::data, n + offset);
       auto gx = up(ledger, x), gdy = up(ledger, dy), gy = up(ledger, y), gdx = up(ledger, dx);
       ops::gelu_forward(y.sub(offset, n), x.sub(offset, n));
@@ -221,7 +203,7 @@ TEST_CASE("cuda ops: casts between f32, f16 and bf16 match the CPU bit for bit",
   for (std::size_t n : kSizes)
     for (std::size_t offset : kOffsets) {
       CAPTURE(n, offset);
-      auto f = random_host<float>(ledger, n + offset, 5, -70000.0f, 70000.0f);  // past f16's range
+      auto f = random_buffer<float>(ledger, n + offset, 5, -70000.0f, 70000.0f);  // past f16's range
       if (n > 8) {  // the specials, and an f16 subnormal
         f[offset + 0] = std::numeric_limits<float>::infinity();
         f[offset + 1] = -std::numeric_limits<float>::infinity();
@@ -258,11 +240,11 @@ TEST_CASE("cuda ops: adam_step matches the CPU over three steps", "[ops][cuda]")
   Ledger ledger;
   const std::size_t n = (std::size_t{1} << 20) + 7;
   const ops::AdamConfig config{.lr = 1e-2f, .weight_decay = 0.1f};
-  auto p = random_host<float>(ledger, n, 6);
+  auto p = random_buffer<float>(ledger, n, 6);
   Buffer<float> m(ledger, Category::optimizer, n), v(ledger, Category::optimizer, n);
   auto gp = up(ledger, p), gm = up(ledger, m), gv = up(ledger, v);
   for (int t = 1; t <= 3; ++t) {
-    auto g = random_host<float>(ledger, n, 100 + t);
+    auto g = random_buffer<float>(ledger, n, 100 + t);
     auto gg = up(ledger, g);
     ops::adam_step(p.view(), g.view(), m.view(), v.view(), config, t);
     ops::adam_step(gp.view(), gg.view(), gm.view(), gv.view(), config, t);
@@ -281,7 +263,7 @@ TEMPLATE_TEST_CASE("cuda ops: sum, row_sums and col_sums match the CPU", "[ops][
       {0, 5}, {5, 0}, {1, 1}, {3, 7}, {64, 1027}, {1027, 64}, {5000, 3}, {2, 300000}, {1024, 4096}};
   for (const auto& [rows, cols] : shapes) {
     CAPTURE(rows, cols);
-    auto x = random_host<T>(ledger, rows * cols, 7);
+    auto x = random_buffer<T>(ledger, rows * cols, 7);
     Buffer<float> total(ledger, Category::data, 1), by_row(ledger, Category::data, rows),
         by_col(ledger, Category::data, cols);
     total[0] = 42.0f;  // overwritten, also for an empty x
@@ -334,7 +316,7 @@ TEMPLATE_TEST_CASE("cuda ops: softmax_rows matches the CPU and its rows sum to 1
                                                                 {8, 50257, 0.0f},
                                                                 {4, 999, 1000.0f}}) {
     CAPTURE(rows, cols, shift);
-    auto x = random_host<T>(ledger, rows * cols, 8, shift - 8.0f, shift + 8.0f);
+    auto x = random_buffer<T>(ledger, rows * cols, 8, shift - 8.0f, shift + 8.0f);
     Buffer<T> y(ledger, Category::data, rows * cols);
     auto gx = up(ledger, x), gy = up(ledger, y);
     ops::softmax_rows(y.view(), x.view(), rows, cols);
@@ -370,8 +352,8 @@ TEMPLATE_TEST_CASE("cuda ops: gemm matches the CPU in all four transpose combina
       for (const bool tb : {false, true})
         for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
           CAPTURE(m, n, k, ta, tb, alpha, beta);
-          auto a = random_host<T>(ledger, m * k, 10), b = random_host<T>(ledger, k * n, 11);
-          auto c = random_host<T>(ledger, m * n, 12);
+          auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
+          auto c = random_buffer<T>(ledger, m * n, 12);
           // The magnitude of each element's terms, alpha sum |a b| + |beta c|: both devices are
           // within (k + 2) u of it from the exact result, so within twice that of each other.
           std::vector<double> magnitude(m * n);

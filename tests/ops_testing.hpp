@@ -1,0 +1,36 @@
+// ops_testing.hpp — what the CPU and the GPU op tests share: the roundoff of each element type,
+// a float64 view of an element, and a host buffer of seeded random values.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <type_traits>
+
+#include "core/buffer.hpp"
+#include "core/half.hpp"
+
+namespace distlab::testing {
+
+// Unit roundoff of each element type: the relative error of one rounding.
+template <class T>
+constexpr double kRoundoff = std::is_same_v<T, float>  ? 0x1p-24
+                             : std::is_same_v<T, Half> ? 0x1p-11
+                                                       : 0x1p-8;
+
+template <class T>
+double d(T x) {
+  return static_cast<double>(static_cast<float>(x));
+}
+
+// A host buffer of n values uniform in [lo, hi), rounded to T.
+template <class T>
+Buffer<T> random_buffer(Ledger& ledger, std::size_t n, std::uint32_t seed, float lo = -2.0f,
+                        float hi = 2.0f) {
+  Buffer<T> b(ledger, Category::data, n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (std::size_t i = 0; i < n; ++i) b[i] = T(dist(rng));
+  return b;
+}
+
+}  // namespace distlab::testing
