@@ -18,7 +18,9 @@
 // Run:  distlab-bench                                        4 in-process ranks, 4 KiB .. 64 MiB
 //       distlab-bench --ranks 8 --collectives allreduce --algos ring_chunked,recursive_halving
 //       mpirun -np 4 distlab-bench --min-bytes 64M --max-bytes 64M --collectives allreduce
-//              --algos ring_chunked,library            (library = MPI_Allreduce, under mpirun only)
+//              --algos ring_chunked,library            (library = MPI_Allreduce; on GPUs NCCL's call)
+//       distlab-bench --device cuda --ranks 4            GPU buffers; library = ncclAllReduce when each
+//                                                        rank has its own GPU (NCCL refuses shared ones)
 //       distlab-bench --csv results.csv                  also write every row as CSV
 #include <fmt/format.h>
 #include <unistd.h>
@@ -340,7 +342,8 @@ int main(int argc, char** argv) {
   app.add_option("--algos", algos_text,
                  "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, ring, ring_chunked, "
                  "recursive_doubling, recursive_halving; all-gather and reduce-scatter: ring, gather_broadcast, "
-                 "reduce_scatter; broadcast and reduce: linear; library under mpirun)")
+                 "reduce_scatter; broadcast and reduce: linear; library: MPI's call under mpirun, NCCL's with "
+                 "--device cuda and a GPU per rank)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
                  "comma list of allreduce, allgather, reducescatter, broadcast, reduce")
@@ -374,8 +377,8 @@ int main(int argc, char** argv) {
       if (!known)
         throw UsageError(fmt::format("--algos: '{}' is not an algorithm of the chosen collectives (see --help)", name));
     }
-    if (w.mode != Mode::mpi && algos.size() == 1 && algos[0] == "library")
-      throw UsageError("--algos library calls the MPI library's collectives: run under mpirun");
+    if (w.mode != Mode::mpi && w.device == Device::cpu && algos.size() == 1 && algos[0] == "library")
+      throw UsageError("--algos library on the CPU calls the MPI library's collectives: run under mpirun");
   });
 
   std::vector<Row> rows;  // rank 0's table, for the summary
@@ -402,7 +405,9 @@ int main(int argc, char** argv) {
     for (const auto& [bytes, by_algo] : busbw) {
       auto lib = by_algo.find("library");
       if (lib == by_algo.end() || lib->second <= 0) continue;
-      if (!header) fmt::print("\nall-reduce busbw relative to the library (MPI_Allreduce):\n");
+      if (!header)
+        fmt::print("\nall-reduce busbw relative to the library ({}):\n",
+                   r.world.device == Device::cuda ? "ncclAllReduce" : "MPI_Allreduce");
       header = true;
       std::string line = fmt::format("  {:>10}", format_bytes(double(bytes)));
       for (const auto& [algo, bw] : by_algo)
@@ -467,14 +472,17 @@ int main(int argc, char** argv) {
     for (double size = double(min_bytes); size <= double(max_bytes) * (1 + 1e-9); size *= step_factor)
       if (counts.empty() || std::size_t(size) / sizeof(float) != counts.back())
         counts.push_back(std::size_t(size) / sizeof(float));
-    if (!mpi && listed(algos, "library"))
-      comm.say("  (library: the MPI library's collectives run only under mpirun; left out here)\n");
+    // The library's calls: MPI's under mpirun, NCCL's on GPUs; left out, with the reason, where
+    // they cannot run (CPU ranks in one process; GPU ranks sharing a GPU).
+    const bool library_here = library::available(comm);
+    if (!library_here && listed(algos, "library"))
+      comm.say("  (library left out: {})\n", library::unavailable_reason(comm));
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
     for (Collective c : collectives) {
       std::vector<Candidate> cands;
       for (auto& k : candidates_of(c))
-        if (listed(algos, k.name) && (!k.library || mpi)) cands.push_back(k);
+        if (listed(algos, k.name) && (!k.library || library_here)) cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();
       const int ncand = int(cands.size());

@@ -332,8 +332,12 @@ bool print_targets(const std::vector<Result>& largest, const std::vector<GemmRes
 int run(const Settings& s, std::size_t min_bytes, std::size_t max_bytes, bool gemm, bool check) {
   fmt::print("distlab_ops_bench: device {}, {} timed calls after {} warm-up, median\n",
              to_string(s.device), s.iters, s.warmup);
+  // Sizes from min_bytes by factors of 4, and max_bytes itself last: the targets are read there.
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = min_bytes; bytes < max_bytes; bytes *= 4) sizes.push_back(bytes);
+  sizes.push_back(max_bytes);
   std::vector<Result> all, largest;
-  for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+  for (const std::size_t bytes : sizes) {
     largest = bench_size(s, bytes);
     all.insert(all.end(), largest.begin(), largest.end());
   }
@@ -347,6 +351,10 @@ int run(const Settings& s, std::size_t min_bytes, std::size_t max_bytes, bool ge
     if (s.device == Device::cuda) {
       DL_CUBLAS_CHECK(cublasCreate(&h));
       DL_CUBLAS_CHECK(cublasSetStream(h, rank_stream()));
+      // The math mode ops::gemm's handle has (cuda/gemm.cu): one rounding per element.
+      DL_CUBLAS_CHECK(cublasSetMathMode(
+          h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
       handle = h;
     }
 #endif

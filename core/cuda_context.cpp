@@ -34,18 +34,27 @@ constexpr int kEpochRounds = 5;
 // The rank's clock epoch: a few rounds of (host clock, record an event on the idle stream,
 // wait for it, host clock); the event of the tightest round is kept (device_trace.hpp).
 void measure_epoch(cudaStream_t stream) {
-  std::vector<cudaEvent_t> events(kEpochRounds);
+  std::vector<cudaEvent_t> events(kEpochRounds, nullptr);
   std::vector<ClockRound> rounds(kEpochRounds);
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    DL_CUDA_CHECK(cudaEventCreate(&events[i]));
-    rounds[i].before_us = now_us();
-    DL_CUDA_CHECK(cudaEventRecord(events[i], stream));
-    DL_CUDA_CHECK(cudaEventSynchronize(events[i]));
-    rounds[i].after_us = now_us();
+  std::size_t best = events.size();  // none kept yet
+  auto destroy_all_but = [&](std::size_t keep) {
+    for (std::size_t i = 0; i < events.size(); ++i)
+      if (i != keep && events[i]) cudaEventDestroy(events[i]);
+  };
+  try {
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      DL_CUDA_CHECK(cudaEventCreate(&events[i]));
+      rounds[i].before_us = now_us();
+      DL_CUDA_CHECK(cudaEventRecord(events[i], stream));
+      DL_CUDA_CHECK(cudaEventSynchronize(events[i]));
+      rounds[i].after_us = now_us();
+    }
+    best = tightest_round(rounds);
+  } catch (...) {
+    destroy_all_but(events.size());
+    throw;
   }
-  const std::size_t best = tightest_round(rounds);
-  for (std::size_t i = 0; i < events.size(); ++i)
-    if (i != best) DL_CUDA_CHECK(cudaEventDestroy(events[i]));
+  destroy_all_but(best);
   t_rank.epoch_event = events[best];
   t_rank.epoch_us = round_midpoint(rounds[best]);
 }
@@ -53,19 +62,27 @@ void measure_epoch(cudaStream_t stream) {
 }  // namespace
 
 void cuda_bind_rank(int rank) {
+  DL_CHECK(t_rank.device < 0, "rank {}: this thread is bound to GPU {} already", rank,
+           t_rank.device);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
     DL_FAIL("rank {}: no CUDA device answers", rank);
   }
   t_rank.device = rank % count;
-  DL_CUDA_CHECK(cudaSetDevice(t_rank.device));
-  cudaStream_t s = nullptr, copies = nullptr;
-  DL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  t_rank.stream = s;
-  DL_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
-  t_rank.copy_stream = copies;
-  measure_epoch(s);
+  // A bind that fails half way releases what it made: the caller's unbind never runs then.
+  try {
+    DL_CUDA_CHECK(cudaSetDevice(t_rank.device));
+    cudaStream_t s = nullptr, copies = nullptr;
+    DL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    t_rank.stream = s;
+    DL_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
+    t_rank.copy_stream = copies;
+    measure_epoch(s);
+  } catch (...) {
+    cuda_unbind_rank();
+    throw;
+  }
 }
 
 void cuda_unbind_rank() noexcept {
@@ -110,23 +127,31 @@ void cuda_enable_peer_access() {
 void cuda_release_nccl(void* nccl_comm) noexcept {
 #ifdef DISTLAB_HAVE_NCCL
   auto comm = static_cast<ncclComm_t>(nccl_comm);
+  if (!comm) return;
   auto stream = static_cast<cudaStream_t>(t_rank.stream);
-  const double give_up = now_us() + 10e6;
-  bool idle = false;
-  while (stream && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < give_up)
+  const double drain_until = now_us() + 10e6;
+  bool idle = !stream;
+  while (!idle && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < drain_until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ncclResult_t state = ncclSuccess;
-  ncclCommGetAsyncError(comm, &state);
+  if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+  bool finalized = false;
   if (idle && state == ncclSuccess) {
     // Non-blocking communicator: finalize answers ncclInProgress and reports through the
-    // async error when it is done.
+    // async error when it is done. It ends when every rank has finalized (NCCL waits for the
+    // communicator to be quiescent everywhere), so ranks that end their bodies apart get
+    // their own, longer allowance.
+    const double finalize_until = now_us() + 30e6;
     state = ncclCommFinalize(comm);
-    while (state == ncclInProgress && now_us() < give_up) {
+    while (state == ncclInProgress && now_us() < finalize_until) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-      ncclCommGetAsyncError(comm, &state);
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
     }
+    finalized = state == ncclSuccess;
   }
-  if (state == ncclSuccess) ncclCommDestroy(comm);
+  // Destroy only a finalized communicator: on one whose kernels still wait for a rank that has
+  // left, ncclCommDestroy would finalize it itself and block for ever. Anything else is aborted.
+  if (finalized) ncclCommDestroy(comm);
   else ncclCommAbort(comm);
   cudaGetLastError();
 #else

@@ -19,7 +19,7 @@ namespace distlab {
 struct CudaRank {
   int device = -1;          // the GPU this rank uses, -1 when not bound
   void* stream = nullptr;   // cudaStream_t, non-blocking
-  void* cublas = nullptr;   // cublasHandle_t on `stream`, created on first use (cuda_cublas())
+  void* cublas = nullptr;   // cublasHandle_t on `stream`, made on first use (core/cuda/gemm.cu)
   // In-process messages into this rank's memory are copied on this stream (transport_threads):
   // apart from `stream`, so a copy never queues behind the rank's own kernels, and the other
   // ranks' threads never enqueue on the stream the rank's ops use.
@@ -44,8 +44,9 @@ void cuda_unbind_rank() noexcept;
 void cuda_enable_peer_access();
 
 // Ends an NCCL communicator (ncclComm_t) of the calling rank: finalized and destroyed when the
-// rank's stream drains, aborted when it does not within seconds or the communicator failed
-// (an NCCL kernel waiting for a rank that has left would otherwise hold the stream forever).
+// rank's stream drains, aborted when it does not within seconds, when the communicator failed,
+// or when finalizing does not end (it waits for every rank to finalize): an NCCL kernel waiting
+// for a rank that has left would otherwise hold the stream, and ncclCommDestroy, for ever.
 void cuda_release_nccl(void* nccl_comm) noexcept;
 
 // The calling thread's binding (device -1 when unbound).

@@ -36,10 +36,12 @@ cudaStream_t st(void* s) {
 
 DeviceWork::DeviceWork(std::string name) : name_(std::move(name)) {
   DL_CUDA_CHECK(cudaGetDevice(&device_));
+  // Timing events: cudaEventDisableTiming would forbid cudaEventElapsedTime.
   cudaEvent_t a = nullptr, b = nullptr;
-  DL_CUDA_CHECK(
-      cudaEventCreate(&a));  // timing events: cudaEventDisableTiming would forbid elapsed time
-  DL_CUDA_CHECK(cudaEventCreate(&b));
+  DL_CUDA_CHECK(cudaEventCreate(&a));
+  const cudaError_t rc = cudaEventCreate(&b);
+  if (rc != cudaSuccess) cudaEventDestroy(a);  // no destructor runs for a throwing constructor
+  DL_CUDA_CHECK(rc);
   start_ = a;
   stop_ = b;
 }

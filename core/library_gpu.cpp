@@ -6,6 +6,7 @@
 // timeout applies), so that it returns with the result in place, like the MPI calls.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -67,7 +68,9 @@ namespace {
 template <class Call>
 std::string staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
                    Call mpi_call) {
-  std::vector<char> host_send(send == recv ? 0 : send_bytes), host_recv(recv_bytes);
+  // In place, the one buffer holds the larger of the two (the sizes differ off the root).
+  std::vector<char> host_send(send == recv ? 0 : send_bytes),
+      host_recv(send == recv ? std::max(send_bytes, recv_bytes) : recv_bytes);
   char* hs = send == recv ? host_recv.data() : host_send.data();
   if (send_bytes) device_copy(hs, Device::cpu, send, Device::cuda, send_bytes);
   const std::string name = mpi_call(hs, host_recv.data());
@@ -154,12 +157,10 @@ std::string nccl_run(Comm& comm, const Nccl& n, const std::string& name, Enqueue
 // One call, settled: a non-blocking communicator may answer ncclInProgress.
 #define DL_NCCL_CALL(n, call) nccl_settle((n).comm, (call), #call, *(n).waiter)
 
-// A group of calls, one launch.
+// A group of calls, one launch (transport_nccl.hpp: ended also when a call throws).
 template <class Calls>
 void nccl_group(const Nccl& n, Calls calls) {
-  DL_NCCL_CHECK(ncclGroupStart());
-  calls();
-  nccl_settle(n.comm, ncclGroupEnd(), "ncclGroupEnd", *n.waiter);
+  distlab::nccl_group(n.comm, *n.waiter, calls);
 }
 
 const char* at(const void* base, std::size_t elements, DType t) {

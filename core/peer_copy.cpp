@@ -50,7 +50,10 @@ std::shared_ptr<DeviceWork> start_peer_copy(const MemRef& send, const PostMark* 
   if (recv_mark.ready)
     DL_CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(recv_mark.ready), 0));
   work->record_start(stream);
-  if (send.device == Device::cuda && recv.device == Device::cuda && send_mark) {
+  if (send.bytes == 0) {
+    // An empty message (an empty chunk of an uneven split): no copy, whose pointers may be null;
+    // the events still order and time it like any other.
+  } else if (send.device == Device::cuda && recv.device == Device::cuda && send_mark) {
     DL_CUDA_CHECK(cudaMemcpyPeerAsync(recv.ptr, recv_mark.device, send.ptr, send_mark->device,
                                       send.bytes, stream));
   } else {

@@ -67,6 +67,19 @@ bool nccl_done(void* comm, const DeviceWork& work) {
   return work.done();
 }
 
+void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls) {
+  DL_NCCL_CHECK(ncclGroupStart());
+  try {
+    calls();
+  } catch (...) {
+    // Every ncclGroupStart is ended, also when a call in the group failed: an open group would
+    // swallow this thread's later NCCL calls (the communicator's finalize at the end).
+    ncclGroupEnd();
+    throw;
+  }
+  nccl_settle(comm, ncclGroupEnd(), "ncclGroupEnd", waiter);
+}
+
 void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter) {
   if (!nccl_done(comm, work)) waiter.wait_until([&] { return nccl_done(comm, work); }, what);
 }
@@ -159,18 +172,18 @@ void NcclTransport::flush() {
                                                            : "ncclRecv");
   group->record_start(stream);
   // One group: every queued send and receive progresses together (a sendrecv cannot hang).
-  DL_NCCL_CHECK(ncclGroupStart());
-  for (const auto& r : queued_) {
-    if (r->is_send)
-      nccl_check_queued(comm_,
-                        ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
-                        "ncclSend");
-    else
-      nccl_check_queued(comm_,
-                        ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
-                        "ncclRecv");
-  }
-  nccl_settle(comm_, ncclGroupEnd(), "ncclGroupEnd", mpi_);
+  nccl_group(comm_, mpi_, [&] {
+    for (const auto& r : queued_) {
+      if (r->is_send)
+        nccl_check_queued(comm_,
+                          ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+                          "ncclSend");
+      else
+        nccl_check_queued(comm_,
+                          ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+                          "ncclRecv");
+    }
+  });
   group->record_stop(stream);  // only now: nothing may go on NCCL's stream before it settled
   for (const auto& r : queued_) {
     r->group = group;

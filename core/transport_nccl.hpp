@@ -79,6 +79,9 @@ class NcclTransport : public Transport {
 void nccl_settle(void* comm, int result, const char* call, Transport& waiter);
 // Inside a group: ncclSuccess and ncclInProgress pass (the group's end settles them).
 void nccl_check_queued(void* comm, int result, const char* call);
+// ncclGroupStart, `calls` (NCCL calls checked with nccl_check_queued), ncclGroupEnd settled
+// through `waiter`: one launch. The group is ended also when a call throws.
+void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls);
 // Polls until `work` (enqueued after NCCL calls on `comm`) is done; a failing communicator
 // throws Error. Reported as a wait in `what` after the deadlock timeout.
 void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter);

@@ -15,6 +15,12 @@ struct StagedTransport::Req : RequestState {
   void* block = nullptr;  // the pinned staging buffer of a GPU message (null for host memory)
 };
 
+namespace {
+// Pinned bytes kept for reuse per rank: a sweep over many message sizes (distlab-bench) would
+// otherwise keep a block of every size it ever sent, pinned, for the rest of the run.
+constexpr std::size_t kSpareLimit = std::size_t{1} << 30;
+}  // namespace
+
 StagedTransport::~StagedTransport() {
   for (auto& [bytes, block] : spare_) cudaFreeHost(block);
 }
@@ -24,6 +30,7 @@ void* StagedTransport::take(std::size_t bytes) {
   if (auto it = spare_.find(bytes); it != spare_.end()) {
     void* block = it->second;
     spare_.erase(it);
+    spare_bytes_ -= bytes;
     return block;
   }
   void* block = nullptr;
@@ -32,7 +39,13 @@ void* StagedTransport::take(std::size_t bytes) {
 }
 
 void StagedTransport::give(void* block, std::size_t bytes) {
-  if (block) spare_.emplace(bytes, block);
+  if (!block) return;
+  if (spare_bytes_ + bytes > kSpareLimit) {
+    DL_CUDA_CHECK(cudaFreeHost(block));
+    return;
+  }
+  spare_.emplace(bytes, block);
+  spare_bytes_ += bytes;
 }
 
 Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {

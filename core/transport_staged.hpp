@@ -7,7 +7,8 @@
 // stream, after the buffer's earlier uses) and returns when it is there, for the host and every
 // stream. Each message pays two PCIe copies and a host round trip on top of MPI: the price
 // the lesson can show next to NCCL. Host buffers go by MPI as they are, so host and GPU memory
-// may meet at the two ends of a message. Pinned buffers are kept for reuse, per size.
+// may meet at the two ends of a message. Pinned buffers are kept for reuse, per size (up to
+// 1 GiB in all).
 #pragma once
 
 #include <cstddef>
@@ -43,6 +44,7 @@ class StagedTransport : public Transport {
 
   MpiTransport& mpi_;
   std::multimap<std::size_t, void*> spare_;
+  std::size_t spare_bytes_ = 0;
 };
 
 }  // namespace distlab

@@ -18,7 +18,9 @@
 #                     verified against the CPU float64 reference, its trace checked
 #   3. ops            distlab_ops_bench --device cuda --check: add/axpy against the copy
 #                     bandwidth of the same run (>= 80%), GEMM against cuBLAS (>= 70%)
-#   4. allreduce      distlab-bench --device cuda: every all-reduce algorithm, 1 KiB to 1 GiB
+#   4. allreduce      distlab-bench --device cuda: every all-reduce algorithm, 1 KiB to 1 GiB, and
+#                     the library call (ncclAllReduce) where every rank has its own GPU; on one
+#                     GPU the bench says why it is left out (NCCL refuses two ranks on one GPU)
 # and prints a summary table last. With $OUT set (the device tool sets it), it writes there:
 # summary.txt, check.log (every step's output), bench.csv, ops.txt and traces.tar.gz (the
 # lessons' GPU traces, for traces/examples/gpu/). Without $OUT: build/gpu-check/.
@@ -114,7 +116,7 @@ fi
 # 4. Every all-reduce algorithm, 1 KiB to 1 GiB, 4 ranks on the GPU.
 step allreduce 240 "grep -E '^ *1073741824 ' '$out/.step.log' | awk '{print \$5, \$8 \" GB/s\"}' | paste -sd ';'" -- \
   "$bundle/bin/distlab-bench" --device cuda --ranks 4 --collectives allreduce \
-  --algos reduce_broadcast,ring,ring_chunked,recursive_doubling,recursive_halving \
+  --algos reduce_broadcast,ring,ring_chunked,recursive_doubling,recursive_halving,library \
   --min-bytes 1K --max-bytes 1G --step-factor 4 --iters 10 --warmup 3 --csv "$out/bench.csv" --no-trace
 
 rm -f "$out/.step.log"

@@ -32,7 +32,7 @@ inline cudaStream_t rank_stream() {
 // wave of resident threads (2048 per SM on Hopper), so each thread loops when work is large.
 inline unsigned grid_for(std::size_t work) {
   thread_local int device = -1, sms = 0;  // cached per thread: a rank's GPU does not change
-  if (device != cuda_rank().device) {
+  if (device != cuda_rank().device || sms <= 0) {
     device = cuda_rank().device;
     DL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   }

@@ -13,7 +13,10 @@
 //   C stored (m, n)                               ->  ldc = n
 //
 // f32 runs in strict f32 (CUBLAS_COMPUTE_32F: no TF32); f16 and bf16 inputs and output run on
-// the tensor cores and accumulate in f32 (also CUBLAS_COMPUTE_32F, alpha and beta f32).
+// the tensor cores and accumulate in f32 (also CUBLAS_COMPUTE_32F, alpha and beta f32). The
+// handle disallows reduced-precision reductions: by default cuBLAS may split k and add the
+// partial products in the output type (f16 / bf16), rounding several times instead of once.
+// Disallowed, every C element is rounded to its type once, as ops.hpp promises and the CPU does.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -36,6 +39,9 @@ cublasHandle_t rank_cublas() {
     DL_CUBLAS_CHECK(cublasCreate(&handle));
     rank.cublas = handle;
     DL_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    DL_CUBLAS_CHECK(cublasSetMathMode(
+        handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   }
   return static_cast<cublasHandle_t>(rank.cublas);
 }

@@ -6,8 +6,10 @@
 // when the pointers allow it, and one wave of resident threads strides over the array.
 // Compare its GB/s with a device-to-device copy: distlab_ops_bench --device cuda.
 //
-//   map_kernel   out[i] = op(in[i]...), in 16-byte packs, then the n % N tail one by one
-//   launch_map   picks packed or scalar (misaligned views), grid size, the rank's stream
+//   map_kernel   out[i] = op(in[i]...): a short head one by one up to a 16-byte boundary, then
+//                16-byte packs, then the tail one by one
+//   launch_map   picks packed (every pointer reaches a 16-byte boundary after the same head) or
+//                element by element (views misaligned against each other), grid size, stream
 //   functors     AddOp, AxpyOp, ScaleOp, FillOp, GeluOp, GeluBackwardOp, CastOp
 //   adam_kernel  four arrays in, three out: written out in full
 #include <algorithm>
@@ -41,20 +43,33 @@ __device__ __forceinline__ Pack<TOut, N> apply(const Op& op, const Pack<TIn, N>&
 }
 
 // out[i] = op(in[i]...) for i < n. out may be one of the inputs (add: dst += src): each element
-// is read before it is written, by the same thread.
+// is read before it is written, by the same thread. Elements [0, head) go one by one (head < N,
+// so the first threads take one each); from `head` on, out and every input are N-pack aligned
+// and go N at a time; the (n - head) % N left at the end go one by one again.
 template <int N, class Op, class TOut, class... TIn>
-__global__ void map_kernel(Op op, std::size_t n, TOut* out, const TIn*... in) {
+__global__ void map_kernel(Op op, std::size_t n, std::size_t head, TOut* out, const TIn*... in) {
   const std::size_t first = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  const std::size_t packs = n / N;
+  if (first < head) out[first] = op(in[first]...);
+  const std::size_t packs = (n - head) / N;
+  auto* out_packs = reinterpret_cast<Pack<TOut, N>*>(out + head);
   for (std::size_t p = first; p < packs; p += stride)
-    reinterpret_cast<Pack<TOut, N>*>(out)[p] = apply<TOut, N>(op, load_pack<N>(in, p)...);
-  for (std::size_t i = packs * N + first; i < n; i += stride) out[i] = op(in[i]...);  // the tail
+    out_packs[p] = apply<TOut, N>(op, load_pack<N>(in + head, p)...);
+  for (std::size_t i = head + packs * N + first; i < n; i += stride) out[i] = op(in[i]...);  // tail
 }
 
 template <int N, class T>
 bool aligned(const T* p) {
   return reinterpret_cast<std::uintptr_t>(p) % (sizeof(T) * N) == 0;
+}
+
+// Elements from p to the next N-element boundary (an N-pack of T: 16 bytes, or 8 for the f16
+// side of a cast): 0 .. N - 1.
+template <int N, class T>
+std::size_t to_boundary(const T* p) {
+  const std::size_t bytes = sizeof(T) * N;
+  const std::size_t past = reinterpret_cast<std::uintptr_t>(p) % bytes;
+  return past == 0 ? 0 : (bytes - past) / sizeof(T);
 }
 
 template <class Op, class TOut, class... TIn>
@@ -64,11 +79,14 @@ void launch_map(Op op, std::size_t n, TOut* out, const TIn*... in) {
   // Elements per pack: 16 bytes of the widest type (4 for f32, 8 for f16; a cast f32 -> f16
   // loads 16 bytes and stores 8).
   constexpr int kPack = static_cast<int>(16 / std::max({sizeof(TOut), sizeof(TIn)...}));
-  if (aligned<kPack>(out) && (aligned<kPack>(in) && ...)) {
-    map_kernel<kPack>
-        <<<grid_for((n + kPack - 1) / kPack), kThreads, 0, stream>>>(op, n, out, in...);
-  } else {  // a sub-view that starts mid-pack: element by element
-    map_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(op, n, out, in...);
+  // Sub-views (a rank's shard) start anywhere: when every pointer reaches its boundary after the
+  // same number of elements, only that head goes one by one.
+  const std::size_t head = to_boundary<kPack>(out);
+  if (head < n && aligned<kPack>(out + head) && (aligned<kPack>(in + head) && ...)) {
+    map_kernel<kPack><<<grid_for((n - head + kPack - 1) / kPack), kThreads, 0, stream>>>(
+        op, n, head, out, in...);
+  } else {  // views misaligned against each other (or shorter than the head): one by one
+    map_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(op, n, std::size_t{0}, out, in...);
   }
   DL_CUDA_LAUNCH_CHECK();
 }

@@ -75,9 +75,30 @@ int differ(const Buffer<T>& gpu, const Buffer<T>& cpu, double rel) {
   return bad;
 }
 
-// Each elementwise case runs on whole buffers (16-byte aligned: the packed kernels) and on views
-// one element in (misaligned: the element-by-element kernels).
-const std::vector<std::size_t> kOffsets = {0, 1};
+// Elements where the GPU result is off the CPU's by more than rel of the value itself plus
+// `absolute` (for results far below 1, where differ()'s max(1, |value|) would hide any error).
+template <class T>
+int differ_relative(const Buffer<T>& gpu, const Buffer<T>& cpu, double rel, double absolute) {
+  REQUIRE(gpu.size() == cpu.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    const double g = d(gpu[i]), c = d(cpu[i]);
+    if (std::isnan(g) || std::isnan(c))
+      bad += std::isnan(g) != std::isnan(c);
+    else
+      bad += std::abs(g - c) > rel * std::abs(c) + absolute;
+  }
+  return bad;
+}
+
+// Offsets of the output views and of the input views, in elements, into buffers one longer
+// than the views. {0, 0}: every pointer 16-byte aligned (packs only); {1, 1}: all one element
+// in (a head element by element up to the 16-byte boundary, then packs); {1, 0}: misaligned
+// against each other (element by element throughout).
+struct Offsets {
+  std::size_t out, in;
+};
+const std::vector<Offsets> kOffsets = {{0, 0}, {1, 1}, {1, 0}};
 
 }  // namespace
 
@@ -101,24 +122,24 @@ TEMPLATE_TEST_CASE("cuda ops: add, axpy and scale match the CPU", "[ops][cuda]",
   BoundRank bound;
   Ledger ledger;
   for (std::size_t n : kSizes)
-    for (std::size_t offset : kOffsets) {
-      CAPTURE(n, offset);
-      auto x = random_buffer<T>(ledger, n + offset, 1), y = random_buffer<T>(ledger, n + offset, 2);
+    for (const auto [out, in] : kOffsets) {
+      CAPTURE(n, out, in);
+      auto x = random_buffer<T>(ledger, n + 1, 1), y = random_buffer<T>(ledger, n + 1, 2);
       auto gx = up(ledger, x), gy = up(ledger, y), gz = up(ledger, y);
-      auto z = random_buffer<T>(ledger, n + offset, 2);
+      auto z = random_buffer<T>(ledger, n + 1, 2);
       // add: one f32 addition rounded once to T on both devices: bit for bit.
-      ops::add(y.sub(offset, n), x.sub(offset, n));
-      ops::add(gy.sub(offset, n), gx.sub(offset, n));
+      ops::add(y.sub(out, n), x.sub(in, n));
+      ops::add(gy.sub(out, n), gx.sub(in, n));
       CHECK(differ(down(ledger, gy), y, 0) == 0);
       // axpy: the GPU fuses a x + y into one FMA (one rounding, the CPU has two): an f32 ulp,
       // which can tip a 16-bit rounding by one unit.
-      ops::axpy(z.sub(offset, n), 0.75f, x.sub(offset, n));
-      ops::axpy(gz.sub(offset, n), 0.75f, gx.sub(offset, n));
+      ops::axpy(z.sub(out, n), 0.75f, x.sub(in, n));
+      ops::axpy(gz.sub(out, n), 0.75f, gx.sub(in, n));
       CHECK(differ(down(ledger, gz), z,
                    std::is_same_v<T, float> ? 4 * kRoundoff<T> : 2 * kRoundoff<T>) == 0);
       // scale: one multiplication: bit for bit.
-      ops::scale(x.sub(offset, n), -1.5f);
-      ops::scale(gx.sub(offset, n), -1.5f);
+      ops::scale(x.sub(out, n), -1.5f);
+      ops::scale(gx.sub(out, n), -1.5f);
       CHECK(differ(down(ledger, gx), x, 0) == 0);
     }
 }
@@ -179,16 +200,16 @@ TEMPLATE_TEST_CASE("cuda ops: gelu forward and backward match the CPU", "[ops][c
   BoundRank bound;
   Ledger ledger;
   for (std::size_t n : kSizes)
-    for (std::size_t offset : kOffsets) {
-      CAPTURE(n, offset);
-      auto x = random_buffer<T>(ledger, n + offset, 3, -6.0f, 6.0f),
-           dy = random_buffer<T>(ledger, n + offset, 4);
-      Buffer<T> y(ledger, Category::data, n + offset), dx(ledger, Category::data, n + offset);
+    for (const auto [out, in] : kOffsets) {
+      CAPTURE(n, out, in);
+      auto x = random_buffer<T>(ledger, n + 1, 3, -6.0f, 6.0f),
+           dy = random_buffer<T>(ledger, n + 1, 4);
+      Buffer<T> y(ledger, Category::data, n + 1), dx(ledger, Category::data, n + 1);
       auto gx = up(ledger, x), gdy = up(ledger, dy), gy = up(ledger, y), gdx = up(ledger, dx);
-      ops::gelu_forward(y.sub(offset, n), x.sub(offset, n));
-      ops::gelu_backward(dx.sub(offset, n), dy.sub(offset, n), x.sub(offset, n));
-      ops::gelu_forward(gy.sub(offset, n), gx.sub(offset, n));
-      ops::gelu_backward(gdx.sub(offset, n), gdy.sub(offset, n), gx.sub(offset, n));
+      ops::gelu_forward(y.sub(out, n), x.sub(in, n));
+      ops::gelu_backward(dx.sub(out, n), dy.sub(in, n), x.sub(in, n));
+      ops::gelu_forward(gy.sub(out, n), gx.sub(in, n));
+      ops::gelu_backward(gdx.sub(out, n), gdy.sub(in, n), gx.sub(in, n));
       // tanhf on the GPU and std::tanh on the host differ by an ulp or two; the backward's
       // 1 - tanh^2 magnifies that near |tanh| = 1 (test_ops.cpp has the numbers).
       const bool f32 = std::is_same_v<T, float>;
@@ -201,37 +222,42 @@ TEST_CASE("cuda ops: casts between f32, f16 and bf16 match the CPU bit for bit",
   BoundRank bound;
   Ledger ledger;
   for (std::size_t n : kSizes)
-    for (std::size_t offset : kOffsets) {
-      CAPTURE(n, offset);
-      auto f = random_buffer<float>(ledger, n + offset, 5, -70000.0f, 70000.0f);  // past f16's range
-      if (n > 8) {  // the specials, and an f16 subnormal
-        f[offset + 0] = std::numeric_limits<float>::infinity();
-        f[offset + 1] = -std::numeric_limits<float>::infinity();
-        f[offset + 2] = std::nanf("");
-        f[offset + 3] = std::ldexp(1.5f, -25);
-        f[offset + 4] = -0.0f;
-        f[offset + 5] = 65519.99f;
-        f[offset + 6] = 65520.0f;
+    for (const auto [out, in] : kOffsets) {
+      CAPTURE(n, out, in);
+      // f32 at `in`, its 16-bit casts at `out`, and the casts back (and f16 -> bf16) at `in`.
+      auto f = random_buffer<float>(ledger, n + 1, 5, -70000.0f, 70000.0f);  // past f16's range
+      if (n > 8) {  // the specials, an f16 subnormal, f16's rounding to Inf, a bf16 tie
+        f[in + 0] = std::numeric_limits<float>::infinity();
+        f[in + 1] = -std::numeric_limits<float>::infinity();
+        f[in + 2] = std::nanf("");
+        f[in + 3] = std::ldexp(1.5f, -25);
+        f[in + 4] = -0.0f;
+        f[in + 5] = 65519.99f;
+        f[in + 6] = 65520.0f;
+        f[in + 7] = std::bit_cast<float>(0x3F818000u);  // halfway between two bf16: to even
       }
-      Buffer<Half> h(ledger, Category::data, n + offset);
-      Buffer<BFloat16> b(ledger, Category::data, n + offset);
-      Buffer<float> fh(ledger, Category::data, n + offset), fb(ledger, Category::data, n + offset);
+      Buffer<Half> h(ledger, Category::data, n + 1);
+      Buffer<BFloat16> b(ledger, Category::data, n + 1), hb(ledger, Category::data, n + 1);
+      Buffer<float> fh(ledger, Category::data, n + 1), fb(ledger, Category::data, n + 1);
       auto gf = up(ledger, f), gfh = up(ledger, fh), gfb = up(ledger, fb);
       auto gh = up(ledger, h);
-      auto gb = up(ledger, b);
-      ops::cast(h.sub(offset, n), f.sub(offset, n));
-      ops::cast(b.sub(offset, n), f.sub(offset, n));
-      ops::cast(fh.sub(offset, n), h.sub(offset, n));
-      ops::cast(fb.sub(offset, n), b.sub(offset, n));
-      ops::cast(gh.sub(offset, n), gf.sub(offset, n));
-      ops::cast(gb.sub(offset, n), gf.sub(offset, n));
-      ops::cast(gfh.sub(offset, n), gh.sub(offset, n));
-      ops::cast(gfb.sub(offset, n), gb.sub(offset, n));
+      auto gb = up(ledger, b), ghb = up(ledger, hb);
+      ops::cast(h.sub(out, n), f.sub(in, n));
+      ops::cast(b.sub(out, n), f.sub(in, n));
+      ops::cast(fh.sub(in, n), h.sub(out, n));
+      ops::cast(fb.sub(in, n), b.sub(out, n));
+      ops::cast(hb.sub(in, n), h.sub(out, n));
+      ops::cast(gh.sub(out, n), gf.sub(in, n));
+      ops::cast(gb.sub(out, n), gf.sub(in, n));
+      ops::cast(gfh.sub(in, n), gh.sub(out, n));
+      ops::cast(gfb.sub(in, n), gb.sub(out, n));
+      ops::cast(ghb.sub(in, n), gh.sub(out, n));
       // NaN payloads may differ (the GPU writes its canonical NaN); differ() matches NaN to NaN.
       CHECK(differ(down(ledger, gh), h, 0) == 0);
       CHECK(differ(down(ledger, gb), b, 0) == 0);
       CHECK(differ(down(ledger, gfh), fh, 0) == 0);
       CHECK(differ(down(ledger, gfb), fb, 0) == 0);
+      CHECK(differ(down(ledger, ghb), hb, 0) == 0);
     }
 }
 
@@ -239,7 +265,8 @@ TEST_CASE("cuda ops: adam_step matches the CPU over three steps", "[ops][cuda]")
   BoundRank bound;
   Ledger ledger;
   const std::size_t n = (std::size_t{1} << 20) + 7;
-  const ops::AdamConfig config{.lr = 1e-2f, .weight_decay = 0.1f};
+  // eps large enough that where it sits (outside the square root) shows in p.
+  const ops::AdamConfig config{.lr = 1e-2f, .eps = 1e-3f, .weight_decay = 0.1f};
   auto p = random_buffer<float>(ledger, n, 6);
   Buffer<float> m(ledger, Category::optimizer, n), v(ledger, Category::optimizer, n);
   auto gp = up(ledger, p), gm = up(ledger, m), gv = up(ledger, v);
@@ -326,6 +353,12 @@ TEMPLATE_TEST_CASE("cuda ops: softmax_rows matches the CPU and its rows sum to 1
     // expf on the GPU against std::exp on the host, and f32 sums in other orders.
     const double rel = std::is_same_v<T, float> ? 1e-6 : 2 * kRoundoff<T>;
     CHECK(differ(hy, y, rel) == 0);
+    // And relative to each probability, however small (a wide row's are ~1e-5): the f32 sum of a
+    // row's cols terms is within ~(cols / 256 + 8) u of the CPU's; 16-bit results one unit apart,
+    // f16 subnormals one unit of 2^-24.
+    const double sum_rel = 4 * (double(cols) / 256 + 8) * 0x1p-24 + 4e-7;
+    CHECK(differ_relative(hy, y, sum_rel + (std::is_same_v<T, float> ? 0.0 : 2 * kRoundoff<T>),
+                          std::is_same_v<T, Half> ? 0x1p-24 : 1e-30) == 0);
     CHECK(differ(down(ledger, gx), hy, 0) == 0);
     int bad_rows = 0;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -379,6 +412,32 @@ TEMPLATE_TEST_CASE("cuda ops: gemm matches the CPU in all four transpose combina
           }
           CHECK(bad == 0);
         }
+}
+
+// Past 2^31 elements an int index wraps: u8 buffers of 2^31 + 37 elements (2 GiB each) filled
+// and added on the packed path with a head, and element by element; only their ends come back.
+TEST_CASE("cuda ops: fill and add index past 2^31 elements", "[ops][cuda]") {
+  BoundRank bound;
+  Ledger ledger;
+  const std::size_t n = (std::size_t{1} << 31) + 37, ends = 64;
+  Buffer<std::uint8_t> a(ledger, Category::data, n, Device::cuda, /*zero=*/false),
+      b(ledger, Category::data, n, Device::cuda, /*zero=*/false);
+  ops::fill(a.view(), std::uint8_t{1});
+  ops::fill(b.sub(1, n - 1), std::uint8_t{2});  // a head of 15, then packs of 16
+  ops::fill(b.sub(0, 1), std::uint8_t{5});
+  ops::add(a.sub(1, n - 1), b.sub(1, n - 1));  // both one in: packed, a = 3 from 1 on
+  ops::add(a.sub(1, n - 1), b.sub(0, n - 1));  // misaligned against each other: one by one
+  // a[0] = 1; a[1] = 3 + 5 = 8; a[i] = 3 + 2 = 5 from 2 to the end.
+  for (const std::size_t from : {std::size_t{0}, n - ends}) {
+    CAPTURE(from);
+    const auto got = to_host(a.sub(from, ends));
+    int bad = 0;
+    for (std::size_t i = 0; i < ends; ++i) {
+      const std::size_t e = from + i;
+      bad += got[i] != (e == 0 ? 1 : e == 1 ? 8 : 5);
+    }
+    CHECK(bad == 0);
+  }
 }
 
 TEST_CASE("cuda ops: empty device views are no-ops", "[ops][cuda]") {

@@ -179,6 +179,40 @@ TEST_CASE("cuda threads: host memory at one end of a message works too", "[cuda]
   CHECK(back == want);
 }
 
+TEST_CASE("cuda threads: empty messages between device buffers complete", "[cuda][transport]") {
+  // An uneven split leaves some ranks an empty chunk: a message of no bytes whose device
+  // pointers are null (cudaMalloc of 0 bytes) still matches, orders and completes.
+  auto empty = [] {
+    run_in_process(
+        2,
+        [](Comm& comm) {
+          Buffer<float> none = comm.alloc<float>(0, Category::data);
+          if (comm.rank() == 0)
+            comm.send(View<const float>(none.view()), 1, 3);
+          else
+            comm.recv(none.view(), 0, 3);
+        },
+        30, Device::cuda);
+  };
+  CHECK_NOTHROW(empty());
+}
+
+TEST_CASE("cuda context: a thread binds once, and unbinding releases the binding",
+          "[cuda][context]") {
+  cuda_bind_rank(0);
+  CHECK(cuda_rank().device == 0);
+  CHECK(cuda_rank().stream != nullptr);
+  CHECK(cuda_rank().epoch_event != nullptr);
+  CHECK_THROWS_WITH(cuda_bind_rank(1), Contains("bound to GPU 0 already"));
+  CHECK(cuda_rank().device == 0);  // the refused bind left the first one as it was
+  cuda_unbind_rank();
+  CHECK(cuda_rank().device == -1);
+  CHECK(cuda_rank().stream == nullptr);
+  cuda_bind_rank(0);  // and the thread can bind again
+  CHECK(cuda_rank().device == 0);
+  cuda_unbind_rank();
+}
+
 TEST_CASE("cuda threads: mismatched sizes and deadlocks on the GPU are reported as on the CPU",
           "[cuda][transport]") {
   auto mismatch = [] {
