@@ -81,6 +81,12 @@ std::vector<char> serialize(const RankLog& log) {
   for (const auto& c : log.counters) w.pod(c);
   w.pod(static_cast<std::uint64_t>(log.steps.size()));
   for (const auto& s : log.steps) w.pod(s);
+  w.pod(static_cast<std::uint64_t>(log.values.size()));
+  for (const auto& v : log.values) {
+    w.pod(v.ts);
+    w.str(v.name);
+    w.pod(v.value);
+  }
   w.pod(static_cast<std::uint64_t>(log.checks.size()));
   for (const auto& c : log.checks) {
     w.str(c.name);
@@ -129,6 +135,12 @@ RankLog deserialize(const std::vector<char>& bytes) {
   for (auto& c : log.counters) c = r.pod<CounterEvent>();
   log.steps.resize(r.pod<std::uint64_t>());
   for (auto& s : log.steps) s = r.pod<StepEvent>();
+  log.values.resize(r.pod<std::uint64_t>());
+  for (auto& v : log.values) {
+    v.ts = r.pod<double>();
+    v.name = r.str();
+    v.value = r.pod<double>();
+  }
   log.checks.resize(r.pod<std::uint64_t>());
   for (auto& c : log.checks) {
     c.name = r.str();

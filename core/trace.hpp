@@ -65,6 +65,13 @@ struct StepEvent {
   int step = 0;
 };
 
+// A named value a lesson records over time (a training loss): a counter track of its own.
+struct ValueEvent {
+  double ts = 0;
+  std::string name;
+  double value = 0;
+};
+
 struct CheckResult {
   std::string name;
   bool ok = false;
@@ -87,6 +94,7 @@ struct RankLog {
   std::vector<SpanEvent> spans;
   std::vector<CounterEvent> counters;
   std::vector<StepEvent> steps;
+  std::vector<ValueEvent> values;
   std::vector<CheckResult> checks;
   std::vector<BufferDecl> buffers;
   std::array<std::int64_t, kCategories> peak{};
@@ -111,6 +119,9 @@ class Recorder {
   }
   void step(int step) {
     if (enabled_) log_.steps.push_back({now_us(), step});
+  }
+  void value(const std::string& name, double v) {
+    if (enabled_) log_.values.push_back({now_us(), name, v});
   }
 
   RankLog& log() { return log_; }

@@ -111,13 +111,21 @@ LoadedTrace parse_trace(const std::string& json) {
       f.id = static_cast<std::uint64_t>(int_or(o, "id", 0));
       if (!f.start && string_or(o, "bp") != "e") t.problems.push_back("a flow finish is not bound to its enclosing slice (bp:e)");
       t.flows.push_back(f);
-    } else if (ph == "C") {
+    } else if (ph == "C" && string_or(o, "name") == "memory") {  // other counters: a lesson's values
       TraceCounter c;
       c.pid = static_cast<int>(pid);
       c.ts = ts;
       object args;
       if (o["args"].get_object().get(args) == simdjson::SUCCESS) c.total_bytes = int_or(args, "total_bytes", 0);
       t.counters.push_back(c);
+    } else if (ph == "C") {
+      TraceValue v;
+      v.pid = static_cast<int>(pid);
+      v.ts = ts;
+      v.name = string_or(o, "name");
+      object args;
+      if (o["args"].get_object().get(args) == simdjson::SUCCESS) v.value = number_or(args, "value", 0);
+      t.values.push_back(std::move(v));
     } else if (ph == "i") {
       object args;
       TraceStep s;

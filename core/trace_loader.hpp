@@ -37,6 +37,14 @@ struct TraceCounter {
   std::int64_t total_bytes = 0;
 };
 
+// A lesson's value counter (a "C" event not named "memory": the training loss).
+struct TraceValue {
+  int pid = 0;
+  double ts = 0;
+  std::string name;
+  double value = 0;
+};
+
 struct TraceStep {
   int pid = 0;
   double ts = 0;
@@ -51,7 +59,8 @@ struct LoadedTrace {
   std::int64_t checks = 0;
   std::vector<TraceSpan> spans;  // in file order
   std::vector<TraceFlow> flows;
-  std::vector<TraceCounter> counters;
+  std::vector<TraceCounter> counters;  // the memory ledger's
+  std::vector<TraceValue> values;
   std::vector<TraceStep> steps;
   std::vector<int> named_pids;   // pids with a process_name
   std::vector<std::string> problems;  // rules broken while reading (bad phase, non-integer pid)

@@ -185,6 +185,11 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       event(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{{}"total_bytes":{}}}}})",
                         pid, c.ts + off, args, total));
     }
+    // Values the lesson recorded (a loss): one counter track per name.
+    for (const auto& v : log.values)
+      if (std::isfinite(v.value))  // JSON has no NaN: a diverged loss leaves a gap
+        event(fmt::format(R"({{"ph":"C","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"value":{:.9g}}}}})",
+                          json_string(v.name), pid, v.ts + off, v.value));
   }
 
   // Step frames: one global instant per step, at the earliest rank's start of that step.

@@ -12,6 +12,7 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ -x "$exe" ]] || { echo "skip $name (not built)"; continue; }
   args=(--ranks 4 --size 4K)
   [[ "$name" == 01_send_recv ]] && args=(--ranks 2 --size 1M --calibration "")
+  [[ "$name" == 05_parameter_server ]] && args=(--ranks 4 --steps 5)  # 1 server, 3 workers, 5 iterations
   "$exe" "${args[@]}" --trace "$out/$name.json" >/dev/null
   "$build/tests/distlab_trace_check" "$out/$name.json" --verified
   size=$(stat -c %s "$out/$name.json")

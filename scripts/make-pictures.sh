@@ -15,6 +15,7 @@ declare -A step=(
   [02_scatter_gather]=2.5
   [03_reduce_broadcast]=8.5
   [04_allreduce_allgather]=8.5
+  [05_parameter_server]=4.5
   [06_allreduce_sequential_ring_parallel]=15.5
   [07_recursive_halving]=3.5
 )

@@ -65,6 +65,44 @@ foreach(lesson ${DISTLAB_LESSONS})
   endif()
 endforeach()
 
+# Lesson 05: parameter server and all-reduce training equal the float64 reference for N = 2,
+# 3, 4 (the byte counts against the formulas are checks of every run), servers split, Adam,
+# under mpiexec, the trace's phases and hotspot, and bad options.
+if(TARGET 05_parameter_server)
+  foreach(n 2 3 4)
+    distlab_lesson_test(lesson.05_parameter_server.ps-n${n} 05_parameter_server verified ${n} 0 --ranks ${n} --steps 6)
+    distlab_lesson_test(lesson.05_parameter_server.allreduce-n${n} 05_parameter_server verified ${n} 0 --ranks ${n}
+                        --mode allreduce --steps 6)
+  endforeach()
+  distlab_lesson_test(lesson.05_parameter_server.servers2-n5 05_parameter_server verified 5 0 --ranks 5 --servers 2)
+  distlab_lesson_test(lesson.05_parameter_server.adam-n4 05_parameter_server verified 4 0 --ranks 4 --optimizer adam
+                      --layers 2)
+  distlab_lesson_test(lesson.05_parameter_server.allreduce-adam-n3 05_parameter_server verified 3 0 --ranks 3
+                      --mode allreduce --optimizer adam)
+  distlab_lesson_test(lesson.05_parameter_server.allreduce-inject-fault 05_parameter_server failed 3 0 --ranks 3
+                      --mode allreduce --inject-fault)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.05_parameter_server.allreduce-mpi4 05_parameter_server verified 4 4 --mode allreduce)
+    distlab_lesson_test(lesson.05_parameter_server.servers2-mpi4 05_parameter_server verified 4 4 --servers 2
+                        --optimizer adam)
+  endif()
+  add_test(NAME lesson.05_parameter_server.trace-phases
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson05_trace.sh $<TARGET_FILE:05_parameter_server>
+                   ${out}/lesson05-phases.json)
+  set_tests_properties(lesson.05_parameter_server.trace-phases PROPERTIES TIMEOUT 120 LABELS lesson)
+  add_test(NAME lesson.05_parameter_server.readme-steps
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/readme_steps.sh ${CMAKE_SOURCE_DIR}/lessons/05_parameter_server)
+  set_tests_properties(lesson.05_parameter_server.readme-steps PROPERTIES LABELS lesson)
+  add_test(NAME usage.05.no-worker COMMAND bash ${expect_failure} 2 10 "needs at least one worker besides the 4 servers"
+           -- $<TARGET_FILE:05_parameter_server> --ranks 4 --servers 4 --no-trace)
+  add_test(NAME usage.05.servers-allreduce COMMAND bash ${expect_failure} 2 10 "--mode allreduce has no server"
+           -- $<TARGET_FILE:05_parameter_server> --mode allreduce --servers 2 --no-trace)
+  add_test(NAME usage.05.small-batch COMMAND bash ${expect_failure} 2 10 "gives some of the 3 workers no sample"
+           -- $<TARGET_FILE:05_parameter_server> --batch 2 --no-trace)
+  add_test(NAME usage.05.bad-mode COMMAND bash ${expect_failure} 2 10 "--mode: bogus not in"
+           -- $<TARGET_FILE:05_parameter_server> --mode bogus --no-trace)
+endif()
+
 # A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.
 add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 10
          "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
@@ -114,4 +152,11 @@ if(DISTLAB_HAVE_MPI)
   add_test(NAME bench.mpi2 COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${bench_cmd})
   set_tests_properties(bench.mpi2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+endif()
+if(TARGET distlab_gpu_tests)
+  # GPU buffers: every algorithm, and the library (ncclAllReduce ...) where each rank has a GPU.
+  add_test(NAME bench.cuda COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --
+           bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench ${bench_cmd} --ranks 2
+           --device cuda)
+  set_tests_properties(bench.cuda PROPERTIES TIMEOUT 300 LABELS "bench;gpu" SKIP_RETURN_CODE 77)
 endif()

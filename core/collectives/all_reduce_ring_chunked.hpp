@@ -13,6 +13,19 @@
 
 namespace distlab::coll {
 
+// Elements rank k of n sends and receives in one all-reduce of L elements (chunks by Partition):
+// the reduce-scatter sends every chunk but k and receives every chunk but k-1; the all-gather
+// sends every chunk but k+1 and receives every chunk but k. About 2(N-1)/N L each way.
+struct RingChunkedTraffic {
+  std::uint64_t sent = 0, recv = 0;
+};
+inline RingChunkedTraffic ring_chunked_traffic(int k, int n, std::uint64_t L) {
+  if (n <= 1) return {};
+  const Partition part{L, n};
+  const auto chunk = [&](int c) { return std::uint64_t(part.size(((c % n) + n) % n)); };
+  return {2 * L - chunk(k) - chunk(k + 1), 2 * L - chunk(k - 1) - chunk(k)};
+}
+
 // data: this rank's input, replaced by the sum over all ranks.
 template <class T>
 void all_reduce_ring_chunked(Comm& comm, View<T> data, const std::string& buffer = "data") {

@@ -84,10 +84,10 @@ Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
     case AllReduceAlgo::parallel:    // the same messages, all at once
     case AllReduceAlgo::ring:        // one whole buffer each way per step
       return {m * L, m * L, m, m};
-    case AllReduceAlgo::ring_chunked:
-      // reduce-scatter sends every chunk but k, receives every chunk but k-1;
-      // all-gather sends every chunk but k+1, receives every chunk but k
-      return {2 * L - chunk(k) - chunk(k + 1), 2 * L - chunk(k - 1) - chunk(k), 2 * m, 2 * m};
+    case AllReduceAlgo::ring_chunked: {  // every chunk but one each way, in each half
+      const coll::RingChunkedTraffic t = coll::ring_chunked_traffic(k, n, L);
+      return {t.sent, t.recv, 2 * m, 2 * m};
+    }
     default: return {};
   }
 }

@@ -1,0 +1,181 @@
+// model.cpp — the MLP, loss, optimizers and teacher dataset on the ops interface (model.hpp).
+#include "model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "check.hpp"
+#include "data.hpp"
+#include "model_reference.hpp"
+#include "units.hpp"
+
+namespace distlab::model {
+
+namespace {
+// data.hpp streams (its `rank` argument) for the dataset's inputs and the two parameter sets,
+// far from any rank number so no lesson's input data repeats them.
+constexpr int kInputStream = 1'000'001;
+constexpr int kTeacherStream = 1'000'002;
+constexpr int kStudentStream = 1'000'003;
+}  // namespace
+
+// --- shape -------------------------------------------------------------------------------------
+
+std::size_t MlpShape::weight_offset(std::size_t l) const {
+  std::size_t offset = 0;
+  for (std::size_t k = 0; k < l; ++k) offset += dims[k] * dims[k + 1] + dims[k + 1];
+  return offset;
+}
+std::size_t MlpShape::bias_offset(std::size_t l) const { return weight_offset(l) + dims[l] * dims[l + 1]; }
+std::size_t MlpShape::params() const { return weight_offset(layers()); }
+
+std::string MlpShape::describe() const {
+  std::string s;
+  for (std::size_t d : dims) s += (s.empty() ? "" : " -> ") + std::to_string(d);
+  return fmt::format("{} ({} parameters)", s, format_count(params()));
+}
+
+MlpShape make_shape(std::vector<std::size_t> dims) {
+  if (dims.size() < 2) throw UsageError("a model needs an input and an output size");
+  for (std::size_t d : dims)
+    if (d == 0) throw UsageError("every layer of the model needs at least one unit");
+  return MlpShape{std::move(dims)};
+}
+
+// --- layers ------------------------------------------------------------------------------------
+
+void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones, std::size_t batch,
+                    std::size_t in, std::size_t out) {
+  ops::gemm(y, x, w, batch, out, in);                             // y = x W
+  ops::gemm(y, ones, b, batch, out, 1, false, false, 1.0f, 1.0f);  // y += ones b^T
+}
+
+void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x, In<float> w,
+                     std::size_t batch, std::size_t in, std::size_t out) {
+  ops::gemm(dw, x, dy, in, out, batch, /*trans_a=*/true);  // dW = x^T dy
+  ops::col_sums(db, dy, batch, out);                        // db = 1^T dy
+  if (dx.size() > 0) ops::gemm(dx, dy, w, batch, in, out, false, /*trans_b=*/true);  // dx = dy W^T
+}
+
+void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole, std::size_t out) {
+  DL_CHECK(whole > 0 && out > 0, "mse_loss: the batch and the output need at least one element");
+  DL_CHECK(dy.ptr != y.ptr && dy.ptr != t.ptr, "mse_loss: dy may not alias y or t");
+  const auto count = static_cast<float>(whole * out);
+  ops::copy(dy, y);
+  ops::axpy(dy, -1.0f, t);  // dy = y - t
+  // L = (y - t) . (y - t) / count, as a (1 x n) (n x 1) product.
+  ops::gemm(loss, In<float>(dy), In<float>(dy), 1, 1, dy.size(), false, false, 1.0f / count, 0.0f);
+  ops::scale(dy, 2.0f / count);
+}
+
+// --- the MLP -----------------------------------------------------------------------------------
+
+Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch) : shape_(std::move(shape)), batch_(batch) {
+  DL_CHECK(batch_ > 0, "an MLP needs a batch of at least one sample");
+  ones_ = Buffer<float>(ledger, Category::activations, batch_, device);
+  ops::fill(ones_.view(), 1.0f);
+  std::size_t widest = shape_.in();
+  for (std::size_t l = 0; l < shape_.layers(); ++l) {
+    const std::size_t width = shape_.dims[l + 1];
+    widest = std::max(widest, width);
+    z_.emplace_back(ledger, Category::activations, batch_ * width, device);
+    h_.emplace_back(ledger, Category::activations, l + 1 < shape_.layers() ? batch_ * width : 0, device);
+  }
+  dz_ = Buffer<float>(ledger, Category::activations, batch_ * widest, device);
+  dh_ = Buffer<float>(ledger, Category::activations, batch_ * widest, device);
+}
+
+View<const float> Mlp::forward(In<float> params, In<float> x) {
+  ops::detail::check_size("Mlp::forward", "params", params.size(), shape_.params());
+  ops::detail::check_size("Mlp::forward", "x", x.size(), batch_ * shape_.in());
+  for (std::size_t l = 0; l < shape_.layers(); ++l) {
+    const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+    const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
+    linear_forward(z_[l].view(), input, params.sub(shape_.weight_offset(l), in * out),
+                   params.sub(shape_.bias_offset(l), out), ones_.view(), batch_, in, out);
+    if (l + 1 < shape_.layers()) ops::gelu_forward(h_[l].view(), In<float>(z_[l].view()));
+  }
+  return z_.back().view();
+}
+
+void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> dy) {
+  ops::detail::check_size("Mlp::backward", "grads", grads.size(), shape_.params());
+  ops::detail::check_size("Mlp::backward", "dy", dy.size(), batch_ * shape_.out());
+  View<const float> dz = dy;  // dL/dz of layer l: the loss's gradient for the last layer
+  for (std::size_t l = shape_.layers(); l-- > 0;) {
+    const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+    const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
+    View<float> dh = l == 0 ? View<float>{} : dh_.view().sub(0, batch_ * in);
+    linear_backward(dh, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out), dz,
+                    input, params.sub(shape_.weight_offset(l), in * out), batch_, in, out);
+    if (l == 0) break;
+    View<float> next = dz_.view().sub(0, batch_ * in);
+    ops::gelu_backward(next, In<float>(dh), In<float>(z_[l - 1].view()));  // through h = gelu(z)
+    dz = next;
+  }
+}
+
+// --- optimizers --------------------------------------------------------------------------------
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::sgd;
+  if (name == "adam") return OptimizerKind::adam;
+  throw UsageError(fmt::format("--optimizer '{}' is not one of sgd, adam", name));
+}
+
+const char* to_string(OptimizerKind k) { return k == OptimizerKind::sgd ? "sgd" : "adam"; }
+
+Optimizer::Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConfig config) : config_(config) {
+  const std::size_t state = config_.kind == OptimizerKind::adam ? n : 0;
+  m_ = Buffer<float>(ledger, Category::optimizer, state, device);
+  v_ = Buffer<float>(ledger, Category::optimizer, state, device);
+}
+
+void Optimizer::step(View<float> params, In<float> grads) {
+  ++t_;
+  if (config_.kind == OptimizerKind::sgd) return ops::axpy(params, -config_.lr, grads);
+  ops::adam_step(params, grads, m_.view(), v_.view(),
+                 ops::AdamConfig{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0f}, t_);
+}
+
+// --- data --------------------------------------------------------------------------------------
+
+namespace {
+// Uniform in [-1, 1) / sqrt(fan in) for weights, zero for biases.
+std::vector<double> random_params(const MlpShape& shape, std::uint64_t seed, int stream) {
+  std::vector<double> p(shape.params(), 0.0);
+  for (std::size_t l = 0; l < shape.layers(); ++l) {
+    const double scale = 1.0 / std::sqrt(double(shape.dims[l]));
+    const std::size_t begin = shape.weight_offset(l), count = shape.dims[l] * shape.dims[l + 1];
+    for (std::size_t i = begin; i < begin + count; ++i) p[i] = input_value<float>(seed, stream, i) * scale;
+  }
+  return p;
+}
+}  // namespace
+
+Teacher::Teacher(MlpShape shape, std::uint64_t seed)
+    : shape_(std::move(shape)), seed_(seed), weights_(random_params(shape_, seed, kTeacherStream)) {}
+
+std::vector<float> Teacher::inputs(std::size_t first, std::size_t count) const {
+  std::vector<float> x(count * shape_.in());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input_value<float>(seed_, kInputStream, first * shape_.in() + i);
+  return x;
+}
+
+std::vector<float> Teacher::targets(std::size_t first, std::size_t count) const {
+  const RowMatrix y = reference_forward(
+      shape_, Eigen::Map<const Eigen::VectorXd>(weights_.data(), Eigen::Index(weights_.size())),
+      widen(inputs(first, count), count, shape_.in()));
+  std::vector<float> t(count * shape_.out());
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(y.data()[i]);
+  return t;
+}
+
+std::vector<float> initial_params(const MlpShape& shape, std::uint64_t seed) {
+  const std::vector<double> p = random_params(shape, seed, kStudentStream);
+  return std::vector<float>(p.begin(), p.end());
+}
+
+}  // namespace distlab::model

@@ -1,0 +1,139 @@
+// model.hpp — the training pieces the lessons share: an MLP of Linear layers with GeLU between
+// them, the MSE loss, SGD and Adam, and a synthetic teacher dataset.
+//
+// Everything runs on the ops interface (ops.hpp), so the same code trains on the CPU and, with
+// --device cuda, on the GPU. The float64 Eigen twin that checks it is model_reference.hpp.
+//
+//   MlpShape      dims {in, hidden..., out}; the parameters of every layer in one flat vector
+//                 [W0 b0 W1 b1 ...], so one message moves them all and a shard is a range of it
+//   Mlp           forward(params, x) and backward(grads, params, x, dy) for a fixed batch; keeps
+//                 the activations it needs (charged to Category::activations)
+//   mse_loss      the loss and dL/dy for one shard of a batch, normalised by the whole batch
+//   Optimizer     SGD or Adam over a range of parameters (Adam's moments: Category::optimizer)
+//   Teacher       inputs and targets of a regression task whose answer is a fixed random MLP
+//
+// Shapes are row-major (ops.hpp): a batch of B samples is (B, dims[0]); layer l's weight W_l is
+// (dims[l], dims[l+1]) and its bias b_l is (dims[l+1]):
+//   z_l = h_{l-1} W_l + b_l          h_{-1} = x, h_l = gelu(z_l) except after the last layer
+//   y   = z_{L-1}                    no activation on the output (a regression)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "buffer.hpp"
+#include "memory.hpp"
+#include "ops.hpp"
+
+namespace distlab::model {
+
+using ops::In;  // an input view: View<const float>
+
+struct MlpShape {
+  std::vector<std::size_t> dims;  // {in, hidden..., out}: at least two entries
+
+  std::size_t layers() const { return dims.size() - 1; }
+  std::size_t in() const { return dims.front(); }
+  std::size_t out() const { return dims.back(); }
+  std::size_t params() const;                       // every W and b
+  std::size_t weight_offset(std::size_t l) const;   // where W_l starts in the flat vector
+  std::size_t bias_offset(std::size_t l) const;     // where b_l starts
+  std::string describe() const;                     // "16 -> 64 -> 8 (1,608 parameters)"
+};
+
+// Checks the dims (>= 2 entries, none zero); throws UsageError with one sentence.
+MlpShape make_shape(std::vector<std::size_t> dims);
+
+// --- layers, on the ops interface ---------------------------------------------------------------
+
+// y = x W + b for a batch of `batch` rows: x is (batch, in), W (in, out), b (out), y (batch, out).
+// `ones` holds `batch` ones: the bias is added as the rank-1 product ones b^T (one GEMM, so it
+// runs on either device with no kernel of its own).
+void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones, std::size_t batch,
+                    std::size_t in, std::size_t out);
+
+// From dy = dL/dy: dW = x^T dy, db = column sums of dy, and dx = dy W^T unless dx is empty
+// (the first layer needs no gradient for its input). Overwrites dW, db and dx.
+void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x, In<float> w,
+                     std::size_t batch, std::size_t in, std::size_t out);
+
+// The mean squared error over a whole batch of `whole` samples, computed on a shard of it:
+//   L = 1 / (whole * out) * sum over the shard's samples and outputs of (y - t)^2
+//   dy = dL/dy = 2 (y - t) / (whole * out)
+// Shards of one batch add up: the sum of their L and of their gradients is the whole batch's.
+// loss (one float) and dy stay on the device; dy may not alias y or t.
+void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole, std::size_t out);
+
+// The MLP over a fixed batch size. Parameters and gradients are the caller's flat vectors
+// (shape.params() floats), so a lesson can shard, send and sum them as it likes.
+class Mlp {
+ public:
+  Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch);
+
+  const MlpShape& shape() const { return shape_; }
+  std::size_t batch() const { return batch_; }
+
+  // x is (batch, in); returns y, (batch, out), valid until the next forward.
+  View<const float> forward(In<float> params, In<float> x);
+  // The gradients of the forward just run, from dy = dL/dy; overwrites grads.
+  void backward(View<float> grads, In<float> params, In<float> x, In<float> dy);
+
+ private:
+  MlpShape shape_;
+  std::size_t batch_;
+  Buffer<float> ones_;
+  std::vector<Buffer<float>> z_, h_;  // per layer: pre-activation, and gelu(z) for hidden layers
+  Buffer<float> dz_, dh_;             // backward scratch, as wide as the widest layer
+};
+
+// --- optimizers ---------------------------------------------------------------------------------
+
+enum class OptimizerKind { sgd, adam };
+OptimizerKind parse_optimizer(const std::string& name);  // "sgd" or "adam"; UsageError otherwise
+const char* to_string(OptimizerKind k);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float lr = 0.05f;          // SGD: p -= lr g; Adam: ops::AdamConfig's lr
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+// One optimizer over `n` parameters (all of them, or one rank's shard): SGD keeps no state,
+// Adam keeps m and v (8 bytes per parameter, Category::optimizer).
+class Optimizer {
+ public:
+  Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConfig config);
+  void step(View<float> params, In<float> grads);  // the t-th call is step t
+  int steps() const { return t_; }
+
+ private:
+  OptimizerConfig config_;
+  Buffer<float> m_, v_;
+  int t_ = 0;
+};
+
+// --- data -----------------------------------------------------------------------------------------
+
+// A regression task with a known answer: inputs are data.hpp values in [-1, 1), and targets are
+// a fixed random "teacher" MLP of the same shape applied to them (in float64, rounded once to
+// float). Every rank computes any sample from the seed, so no data is sent.
+class Teacher {
+ public:
+  Teacher(MlpShape shape, std::uint64_t seed);
+
+  // Samples [first, first + count) of the dataset: x (count, in) and t (count, out), row-major.
+  std::vector<float> inputs(std::size_t first, std::size_t count) const;
+  std::vector<float> targets(std::size_t first, std::size_t count) const;
+
+ private:
+  MlpShape shape_;
+  std::uint64_t seed_;
+  std::vector<double> weights_;  // the teacher's flat parameters
+};
+
+// The student's starting parameters: W_l uniform in [-1, 1) / sqrt(dims[l]) (so activations keep
+// their scale), biases zero. The same on every rank and in the reference.
+std::vector<float> initial_params(const MlpShape& shape, std::uint64_t seed);
+
+}  // namespace distlab::model

@@ -1,0 +1,445 @@
+// Lesson 05 — the parameter server, and data-parallel training without one
+//
+// Concept: data parallelism. Every worker holds the whole model, takes its own share of each
+// batch, and computes gradients on it; the shares' gradients add up to the whole batch's.
+// Mu Li et al. (OSDI 2014) give the work two roles, servers that hold the weights and the
+// optimizer and workers that compute, and each iteration takes five steps:
+//   1 replicate / pull   the server sends the current weights to every worker
+//   2 split dataset      worker w takes its share of the global batch
+//   3 compute gradients  forward and backward on that share
+//   4 push & sum         every worker sends its gradient; the server adds them up
+//   5 update             the server applies the optimizer to the weights
+// The model is a small MLP (Linear, GeLU, Linear: core/model.hpp) learning a regression from
+// a fixed random teacher MLP; its S = 4P bytes of weights move every iteration.
+//
+// Cost, per iteration, N ranks of which K are servers (N - K workers), P parameters:
+//   a worker            receives S, sends S                        O(1) in N
+//   server s (K = 1)    sends (N-1) S, receives (N-1) S            2(N-1) S: O(N), the hotspot
+//   server s (K > 1)    the same for its 1/K of the weights        2(N-K) S/K
+// Splitting the weights over K servers (--servers K) spreads the hotspot. --mode allreduce
+// removes the server: every rank keeps the weights and the optimizer, the gradients are summed
+// by the ring all-reduce of lesson 06 (2(N-1)/N S each way per rank), and every rank updates.
+//
+// Verification: both modes, after --steps iterations, hold the weights that a single-device
+// float64 Eigen model (core/model_reference.hpp) reaches training on the whole batches, and
+// rank 0's loss of every iteration is the reference's. Bytes per iteration are counted from
+// the trace and must equal the formulas exactly, for this run and for N = 2, 4, 8.
+//
+// Run:  ./distlab lesson 05                         4 ranks: 1 server, 3 workers, 10 iterations
+//       ./distlab lesson 05 --ranks 8 --servers 2   the weights split over 2 servers
+//       ./distlab lesson 05 --mode allreduce        no server: ring all-reduce of the gradients
+//       ./distlab lesson 05 --optimizer adam --steps 20
+//       ./distlab lesson 05 --mpi 4                 one process per rank
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collectives/all_reduce.hpp"
+#include "core/collectives/broadcast.hpp"
+#include "core/collectives/reduce.hpp"
+#include "core/model.hpp"
+#include "core/model_reference.hpp"
+#include "core/runtime.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+using namespace distlab::model;
+
+namespace {
+
+constexpr int kTagPull = 1500;
+constexpr int kTagPush = 1510;
+constexpr int kTagLoss = 1520;
+
+enum class TrainMode { ps, allreduce };
+
+// Everything a run of the training needs, the same on every rank.
+struct Setup {
+  TrainMode mode = TrainMode::ps;
+  int servers = 1;  // ps: ranks 0 .. servers-1 serve, the rest work
+  MlpShape shape;
+  std::size_t batch = 64;  // the global batch, split over the workers
+  int steps = 10;
+  OptimizerConfig optimizer;
+  std::uint64_t seed = 42;
+  double tolerance = 0;  // for the weights against the reference (see tolerance_for)
+
+  int workers(int n) const { return mode == TrainMode::ps ? n - servers : n; }
+  bool is_server(int rank) const { return mode == TrainMode::ps && rank < servers; }
+  int worker_index(int rank) const { return mode == TrainMode::ps ? rank - servers : rank; }
+  // Server s holds parameters [shards.begin(s), shards.end(s)).
+  Partition shards() const { return Partition{shape.params(), servers}; }
+};
+
+// What rank 0 saw: each iteration's exchange steps (for the byte counts) and losses.
+struct Outcome {
+  std::vector<std::pair<int, int>> exchange;  // [first, last] step ids of pull + push, or of the all-reduce
+  std::vector<double> losses, reference_losses;
+  double max_error = 0;  // rank 0's weights against the reference, max |error|
+};
+
+// float32 against float64 after `steps` updates. One forward and backward rounds each result at
+// about 2^-24 relative, times the terms summed (batch, widths); SGD adds lr x that per step, and
+// the errors compound a little through the weights. Adam divides by sqrt(v): a gradient
+// element near zero has a relative error far above 2^-24, which Adam's normalisation turns
+// into a full-size update error of up to lr, so Adam's bound is looser. The bounds are about
+// 100x the errors measured for the lesson's defaults (the README has the figures).
+double tolerance_for(const OptimizerConfig& opt) { return opt.kind == OptimizerKind::sgd ? 2e-5 : 1e-4; }
+// A loss is one float32 sum over the batch: relative error about 2^-24 x the terms, far below this.
+constexpr double kLossTolerance = 1e-5;
+
+// The bytes one role moves in one iteration, by formula (elements x 4).
+struct RoleBytes {
+  std::uint64_t sent = 0, recv = 0;
+};
+RoleBytes formula_bytes(const Setup& s, int rank, int n) {
+  const std::uint64_t e = sizeof(float), P = s.shape.params();
+  if (s.mode == TrainMode::allreduce) {
+    const coll::RingChunkedTraffic t = coll::ring_chunked_traffic(rank, n, P);
+    return {t.sent * e, t.recv * e};
+  }
+  if (s.is_server(rank)) {  // pull: my shard to every worker; push: every worker's gradient of it
+    const std::uint64_t shard = s.shards().size(rank) * e, w = std::uint64_t(s.workers(n));
+    return {w * shard, w * shard};
+  }
+  return {P * e, P * e};  // a worker: the whole weights in, the whole gradient out
+}
+
+// The formula in symbols, for the tables.
+std::string formula_text(const Setup& s, int rank) {
+  if (s.mode == TrainMode::allreduce) return "2(N-1)/N S each way";
+  if (!s.is_server(rank)) return "S each way";
+  return s.servers == 1 ? "(N-1) S each way" : "(N-K) S/K each way";
+}
+
+// --- the training, on one rank --------------------------------------------------------------
+
+void train(Comm& comm, const Setup& s, Outcome* outcome) {
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t P = s.shape.params();
+  const int W = s.workers(n);
+  const bool server = s.is_server(me), worker = !server;
+  const Partition shards = s.shards();
+  const Partition samples{s.batch, W};  // worker w's share of every batch
+  const Teacher teacher(s.shape, s.seed);
+  const std::vector<float> initial = initial_params(s.shape, s.seed);
+  comm.declare_buffer("params", P, s.mode == TrainMode::ps ? s.servers : 1);
+  comm.declare_buffer("grads", P, s.mode == TrainMode::ps ? s.servers : n);
+  comm.declare_buffer("loss", 1, 1);
+
+  // What this rank holds. A server: its shard of the weights, their optimizer state, the sum of
+  // the gradients and one receive buffer per worker. A worker: the whole weights, its gradient,
+  // the model's activations and its share of the batch.
+  const std::size_t mine = server ? shards.size(me) : P;  // the weights this rank keeps
+  Buffer<float> params = comm.alloc<float>(mine, Category::params);
+  Buffer<float> grads = comm.alloc<float>(mine, Category::grads);
+  std::optional<Optimizer> optimizer;
+  if (server || s.mode == TrainMode::allreduce) optimizer.emplace(comm.ledger(), comm.device(), mine, s.optimizer);
+  std::vector<Buffer<float>> incoming;  // a server's receive buffers, one per worker
+  if (server)
+    for (int w = 0; w < W; ++w) incoming.push_back(comm.scratch<float>(mine));
+  const std::size_t my_samples = worker ? samples.size(s.worker_index(me)) : 0;
+  std::optional<Mlp> mlp;
+  if (worker) mlp.emplace(comm.ledger(), comm.device(), s.shape, my_samples);
+  Buffer<float> x = comm.alloc<float>(my_samples * s.shape.in(), Category::data);
+  Buffer<float> t = comm.alloc<float>(my_samples * s.shape.out(), Category::data);
+  Buffer<float> dy = comm.alloc<float>(my_samples * s.shape.out(), Category::activations);
+  Buffer<float> loss = comm.alloc<float>(1, Category::data);
+
+  // The starting weights: each server sets its shard; with no server, rank 0 sets them and
+  // replicates them once (a broadcast) — the only time all-reduce training sends weights.
+  const auto shard_of = [&](int srv) { return View<const float>{initial.data() + shards.begin(srv), shards.size(srv)}; };
+  if (server) from_host(params.view(), std::vector<float>(shard_of(me).ptr, shard_of(me).ptr + mine));
+  if (s.mode == TrainMode::allreduce) {
+    auto phase = comm.phase("1 replicate (once)");
+    if (me == 0) from_host(params.view(), initial);
+    coll::broadcast(comm, params.view(), 0, "params");
+  }
+
+  // STEP 1, replicate / pull: every server sends its shard to every worker, all at once (a
+  // broadcast from each server). Used before every iteration, and once more at the end.
+  const auto pull = [&](int step) {
+    auto phase = comm.phase("1 pull");
+    comm.mark_step(step);
+    std::vector<Request> requests;
+    if (server)
+      for (int w = s.servers; w < n; ++w)
+        requests.push_back(comm.isend(View<const float>(params.view()), w, kTagPull,
+                                      coll::meta(step, "params", me, me + 1, Apply::copy, coll::all_ranks(n))));
+    else
+      for (int srv = 0; srv < s.servers; ++srv)
+        requests.push_back(comm.irecv(params.view().sub(shards.begin(srv), shards.size(srv)), srv, kTagPull,
+                                      coll::meta(step, "params", srv, srv + 1, Apply::copy, coll::all_ranks(n))));
+    comm.wait_all(requests);
+  };
+
+  Buffer<float> loss_sum = comm.alloc<float>(me == 0 ? 1 : 0, Category::data);  // rank 0: the iteration's loss
+  for (int k = 0; k < s.steps; ++k) {
+    int first = 0, last = 0;  // this iteration's exchange steps
+    if (s.mode == TrainMode::ps) {
+      first = comm.next_steps(1);
+      pull(first);
+    }
+
+    if (worker) {
+      // STEP 2, split dataset: batch k is samples [k B, (k+1) B); worker w takes its share.
+      {
+        auto phase = comm.phase("2 split data");
+        const std::size_t first = std::size_t(k) * s.batch + samples.begin(s.worker_index(me));
+        from_host(x.view(), teacher.inputs(first, my_samples));
+        from_host(t.view(), teacher.targets(first, my_samples));
+      }
+      // STEP 3, compute gradients: forward, the loss of my share (normalised by the whole
+      // batch, so the shares' gradients add up to the batch's), backward.
+      auto phase = comm.phase("3 compute gradients");
+      const View<const float> y = mlp->forward(params.view(), x.view());
+      mse_loss(loss.view(), dy.view(), y, t.view(), s.batch, s.shape.out());
+      mlp->backward(grads.view(), params.view(), x.view(), dy.view());
+    }
+
+    // STEP 4, push & sum: every worker sends each server its part of the gradient; the server
+    // adds the N - K parts up (a reduce onto each server). Without a server: the ring
+    // all-reduce leaves the sum on every rank.
+    if (s.mode == TrainMode::ps) {
+      auto phase = comm.phase("4 push & sum");
+      const int push_step = comm.next_steps(1);
+      comm.mark_step(push_step);
+      last = push_step;
+      std::vector<Request> requests;
+      if (server) {
+        for (int w = 0; w < W; ++w)
+          requests.push_back(comm.irecv(incoming[std::size_t(w)].view(), s.servers + w, kTagPush,
+                                        coll::meta(push_step, "grads", me, me + 1, Apply::reduce,
+                                                   coll::rank_bit(s.servers + w))));
+        ops::fill(grads.view(), 0.0f);
+        for (int w = 0; w < W; ++w) {  // add each worker's part as it is waited for
+          comm.wait(requests[std::size_t(w)]);
+          ops::add(grads.view(), View<const float>(incoming[std::size_t(w)].view()));
+        }
+      } else {
+        for (int srv = 0; srv < s.servers; ++srv)
+          requests.push_back(comm.isend(View<const float>(grads.view().sub(shards.begin(srv), shards.size(srv))), srv,
+                                        kTagPush,
+                                        coll::meta(push_step, "grads", srv, srv + 1, Apply::reduce, coll::rank_bit(me))));
+        comm.wait_all(requests);
+      }
+    } else {
+      auto phase = comm.phase("4 all-reduce gradients");
+      first = comm.next_steps(0);
+      coll::all_reduce(comm, grads.view(), coll::AllReduceAlgo::ring_chunked, "grads");
+      last = comm.next_steps(0) - 1;
+    }
+
+    // STEP 5, update: the server steps the optimizer on its shard; without a server every rank
+    // steps it on the whole weights, with the same sum, so all stay equal.
+    if (optimizer) {
+      auto phase = comm.phase("5 update");
+      optimizer->step(params.view(), View<const float>(grads.view()));
+    }
+
+    // The iteration's loss on rank 0: the workers' shares, summed (its own steps and tag, so
+    // the byte counts above leave these 4-byte messages out).
+    double total = 0;
+    if (s.mode == TrainMode::ps) {
+      const int loss_step = comm.next_steps(1);
+      comm.mark_step(loss_step);
+      if (me == 0)
+        for (int w = s.servers; w < n; ++w) {
+          comm.recv(loss.view(), w, kTagLoss, coll::meta(loss_step, "loss", 0, 1, Apply::reduce, coll::rank_bit(w)));
+          total += double(to_host(View<const float>(loss.view()))[0]);
+        }
+      else if (worker)
+        comm.send(View<const float>(loss.view()), 0, kTagLoss,
+                  coll::meta(loss_step, "loss", 0, 1, Apply::reduce, coll::rank_bit(me)));
+    } else {
+      coll::reduce(comm, View<const float>(loss.view()), me == 0 ? loss_sum.view() : loss.view(), 0, "loss");
+      if (me == 0) total = double(to_host(View<const float>(loss_sum.view()))[0]);
+    }
+    if (me == 0) {
+      comm.recorder().value("loss", total);
+      if (outcome) {
+        outcome->exchange.push_back({first, last});
+        outcome->losses.push_back(total);
+      }
+    }
+  }
+
+
+  // The final weights: a last pull gives every worker the servers' result (no server: every
+  // rank has it already). Each rank checks what it holds against the reference.
+  if (s.mode == TrainMode::ps) pull(comm.next_steps(1));
+
+  // The reference: the same model trained on the whole batches on one device, in float64
+  // (after the training, so that it does not sit in the training's timeline).
+  const ReferenceRun ref = reference_train(s.shape, teacher, initial, s.batch, s.steps, s.optimizer);
+  const std::size_t begin = server ? shards.begin(me) : 0;
+  const Eigen::VectorXd want = ref.params.segment(Eigen::Index(begin), Eigen::Index(mine));
+  if (comm.inject_fault()) inject_fault_into(params.view());
+  const Comparison c = compare(View<const float>(params.view()), want, s.tolerance);
+  comm.check(server ? fmt::format("server r{}: its shard of the weights equals the reference's", me)
+                    : fmt::format("r{}: the trained weights equal the reference's", me),
+             c.ok, c.detail());
+  if (me == 0 && outcome) {
+    outcome->max_error = c.max_error;
+    outcome->reference_losses = ref.losses;
+    bool losses_ok = true;
+    for (int k = 0; k < s.steps; ++k)
+      losses_ok = losses_ok && std::fabs(outcome->losses[std::size_t(k)] - ref.losses[std::size_t(k)]) <=
+                                   kLossTolerance * std::fabs(ref.losses[std::size_t(k)]);
+    comm.check(fmt::format("every iteration's loss equals the reference's (relative error <= {:.0e})", kLossTolerance),
+               losses_ok);
+  }
+}
+
+// Bytes rank `rank` moved in iteration `k`'s exchange steps, from the trace.
+RankTraffic measured(const RunResult& r, const Outcome& o, std::size_t k, int rank) {
+  return r.traffic(o.exchange[k].first, o.exchange[k].second)[std::size_t(rank)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"05", "parameter_server", "data-parallel training with a parameter server, and with all-reduce", 4, 64});
+  lesson.set_text(
+      "Data parallelism: every worker holds the model and computes gradients on its share of "
+      "each batch. With a parameter server the server pulls the weights out to every worker "
+      "and sums their pushed gradients: its traffic grows as O(N), a worker's stays O(1). "
+      "All-reduce removes the server: every rank moves 2(N-1)/N S.",
+      "Timeline: the five phases of every iteration (pull, split, compute, push & sum, update). "
+      "Topology: every packet touches the server. Stats: the server's bytes against a worker's; "
+      "run again with --mode allreduce and compare.");
+  std::string mode_text = "ps", optimizer_text = "sgd";
+  int servers = 1, steps = 20, layers = 1;
+  std::size_t batch = 64, inputs = 16, outputs = 8;
+  float lr = 0;
+  auto& app = lesson.app();
+  app.add_option("--mode", mode_text, "ps: servers and workers; allreduce: no server, ring all-reduce of the gradients")
+      ->check(CLI::IsMember({"ps", "allreduce"}))
+      ->capture_default_str();
+  app.add_option("--servers", servers, "ps: ranks 0..K-1 serve, each holding 1/K of the weights")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--steps", steps, "training iterations")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--batch", batch, "samples per iteration, split over the workers")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--layers", layers, "hidden layers of --size units each")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  app.add_option("--inputs", inputs, "the model's input size")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))->capture_default_str();
+  app.add_option("--outputs", outputs, "the model's output size")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))->capture_default_str();
+  app.add_option("--optimizer", optimizer_text, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  app.add_option("--lr", lr, "learning rate (default: 1 for sgd, 0.01 for adam)")->check(CLI::PositiveNumber);
+
+  Setup setup;
+  Outcome outcome;
+  const auto& opt = lesson.options();
+  lesson.on_world([&](const World& w) {
+    setup.mode = mode_text == "ps" ? TrainMode::ps : TrainMode::allreduce;
+    setup.servers = servers;
+    std::vector<std::size_t> dims{inputs};
+    for (int l = 0; l < layers; ++l) dims.push_back(opt.size);
+    dims.push_back(outputs);
+    setup.shape = make_shape(dims);
+    setup.batch = batch;
+    setup.steps = steps;
+    setup.seed = opt.seed;
+    setup.optimizer.kind = parse_optimizer(optimizer_text);
+    setup.optimizer.lr = lr > 0 ? lr : setup.optimizer.kind == OptimizerKind::sgd ? 1.0f : 0.01f;
+    setup.tolerance = tolerance_for(setup.optimizer);
+    if (opt.size > (1u << 16)) throw UsageError(fmt::format("--size {} hidden units is more than this lesson trains (65536)", opt.size));
+    if (setup.mode == TrainMode::ps && w.size < servers + 1)
+      throw UsageError(fmt::format("--mode ps needs at least one worker besides the {} server{}: run {} ranks or more",
+                                   servers, servers == 1 ? "" : "s", servers + 1));
+    if (setup.mode == TrainMode::allreduce && servers != 1)
+      throw UsageError("--servers is for --mode ps; --mode allreduce has no server");
+    if (setup.mode == TrainMode::ps && std::size_t(servers) > setup.shape.params())
+      throw UsageError(fmt::format("--servers {}: more servers than the model's {} parameters", servers, setup.shape.params()));
+    if (batch < std::size_t(setup.workers(w.size)))
+      throw UsageError(fmt::format("--batch {} gives some of the {} workers no sample: use --batch {} or more", batch,
+                                   setup.workers(w.size), setup.workers(w.size)));
+    lesson.set_algorithm(setup.mode == TrainMode::ps ? fmt::format("parameter server ({} server{})", servers, servers == 1 ? "" : "s")
+                                                     : "all-reduce (ring_chunked)");
+  });
+
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    const std::uint64_t S = setup.shape.params() * sizeof(float);
+    fmt::print("\nmodel {}, S = {} of weights; global batch {} over {} worker{}; {} x {}\n", setup.shape.describe(),
+               format_bytes(double(S)), setup.batch, setup.workers(n), setup.workers(n) == 1 ? "" : "s", setup.steps,
+               to_string(setup.optimizer.kind));
+    fmt::print("\n  {:>4}  {:>14}  {:>14}\n", "iter", "loss", "reference");
+    for (std::size_t k = 0; k < outcome.losses.size(); ++k)
+      fmt::print("  {:>4}  {:>14.8f}  {:>14.8f}\n", k + 1, outcome.losses[k], outcome.reference_losses[k]);
+    fmt::print("  final weights: max |error| against the float64 reference {:.3g} (tolerance {:.0e} x (1 + |w|))\n",
+               outcome.max_error, setup.tolerance);
+
+    // This run's bytes, every iteration, every rank, against the formulas.
+    bool exact = true;
+    for (std::size_t k = 0; k < outcome.exchange.size(); ++k)
+      for (int rank = 0; rank < n; ++rank) {
+        const RankTraffic got = measured(r, outcome, k, rank);
+        const RoleBytes want = formula_bytes(setup, rank, n);
+        exact = exact && got.bytes_sent == want.sent && got.bytes_recv == want.recv;
+      }
+    r.check("every rank's bytes of every iteration equal the formula", exact);
+    fmt::print("\nbytes per iteration on {} ranks (the weights' pull and the gradients' push, or the all-reduce):\n", n);
+    fmt::print("  {:>4}  {:<8}  {:>12}  {:>12}  {:>12}  {}\n", "rank", "role", "sent", "received", "formula", "");
+    for (int rank = 0; rank < n && !outcome.exchange.empty(); ++rank) {
+      const RankTraffic got = measured(r, outcome, 0, rank);
+      const RoleBytes want = formula_bytes(setup, rank, n);
+      fmt::print("  {:>4}  {:<8}  {:>12}  {:>12}  {:>12}  {}\n", fmt::format("r{}", rank),
+                 setup.is_server(rank) ? "server" : "worker", format_bytes(double(got.bytes_sent)),
+                 format_bytes(double(got.bytes_recv)), format_bytes(double(want.sent)), formula_text(setup, rank));
+    }
+
+    // The same counts for N = 2, 4, 8: short in-process runs of this setup on the CPU.
+    // The same counts for N = 2, 4, 8: short in-process runs of this setup on the CPU, each
+    // verified like this one. Columns: received / sent, measured then by formula.
+    const bool ps = setup.mode == TrainMode::ps;
+    fmt::print("\nbytes per iteration as N grows (in-process runs of 1 iteration, counted from their traces; in / out):\n");
+    fmt::print("  {:>3}  {:>24}  {:>24}  {:>24}  {:>24}\n", "N", ps ? "server r0" : "r0", "formula",
+               ps ? "a worker" : "busiest rank", "formula");
+    const auto in_out = [](std::uint64_t in, std::uint64_t out) {
+      return fmt::format("{} / {}", format_bytes(double(in)), format_bytes(double(out)));
+    };
+    for (int N : {2, 4, 8}) {
+      if (ps && N <= setup.servers) continue;
+      if (setup.batch < std::size_t(setup.workers(N))) continue;
+      Setup one = setup;
+      one.steps = 1;
+      Outcome o;
+      const RunResult run = run_in_process(N, [&](Comm& comm) { train(comm, one, &o); });
+      bool run_ok = true;
+      for (const auto& log : run.logs)
+        for (const auto& c : log.checks) run_ok = run_ok && c.ok;
+      r.check(fmt::format("N = {}: the one-iteration run verifies", N), run_ok);
+      // Rank 0, and a worker (ps) or the rank that moves the most (all-reduce: chunks differ by one).
+      int other = N - 1;
+      if (!ps)
+        for (int k = 0; k < N; ++k)
+          if (formula_bytes(one, k, N).sent > formula_bytes(one, other, N).sent) other = k;
+      std::string line = fmt::format("  {:>3}", N);
+      bool ok = true;
+      for (int rank : {0, other}) {
+        const RankTraffic got = measured(run, o, 0, rank);
+        const RoleBytes want = formula_bytes(one, rank, N);
+        ok = ok && got.bytes_recv == want.recv && got.bytes_sent == want.sent;
+        line += fmt::format("  {:>24}  {:>24}", in_out(got.bytes_recv, got.bytes_sent), in_out(want.recv, want.sent));
+      }
+      r.check(fmt::format("N = {}: r0's and r{}'s bytes equal the formulas", N, other), ok);
+      fmt::print("{}\n", line);
+    }
+    if (setup.mode == TrainMode::ps)
+      fmt::print("  the server's traffic grows with N (2(N-K)S/K), a worker's stays 2S: the server is the bottleneck\n");
+    else
+      fmt::print("  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) { train(comm, setup, comm.rank() == 0 ? &outcome : nullptr); });
+}

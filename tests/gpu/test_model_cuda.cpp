@@ -1,0 +1,86 @@
+// test_model_cuda.cpp — the model pieces (model.hpp) on the GPU against the float64 Eigen
+// reference, as tests/test_model.cpp checks them on the CPU: the MLP's loss and gradient, and
+// SGD and Adam steps, with every buffer in device memory.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cuda_context.hpp"
+#include "core/model.hpp"
+#include "core/model_reference.hpp"
+
+using namespace distlab;
+using namespace distlab::model;
+
+namespace {
+
+struct BoundRank {  // the calling thread as rank 0 on GPU 0, as the runtime binds a rank
+  BoundRank() { cuda_bind_rank(0); }
+  ~BoundRank() { cuda_unbind_rank(); }
+  BoundRank(const BoundRank&) = delete;
+  BoundRank& operator=(const BoundRank&) = delete;
+};
+
+Buffer<float> on_gpu(Ledger& ledger, Category c, const std::vector<float>& values) {
+  Buffer<float> b(ledger, c, values.size(), Device::cuda, /*zero=*/false);
+  from_host(b.view(), values);
+  return b;
+}
+
+double relative_error(const std::vector<float>& got, const Eigen::VectorXd& want) {
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[Eigen::Index(i)]));
+  return worst / std::max(want.cwiseAbs().maxCoeff(), 1e-30);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: the MLP's loss and gradient equal the reference's", "[gpu][model]") {
+  BoundRank bound;
+  Ledger ledger;
+  const MlpShape s = make_shape({16, 64, 32, 8});
+  const Teacher teacher(s, 3);
+  const std::size_t B = 37;  // odd: no GEMM dimension a multiple of anything
+  const std::vector<float> p0 = initial_params(s, 4), xs = teacher.inputs(0, B);
+  std::vector<float> ts = teacher.targets(0, B);
+  for (float& v : ts) v = 0.5f * v + 0.1f;
+  auto params = on_gpu(ledger, Category::params, p0);
+  auto x = on_gpu(ledger, Category::data, xs);
+  auto t = on_gpu(ledger, Category::data, ts);
+  Buffer<float> grads(ledger, Category::grads, s.params(), Device::cuda);
+  Buffer<float> dy(ledger, Category::activations, B * s.out(), Device::cuda);
+  Buffer<float> loss(ledger, Category::data, 1, Device::cuda);
+
+  Mlp mlp(ledger, Device::cuda, s, B);
+  const View<const float> y = mlp.forward(params.view(), x.view());
+  mse_loss(loss.view(), dy.view(), y, t.view(), B, s.out());
+  mlp.backward(grads.view(), params.view(), x.view(), dy.view());
+
+  Eigen::VectorXd want;
+  const double want_loss = reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
+  CHECK(to_host(View<const float>(loss.view()))[0] == Approx(want_loss).epsilon(1e-5));
+  CHECK(relative_error(to_host(View<const float>(grads.view())), want) < 1e-5);
+}
+
+TEST_CASE("gpu: SGD and Adam step like the reference optimizer", "[gpu][model]") {
+  BoundRank bound;
+  Ledger ledger;
+  const std::size_t n = 1000;
+  std::vector<float> p(n), g(n);
+  for (std::size_t i = 0; i < n; ++i) p[i] = std::sin(0.1f * float(i));
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    const OptimizerConfig config{kind, kind == OptimizerKind::sgd ? 0.1f : 0.01f};
+    auto params = on_gpu(ledger, Category::params, p);
+    Eigen::VectorXd ref = widen(p);
+    Optimizer opt(ledger, Device::cuda, n, config);
+    ReferenceOptimizer ref_opt(n, config);
+    for (int step = 1; step <= 3; ++step) {
+      for (std::size_t i = 0; i < n; ++i) g[i] = std::cos(0.37f * float(i * std::size_t(step)));
+      auto grads = on_gpu(ledger, Category::grads, g);
+      opt.step(params.view(), View<const float>(grads.view()));
+      ref_opt.step(ref, widen(g));
+    }
+    CHECK(relative_error(to_host(View<const float>(params.view())), ref) < 1e-6);
+  }
+}

@@ -1,0 +1,256 @@
+// test_model.cpp — the model pieces (model.hpp) against finite differences and against the
+// float64 Eigen reference (model_reference.hpp), and the reference against finite differences.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "core/model.hpp"
+#include "core/model_reference.hpp"
+#include "ops_testing.hpp"
+
+using namespace distlab;
+using namespace distlab::model;
+using distlab::testing::random_buffer;
+
+namespace {
+
+// max |a - b| / max(max |b|, tiny): an error relative to the reference's scale.
+double relative_error(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
+  return (a - b).cwiseAbs().maxCoeff() / std::max(b.cwiseAbs().maxCoeff(), 1e-30);
+}
+
+Eigen::VectorXd as_vector(View<const float> v) {
+  Eigen::VectorXd out(Eigen::Index(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) out[Eigen::Index(i)] = v[i];
+  return out;
+}
+
+std::vector<float> floats(const Buffer<float>& b) { return std::vector<float>(b.view().ptr, b.view().ptr + b.size()); }
+
+}  // namespace
+
+TEST_CASE("MlpShape lays W and b of every layer out in one flat vector", "[mlp]") {
+  const MlpShape s = make_shape({3, 5, 2});
+  CHECK(s.layers() == 2);
+  CHECK(s.params() == 3 * 5 + 5 + 5 * 2 + 2);
+  CHECK(s.weight_offset(0) == 0);
+  CHECK(s.bias_offset(0) == 15);
+  CHECK(s.weight_offset(1) == 20);
+  CHECK(s.bias_offset(1) == 30);
+  CHECK(s.describe() == "3 -> 5 -> 2 (32 parameters)");
+  CHECK_THROWS_AS(make_shape({4}), UsageError);
+  CHECK_THROWS_AS(make_shape({4, 0, 2}), UsageError);
+}
+
+TEST_CASE("the reference's gradient matches central finite differences in float64", "[mlp]") {
+  const MlpShape s = make_shape({4, 6, 5, 3});
+  const Teacher teacher(s, 7);
+  const std::size_t batch = 5;
+  const RowMatrix x = widen(teacher.inputs(0, batch), batch, s.in());
+  const RowMatrix t = widen(teacher.targets(0, batch), batch, s.out()) * 0.5;  // not the teacher's own answer
+  Eigen::VectorXd p = widen(initial_params(s, 3));
+  for (Eigen::Index i = 0; i < p.size(); ++i) p[i] += 0.01 * std::sin(double(i));  // biases non-zero too
+  Eigen::VectorXd grad;
+  reference_loss(s, p, x, t, &grad);
+  Eigen::VectorXd fd(p.size());
+  const double h = 1e-6;
+  for (Eigen::Index i = 0; i < p.size(); ++i) {
+    Eigen::VectorXd up = p, down = p;
+    up[i] += h;
+    down[i] -= h;
+    fd[i] = (reference_loss(s, up, x, t) - reference_loss(s, down, x, t)) / (2 * h);
+  }
+  CHECK(relative_error(grad, fd) < 1e-7);
+}
+
+TEST_CASE("linear forward and backward equal their closed forms and finite differences", "[mlp]") {
+  Ledger ledger;
+  const std::size_t B = 7, in = 5, out = 3;
+  auto x = random_buffer<float>(ledger, B * in, 1);
+  auto w = random_buffer<float>(ledger, in * out, 2);
+  auto b = random_buffer<float>(ledger, out, 3);
+  auto dy = random_buffer<float>(ledger, B * out, 4);
+  Buffer<float> ones(ledger, Category::activations, B), y(ledger, Category::activations, B * out);
+  ops::fill(ones.view(), 1.0f);
+  linear_forward(y.view(), x.view(), w.view(), b.view(), ones.view(), B, in, out);
+
+  const RowMatrix X = widen(floats(x), B, in), W = widen(floats(w), in, out), DY = widen(floats(dy), B, out);
+  const Eigen::RowVectorXd bias = widen(floats(b)).transpose();
+  const RowMatrix Y = (X * W).rowwise() + bias;
+  CHECK(relative_error(as_vector(y.view()), Eigen::Map<const Eigen::VectorXd>(Y.data(), Y.size())) < 1e-6);
+
+  Buffer<float> dx(ledger, Category::activations, B * in), dw(ledger, Category::grads, in * out),
+      db(ledger, Category::grads, out);
+  linear_backward(dx.view(), dw.view(), db.view(), dy.view(), x.view(), w.view(), B, in, out);
+  const RowMatrix DW = X.transpose() * DY, DX = DY * W.transpose();
+  const Eigen::RowVectorXd DB = DY.colwise().sum();
+  CHECK(relative_error(as_vector(dw.view()), Eigen::Map<const Eigen::VectorXd>(DW.data(), DW.size())) < 1e-6);
+  CHECK(relative_error(as_vector(dx.view()), Eigen::Map<const Eigen::VectorXd>(DX.data(), DX.size())) < 1e-6);
+  CHECK(relative_error(as_vector(db.view()), DB.transpose()) < 1e-6);
+
+  // f(W) = sum(dy * (x W + b)) is linear in W, so a float finite difference of it is dW up to
+  // roundoff: one weight at a time.
+  auto f = [&] {
+    linear_forward(y.view(), x.view(), w.view(), b.view(), ones.view(), B, in, out);
+    double total = 0;
+    for (std::size_t i = 0; i < B * out; ++i) total += double(y[i]) * double(dy[i]);
+    return total;
+  };
+  for (std::size_t i : {std::size_t{0}, std::size_t{7}, in * out - 1}) {
+    const float keep = w[i];
+    w[i] = keep + 0.25f;
+    const double up = f();
+    w[i] = keep - 0.25f;
+    const double down = f();
+    w[i] = keep;
+    CHECK((up - down) / 0.5 == Approx(dw[i]).epsilon(1e-4).margin(1e-5));
+  }
+  // The first layer needs no dx: an empty view skips it.
+  CHECK_NOTHROW(linear_backward(View<float>{}, dw.view(), db.view(), dy.view(), x.view(), w.view(), B, in, out));
+}
+
+TEST_CASE("gelu's backward matches finite differences and the reference's derivative", "[mlp]") {
+  for (double x : {-3.0, -1.0, -0.3, 0.0, 0.2, 1.0, 2.5}) {
+    const double h = 1e-5;
+    const double fd = (reference_gelu(x + h) - reference_gelu(x - h)) / (2 * h);
+    CHECK(reference_gelu_grad(x) == Approx(fd).epsilon(1e-8).margin(1e-9));
+    float in = float(x), out = 0, one = 1, grad = 0;
+    ops::gelu_forward(View<float>{&out, 1}, View<const float>{&in, 1});
+    ops::gelu_backward(View<float>{&grad, 1}, View<const float>{&one, 1}, View<const float>{&in, 1});
+    CHECK(out == Approx(reference_gelu(x)).epsilon(1e-6).margin(1e-7));
+    CHECK(grad == Approx(reference_gelu_grad(x)).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("mse_loss: its value, its gradient, and shards of a batch that add up", "[mlp]") {
+  Ledger ledger;
+  const std::size_t B = 6, out = 4;
+  auto y = random_buffer<float>(ledger, B * out, 11);
+  auto t = random_buffer<float>(ledger, B * out, 12);
+  Buffer<float> loss(ledger, Category::data, 1), dy(ledger, Category::grads, B * out);
+  mse_loss(loss.view(), dy.view(), y.view(), t.view(), B, out);
+  const Eigen::VectorXd Y = as_vector(y.view()), T = as_vector(t.view());
+  const double want = (Y - T).squaredNorm() / double(B * out);
+  CHECK(loss[0] == Approx(want).epsilon(1e-6));
+  CHECK(relative_error(as_vector(dy.view()), 2.0 * (Y - T) / double(B * out)) < 1e-6);
+
+  // A finite difference in one output.
+  Buffer<float> l2(ledger, Category::data, 1), scratch(ledger, Category::grads, B * out);
+  const float keep = y[5];
+  y[5] = keep + 1e-2f;
+  mse_loss(l2.view(), scratch.view(), y.view(), t.view(), B, out);
+  const double up = l2[0];
+  y[5] = keep - 1e-2f;
+  mse_loss(l2.view(), scratch.view(), y.view(), t.view(), B, out);
+  const double down = l2[0];
+  y[5] = keep;
+  CHECK((up - down) / 2e-2 == Approx(dy[5]).epsilon(1e-3));
+
+  // Two shards of the batch, each normalised by the whole batch, sum to the whole.
+  const std::size_t first = 2;
+  Buffer<float> la(ledger, Category::data, 1), lb(ledger, Category::data, 1);
+  Buffer<float> da(ledger, Category::grads, first * out), dbuf(ledger, Category::grads, (B - first) * out);
+  mse_loss(la.view(), da.view(), y.view().sub(0, first * out), t.view().sub(0, first * out), B, out);
+  mse_loss(lb.view(), dbuf.view(), y.view().sub(first * out, (B - first) * out),
+           t.view().sub(first * out, (B - first) * out), B, out);
+  CHECK(la[0] + lb[0] == Approx(want).epsilon(1e-6));
+  CHECK(da[0] == dy[0]);
+  CHECK(dbuf[0] == dy[first * out]);
+  CHECK_THROWS(mse_loss(loss.view(), y.view(), y.view(), t.view(), B, out));  // dy aliasing y
+}
+
+TEST_CASE("the MLP's backward equals the reference's gradient, and finite differences", "[mlp]") {
+  Ledger ledger;
+  const MlpShape s = make_shape({5, 8, 6, 3});
+  const Teacher teacher(s, 21);
+  const std::size_t B = 9;
+  const std::vector<float> p0 = initial_params(s, 22), xs = teacher.inputs(0, B);
+  std::vector<float> ts = teacher.targets(0, B);
+  for (float& v : ts) v = 0.5f * v + 0.1f;  // a target the student does not already meet
+  Buffer<float> params(ledger, Category::params, s.params()), grads(ledger, Category::grads, s.params());
+  Buffer<float> x(ledger, Category::data, B * s.in()), t(ledger, Category::data, B * s.out());
+  Buffer<float> dy(ledger, Category::activations, B * s.out()), loss(ledger, Category::data, 1);
+  from_host(params.view(), p0);
+  from_host(x.view(), xs);
+  from_host(t.view(), ts);
+
+  Mlp mlp(ledger, Device::cpu, s, B);
+  CHECK(ledger.current(Category::activations) > 0);  // the activations are charged
+  auto loss_of = [&] {
+    const View<const float> y = mlp.forward(params.view(), x.view());
+    mse_loss(loss.view(), dy.view(), y, t.view(), B, s.out());
+    return double(loss[0]);
+  };
+  const double l = loss_of();
+  mlp.backward(grads.view(), params.view(), x.view(), dy.view());
+
+  Eigen::VectorXd want;
+  const double want_loss = reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
+  CHECK(l == Approx(want_loss).epsilon(1e-5));
+  CHECK(relative_error(as_vector(grads.view()), want) < 1e-5);
+
+  // Central differences in float32 on a few parameters of each layer (h large enough that
+  // float roundoff stays small against it; gelu's curvature gives an O(h^2) error).
+  for (std::size_t l2 = 0; l2 < s.layers(); ++l2)
+    for (std::size_t i : {s.weight_offset(l2), s.weight_offset(l2) + 3, s.bias_offset(l2)}) {
+      const float keep = params[i];
+      params[i] = keep + 1e-2f;
+      const double up = loss_of();
+      params[i] = keep - 1e-2f;
+      const double down = loss_of();
+      params[i] = keep;
+      CHECK((up - down) / 2e-2 == Approx(want[Eigen::Index(i)]).epsilon(2e-2).margin(2e-4));
+    }
+}
+
+TEST_CASE("SGD and Adam step like the reference optimizer", "[mlp]") {
+  Ledger ledger;
+  const std::size_t n = 50;
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    const OptimizerConfig config{kind, kind == OptimizerKind::sgd ? 0.1f : 0.01f};
+    auto p = random_buffer<float>(ledger, n, 31);
+    Eigen::VectorXd ref = as_vector(p.view());
+    Optimizer opt(ledger, Device::cpu, n, config);
+    CHECK(ledger.current(Category::optimizer) == std::int64_t(kind == OptimizerKind::adam ? 8 * n : 0));
+    ReferenceOptimizer ref_opt(n, config);
+    for (int step = 0; step < 4; ++step) {
+      auto g = random_buffer<float>(ledger, n, 40 + std::uint32_t(step));
+      opt.step(p.view(), g.view());
+      ref_opt.step(ref, as_vector(g.view()));
+    }
+    CHECK(opt.steps() == 4);
+    CHECK(relative_error(as_vector(p.view()), ref) < 1e-6);
+  }
+  CHECK(parse_optimizer("adam") == OptimizerKind::adam);
+  CHECK_THROWS_AS(parse_optimizer("lamb"), UsageError);
+}
+
+TEST_CASE("the teacher's dataset is a pure function of the seed and the sample index", "[mlp]") {
+  const MlpShape s = make_shape({4, 8, 2});
+  const Teacher a(s, 5), b(s, 5), c(s, 6);
+  CHECK(a.inputs(10, 3) == b.inputs(10, 3));
+  CHECK(a.targets(10, 3) == b.targets(10, 3));
+  CHECK(a.inputs(10, 3) != c.inputs(10, 3));
+  // Sample 11 alone is the second row of samples [10, 13).
+  const std::vector<float> three = a.inputs(10, 3), one = a.inputs(11, 1);
+  CHECK(std::vector<float>(three.begin() + 4, three.begin() + 8) == one);
+  const std::vector<float> t3 = a.targets(10, 3), t1 = a.targets(11, 1);
+  CHECK(std::vector<float>(t3.begin() + 2, t3.begin() + 4) == t1);
+  // The student starts away from the teacher, with zero biases.
+  const std::vector<float> p = initial_params(s, 5);
+  CHECK(p[s.bias_offset(0)] == 0.0f);
+  CHECK(p[s.bias_offset(1) + 1] == 0.0f);
+  CHECK(p[0] != 0.0f);
+}
+
+TEST_CASE("the reference learns the teacher: its loss falls", "[mlp]") {
+  const MlpShape s = make_shape({8, 16, 4});
+  const Teacher teacher(s, 1);
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    const OptimizerConfig config{kind, kind == OptimizerKind::sgd ? 0.5f : 0.01f};
+    const ReferenceRun run = reference_train(s, teacher, initial_params(s, 2), 32, 60, config);
+    REQUIRE(run.losses.size() == 60);
+    CHECK(run.losses.back() < 0.5 * run.losses.front());
+  }
+}
