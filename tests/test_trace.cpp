@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -232,8 +233,13 @@ TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
   REQUIRE_FALSE(log.buffers.empty());
   log.spans[0].meta.contrib_mask = 0xf00000000000000full;
   log.spans[0].meta.buffer = "grads";
+  log.values.push_back({17.25, "loss", 0.125});
 
   const RankLog back = deserialize(serialize(log));
+  REQUIRE(back.values.size() == 1);
+  CHECK(back.values[0].ts == 17.25);
+  CHECK(back.values[0].name == "loss");
+  CHECK(back.values[0].value == 0.125);
   CHECK(back.rank == log.rank);
   CHECK(back.host == "node-7");
   CHECK(back.clock_offset_us == -12.5);
@@ -281,6 +287,27 @@ TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
   CHECK(back.peak == log.peak);
   CHECK(back.peak_total == log.peak_total);
   CHECK(back.peak_total > 0);
+}
+
+TEST_CASE("trace: a lesson's values are counter tracks of their own, apart from memory", "[trace]") {
+  RankLog log;
+  log.rank = 0;
+  log.counters.push_back({1.0, {100, 0, 0, 0, 0, 0}});
+  log.values = {{2.0, "loss", 0.5}, {3.0, "loss", 0.25}, {4.0, "loss", std::nan("")}};  // NaN: left out
+  TraceInfo info;
+  info.world.size = 1;
+  const std::string json = trace_json(info, {log});
+  const LoadedTrace t = parse_trace(json);
+  INFO(joined(check_invariants(t)));
+  CHECK(check_invariants(t).empty());
+  REQUIRE(t.counters.size() == 1);  // memory only
+  CHECK(t.counters[0].total_bytes == 100);
+  REQUIRE(t.values.size() == 2);
+  CHECK(t.values[0].name == "loss");
+  CHECK(t.values[0].value == 0.5);
+  CHECK(t.values[1].value == 0.25);
+  CHECK(t.values[1].pid == 1);
+  CHECK(json.find("nan") == std::string::npos);
 }
 
 TEST_CASE("trace: a truncated RankLog is an error, not garbage", "[trace]") {
