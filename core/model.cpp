@@ -89,32 +89,42 @@ Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch) : sha
 
 View<const float> Mlp::forward(In<float> params, In<float> x) {
   ops::detail::check_size("Mlp::forward", "params", params.size(), shape_.params());
-  ops::detail::check_size("Mlp::forward", "x", x.size(), batch_ * shape_.in());
   for (std::size_t l = 0; l < shape_.layers(); ++l) {
     const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
-    const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
-    linear_forward(z_[l].view(), input, params.sub(shape_.weight_offset(l), in * out),
-                   params.sub(shape_.bias_offset(l), out), ones_.view(), batch_, in, out);
-    if (l + 1 < shape_.layers()) ops::gelu_forward(h_[l].view(), In<float>(z_[l].view()));
+    forward_layer(l, params.sub(shape_.weight_offset(l), in * out), params.sub(shape_.bias_offset(l), out), x);
   }
-  return z_.back().view();
+  return output();
+}
+
+void Mlp::forward_layer(std::size_t l, In<float> w, In<float> b, In<float> x) {
+  ops::detail::check_size("Mlp::forward", "x", x.size(), batch_ * shape_.in());
+  const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+  const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
+  linear_forward(z_[l].view(), input, w, b, ones_.view(), batch_, in, out);
+  if (l + 1 < shape_.layers()) ops::gelu_forward(h_[l].view(), In<float>(z_[l].view()));
 }
 
 void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> dy) {
   ops::detail::check_size("Mlp::backward", "grads", grads.size(), shape_.params());
-  ops::detail::check_size("Mlp::backward", "dy", dy.size(), batch_ * shape_.out());
   View<const float> dz = dy;  // dL/dz of layer l: the loss's gradient for the last layer
   for (std::size_t l = shape_.layers(); l-- > 0;) {
     const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
-    const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
-    View<float> dh = l == 0 ? View<float>{} : dh_.view().sub(0, batch_ * in);
-    linear_backward(dh, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out), dz,
-                    input, params.sub(shape_.weight_offset(l), in * out), batch_, in, out);
-    if (l == 0) break;
-    View<float> next = dz_.view().sub(0, batch_ * in);
-    ops::gelu_backward(next, In<float>(dh), In<float>(z_[l - 1].view()));  // through h = gelu(z)
-    dz = next;
+    dz = backward_layer(l, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out),
+                        params.sub(shape_.weight_offset(l), in * out), x, dz);
   }
+}
+
+View<const float> Mlp::backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
+                                      In<float> dz) {
+  const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+  ops::detail::check_size("Mlp::backward", "dz", dz.size(), batch_ * out);
+  const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
+  View<float> dh = l == 0 ? View<float>{} : dh_.view().sub(0, batch_ * in);
+  linear_backward(dh, dw, db, dz, input, w, batch_, in, out);
+  if (l == 0) return {};
+  View<float> next = dz_.view().sub(0, batch_ * in);
+  ops::gelu_backward(next, In<float>(dh), In<float>(z_[l - 1].view()));  // through h = gelu(z)
+  return next;
 }
 
 // --- optimizers --------------------------------------------------------------------------------
@@ -131,13 +141,6 @@ Optimizer::Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConf
   const std::size_t state = config_.kind == OptimizerKind::adam ? n : 0;
   m_ = Buffer<float>(ledger, Category::optimizer, state, device);
   v_ = Buffer<float>(ledger, Category::optimizer, state, device);
-}
-
-void Optimizer::step(View<float> params, In<float> grads) {
-  ++t_;
-  if (config_.kind == OptimizerKind::sgd) return ops::axpy(params, -config_.lr, grads);
-  ops::adam_step(params, grads, m_.view(), v_.view(),
-                 ops::AdamConfig{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0f}, t_);
 }
 
 // --- data --------------------------------------------------------------------------------------

@@ -79,6 +79,15 @@ class Mlp {
   // The gradients of the forward just run, from dy = dL/dy; overwrites grads.
   void backward(View<float> grads, In<float> params, In<float> x, In<float> dy);
 
+  // Layer by layer, for lessons that fetch each layer's weights just in time (ZeRO-3). Layers
+  // run forward 0, 1, ..., L-1 (x is the batch; later layers read what the one before kept),
+  // then backward L-1, ..., 0, starting from dz = dy; backward_layer returns dL/dz of the layer
+  // below (empty for layer 0), valid until the next call.
+  void forward_layer(std::size_t l, In<float> w, In<float> b, In<float> x);
+  View<const float> output() const { return z_.back().view(); }
+  View<const float> backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
+                                   In<float> dz);
+
  private:
   MlpShape shape_;
   std::size_t batch_;
@@ -104,10 +113,20 @@ struct OptimizerConfig {
 class Optimizer {
  public:
   Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConfig config);
-  void step(View<float> params, In<float> grads);  // the t-th call is step t
+  // The t-th call is step t. Gradients may be bf16 or f16 for Adam (mixed precision: 16-bit
+  // gradients, f32 master weights and moments); SGD takes f32 ones.
+  template <ops::FloatInput G>
+  void step(View<float> params, View<G> grads) {
+    ++t_;
+    if (config_.kind == OptimizerKind::adam)
+      return ops::adam_step(params, grads, m_.view(), v_.view(), adam_config(), t_);
+    if constexpr (std::is_same_v<std::remove_const_t<G>, float>) return ops::axpy(params, -config_.lr, In<float>(grads));
+    DL_FAIL("SGD takes f32 gradients; mixed precision here is Adam's");
+  }
   int steps() const { return t_; }
 
  private:
+  ops::AdamConfig adam_config() const { return {config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0f}; }
   OptimizerConfig config_;
   Buffer<float> m_, v_;
   int t_ = 0;

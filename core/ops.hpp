@@ -241,9 +241,11 @@ struct AdamConfig {
   float weight_decay = 0.0f;
 };
 
-// One step; m and v start zeroed and persist between steps.
-inline void adam_step(View<float> param, In<float> grad, View<float> m, View<float> v,
-                      const AdamConfig& config, int step) {
+// One step; m and v start zeroed and persist between steps. The gradient may be f16 or bf16
+// (mixed precision: 16-bit gradients, f32 master weights and moments); it is widened to f32.
+template <FloatInput G>
+void adam_step(View<float> param, View<G> grad, View<float> m, View<float> v, const AdamConfig& config,
+               int step) {
   detail::same_shape(param, grad, "adam_step");
   detail::same_shape(param, m, "adam_step");
   detail::same_shape(param, v, "adam_step");
@@ -255,11 +257,11 @@ inline void adam_step(View<float> param, In<float> grad, View<float> m, View<flo
   const auto& [lr, beta1, beta2, eps, weight_decay] = config;
 #ifdef DISTLAB_HAVE_CUDA
   if (param.device == Device::cuda)
-    return cuda::adam_step(param.ptr, grad.ptr, m.ptr, v.ptr, param.n, lr, beta1, beta2, eps,
-                           weight_decay, c1, c2);
+    return cuda::adam_step(param.ptr, grad.ptr, dtype_of<std::remove_const_t<G>>(), m.ptr, v.ptr, param.n, lr,
+                           beta1, beta2, eps, weight_decay, c1, c2);
 #endif
   for (std::size_t i = 0; i < param.n; ++i) {
-    const float g = grad[i];
+    const auto g = static_cast<float>(grad[i]);
     m[i] = beta1 * m[i] + (1.0f - beta1) * g;
     v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
     param[i] -= lr * ((m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + weight_decay * param[i]);

@@ -160,3 +160,23 @@ if(TARGET distlab_gpu_tests)
            --device cuda)
   set_tests_properties(bench.cuda PROPERTIES TIMEOUT 300 LABELS "bench;gpu" SKIP_RETURN_CODE 77)
 endif()
+
+# Lesson 00: bad inputs end with one sentence and exit 2; changed inputs change the figures
+# (twice the GPUs, half the minutes; ZeRO-1's 4.2 B per parameter fits 19B parameters).
+if(TARGET 00_why_distributed)
+  add_test(NAME usage.00.zero-gpus COMMAND bash ${expect_failure} 2 10 "--gpus must be at least 1, not 0"
+           -- $<TARGET_FILE:00_why_distributed> --gpus 0 --no-trace)
+  add_test(NAME usage.00.negative-memory COMMAND bash ${expect_failure} 2 10
+           "--gpu-memory-gb must be a positive finite number, not -80"
+           -- $<TARGET_FILE:00_why_distributed> --gpu-memory-gb -80 --no-trace)
+  add_test(NAME usage.00.zero-flops COMMAND bash ${expect_failure} 2 10 "--flops must be a positive finite number, not 0"
+           -- $<TARGET_FILE:00_why_distributed> --flops 0 --no-trace)
+  add_test(NAME lesson.00_why_distributed.gpus-2048 COMMAND bash ${expect_failure} 0 10
+           "a 10-GPU-day job on 2048 GPUs +10 GPU-days / 2048 GPUs +7\\.031 minutes" ": verified \\("
+           -- $<TARGET_FILE:00_why_distributed> --gpus 2048 --no-trace)
+  add_test(NAME lesson.00_why_distributed.zero1-bytes COMMAND bash ${expect_failure} 0 10
+           "largest model on one GPU +80 GB / 4\\.2 B per param +19\\.0B params" ": verified \\("
+           -- $<TARGET_FILE:00_why_distributed> --bytes-per-param 4.2 --no-trace)
+  set_tests_properties(lesson.00_why_distributed.gpus-2048 lesson.00_why_distributed.zero1-bytes PROPERTIES
+                       LABELS lesson)
+endif()

@@ -21,6 +21,7 @@ inline constexpr int kTagParallel = 600;
 inline constexpr int kTagRing = 700;
 inline constexpr int kTagReduceScatterRing = 800;
 inline constexpr int kTagAllGatherRing = 810;
+inline constexpr int kTagReduceScatterOrdered = 820;
 inline constexpr int kTagRecursive = 900;
 inline constexpr int kTagFold = 910;
 

@@ -160,12 +160,13 @@ struct CastOp {
 };
 
 // AdamW on f32 state, one element per iteration (ops.hpp gives the formula).
-__global__ void adam_kernel(float* param, const float* grad, float* m, float* v, std::size_t n,
+template <class G>
+__global__ void adam_kernel(float* param, const G* grad, float* m, float* v, std::size_t n,
                             float lr, float beta1, float beta2, float eps, float weight_decay,
                             float c1, float c2) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
-    const float g = grad[i];
+    const float g = to_float(grad[i]);
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -243,13 +244,16 @@ void cast(void* dst, DType dst_type, const void* src, DType src_type, std::size_
   });
 }
 
-void adam_step(float* param, const float* grad, float* m, float* v, std::size_t n, float lr,
-               float beta1, float beta2, float eps, float weight_decay, float c1, float c2) {
+void adam_step(float* param, const void* grad, DType grad_type, float* m, float* v, std::size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, float c1, float c2) {
   const cudaStream_t stream = rank_stream();
   if (n == 0) return;
-  adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, grad, m, v, n, lr, beta1, beta2, eps,
-                                                    weight_decay, c1, c2);
-  DL_CUDA_LAUNCH_CHECK();
+  dispatch_float(grad_type, "adam_step", [&](auto tag) {
+    using G = typename decltype(tag)::type;
+    adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, static_cast<const G*>(grad), m, v, n, lr, beta1,
+                                                      beta2, eps, weight_decay, c1, c2);
+    DL_CUDA_LAUNCH_CHECK();
+  });
 }
 
 }  // namespace distlab::cuda

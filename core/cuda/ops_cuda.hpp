@@ -27,9 +27,10 @@ void scale(void* x, float a, DType type, std::size_t n);                // x *= 
 void gelu_forward(void* out, const void* in, DType type, std::size_t n);
 void gelu_backward(void* dx, const void* dy, const void* x, DType type, std::size_t n);
 void cast(void* dst, DType dst_type, const void* src, DType src_type, std::size_t n);
-// f32 only; c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t) (ops.hpp has the formula).
-void adam_step(float* param, const float* grad, float* m, float* v, std::size_t n, float lr,
-               float beta1, float beta2, float eps, float weight_decay, float c1, float c2);
+// param, m and v f32; grad f32, f16 or bf16 (mixed precision: 16-bit gradients, f32 state);
+// c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t) (ops.hpp has the formula).
+void adam_step(float* param, const void* grad, DType grad_type, float* m, float* v, std::size_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, float c1, float c2);
 
 // --- reduce.cu: in is f32, f16 or bf16; sums are f32 -------------------------------------------
 void sum(float* out, const void* x, DType type, std::size_t n);  // out[0] = sum of x

@@ -1,0 +1,272 @@
+// zero_lesson.cpp — the program of lessons 08-10 (zero_lesson.hpp).
+#include "zero_lesson.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "units.hpp"
+
+namespace distlab::zero {
+
+using model::MlpShape;
+
+namespace {
+
+// The lecture's table: bytes per parameter at N = 64 and the largest model on an 80 GB GPU.
+struct LectureRow {
+  Stage stage;
+  double bytes_per_param;
+  const char* largest;
+};
+constexpr LectureRow kLecture[] = {
+    {Stage::dp, 16, "5B"}, {Stage::zero1, 4.2, "19B"}, {Stage::zero2, 2.2, "36B"}, {Stage::zero3, 0.25, "320B"}};
+constexpr int kLectureRanks = 64;
+
+// Names of the values each rank records for the report: its model state after the last step.
+constexpr const char* kStateNames[] = {"state params bytes", "state grads bytes", "state optimizer bytes"};
+
+std::string params_text(double params) {
+  if (params >= 1e12) return fmt::format("{:.1f}T", params / 1e12);
+  if (params >= 1e9) return fmt::format("{:.1f}B", params / 1e9);
+  if (params >= 1e6) return fmt::format("{:.1f}M", params / 1e6);
+  return fmt::format("{:.0f}", params);
+}
+
+// How far my part of the master weights is from a full vector `want`, relative to how far
+// `want` moved from the initial weights: ||mine - want|| / ||want - initial|| over my part (2-norms;
+// padding must be exactly 0). Adam moves every weight by about lr per step whatever its gradient's
+// size, so a gradient element that bf16 rounding flips in sign moves a weight by up to 2 lr the
+// other way; a norm over the whole part weighs such elements by their share, a max would not.
+struct Distance {
+  double relative = 0;   // the ratio above
+  double max_abs = 0;    // max |mine - want|, for the record
+  bool padding_zero = true;
+};
+Distance distance(const std::vector<float>& mine, const std::vector<std::int64_t>& positions,
+                  const std::vector<double>& want, const std::vector<float>& initial) {
+  Distance d;
+  double err2 = 0, moved2 = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (positions[i] < 0) {
+      d.padding_zero = d.padding_zero && mine[i] == 0.0f;
+      continue;
+    }
+    const std::size_t p = std::size_t(positions[i]);
+    const double e = double(mine[i]) - want[p], m = want[p] - double(initial[p]);
+    err2 += e * e;
+    moved2 += m * m;
+    d.max_abs = std::isnan(e) ? INFINITY : std::max(d.max_abs, std::fabs(e));
+  }
+  d.relative = std::isnan(err2) ? INFINITY : moved2 > 0 ? std::sqrt(err2 / moved2) : std::sqrt(err2);
+  return d;
+}
+
+}  // namespace
+
+int run_lesson(int argc, char** argv, Stage stage, const std::string& number, const std::string& name,
+               const LessonText& text) {
+  Lesson lesson({number, name, text.title, 4, 64});
+  lesson.set_text(text.concept_text, text.look_at);
+  lesson.set_algorithm(fmt::format("{}, mixed-precision Adam (bf16 weights and gradients)", title(stage)));
+  Config config;
+  config.stage = stage;
+  int layers = 2;
+  std::size_t inputs = 16, outputs = 8;
+  double gpu_memory_gb = 80;
+  auto& app = lesson.app();
+  app.add_option("--steps", config.steps, "training steps")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--batch", config.batch, "samples per step, split over the ranks")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--layers", layers, "hidden layers of --size units each")->check(CLI::Range(1, 16))->capture_default_str();
+  app.add_option("--inputs", inputs, "the model's input size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--outputs", outputs, "the model's output size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--lr", config.adam.lr, "Adam's learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--deterministic", config.deterministic,
+               "sum every gradient in rank order (one step, straight to the owner) instead of around the ring: every "
+               "stage then equals plain data parallel bit for bit");
+  app.add_option("--gpu-memory", gpu_memory_gb, "GB per GPU for the largest-model column")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  const auto& opt = lesson.options();
+
+  lesson.on_world([&](const World& w) {
+    if (opt.size > (1u << 16))
+      throw UsageError(fmt::format("--size {} hidden units is more than this lesson trains (65536)", opt.size));
+    std::vector<std::size_t> dims{inputs};
+    for (int l = 0; l < layers; ++l) dims.push_back(opt.size);
+    dims.push_back(outputs);
+    config.shape = model::make_shape(dims);
+    config.seed = opt.seed;
+    if (config.batch < std::size_t(w.size))
+      throw UsageError(fmt::format("--batch {} gives some of the {} ranks no sample: use --batch {} or more",
+                                   config.batch, w.size, w.size));
+    const std::vector<double> want(std::size_t(w.size), double(state_bytes(stage, config.shape, w.size).total()));
+    lesson.set_memory_formula(fmt::format("model state, {} bytes per parameter", bytes_per_param_formula(stage)),
+                              want);
+  });
+
+  Run outcome;  // rank 0's
+  // Tolerances against the float64 reference, as a fraction of its largest update (see README):
+  // the reduction order of the bf16 gradient sums is the reference's with --deterministic.
+  const double tol_reference = 0.1, tol_reference_deterministic = 2e-3, tol_dp = 0.1, tol_loss = 0.01;
+
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    const MlpShape& s = config.shape;
+    const double P = double(s.params());
+    const StateBytes want = state_bytes(stage, s, n);
+    fmt::print("\n{}: model {}, {} ranks, batch {}, {} steps of Adam (lr {}){}\n", title(stage), s.describe(), n,
+               config.batch, config.steps, config.adam.lr, config.deterministic ? ", --deterministic" : "");
+    fmt::print("\n  {:>4}  {:>10}\n", "step", "loss");
+    for (std::size_t k = 0; k < outcome.losses.size(); ++k) fmt::print("  {:>4}  {:>10.6f}\n", k + 1, outcome.losses[k]);
+
+    // Memory: the model state after the last step (each rank's ledger), and the peaks.
+    fmt::print("\nmodel state per rank after a step (bytes; the ledger) against {} bytes per parameter:\n",
+               bytes_per_param_formula(stage));
+    fmt::print("  {:>4}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8}  {:>8}  {:>8}  |  peaks: {:>9}  {:>9}  {:>11}  {:>9}\n",
+               "rank", "params", "grads", "optimizer", "total", "B/param", "formula", "padded", "params", "grads",
+               "activations", "comm");
+    for (const RankLog& log : r.logs) {
+      double got[3] = {0, 0, 0};
+      for (const ValueEvent& v : log.values)
+        for (int c = 0; c < 3; ++c)
+          if (v.name == kStateNames[c]) got[c] = v.value;
+      const double total = got[0] + got[1] + got[2];
+      const auto peak = [&](Category c) { return format_bytes(double(log.peak[std::size_t(c)])); };
+      fmt::print("  {:>4}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8.4f}  {:>8.4f}  {:>8.4f}  |         {:>9}  {:>9}  {:>11}  {:>9}\n",
+                 fmt::format("r{}", log.rank), format_count(std::uint64_t(got[0])), format_count(std::uint64_t(got[1])),
+                 format_count(std::uint64_t(got[2])), format_count(std::uint64_t(total)), total / P,
+                 bytes_per_param(stage, n), double(want.total()) / P, peak(Category::params), peak(Category::grads),
+                 peak(Category::activations), peak(Category::comm));
+    }
+    const double measured = [&] {
+      for (const ValueEvent& v : r.logs[0].values)
+        if (v.name == std::string("state total bytes")) return v.value / P;
+      return 0.0;
+    }();
+    fmt::print("  formula {} = {:.4f} at N = {}; {:.4f} with the padding to a multiple of N ({} parameters padded to {})\n",
+               bytes_per_param_formula(stage), bytes_per_param(stage, n), n, double(want.total()) / P,
+               format_count(s.params()), [&] {
+                 std::uint64_t padded = 0;
+                 for (const Unit& u : units(stage, s, n)) padded += u.padded;
+                 return format_count(padded);
+               }());
+    fmt::print("  largest model on one {:.0f} GB GPU at {:.4f} bytes per parameter: {} parameters (plain data parallel, "
+               "16 bytes: {})\n",
+               gpu_memory_gb, measured, params_text(gpu_memory_gb * 1e9 / measured),
+               params_text(gpu_memory_gb * 1e9 / 16));
+
+    // Communication per step, counted from the trace, against the formula.
+    bool exact = true;
+    std::uint64_t sent_total = 0, recv_total = 0;
+    for (const auto& [first, last] : outcome.exchange) {
+      const auto t = r.traffic(first, last);
+      for (int k = 0; k < n; ++k) {
+        exact = exact && t[std::size_t(k)].bytes_sent == step_bytes_sent(stage, s, n, k);
+        sent_total += t[std::size_t(k)].bytes_sent;
+        recv_total += t[std::size_t(k)].bytes_recv;
+      }
+    }
+    r.check(fmt::format("every rank sends {} x (N-1)/N of bf16 per step, as counted from the trace", step_bytes_formula(stage)),
+            exact);
+    r.check("every byte sent was received", sent_total == recv_total);
+    if (!outcome.exchange.empty()) {
+      const auto t = r.traffic(outcome.exchange[0].first, outcome.exchange[0].second);
+      const double psi_bytes = P * sizeof(BFloat16);
+      fmt::print("\ncommunication per step (sent by each rank; received: the same), counted from the trace:\n");
+      fmt::print("  r0 sent {} = {:.3f} x Psi x 2 bytes; formula {} x (N-1)/N = {:.3f} (ZeRO's paper counts {} per step, "
+                 "in parameters: sent and received)\n",
+                 format_bytes(double(t[0].bytes_sent)), double(t[0].bytes_sent) / psi_bytes, step_bytes_formula(stage),
+                 (stage == Stage::zero3 ? 3.0 : 2.0) * (n - 1) / n, step_bytes_formula(stage));
+    }
+
+    // The lecture's table, from the formulas, and this run's row.
+    fmt::print("\nthe lecture's table at N = {} (80 GB per GPU):\n", kLectureRanks);
+    fmt::print("  {:<22} {:>12} {:>10} {:>14} {:>10}\n", "", "B/param", "lecture", "largest model", "lecture");
+    for (const LectureRow& row : kLecture) {
+      const double b = bytes_per_param(row.stage, kLectureRanks);
+      fmt::print("  {:<22} {:>12.4f} {:>10} {:>14} {:>10}{}\n", title(row.stage), b, row.bytes_per_param,
+                 params_text(80e9 / b), row.largest, row.stage == stage ? "   <- this lesson" : "");
+      if (row.stage == stage && n == kLectureRanks) {
+        const double off = std::fabs(measured - row.bytes_per_param) / row.bytes_per_param;
+        r.check(fmt::format("N = 64: measured {:.4f} bytes per parameter is within 2% of the lecture's {}", measured,
+                            row.bytes_per_param),
+                off <= 0.02, fmt::format("{:.2f}% off", off * 100));
+      }
+    }
+    if (n != kLectureRanks)
+      fmt::print("  (run with --ranks {} to measure this lesson's row: the lesson then checks it within 2%)\n",
+                 kLectureRanks);
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    const MlpShape& s = config.shape;
+    Run run = train(comm, config);
+    const std::uint64_t state[3] = {run.state.params, run.state.grads, run.state.optimizer};
+    for (int c = 0; c < 3; ++c) comm.recorder().value(kStateNames[c], double(state[c]));
+    comm.recorder().value("state total bytes", double(run.state.total()));
+
+    // The model state on the ledger equals the formula, category by category.
+    const StateBytes want = state_bytes(config.stage, s, n);
+    comm.check(fmt::format("r{}: model state after a step = {} bytes per parameter (with padding), by category", me,
+                           bytes_per_param_formula(config.stage)),
+               run.state.params == want.params && run.state.grads == want.grads && run.state.optimizer == want.optimizer,
+               fmt::format("params {} grads {} optimizer {}, formula {} {} {}", run.state.params, run.state.grads,
+                           run.state.optimizer, want.params, want.grads, want.optimizer));
+    if (config.stage == Stage::zero3) {
+      std::uint64_t widest = 0;
+      for (const Unit& u : units(config.stage, s, n)) widest = std::max<std::uint64_t>(widest, u.padded);
+      const std::uint64_t peak_want = want.params + widest * sizeof(BFloat16);
+      comm.check(fmt::format("r{}: peak of the parameters = my shards + one layer's gathered weights", me),
+                 run.params_peak == peak_want, fmt::format("{} B, formula {} B", run.params_peak, peak_want));
+    }
+
+    // The same training as plain data parallel, on a ledger of its own and off the trace.
+    const bool tracing = comm.recorder().enabled();
+    comm.recorder().set_enabled(false);
+    Config plain = config;
+    plain.stage = Stage::dp;
+    Ledger own;
+    const Run dp = train(comm, plain, &own);
+    comm.recorder().set_enabled(tracing);
+    const Reference ref = reference(config, n);
+
+    if (comm.inject_fault()) run.master[0] += 1.0f;
+    const std::vector<std::int64_t> positions = master_positions(config.stage, s, n, me);
+    const std::vector<float> initial = model::initial_params(s, config.seed);
+    const Distance to_dp = distance(run.master, positions, std::vector<double>(dp.master.begin(), dp.master.end()), initial);
+    const Distance to_ref = distance(run.master, positions, ref.master, initial);
+    comm.check(fmt::format("r{}: my master weights' padding stays 0", me), to_dp.padding_zero);
+    if (config.deterministic)
+      comm.check(fmt::format("r{}: my master weights equal plain data parallel's bit for bit", me), to_dp.max_abs == 0.0,
+                 fmt::format("max |error| {:.3g}", to_dp.max_abs));
+    else
+      comm.check(fmt::format("r{}: my master weights equal plain data parallel's within {} of their update", me, tol_dp),
+                 to_dp.relative <= tol_dp,
+                 fmt::format("||error|| / ||update|| = {:.3g}, max |error| {:.3g}", to_dp.relative, to_dp.max_abs));
+    const double tol = config.deterministic ? tol_reference_deterministic : tol_reference;
+    comm.check(fmt::format("r{}: my master weights equal the float64 reference's within {} of their update", me, tol),
+               to_ref.relative <= tol,
+               fmt::format("||error|| / ||update|| = {:.3g}, max |error| {:.3g}", to_ref.relative, to_ref.max_abs));
+    if (me == 0) {
+      bool losses_ok = run.losses.size() == ref.losses.size();
+      for (std::size_t k = 0; losses_ok && k < run.losses.size(); ++k)
+        losses_ok = std::fabs(run.losses[k] - ref.losses[k]) <= tol_loss * std::fabs(ref.losses[k]);
+      comm.check(fmt::format("every step's loss equals the reference's within {}%", tol_loss * 100), losses_ok);
+      comm.say("\nr0's master weights: ||error|| / ||update|| {:.3g} against plain data parallel and {:.3g} against the "
+               "float64 reference (max |error| {:.3g} and {:.3g})\n",
+               to_dp.relative, to_ref.relative, to_dp.max_abs, to_ref.max_abs);
+      outcome = std::move(run);
+    }
+  });
+}
+
+}  // namespace distlab::zero

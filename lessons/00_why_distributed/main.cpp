@@ -1,0 +1,407 @@
+// Lesson 00 — why distribute: the arithmetic behind the motivation
+//
+// Concept: one GPU is too slow to train a large model and too small to hold it. Three formulas,
+// with the lecture's figures for the default inputs (GPT-3, a V100, 1024 GPUs, an 80 GB GPU):
+//   compute  C     = 6 x N params x D tokens           6 x 175e9 x 300e9 = 3.15e23 FLOP (published: 3.14e23)
+//   time     T     = C / (one GPU's FLOP/s)             3.15e23 / 28e12 FLOP/s = 1.1e10 s = 357 years (lecture: 355)
+//            T_P   = GPU-days / P GPUs                  10 GPU-days / 1024 GPUs = 14.06 minutes (lecture: 14)
+//   memory   N_max = GPU memory / bytes per parameter   80 GB / 16 B = 5B parameters (lecture: 5B), 35x fewer than 175B
+// The 16 B are mixed-precision Adam's: 2 (fp16 weights) + 2 (fp16 gradients) + 12 (fp32 weights,
+// momentum, variance). Data parallelism (lessons 05-07) divides T by P; ZeRO (08-10), the pipeline
+// (11) and tensor parallelism (12-13) divide the memory.
+//
+// Every figure is computed twice, by the formula and by an independently written chain of units
+// (N_max: a search for the largest model that fits), and the two must agree; where the inputs
+// are the lecture's, each figure must land within 1% (the 14 minutes: 5%) of the lecture's.
+//
+// No communication is needed for arithmetic. With more than one rank, every rank computes the
+// table alone and then sends its figures to rank 0 (a gather, lesson 02), which checks that all
+// ranks got the same numbers. --size is ignored: no data buffer moves.
+//
+// Run:  ./distlab lesson 00                            the lecture's inputs
+//       ./distlab lesson 00 --gpus 2048                twice the GPUs: half the minutes
+//       ./distlab lesson 00 --bytes-per-param 4.2      ZeRO-1 over 64 GPUs (lesson 08): 19B parameters fit
+//       ./distlab lesson 00 --gpu-tflops 989 --gpu-memory-gb 141    an H200 (dense BF16 peak, its memory)
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collectives/gather.hpp"
+#include "core/runtime.hpp"
+
+using namespace distlab;
+
+namespace {
+
+// What the user can change; the defaults are the lecture's inputs.
+struct Inputs {
+  double params = 175e9;        // GPT-3
+  double tokens = 300e9;        // GPT-3's training tokens
+  double flops = 0;             // --flops; 0: 6 x params x tokens
+  double gpu_tflops = 28;       // one V100's sustained rate, behind the lecture's 355 years
+  int gpus = 1024;
+  double gpu_days = 10;         // the job the lecture spreads over 1024 GPUs
+  double gpu_memory_gb = 80;    // A100 / H100; GB = 1e9 bytes, as the lecture counts
+  double bytes_per_param = 16;  // mixed-precision Adam: 2 + 2 + 12
+};
+
+// The lecture's figures (the compute is GPT-3's published figure, from which the 355 years come).
+constexpr double kLectureFlops = 3.14e23;
+constexpr double kLectureYears = 355;
+constexpr double kLectureMinutes = 14;
+constexpr double kLectureMaxParams = 5e9;
+constexpr double kLectureRatio = 35;  // 175B / 5B
+
+// The figures, in the order of the table.
+struct Figures {
+  double flops = 0;        // training compute, FLOP
+  double years = 0;        // that compute on one GPU
+  double job_minutes = 0;  // the --gpu-days job spread over --gpus GPUs
+  double spread_days = 0;  // the training compute spread over --gpus GPUs
+  double state_bytes = 0;  // model state: params x bytes per param
+  double max_params = 0;   // the largest model whose state fits in one GPU
+  double ratio = 0;        // how many GPUs' memory the model state fills
+};
+constexpr int kFigures = 7;
+std::vector<double> as_vector(const Figures& f) {
+  return {f.flops, f.years, f.job_minutes, f.spread_days, f.state_bytes, f.max_params, f.ratio};
+}
+
+// Way 1: the formulas as the lecture writes them. Perfect scaling: P GPUs take 1/P of the time.
+Figures by_formula(const Inputs& in) {
+  constexpr double kSecondsPerYear = 365.0 * 24 * 3600;
+  constexpr double kMinutesPerDay = 24.0 * 60;
+  Figures f;
+  f.flops = in.flops > 0 ? in.flops : 6 * in.params * in.tokens;
+  f.years = f.flops / (in.gpu_tflops * 1e12) / kSecondsPerYear;
+  f.job_minutes = in.gpu_days * kMinutesPerDay / in.gpus;
+  f.spread_days = f.years * 365 / in.gpus;
+  f.state_bytes = in.params * in.bytes_per_param;
+  f.max_params = in.gpu_memory_gb * 1e9 / in.bytes_per_param;
+  f.ratio = in.params / f.max_params;
+  return f;
+}
+
+// The largest whole number of parameters whose state fits in `memory_bytes`: doubling, then
+// bisection on "does it fit?", without dividing by the bytes per parameter.
+double largest_model_that_fits(double memory_bytes, double bytes_per_param) {
+  const auto fits = [&](double params) { return params * bytes_per_param <= memory_bytes; };
+  if (!fits(1)) return 0;
+  double lo = 1, hi = 2;  // fits(lo) holds; hi doubles until it does not
+  while (fits(hi)) lo = hi, hi *= 2;
+  while (hi - lo > 1) {
+    const double mid = std::floor(lo + (hi - lo) / 2);
+    if (mid <= lo || mid >= hi) break;  // past 2^53 doubles skip whole numbers: lo is as close as they get
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// Way 2: the same questions through a chain of units, written apart from way 1.
+Figures by_unit_chain(const Inputs& in) {
+  Figures f;
+  // A token costs 2 FLOP per parameter forward (multiply, add) and 4 backward (two such products).
+  const double flop_per_token = 2 * in.params + 4 * in.params;
+  f.flops = in.flops > 0 ? in.flops : flop_per_token * in.tokens;
+  // One GPU's work in a day: FLOP per second -> per minute -> per hour -> per day.
+  double flop_per_gpu_day = in.gpu_tflops * 1e12;
+  flop_per_gpu_day *= 60;
+  flop_per_gpu_day *= 60;
+  flop_per_gpu_day *= 24;
+  const double gpu_days_needed = f.flops / flop_per_gpu_day;
+  f.years = gpu_days_needed / 365;
+  // The job: GPU-days -> GPU-hours -> hours on each of the GPUs -> minutes.
+  f.job_minutes = in.gpu_days * 24 / in.gpus * 60;
+  f.spread_days = f.flops / (flop_per_gpu_day * in.gpus);
+  // Memory in GB first: billions of parameters times bytes each.
+  const double state_gb = in.params / 1e9 * in.bytes_per_param;
+  f.state_bytes = state_gb * 1e9;
+  f.max_params = largest_model_that_fits(in.gpu_memory_gb * 1e9, in.bytes_per_param);
+  f.ratio = state_gb / in.gpu_memory_gb;  // GPUs' worth of memory the state fills
+  return f;
+}
+
+// --- how numbers are shown ------------------------------------------------------------------
+
+// `significant` digits without an exponent: 356.7, 14.06, 5.00.
+std::string digits(double x, int significant = 3) {
+  const int before = x >= 1 ? int(std::floor(std::log10(x))) + 1 : 1;
+  return fmt::format("{:.{}f}", x, std::max(0, significant - before));
+}
+std::string sci(double x) {  // 3.15e23
+  int e = int(std::floor(std::log10(x)));
+  double m = x / std::pow(10.0, e);
+  if (std::stod(fmt::format("{:.2f}", m)) >= 10) m /= 10, ++e;
+  return fmt::format("{:.2f}e{}", m, e);
+}
+std::string count(double n) {  // 175B, 5.00B, 1.20T
+  if (n >= 1e12) return digits(n / 1e12) + "T";
+  if (n >= 1e9) return digits(n / 1e9) + "B";
+  if (n >= 1e6) return digits(n / 1e6) + "M";
+  return digits(n);
+}
+std::string bytes(double b) {  // decimal units, as GPU memory is sold and the lecture counts
+  if (b >= 1e12) return digits(b / 1e12) + " TB";
+  if (b >= 1e9) return digits(b / 1e9) + " GB";
+  if (b >= 1e6) return digits(b / 1e6) + " MB";
+  return digits(b) + " B";
+}
+std::string duration(double seconds) {  // in the largest unit that keeps the number at least 1
+  constexpr double kDay = 86400, kYear = 365 * kDay;
+  if (seconds >= kYear) return digits(seconds / kYear, 4) + " years";
+  if (seconds >= kDay) return digits(seconds / kDay, 4) + " days";
+  if (seconds >= 3600) return digits(seconds / 3600, 4) + " hours";
+  if (seconds >= 60) return digits(seconds / 60, 4) + " minutes";
+  return digits(seconds, 4) + " seconds";
+}
+std::string plain(double x) {
+  return fmt::format("{:g}", x);
+}
+
+// --- the table ------------------------------------------------------------------------------
+
+// The lecture's figure for a row, where the row's inputs are the lecture's.
+struct Lecture {
+  double value, tolerance;  // must be within value * (1 +- tolerance)
+  std::string shown;
+};
+std::optional<Lecture> lecture_if(bool inputs_are_the_lecture_s, Lecture lecture) {
+  if (!inputs_are_the_lecture_s) return std::nullopt;
+  return lecture;
+}
+
+// One figure: the table's text, its value both ways, the lecture's, and the lessons that fix it.
+struct Row {
+  std::string problem, question, inputs, shown, unit;  // shown: way 1's value in units
+  double formula = 0, unit_chain = 0;
+  double agree_abs = 0;  // allowed |formula - unit chain| besides 1e-12 relative
+  std::optional<Lecture> lecture;
+  std::string fixed_by;
+};
+
+bool near(double x, double want, double relative) {
+  return std::abs(x - want) <= relative * std::abs(want);
+}
+
+std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, const Figures& b) {
+  const Inputs lecture;  // the defaults
+  const bool memory_is_lecture_s =
+      in.gpu_memory_gb == lecture.gpu_memory_gb && in.bytes_per_param == lecture.bytes_per_param;
+  const std::string gpus = fmt::format("{} GPUs", in.gpus), flop = sci(a.flops) + " FLOP";
+  const std::string time = "05-07: data parallelism", memory = "08-13: ZeRO, pipeline, tensor";
+  std::vector<Row> r;
+  const std::string compute_inputs =
+      flops_given ? "--flops" : fmt::format("6 x {} params x {} tokens", count(in.params), count(in.tokens));
+  r.push_back({.problem = "time", .question = "training compute", .inputs = compute_inputs,
+               .shown = flop, .unit = "FLOP", .formula = a.flops, .unit_chain = b.flops,
+               .lecture = lecture_if(!flops_given && in.params == lecture.params && in.tokens == lecture.tokens,
+                                     {kLectureFlops, 0.01, sci(kLectureFlops)}),
+               .fixed_by = "-"});
+  r.push_back({.problem = "time", .question = "training on one GPU",
+               .inputs = fmt::format("{} / {} TFLOP/s", flop, plain(in.gpu_tflops)),
+               .shown = duration(a.years * 365 * 86400), .unit = "years", .formula = a.years, .unit_chain = b.years,
+               .lecture = lecture_if(near(a.flops, kLectureFlops, 0.01) && in.gpu_tflops == lecture.gpu_tflops,
+                                     {kLectureYears, 0.01, "355 years"}),
+               .fixed_by = time});
+  r.push_back({.problem = "time", .question = fmt::format("a {}-GPU-day job on {}", plain(in.gpu_days), gpus),
+               .inputs = fmt::format("{} GPU-days / {}", plain(in.gpu_days), gpus),
+               .shown = duration(a.job_minutes * 60), .unit = "minutes", .formula = a.job_minutes,
+               .unit_chain = b.job_minutes,
+               .lecture = lecture_if(in.gpu_days == lecture.gpu_days && in.gpus == lecture.gpus,
+                                     {kLectureMinutes, 0.05, "14 minutes"}),
+               .fixed_by = time});
+  r.push_back({.problem = "time", .question = fmt::format("training on {}", gpus),
+               .inputs = fmt::format("{} / ({} x {} TFLOP/s)", flop, in.gpus, plain(in.gpu_tflops)),
+               .shown = duration(a.spread_days * 86400), .unit = "days", .formula = a.spread_days,
+               .unit_chain = b.spread_days, .lecture = std::nullopt, .fixed_by = time});
+  r.push_back({.problem = "memory", .question = "model state",
+               .inputs = fmt::format("{} params x {} B", count(in.params), plain(in.bytes_per_param)),
+               .shown = bytes(a.state_bytes), .unit = "bytes", .formula = a.state_bytes, .unit_chain = b.state_bytes,
+               .lecture = std::nullopt, .fixed_by = memory});
+  r.push_back({.problem = "memory", .question = "largest model on one GPU",
+               .inputs = fmt::format("{} GB / {} B per param", plain(in.gpu_memory_gb), plain(in.bytes_per_param)),
+               .shown = count(a.max_params) + " params", .unit = "params", .formula = a.max_params,
+               .unit_chain = b.max_params, .agree_abs = 1,  // the search gives a whole number
+               .lecture = lecture_if(memory_is_lecture_s, {kLectureMaxParams, 0.01, "5B"}), .fixed_by = memory});
+  r.push_back({.problem = "memory", .question = "model state / one GPU's memory",
+               .inputs = fmt::format("{} / {} params", count(in.params), count(a.max_params)),
+               .shown = digits(a.ratio) + "x", .unit = "x", .formula = a.ratio, .unit_chain = b.ratio,
+               .lecture = lecture_if(memory_is_lecture_s && in.params == lecture.params,
+                                     {kLectureRatio, 0.01, "35x (175B / 5B)"}),
+               .fixed_by = memory});
+  return r;
+}
+
+// Columns padded to their widest cell.
+void print_table(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<std::size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : cells) {
+    std::string line = " ";
+    for (std::size_t c = 0; c < row.size(); ++c) line += fmt::format(" {:<{}} ", row[c], width[c]);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+  }
+}
+
+void print_rows(const std::vector<Row>& table) {
+  std::vector<std::vector<std::string>> cells{
+      {"problem", "question", "inputs", "figure", "lecture", "fixed by lessons"}};
+  for (const auto& r : table)
+    cells.push_back({r.problem, r.question, r.inputs, r.shown, r.lecture ? r.lecture->shown : "-", r.fixed_by});
+  print_table(cells);
+}
+
+void print_checks(const std::vector<Row>& table) {
+  std::vector<std::vector<std::string>> cells{
+      {"figure", "unit", "formula", "unit chain", "lecture", "off by", "allowed"}};
+  for (const auto& r : table) {
+    const auto& l = r.lecture;
+    cells.push_back({r.question, r.unit, fmt::format("{:.6g}", r.formula), fmt::format("{:.6g}", r.unit_chain),
+                     l ? fmt::format("{:g}", l->value) : "-",
+                     l ? fmt::format("{:+.2f}%", 100 * (r.formula / l->value - 1)) : "-",
+                     l ? fmt::format("{:g}%", 100 * l->tolerance) : "-"});
+  }
+  print_table(cells);
+}
+
+// Bad input ends the run before any rank starts, with one sentence.
+void require_positive(double value, const std::string& option, const std::string& example) {
+  if (!(value > 0) || !std::isfinite(value))
+    throw UsageError(
+        fmt::format("{} must be a positive finite number, not {}; for example {} {}", option, value, option, example));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"00", "why_distributed", "why distribute: the time and memory one GPU would need", 1, 1});
+  lesson.set_text(
+      "One GPU is too slow and too small. GPT-3 takes 6 x 175e9 params x 300e9 tokens = 3.15e23 FLOP: "
+      "357 years on one V100 at 28 TFLOP/s. Spread over 1024 GPUs, a 10-GPU-day job takes 14 minutes. "
+      "Mixed-precision Adam keeps 16 bytes per parameter, so one 80 GB GPU holds at most 5B parameters, "
+      "35x fewer than GPT-3's 175B.",
+      "Almost nothing moves: each rank has one 'compute figures' phase; with more than one rank, a gather "
+      "of seven float64 figures to rank 0 checks that every rank got the same numbers. The figures are in "
+      "the terminal and in otherData.figures.");
+
+  Inputs in;
+  auto& app = lesson.app();
+  const std::string group = "Lesson 00 inputs (defaults: the lecture's; --size is ignored, no data moves)";
+  app.add_option("--params", in.params, "model parameters (GPT-3: 175e9)")->default_str("175e9")->group(group);
+  app.add_option("--tokens", in.tokens, "training tokens; compute = 6 x params x tokens (GPT-3: 300e9)")
+      ->default_str("300e9")
+      ->group(group);
+  auto* flops_option =
+      app.add_option("--flops", in.flops, "training compute in FLOP instead of 6 x params x tokens (GPT-3: 3.14e23)")
+          ->default_str("6*params*tokens")
+          ->group(group);
+  app.add_option("--gpu-tflops", in.gpu_tflops, "one GPU's sustained TFLOP/s (a V100, as the lecture: 28)")
+      ->default_str("28")
+      ->group(group);
+  app.add_option("--gpus", in.gpus, "GPUs to spread the work over (the lecture: 1024)")
+      ->default_str("1024")
+      ->group(group);
+  app.add_option("--gpu-days", in.gpu_days, "a job's size in GPU-days, spread over --gpus (the lecture: 10)")
+      ->default_str("10")
+      ->group(group);
+  app.add_option("--gpu-memory-gb", in.gpu_memory_gb, "one GPU's memory in GB of 1e9 bytes (A100/H100: 80)")
+      ->default_str("80")
+      ->group(group);
+  app.add_option("--bytes-per-param", in.bytes_per_param,
+                 "model-state bytes per parameter (mixed-precision Adam: 2 + 2 + 12 = 16; ZeRO, lessons 08-10, "
+                 "shrinks it)")
+      ->default_str("16")
+      ->group(group);
+  lesson.set_algorithm("arithmetic (no communication)");
+
+  bool flops_given = false;
+  lesson.on_world([&](const World&) {
+    flops_given = flops_option->count() > 0;
+    require_positive(in.params, "--params", "175e9");
+    require_positive(in.tokens, "--tokens", "300e9");
+    if (flops_given) require_positive(in.flops, "--flops", "3.14e23");
+    require_positive(in.gpu_tflops, "--gpu-tflops", "28");
+    if (in.gpus < 1)
+      throw UsageError(fmt::format("--gpus must be at least 1, not {}; for example --gpus 1024", in.gpus));
+    require_positive(in.gpu_days, "--gpu-days", "10");
+    require_positive(in.gpu_memory_gb, "--gpu-memory-gb", "80");
+    require_positive(in.bytes_per_param, "--bytes-per-param", "16");
+    const Figures f = by_formula(in);
+    for (double x : as_vector(f))
+      if (!std::isfinite(x) || !(x > 0))
+        throw UsageError("these inputs give a figure outside the range of a double (1e-308 .. 1e308); use milder ones");
+    lesson.set_metadata(
+        "figures", fmt::format(R"({{"flops":{:.6g},"years_on_one_gpu":{:.6g},"job_minutes":{:.6g},)"
+                               R"("training_days_on_gpus":{:.6g},"state_bytes":{:.6g},"max_params_one_gpu":{:.6g},)"
+                               R"("memory_ratio":{:.6g}}})",
+                               f.flops, f.years, f.job_minutes, f.spread_days, f.state_bytes, f.max_params, f.ratio));
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+
+    // STEP 1: every rank computes every figure two ways, on its own.
+    Figures a, b;
+    {
+      auto phase = comm.phase("compute figures");
+      a = by_formula(in);
+      b = by_unit_chain(in);
+    }
+    // A test's --inject-fault: the last rank gets one figure wrong, and the checks must say so.
+    if (comm.inject_fault()) a.years *= 1.1;
+    const std::vector<Row> table = rows(in, flops_given, a, b);
+
+    // STEP 2: for each figure, the two ways agree, and where the inputs are the lecture's, so does the lecture.
+    for (const auto& r : table) {
+      comm.check(r.question + ": the formula equals the unit chain",
+                 std::abs(r.formula - r.unit_chain) <= r.agree_abs + 1e-12 * std::abs(r.formula),
+                 fmt::format("formula {:.9g}, unit chain {:.9g}", r.formula, r.unit_chain));
+      if (const auto& l = r.lecture)
+        comm.check(fmt::format("{}: within {:g}% of the lecture's {:g}", r.question, 100 * l->tolerance, l->value),
+                   near(r.formula, l->value, l->tolerance),
+                   fmt::format("{:.6g} is {:+.2f}% off", r.formula, 100 * (r.formula / l->value - 1)));
+    }
+
+    // STEP 3 (more than one rank): rank 0 gathers every rank's figures (way 1), which must equal its own.
+    if (n > 1) {
+      comm.declare_buffer("figures", std::uint64_t(kFigures) * n, n);
+      Buffer<double> mine = comm.alloc<double>(kFigures, Category::data);
+      Buffer<double> all = comm.alloc<double>(me == 0 ? std::size_t(kFigures) * n : 0, Category::data);
+      from_host(mine.view(), as_vector(a));
+      {
+        auto phase = comm.phase("gather figures");
+        coll::gather(comm, View<const double>(mine.view()), all.view(), 0, "figures");
+      }
+      if (me == 0) {
+        const std::vector<double> got = to_host(all.view()), want = as_vector(a);
+        std::string differ;  // the first difference
+        for (std::size_t k = 1; k < std::size_t(n) && differ.empty(); ++k)
+          for (std::size_t i = 0; i < kFigures && differ.empty(); ++i)
+            if (got[k * kFigures + i] != want[i])
+              differ =
+                  fmt::format("r{}'s {} is {:.9g}, r0's {:.9g}", k, table[i].question, got[k * kFigures + i], want[i]);
+        comm.check("every rank computed the same figures", differ.empty(), differ);
+      }
+    }
+
+    // STEP 4: rank 0 prints the table, what fixes each problem, and the checks.
+    if (me != 0) return;
+    fmt::print("\nwhy distribute: what one GPU would need, and what {} GPUs buy\n\n", in.gpus);
+    print_rows(table);
+    fmt::print(
+        "\nfixed by:\n"
+        "  time    data parallelism: each GPU trains a replica on its share of the batch, and the gradients\n"
+        "          are summed: lesson 05 (parameter server), lessons 06-07 (all-reduce: ring, recursive halving)\n"
+        "  memory  shard the 16 B per parameter over N GPUs: lessons 08-10 (ZeRO-1/2/3: 4 + 12/N, 2 + 14/N, 16/N);\n"
+        "          split the model itself: lesson 11 (pipeline, by layers), lessons 12-13 (tensor parallelism)\n");
+    fmt::print("\neach figure two ways, and against the lecture's where the inputs are the lecture's:\n");
+    print_checks(table);
+    fmt::print("\n");
+  });
+}
