@@ -103,6 +103,30 @@ if(TARGET 05_parameter_server)
            -- $<TARGET_FILE:05_parameter_server> --mode bogus --no-trace)
 endif()
 
+# Lessons 08-10 (ZeRO-1, 2, 3): for N = 2, 4, 8 every run checks the model state on the ledger
+# against the stage's formula, communication against 2 Psi / 3 Psi from the trace, and the
+# weights against plain data parallel and the float64 reference; --deterministic makes them
+# equal plain data parallel bit for bit; --ranks 64 reproduces the lecture's table within 2%.
+foreach(lesson 08_zero1 09_zero2 10_zero3_fsdp)
+  if(NOT TARGET ${lesson})
+    continue()
+  endif()
+  foreach(n 2 8)
+    distlab_lesson_test(lesson.${lesson}.n${n} ${lesson} verified ${n} 0 --ranks ${n} --steps 3)
+  endforeach()
+  distlab_lesson_test(lesson.${lesson}.deterministic-n4 ${lesson} verified 4 0 --ranks 4 --deterministic)
+  distlab_lesson_test(lesson.${lesson}.deterministic-n3-odd ${lesson} verified 3 0 --ranks 3 --deterministic
+                      --size 37 --layers 3 --batch 50)
+  add_test(NAME lesson.${lesson}.lecture-n64 COMMAND bash ${expect_failure} 0 120 "measured, [0-9.]+% from the lecture's"
+           ": verified \\(" -- $<TARGET_FILE:${lesson}> --ranks 64 --steps 2 --no-trace)
+  set_tests_properties(lesson.${lesson}.lecture-n64 PROPERTIES LABELS lesson TIMEOUT 300)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.${lesson}.deterministic-mpi4 ${lesson} verified 4 4 --deterministic)
+  endif()
+  add_test(NAME usage.${lesson}.small-batch COMMAND bash ${expect_failure} 2 10 "gives some of the 4 ranks no sample"
+           -- $<TARGET_FILE:${lesson}> --batch 3 --no-trace)
+endforeach()
+
 # A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.
 add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 10
          "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"

@@ -341,6 +341,39 @@ TEST_CASE("ops: adam_step matches a double implementation over five steps", "[op
                     Catch::Contains("step"));
 }
 
+TEST_CASE("ops: adam_step takes bf16 and f16 gradients as their f32 values (mixed precision)", "[ops]") {
+  Ledger ledger;
+  const std::size_t n = 41;
+  const ops::AdamConfig config{.lr = 1e-2f};
+  auto g32 = random_buffer<float>(ledger, n, 7);
+  Buffer<BFloat16> gb(ledger, Category::grads, n);
+  Buffer<Half> gh(ledger, Category::grads, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    gb[i] = BFloat16(g32[i]);
+    gh[i] = Half(g32[i]);
+  }
+  Buffer<float> wide_b(ledger, Category::grads, n), wide_h(ledger, Category::grads, n);
+  ops::cast(wide_b.view(), gb.view());  // the 16-bit values, widened: what Adam must see
+  ops::cast(wide_h.view(), gh.view());
+  auto p = random_buffer<float>(ledger, n, 8);
+  Buffer<float> pb(ledger, Category::params, n), pw(ledger, Category::params, n), ph(ledger, Category::params, n),
+      pwh(ledger, Category::params, n);
+  for (std::size_t i = 0; i < n; ++i) pb[i] = pw[i] = ph[i] = pwh[i] = p[i];
+  std::vector<Buffer<float>> state;
+  for (int k = 0; k < 8; ++k) state.emplace_back(ledger, Category::optimizer, n);
+  for (int t = 1; t <= 3; ++t) {
+    ops::adam_step(pb.view(), gb.view(), state[0].view(), state[1].view(), config, t);
+    ops::adam_step(pw.view(), wide_b.view(), state[2].view(), state[3].view(), config, t);
+    ops::adam_step(ph.view(), gh.view(), state[4].view(), state[5].view(), config, t);
+    ops::adam_step(pwh.view(), wide_h.view(), state[6].view(), state[7].view(), config, t);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(pb[i] == pw[i]);
+    CHECK(ph[i] == pwh[i]);
+  }
+  CHECK(std::abs(pb[0] - p[0]) > 0.5f * config.lr);
+}
+
 TEST_CASE(
     "ops: the first Adam step moves every parameter by about lr, whatever the gradient's scale",
     "[ops]") {

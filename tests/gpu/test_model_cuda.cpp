@@ -84,3 +84,38 @@ TEST_CASE("gpu: SGD and Adam step like the reference optimizer", "[gpu][model]")
     CHECK(relative_error(to_host(View<const float>(params.view())), ref) < 1e-6);
   }
 }
+
+TEST_CASE("gpu: Adam with bf16 gradients equals its CPU twin", "[gpu][model]") {
+  BoundRank bound;
+  Ledger ledger;
+  const std::size_t n = 1001;
+  std::vector<float> p(n), g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = std::sin(0.3f * float(i));
+    g[i] = std::cos(0.11f * float(i)) * 1e-3f;
+  }
+  std::vector<BFloat16> gb(n);
+  for (std::size_t i = 0; i < n; ++i) gb[i] = BFloat16(g[i]);
+  const model::OptimizerConfig config{model::OptimizerKind::adam, 0.01f};
+  // The GPU: bf16 gradients in device memory.
+  auto params = on_gpu(ledger, Category::params, p);
+  Buffer<BFloat16> grads(ledger, Category::grads, n, Device::cuda, /*zero=*/false);
+  from_host(grads.view(), gb);
+  model::Optimizer gpu(ledger, Device::cuda, n, config);
+  // The CPU twin.
+  Buffer<float> host_p(ledger, Category::params, n);
+  Buffer<BFloat16> host_g(ledger, Category::grads, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    host_p[i] = p[i];
+    host_g[i] = gb[i];
+  }
+  model::Optimizer cpu(ledger, Device::cpu, n, config);
+  for (int t = 1; t <= 3; ++t) {
+    gpu.step(params.view(), View<const BFloat16>(grads.view()));
+    cpu.step(host_p.view(), View<const BFloat16>(host_g.view()));
+  }
+  const std::vector<float> got = to_host(View<const float>(params.view()));
+  int wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += std::fabs(got[i] - host_p[i]) > 1e-6f * (1.0f + std::fabs(host_p[i]));
+  CHECK(wrong == 0);
+}

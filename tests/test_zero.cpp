@@ -1,0 +1,198 @@
+// test_zero.cpp — ZeRO's layout and formulas (zero.hpp), the rank-order reduce-scatter, and
+// short in-process training runs of every stage against each other.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "core/collectives/reduce_scatter_ordered.hpp"
+#include "core/collectives/reduce_scatter_ring.hpp"
+#include "core/half.hpp"
+#include "core/runtime.hpp"
+#include "core/zero.hpp"
+
+using namespace distlab;
+using namespace distlab::zero;
+
+namespace {
+
+// 16 -> 64 -> 64 -> 8: layers of 1088, 4160 and 520 parameters, 5768 in all.
+model::MlpShape test_shape() { return model::make_shape({16, 64, 64, 8}); }
+
+Config test_config(Stage stage, bool deterministic) {
+  Config c;
+  c.stage = stage;
+  c.shape = test_shape();
+  c.batch = 24;
+  c.steps = 3;
+  c.deterministic = deterministic;
+  return c;
+}
+
+// Every rank's Run of one stage on n in-process ranks.
+std::vector<Run> train_all(const Config& c, int n) {
+  std::vector<Run> runs(static_cast<std::size_t>(n));
+  run_in_process(n, [&](Comm& comm) { runs[std::size_t(comm.rank())] = train(comm, c); });
+  return runs;
+}
+
+// The flat master weights put back together from every rank's part (padding dropped).
+std::vector<float> assembled(const std::vector<Run>& runs, Stage stage, const model::MlpShape& s) {
+  const int n = int(runs.size());
+  std::vector<float> out(s.params(), NAN);
+  for (int r = 0; r < n; ++r) {
+    const auto pos = master_positions(stage, s, n, r);
+    for (std::size_t i = 0; i < pos.size(); ++i)
+      if (pos[i] >= 0) out[std::size_t(pos[i])] = runs[std::size_t(r)].master[i];
+    if (stage == Stage::dp) break;  // every dp rank holds everything
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("zero: units pad each sharded unit to a multiple of N", "[zero]") {
+  const auto s = test_shape();
+  const auto dp = units(Stage::dp, s, 3);
+  REQUIRE(dp.size() == 1);
+  CHECK(dp[0].padded == 5768);  // nothing sharded, nothing padded
+  const auto z1 = units(Stage::zero1, s, 3);
+  REQUIRE(z1.size() == 1);
+  CHECK(z1[0].padded == 5769);
+  CHECK(z1[0].shard == 1923);
+  const auto z3 = units(Stage::zero3, s, 64);
+  REQUIRE(z3.size() == 3);
+  CHECK(z3[0].begin == 0);
+  CHECK(z3[1].begin == 1088);
+  CHECK(z3[2].count == 520);
+  CHECK(z3[2].padded == 576);
+  CHECK(z3[2].shard == 9);
+}
+
+TEST_CASE("zero: model state bytes are 16, 4 + 12/N, 2 + 14/N, 16/N per parameter without padding", "[zero]") {
+  // 4 divides every layer of the test shape and the whole: the formulas hold exactly.
+  const auto s = test_shape();
+  const double P = double(s.params());
+  for (Stage stage : {Stage::dp, Stage::zero1, Stage::zero2, Stage::zero3})
+    CHECK(double(state_bytes(stage, s, 4).total()) / P == Approx(bytes_per_param(stage, 4)).epsilon(1e-12));
+  CHECK(bytes_per_param(Stage::zero1, 64) == Approx(4.1875));
+  CHECK(bytes_per_param(Stage::zero2, 64) == Approx(2.21875));
+  CHECK(bytes_per_param(Stage::zero3, 64) == Approx(0.25));
+  const StateBytes z2 = state_bytes(Stage::zero2, s, 4);
+  CHECK(z2.params == 2 * 5768);
+  CHECK(z2.grads == 2 * 5768 / 4);
+  CHECK(z2.optimizer == 12 * 5768 / 4);
+  // With padding: ZeRO-3 on 64 ranks keeps 2 + 2 + 12 bytes of (17 + 65 + 9) parameters.
+  CHECK(state_bytes(Stage::zero3, s, 64).total() == 16 * (17 + 65 + 9));
+}
+
+TEST_CASE("zero: communication per step is 2 Psi, or 3 Psi for ZeRO-3, times (N-1)/N", "[zero]") {
+  const auto s = test_shape();
+  CHECK(step_bytes_sent(Stage::zero1, s, 4, 0) == 2 * 3 * (5768 / 4) * 2);
+  CHECK(step_bytes_sent(Stage::zero2, s, 4, 2) == step_bytes_sent(Stage::zero1, s, 4, 2));
+  CHECK(step_bytes_sent(Stage::zero3, s, 4, 1) * 2 == step_bytes_sent(Stage::zero1, s, 4, 1) * 3);
+  CHECK(step_bytes_sent(Stage::dp, s, 4, 3) == step_bytes_sent(Stage::zero1, s, 4, 3));  // an all-reduce = RS + AG
+  CHECK(step_bytes_sent(Stage::zero3, s, 1, 0) == 0);
+}
+
+TEST_CASE("zero: master positions cover every parameter once, padding marked", "[zero]") {
+  const auto s = test_shape();
+  for (Stage stage : {Stage::zero1, Stage::zero2, Stage::zero3}) {
+    std::vector<int> seen(s.params(), 0);
+    int padding = 0;
+    for (int r = 0; r < 7; ++r)
+      for (std::int64_t p : master_positions(stage, s, 7, r)) {
+        if (p < 0) ++padding;
+        else ++seen[std::size_t(p)];
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    std::uint64_t padded = 0;
+    for (const Unit& u : units(stage, s, 7)) padded += u.padded - u.count;
+    CHECK(std::uint64_t(padding) == padded);
+  }
+}
+
+TEST_CASE("reduce_scatter_ordered sums in rank order, one step, the ring's bytes", "[zero][collectives]") {
+  const int n = 5;
+  const std::size_t length = 23;  // chunks of 5, 5, 5, 4, 4
+  // bf16 inputs whose sum depends on the order: 1, then tiny values that vanish one by one.
+  auto input = [](int r, std::size_t i) { return r == 0 ? 1.0f : 0.002f * float(1 + i % 3); };
+  std::vector<std::vector<BFloat16>> ordered(n), ring(n);
+  const RunResult result = run_in_process(n, [&](Comm& comm) {
+    const int me = comm.rank();
+    std::vector<BFloat16> a(length), b(length);
+    for (std::size_t i = 0; i < length; ++i) a[i] = b[i] = BFloat16(input(me, i));
+    coll::reduce_scatter_ordered(comm, View<BFloat16>{a.data(), length}, "x");
+    coll::reduce_scatter_ring(comm, View<BFloat16>{b.data(), length}, "y");
+    ordered[std::size_t(me)] = a;
+    ring[std::size_t(me)] = b;
+  });
+  const Partition part{length, n};
+  for (int r = 0; r < n; ++r)
+    for (std::size_t i = part.begin(r); i < part.end(r); ++i) {
+      BFloat16 want = BFloat16(input(0, i));  // rank order, one bf16 rounding per add
+      for (int k = 1; k < n; ++k) want = BFloat16(float(want) + float(BFloat16(input(k, i))));
+      CHECK(float(ordered[std::size_t(r)][i]) == float(want));
+    }
+  // The ring adds chunk c from rank c+1 on: the small terms first, so they survive; rank order
+  // adds them to 1 one at a time, and each vanishes. The order shows in the bits.
+  bool differs = false;
+  for (int r = 0; r < n; ++r)
+    for (std::size_t i = part.begin(r); i < part.end(r); ++i)
+      differs = differs || float(ring[std::size_t(r)][i]) != float(ordered[std::size_t(r)][i]);
+  CHECK(differs);
+  // One step per call for the ordered one, N-1 for the ring; the same bytes each.
+  const auto t = result.traffic();
+  std::uint64_t sent = 0;
+  for (const auto& rank : t) sent += rank.bytes_sent;
+  CHECK(sent == 2 * std::uint64_t(n - 1) * length * sizeof(BFloat16));
+  CHECK(result.steps() == 1 + (n - 1));
+}
+
+TEST_CASE("zero: every stage trains to the same weights; with --deterministic bit for bit", "[zero]") {
+  const auto s = test_shape();
+  for (int n : {2, 3}) {
+    std::map<Stage, std::vector<float>> weights;
+    for (Stage stage : {Stage::dp, Stage::zero1, Stage::zero2, Stage::zero3}) {
+      const Config c = test_config(stage, true);
+      const auto runs = train_all(c, n);
+      for (const Run& r : runs) {  // the ledger holds the formula's model state after a step
+        CHECK(r.state.total() == state_bytes(stage, s, n).total());
+        CHECK(r.state.params == state_bytes(stage, s, n).params);
+      }
+      weights[stage] = assembled(runs, stage, s);
+    }
+    INFO("N = " << n);
+    CHECK(weights[Stage::zero1] == weights[Stage::dp]);
+    CHECK(weights[Stage::zero2] == weights[Stage::dp]);
+    CHECK(weights[Stage::zero3] == weights[Stage::dp]);
+    // And the weights moved: training happened.
+    CHECK(weights[Stage::dp] != model::initial_params(s, test_config(Stage::dp, true).seed));
+  }
+}
+
+TEST_CASE("zero: ZeRO-3 holds one layer's gathered weights at most", "[zero]") {
+  const auto s = test_shape();
+  const int n = 4;
+  const auto runs = train_all(test_config(Stage::zero3, false), n);
+  std::uint64_t widest = 0;
+  for (const Unit& u : units(Stage::zero3, s, n)) widest = std::max<std::uint64_t>(widest, u.padded);
+  for (const Run& r : runs) CHECK(r.params_peak == state_bytes(Stage::zero3, s, n).params + 2 * widest);
+}
+
+TEST_CASE("zero: the float64 reference agrees with a deterministic run", "[zero]") {
+  const Config c = test_config(Stage::zero2, true);
+  const auto runs = train_all(c, 3);
+  const Reference ref = reference(c, 3);
+  const std::vector<float> got = assembled(runs, Stage::zero2, c.shape);
+  const std::vector<float> start = model::initial_params(c.shape, c.seed);
+  double err2 = 0, moved2 = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err2 += (got[i] - ref.master[i]) * (got[i] - ref.master[i]);
+    moved2 += (ref.master[i] - start[i]) * (ref.master[i] - start[i]);
+  }
+  CHECK(std::sqrt(err2 / moved2) < 2e-3);
+  REQUIRE(runs[0].losses.size() == ref.losses.size());
+  for (std::size_t k = 0; k < ref.losses.size(); ++k) CHECK(runs[0].losses[k] == Approx(ref.losses[k]).epsilon(1e-2));
+}
