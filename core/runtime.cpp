@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,14 +48,12 @@ std::string host_name() {
   return buf;
 }
 
-// A value as JSON: numbers and booleans as they are, anything else as a string.
+// A value as JSON: booleans and numbers in JSON's own grammar as they are ("-0.5", "1e9");
+// anything else as a string, including numbers JSON cannot spell (".5", "+2", "007", "inf").
 std::string json_value(const std::string& text) {
   if (text == "true" || text == "false") return text;
-  if (!text.empty()) {
-    char* end = nullptr;
-    std::strtod(text.c_str(), &end);
-    if (end && *end == '\0' && text.find_first_not_of("0123456789+-.eE") == std::string::npos) return text;
-  }
+  static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  if (std::regex_match(text, number)) return text;
   return json_string(text);
 }
 

@@ -75,6 +75,8 @@ if(TARGET 05_parameter_server)
                         --mode allreduce --steps 6)
   endforeach()
   distlab_lesson_test(lesson.05_parameter_server.servers2-n5 05_parameter_server verified 5 0 --ranks 5 --servers 2)
+  # ".5" is a number to the options and not to JSON: the trace must still parse.
+  distlab_lesson_test(lesson.05_parameter_server.lr-dot5 05_parameter_server verified 4 0 --lr .5 --steps 2)
   distlab_lesson_test(lesson.05_parameter_server.adam-n4 05_parameter_server verified 4 0 --ranks 4 --optimizer adam
                       --layers 2)
   distlab_lesson_test(lesson.05_parameter_server.allreduce-adam-n3 05_parameter_server verified 3 0 --ranks 3
