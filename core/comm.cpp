@@ -111,6 +111,7 @@ Comm::Phase::~Phase() {
 }
 
 void Comm::declare_buffer(const std::string& name, std::uint64_t length, int chunks) {
+  if (!recorder_.enabled()) return;  // a run off the trace declares nothing in it
   auto& bufs = recorder_.log().buffers;
   for (auto& b : bufs)
     if (b.name == name) {

@@ -50,8 +50,11 @@ class Comm {
   // A collective's workspace: charged to Category::comm, not zero-filled (write before reading).
   template <class T>
   Buffer<T> scratch(std::size_t n) {
-    return Buffer<T>(ledger_, Category::comm, n, world_.device, /*zero=*/false);
+    return Buffer<T>(scratch_ledger_ ? *scratch_ledger_ : ledger_, Category::comm, n, world_.device, /*zero=*/false);
   }
+  // Charges collectives' workspaces to `ledger` instead of this rank's (nullptr: back to it), for
+  // a comparison run that must leave the rank's memory figures alone.
+  void charge_scratch_to(Ledger* ledger) { scratch_ledger_ = ledger; }
 
   // --- point-to-point ------------------------------------------------------------------
   template <class T>
@@ -157,6 +160,7 @@ class Comm {
   Transport& transport_;
   Recorder recorder_;
   Ledger ledger_;
+  Ledger* scratch_ledger_ = nullptr;
   bool verbose_;
   bool inject_fault_ = false;
   int step_counter_ = 1;  // step ids start at 1, as people count them

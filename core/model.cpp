@@ -72,7 +72,8 @@ void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::s
 
 // --- the MLP -----------------------------------------------------------------------------------
 
-Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch) : shape_(std::move(shape)), batch_(batch) {
+Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch, bool activate_output)
+    : shape_(std::move(shape)), batch_(batch), activate_output_(activate_output) {
   DL_CHECK(batch_ > 0, "an MLP needs a batch of at least one sample");
   ones_ = Buffer<float>(ledger, Category::activations, batch_, device);
   ops::fill(ones_.view(), 1.0f);
@@ -81,7 +82,7 @@ Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch) : sha
     const std::size_t width = shape_.dims[l + 1];
     widest = std::max(widest, width);
     z_.emplace_back(ledger, Category::activations, batch_ * width, device);
-    h_.emplace_back(ledger, Category::activations, l + 1 < shape_.layers() ? batch_ * width : 0, device);
+    h_.emplace_back(ledger, Category::activations, activated(l) ? batch_ * width : 0, device);
   }
   dz_ = Buffer<float>(ledger, Category::activations, batch_ * widest, device);
   dh_ = Buffer<float>(ledger, Category::activations, batch_ * widest, device);
@@ -101,25 +102,31 @@ void Mlp::forward_layer(std::size_t l, In<float> w, In<float> b, In<float> x) {
   const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
   const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
   linear_forward(z_[l].view(), input, w, b, ones_.view(), batch_, in, out);
-  if (l + 1 < shape_.layers()) ops::gelu_forward(h_[l].view(), In<float>(z_[l].view()));
+  if (activated(l)) ops::gelu_forward(h_[l].view(), In<float>(z_[l].view()));
 }
 
-void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> dy) {
+void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> dy, View<float> dx) {
   ops::detail::check_size("Mlp::backward", "grads", grads.size(), shape_.params());
   View<const float> dz = dy;  // dL/dz of layer l: the loss's gradient for the last layer
+  if (activate_output_) {     // through the output's gelu first
+    ops::detail::check_size("Mlp::backward", "dy", dy.size(), batch_ * shape_.out());
+    View<float> top = dz_.view().sub(0, batch_ * shape_.out());
+    ops::gelu_backward(top, dy, In<float>(z_.back().view()));
+    dz = top;
+  }
   for (std::size_t l = shape_.layers(); l-- > 0;) {
     const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
     dz = backward_layer(l, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out),
-                        params.sub(shape_.weight_offset(l), in * out), x, dz);
+                        params.sub(shape_.weight_offset(l), in * out), x, dz, l == 0 ? dx : View<float>{});
   }
 }
 
 View<const float> Mlp::backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
-                                      In<float> dz) {
+                                      In<float> dz, View<float> dx) {
   const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
   ops::detail::check_size("Mlp::backward", "dz", dz.size(), batch_ * out);
   const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
-  View<float> dh = l == 0 ? View<float>{} : dh_.view().sub(0, batch_ * in);
+  View<float> dh = l == 0 ? dx : dh_.view().sub(0, batch_ * in);  // layer 0: the input's, if asked
   linear_backward(dh, dw, db, dz, input, w, batch_, in, out);
   if (l == 0) return {};
   View<float> next = dz_.view().sub(0, batch_ * in);

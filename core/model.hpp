@@ -69,28 +69,33 @@ void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::s
 // (shape.params() floats), so a lesson can shard, send and sum them as it likes.
 class Mlp {
  public:
-  Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch);
+  // activate_output: gelu after the last layer too (a pipeline stage in the middle of a model,
+  // whose output is the next stage's input); the default is a model's last layer, no activation.
+  Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch, bool activate_output = false);
 
   const MlpShape& shape() const { return shape_; }
   std::size_t batch() const { return batch_; }
 
   // x is (batch, in); returns y, (batch, out), valid until the next forward.
   View<const float> forward(In<float> params, In<float> x);
-  // The gradients of the forward just run, from dy = dL/dy; overwrites grads.
-  void backward(View<float> grads, In<float> params, In<float> x, In<float> dy);
+  // The gradients of the forward just run, from dy = dL/dy; overwrites grads, and dx = dL/dx
+  // (the input's gradient, which a pipeline sends to the stage before) unless dx is empty.
+  void backward(View<float> grads, In<float> params, In<float> x, In<float> dy, View<float> dx = {});
 
   // Layer by layer, for lessons that fetch each layer's weights just in time (ZeRO-3). Layers
   // run forward 0, 1, ..., L-1 (x is the batch; later layers read what the one before kept),
   // then backward L-1, ..., 0, starting from dz = dy; backward_layer returns dL/dz of the layer
   // below (empty for layer 0), valid until the next call.
   void forward_layer(std::size_t l, In<float> w, In<float> b, In<float> x);
-  View<const float> output() const { return z_.back().view(); }
+  View<const float> output() const { return activate_output_ ? h_.back().view() : z_.back().view(); }
   View<const float> backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
-                                   In<float> dz);
+                                   In<float> dz, View<float> dx = {});
 
  private:
+  bool activated(std::size_t l) const { return l + 1 < shape_.layers() || activate_output_; }
   MlpShape shape_;
   std::size_t batch_;
+  bool activate_output_;
   Buffer<float> ones_;
   std::vector<Buffer<float>> z_, h_;  // per layer: pre-activation, and gelu(z) for hidden layers
   Buffer<float> dz_, dh_;             // backward scratch, as wide as the widest layer

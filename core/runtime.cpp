@@ -190,6 +190,10 @@ void Lesson::add_root_option(int& root, const std::string& what) {
   });
 }
 
+void Lesson::describe_size(const std::string& what) {
+  if (CLI::Option* size = app_.get_option_no_throw("--size")) size->description(what);
+}
+
 void Lesson::set_metadata(const std::string& key, const std::string& json_value) {
   for (auto& kv : metadata_)
     if (kv.first == key) {

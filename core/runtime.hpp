@@ -87,6 +87,8 @@ class Lesson {
 
   // Checked once the world size is known, before any rank starts; throw UsageError.
   void on_world(std::function<void(const World&)> f) { on_world_.push_back(std::move(f)); }
+  // What --size means in this lesson, for --help ("units per hidden layer"), when not elements.
+  void describe_size(const std::string& what);
   // Adds --root (default 0), checked to be a rank of the world.
   void add_root_option(int& root, const std::string& what);
   // Runs on rank 0 after all ranks have finished, before the final line: tables, and checks

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "units.hpp"
@@ -82,6 +83,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
   int layers = 2;
   std::size_t inputs = 16, outputs = 8;
   double gpu_memory_gb = 80;
+  lesson.describe_size("units per hidden layer of the model");
   auto& app = lesson.app();
   app.add_option("--steps", config.steps, "training steps")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--batch", config.batch, "samples per step, split over the ranks")
@@ -119,7 +121,8 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
                               want);
   });
 
-  Run outcome;  // rank 0's
+  Run outcome;                      // rank 0's
+  std::array<double, 4> distances{};  // rank 0: ||error|| / ||update|| against dp and the reference; r0's max |error|
   // Tolerances against the float64 reference, as a fraction of its largest update (see README):
   // the reduction order of the bf16 gradient sums is the reference's with --deterministic.
   const double tol_reference = 0.1, tol_reference_deterministic = 2e-3, tol_dp = 0.1, tol_loss = 0.01;
@@ -133,6 +136,9 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
                config.batch, config.steps, config.adam.lr, config.deterministic ? ", --deterministic" : "");
     fmt::print("\n  {:>4}  {:>10}\n", "step", "loss");
     for (std::size_t k = 0; k < outcome.losses.size(); ++k) fmt::print("  {:>4}  {:>10.6f}\n", k + 1, outcome.losses[k]);
+    fmt::print("\nthe master weights, all ranks: ||error|| / ||update|| {:.3g} against plain data parallel and {:.3g} "
+               "against the float64 reference (r0's max |error| {:.3g} and {:.3g})\n",
+               distances[0], distances[1], distances[2], distances[3]);
 
     // Memory: the model state after the last step (each rank's ledger), and the peaks.
     fmt::print("\nmodel state per rank after a step (bytes; the ledger) against {} bytes per parameter:\n",
@@ -225,7 +231,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
 
     // The model state on the ledger equals the formula, category by category.
     const StateBytes want = state_bytes(config.stage, s, n);
-    comm.check(fmt::format("r{}: model state after a step = {} bytes per parameter (with padding), by category", me,
+    comm.check(fmt::format("model state after a step = {} bytes per parameter (with padding), by category",
                            bytes_per_param_formula(config.stage)),
                run.state.params == want.params && run.state.grads == want.grads && run.state.optimizer == want.optimizer,
                fmt::format("params {} grads {} optimizer {}, formula {} {} {}", run.state.params, run.state.grads,
@@ -234,7 +240,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
       std::uint64_t widest = 0;
       for (const Unit& u : units(config.stage, s, n)) widest = std::max<std::uint64_t>(widest, u.padded);
       const std::uint64_t peak_want = want.params + widest * sizeof(BFloat16);
-      comm.check(fmt::format("r{}: peak of the parameters = my shards + one layer's gathered weights", me),
+      comm.check("peak of the parameters = my shards + one layer's gathered weights",
                  run.params_peak == peak_want, fmt::format("{} B, formula {} B", run.params_peak, peak_want));
     }
 
@@ -244,7 +250,9 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
     Config plain = config;
     plain.stage = Stage::dp;
     Ledger own;
+    comm.charge_scratch_to(&own);
     const Run dp = train(comm, plain, &own);
+    comm.charge_scratch_to(nullptr);
     comm.recorder().set_enabled(tracing);
     const Reference ref = reference(config, n);
 
@@ -253,14 +261,14 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
     const std::vector<float> initial = model::initial_params(s, config.seed);
     const Distance to_dp = distance(run.master, positions, std::vector<double>(dp.master.begin(), dp.master.end()), initial);
     const Distance to_ref = distance(run.master, positions, ref.master, initial);
-    comm.check(fmt::format("r{}: my master weights' padding stays 0", me), to_dp.padding_zero);
+    comm.check("my master weights' padding stays 0", to_dp.padding_zero);
     // Weight by weight, a flipped gradient sign costs at most about twice the largest update.
     const double largest = largest_update(ref.master, initial);
-    comm.check(fmt::format("r{}: no master weight is further from the reference's than twice the largest update", me),
+    comm.check("no master weight is further from the reference's than twice the largest update",
                std::max(to_ref.max_abs, to_dp.max_abs) <= 2 * largest,
                fmt::format("max |error| {:.3g} and {:.3g}, largest update {:.3g}", to_ref.max_abs, to_dp.max_abs, largest));
     if (config.deterministic)
-      comm.check(fmt::format("r{}: my master weights equal plain data parallel's bit for bit", me), to_dp.max_abs == 0.0,
+      comm.check("my master weights equal plain data parallel's bit for bit", to_dp.max_abs == 0.0,
                  fmt::format("max |error| {:.3g}", to_dp.max_abs));
 
     // The distances over the whole model: every rank's sums to rank 0 (off the trace: checking,
@@ -290,9 +298,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
     for (std::size_t k = 0; losses_ok && k < run.losses.size(); ++k)
       losses_ok = std::fabs(run.losses[k] - ref.losses[k]) <= tol_loss * std::fabs(ref.losses[k]);
     comm.check(fmt::format("every step's loss equals the reference's within {}%", tol_loss * 100), losses_ok);
-    comm.say("\nthe master weights, all ranks: ||error|| / ||update|| {:.3g} against plain data parallel and {:.3g} "
-             "against the float64 reference (r0's max |error| {:.3g} and {:.3g})\n",
-             all_dp.relative(), all_ref.relative(), to_dp.max_abs, to_ref.max_abs);
+    distances = {all_dp.relative(), all_ref.relative(), to_dp.max_abs, to_ref.max_abs};
     outcome = std::move(run);
   });
 }

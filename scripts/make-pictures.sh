@@ -11,6 +11,7 @@ mkdir -p "$out"
 
 # lesson -> the step to show (2.5: halfway through the third step)
 declare -A step=(
+  [00_why_distributed]=1.5
   [01_send_recv]=3.5
   [02_scatter_gather]=2.5
   [03_reduce_broadcast]=8.5
@@ -18,6 +19,9 @@ declare -A step=(
   [05_parameter_server]=4.5
   [06_allreduce_sequential_ring_parallel]=15.5
   [07_recursive_halving]=3.5
+  [08_zero1]=4.5        # reduce-scatter done, the new weights' all-gather on the ring
+  [09_zero2]=5.5        # backward: layer L1's gradient reduce-scattered, its full gradient on the ledger
+  [10_zero3_fsdp]=5.5   # forward: layer L1's weights all-gathered, the params bar up by one layer
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

@@ -39,6 +39,9 @@ foreach(lesson ${DISTLAB_LESSONS})
   set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
   set(small 64)
   set(odd 1000)
+  if(lesson MATCHES "^(05|08|09|10|11)_")
+    set(odd 100)  # --size is a hidden layer's width in the training lessons
+  endif()
   if(lesson STREQUAL "01_send_recv")
     set(odd 100000)  # not a power of two: the sweep stops at 64K
     set(tiny 64K)  # the smallest ping-pong sweep lesson 01 accepts
@@ -128,6 +131,41 @@ foreach(lesson 08_zero1 09_zero2 10_zero3_fsdp)
   add_test(NAME usage.${lesson}.small-batch COMMAND bash ${expect_failure} 2 10 "gives some of the 4 ranks no sample"
            -- $<TARGET_FILE:${lesson}> --batch 3 --no-trace)
 endforeach()
+
+# Lesson 11 (pipeline): the first step's gradients and the trained weights equal the reference
+# for every schedule, P = 1..4 stages and M = 1, 3, 4 micro-batches (each run also checks its
+# order of work and its activation peak); at P = M = 4 the utilisation is within 10 points of
+# M/(M+P-1) (simulated, equal stage costs); the order read from the JSON trace; bad options.
+if(TARGET 11_pipeline_microbatching)
+  set(l11 11_pipeline_microbatching)
+  foreach(p 1 2 3 4)
+    distlab_lesson_test(lesson.${l11}.naive-p${p} ${l11} verified ${p} 0 --ranks ${p} --schedule naive --batch 12
+                        --layers 4 --steps 2 --work-us 50 --sample-us 0)
+    foreach(m 1 3 4)
+      foreach(schedule gpipe 1f1b)
+        distlab_lesson_test(lesson.${l11}.${schedule}-p${p}-m${m} ${l11} verified ${p} 0 --ranks ${p} --schedule ${schedule}
+                            --microbatches ${m} --batch 12 --layers 4 --steps 2 --work-us 50 --sample-us 0)
+      endforeach()
+    endforeach()
+  endforeach()
+  foreach(schedule gpipe 1f1b)
+    add_test(NAME lesson.${l11}.utilisation-${schedule}-p4-m4 COMMAND bash ${expect_failure} 0 60
+             "  within 10 points of the formula" ": verified \\(" -- $<TARGET_FILE:${l11}> --ranks 4 --microbatches 4
+             --schedule ${schedule} --expect-utilisation --no-trace)
+    set_tests_properties(lesson.${l11}.utilisation-${schedule}-p4-m4 PROPERTIES LABELS lesson RUN_SERIAL ON)
+  endforeach()
+  add_test(NAME lesson.${l11}.trace-order COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson11_trace.sh
+           $<TARGET_FILE:${l11}> ${out}/lesson11-order)
+  set_tests_properties(lesson.${l11}.trace-order PROPERTIES LABELS lesson TIMEOUT 120)
+  add_test(NAME usage.11.stages-layers COMMAND bash ${expect_failure} 2 10 "more than the model's 3 layers"
+           -- $<TARGET_FILE:${l11}> --ranks 4 --layers 2 --no-trace)
+  add_test(NAME usage.11.batch-split COMMAND bash ${expect_failure} 2 10 "does not split into 5 equal micro-batches"
+           -- $<TARGET_FILE:${l11}> --microbatches 5 --no-trace)
+  add_test(NAME usage.11.naive-microbatches COMMAND bash ${expect_failure} 2 10 "runs the whole batch at once"
+           -- $<TARGET_FILE:${l11}> --schedule naive --microbatches 4 --no-trace)
+  add_test(NAME usage.11.stages-ranks COMMAND bash ${expect_failure} 2 10 "a stage is a rank"
+           -- $<TARGET_FILE:${l11}> --ranks 4 --stages 2 --no-trace)
+endif()
 
 # A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.
 add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 10

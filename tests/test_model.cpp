@@ -254,3 +254,36 @@ TEST_CASE("the reference learns the teacher: its loss falls", "[mlp]") {
     CHECK(run.losses.back() < 0.5 * run.losses.front());
   }
 }
+
+TEST_CASE("an MLP cut in two stages (gelu on the first's output) equals the whole, gradients included", "[mlp]") {
+  Ledger ledger;
+  const MlpShape s = make_shape({5, 8, 7, 6, 3});  // 4 layers: stage A has 2, stage B has 2
+  const Teacher teacher(s, 41);
+  const std::size_t B = 6;
+  const std::vector<float> p0 = initial_params(s, 42), xs = teacher.inputs(0, B), ts = teacher.targets(0, B);
+  const MlpShape a = make_shape({5, 8, 7}), b = make_shape({7, 6, 3});
+  const std::size_t split = s.weight_offset(2);
+  REQUIRE(split == a.params());
+  Buffer<float> pa(ledger, Category::params, a.params()), pb(ledger, Category::params, b.params());
+  from_host(pa.view(), std::vector<float>(p0.begin(), p0.begin() + std::ptrdiff_t(split)));
+  from_host(pb.view(), std::vector<float>(p0.begin() + std::ptrdiff_t(split), p0.end()));
+  Buffer<float> x(ledger, Category::data, B * 5), t(ledger, Category::data, B * 3);
+  from_host(x.view(), xs);
+  from_host(t.view(), ts);
+  Mlp first(ledger, Device::cpu, a, B, /*activate_output=*/true), second(ledger, Device::cpu, b, B);
+  const View<const float> h = first.forward(pa.view(), x.view());
+  const View<const float> y = second.forward(pb.view(), h);
+  Buffer<float> loss(ledger, Category::data, 1), dy(ledger, Category::activations, B * 3);
+  mse_loss(loss.view(), dy.view(), y, t.view(), B, 3);
+  Buffer<float> ga(ledger, Category::grads, a.params()), gb(ledger, Category::grads, b.params());
+  Buffer<float> dh(ledger, Category::activations, B * 7);
+  second.backward(gb.view(), pb.view(), h, dy.view(), dh.view());  // dL/dh: what a pipeline sends back
+  first.backward(ga.view(), pa.view(), x.view(), dh.view());
+
+  Eigen::VectorXd want;
+  const double want_loss = reference_loss(s, widen(p0), widen(xs, B, 5), widen(ts, B, 3), &want);
+  CHECK(loss[0] == Approx(want_loss).epsilon(1e-5));
+  Eigen::VectorXd got(Eigen::Index(s.params()));
+  got << as_vector(ga.view()), as_vector(gb.view());
+  CHECK(relative_error(got, want) < 1e-5);
+}

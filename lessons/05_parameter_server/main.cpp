@@ -281,8 +281,8 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   const Eigen::VectorXd want = ref.params.segment(Eigen::Index(begin), Eigen::Index(mine));
   if (comm.inject_fault()) inject_fault_into(params.view());
   const Comparison c = compare(View<const float>(params.view()), want, s.tolerance);
-  comm.check(server ? fmt::format("server r{}: its shard of the weights equals the reference's", me)
-                    : fmt::format("r{}: the trained weights equal the reference's", me),
+  comm.check(server ? "as a server: my shard of the weights equals the reference's"
+                    : "the trained weights I hold equal the reference's",
              c.ok, c.detail());
   if (me == 0 && outcome) {
     outcome->max_error = c.max_error;
@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
   int servers = 1, steps = 20, layers = 1;
   std::size_t batch = 64, inputs = 16, outputs = 8;
   float lr = 0;
+  lesson.describe_size("units per hidden layer of the model");
   auto& app = lesson.app();
   app.add_option("--mode", mode_text, "ps: servers and workers; allreduce: no server, ring all-reduce of the gradients")
       ->check(CLI::IsMember({"ps", "allreduce"}))

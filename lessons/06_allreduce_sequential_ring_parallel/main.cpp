@@ -75,8 +75,6 @@ struct Traffic {
 Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
   if (n == 1) return {};
   const std::uint64_t m = std::uint64_t(n - 1);
-  const Partition part{L, n};
-  const auto chunk = [&](int c) { return std::uint64_t(part.size(((c % n) + n) % n)); };
   switch (a) {
     case AllReduceAlgo::reduce_broadcast:  // r0 receives N-1 buffers, then sends N-1 sums
       return k == 0 ? Traffic{m * L, m * L, m, m} : Traffic{L, L, 1, 1};
