@@ -11,7 +11,7 @@
 //   memory       copy, fill
 //   elementwise  add, axpy, scale, gelu_forward, gelu_backward, cast
 //   optimizer    AdamConfig, adam_step
-//   reductions   sum, row_sums, col_sums, softmax_rows
+//   reductions   sum, row_sums, col_sums, softmax_rows, softmax_backward_rows
 //   matrices     gemm (row-major)
 //
 // Matrices are row-major: (rows, cols) with element (r, c) at r * cols + c.
@@ -336,6 +336,27 @@ void softmax_rows(View<T> out, In<T> in, std::size_t rows, std::size_t cols) {
     const auto inv = static_cast<float>(1.0 / total);
     for (std::size_t c = 0; c < cols; ++c)
       out[row + c] = T(std::exp(static_cast<float>(in[row + c]) - row_max) * inv);
+  }
+}
+
+// Softmax's backward over rows, from its output y = softmax(x) and dy = dL/dy (all (rows, cols)):
+//   dx = y (dy - sum over the row of y dy)        (the Jacobian diag(y) - y y^T applied to dy)
+// dx may be dy. Sums accumulate in f64 on the CPU and in f32 trees on a GPU.
+template <FloatType T>
+void softmax_backward_rows(View<T> dx, In<T> y, In<T> dy, std::size_t rows, std::size_t cols) {
+  detail::check_size("softmax_backward_rows", "y", y.size(), rows * cols);
+  detail::same_shape(dx, y, "softmax_backward_rows");
+  detail::same_shape(dx, dy, "softmax_backward_rows");
+#ifdef DISTLAB_HAVE_CUDA
+  if (dx.device == Device::cuda)
+    return cuda::softmax_backward_rows(dx.ptr, y.ptr, dy.ptr, dtype_of<T>(), rows, cols);
+#endif
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t row = r * cols;
+    double dot = 0;
+    for (std::size_t c = 0; c < cols; ++c) dot += double(static_cast<float>(y[row + c])) * static_cast<float>(dy[row + c]);
+    for (std::size_t c = 0; c < cols; ++c)
+      dx[row + c] = T(static_cast<float>(y[row + c]) * (static_cast<float>(dy[row + c]) - static_cast<float>(dot)));
   }
 }
 

@@ -6,6 +6,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build="build/${DISTLAB_PRESET:-release}"
 out=traces/examples
 mkdir -p "$out"
+
+# example NAME EXE ARGS...: run EXE ARGS into $out/NAME.json, check it, keep it under 1 MB.
+example() {
+  local name=$1 exe=$2
+  shift 2
+  "$exe" "$@" --trace "$out/$name.json" >/dev/null
+  "$build/tests/distlab_trace_check" "$out/$name.json" --verified
+  local size
+  size=$(stat -c %s "$out/$name.json")
+  ((size < 1000000)) || { echo "$out/$name.json is $size bytes: examples must stay under 1 MB" >&2; exit 1; }
+}
+
 for dir in lessons/[0-9][0-9]_*/; do
   name=$(basename "$dir")
   exe="$build/lessons/$name"
@@ -16,8 +28,14 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ "$name" == 00_why_distributed ]] && args=(--ranks 4)  # arithmetic, then a gather of the figures into r0
   # ZeRO-1/2/3: --size is hidden units there; the default 16 -> 64 -> 64 -> 8 MLP, 5 steps
   [[ "$name" == 08_zero1 || "$name" == 09_zero2 || "$name" == 10_zero3_fsdp ]] && args=(--ranks 4)
-  "$exe" "${args[@]}" --trace "$out/$name.json" >/dev/null
-  "$build/tests/distlab_trace_check" "$out/$name.json" --verified
-  size=$(stat -c %s "$out/$name.json")
-  ((size < 1000000)) || { echo "$out/$name.json is $size bytes: examples must stay under 1 MB" >&2; exit 1; }
+  # pipeline: 4 stages of the default 8-layer MLP, 2 steps; the other two schedules below
+  [[ "$name" == 11_pipeline_microbatching ]] && args=(--ranks 4 --schedule gpipe)
+  example "$name" "$exe" "${args[@]}"
 done
+
+# Lesson 11's other schedules, so that the three pipelines can be compared (the README's pictures).
+exe="$build/lessons/11_pipeline_microbatching"
+if [[ -x "$exe" ]]; then
+  example 11_pipeline_microbatching_naive "$exe" --ranks 4 --schedule naive
+  example 11_pipeline_microbatching_1f1b "$exe" --ranks 4 --schedule 1f1b
+fi

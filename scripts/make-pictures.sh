@@ -22,9 +22,11 @@ declare -A step=(
   [08_zero1]=4.5        # reduce-scatter done, the new weights' all-gather on the ring
   [09_zero2]=5.5        # backward: layer L1's gradient reduce-scattered, its full gradient on the ledger
   [10_zero3_fsdp]=5.5   # forward: layer L1's weights all-gathered, the params bar up by one layer
+  [11_pipeline_microbatching]=6.5  # GPipe: the last stage's first backward (B3) on its way to r2; the bubble
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
+  [[ -d "lessons/$name" ]] || continue  # a lesson's extra traces (other options) get theirs below
   "$viewer" --png "$out/$name.png" --step "${step[$name]:-1.5}" --width 1600 --height 900 "$trace"
 done
 # Panels on their own, for the main README.
@@ -32,3 +34,11 @@ done
   traces/examples/06_allreduce_sequential_ring_parallel.json
 "$viewer" --png "$out/ring_shards.png" --panel shards --step 15.5 --width 640 --height 480 \
   traces/examples/06_allreduce_sequential_ring_parallel.json
+# Lesson 11: the timeline alone is the pipeline diagram; one per schedule, at the moment the last
+# stage sends its first backward (naive step 4, GPipe step 7, 1F1B step 5 of each training step).
+for schedule in naive:3.5 gpipe:6.5 1f1b:4.5; do
+  trace=traces/examples/11_pipeline_microbatching.json
+  [[ "${schedule%:*}" == gpipe ]] || trace=traces/examples/11_pipeline_microbatching_${schedule%:*}.json
+  "$viewer" --png "$out/11_timeline_${schedule%:*}.png" --panel timeline --step "${schedule#*:}" \
+    --width 1600 --height 480 --font-size 13 "$trace"
+done

@@ -48,7 +48,15 @@ foreach(lesson ${DISTLAB_LESSONS})
     set(small 64K)
   endif()
   distlab_lesson_test(lesson.${lesson}.threads ${lesson} verified 4 0 --ranks 4)
-  distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size ${odd})
+  set(n5_extra "")  # lessons 11-13 split by 5 only with sizes that allow it
+  if(lesson STREQUAL "12_tensor_parallel_mlp")
+    set(n5_extra --hidden 40)
+  elseif(lesson STREQUAL "13_tensor_parallel_attention")
+    set(n5_extra --heads 10 --hidden 80)
+  elseif(lesson STREQUAL "11_pipeline_microbatching")
+    set(n5_extra --layers 4)  # a layer for each of 5 stages
+  endif()
+  distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size ${odd} ${n5_extra})
   distlab_lesson_test(lesson.${lesson}.threads-n3-tiny ${lesson} verified 3 0 --ranks 3 --size ${tiny})
   distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size ${small} --inject-fault)
   if(DISTLAB_HAVE_MPI)
@@ -157,7 +165,7 @@ if(TARGET 11_pipeline_microbatching)
   add_test(NAME lesson.${l11}.trace-order COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson11_trace.sh
            $<TARGET_FILE:${l11}> ${out}/lesson11-order)
   set_tests_properties(lesson.${l11}.trace-order PROPERTIES LABELS lesson TIMEOUT 120)
-  add_test(NAME usage.11.stages-layers COMMAND bash ${expect_failure} 2 10 "more than the model's 3 layers"
+  add_test(NAME usage.11.stages-layers COMMAND bash ${expect_failure} 2 10 "is more than the model's 3 layers"
            -- $<TARGET_FILE:${l11}> --ranks 4 --layers 2 --no-trace)
   add_test(NAME usage.11.batch-split COMMAND bash ${expect_failure} 2 10 "does not split into 5 equal micro-batches"
            -- $<TARGET_FILE:${l11}> --microbatches 5 --no-trace)
@@ -165,6 +173,37 @@ if(TARGET 11_pipeline_microbatching)
            -- $<TARGET_FILE:${l11}> --schedule naive --microbatches 4 --no-trace)
   add_test(NAME usage.11.stages-ranks COMMAND bash ${expect_failure} 2 10 "a stage is a rank"
            -- $<TARGET_FILE:${l11}> --ranks 4 --stages 2 --no-trace)
+endif()
+
+# Lessons 12 and 13 (tensor parallelism): the output and every gradient equal the unsplit layer
+# for N = 1, 2, 4 (the MLP also N = 3), in threads and under mpiexec -n 2; every run checks from
+# its trace one all-reduce forward (g) and one backward (f); sizes that do not split are refused.
+if(TARGET 12_tensor_parallel_mlp)
+  foreach(n 1 2 4)
+    distlab_lesson_test(lesson.12_tensor_parallel_mlp.n${n} 12_tensor_parallel_mlp verified ${n} 0 --ranks ${n})
+  endforeach()
+  distlab_lesson_test(lesson.12_tensor_parallel_mlp.n3-h36 12_tensor_parallel_mlp verified 3 0 --ranks 3 --hidden 36
+                      --batch 3 --seq 5)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.12_tensor_parallel_mlp.mpi2 12_tensor_parallel_mlp verified 2 2)
+  endif()
+  add_test(NAME usage.12.split COMMAND bash ${expect_failure} 2 10 "do not split into 5 equal parts"
+           -- $<TARGET_FILE:12_tensor_parallel_mlp> --ranks 5 --no-trace)
+endif()
+if(TARGET 13_tensor_parallel_attention)
+  foreach(n 1 2 4)
+    distlab_lesson_test(lesson.13_tensor_parallel_attention.n${n} 13_tensor_parallel_attention verified ${n} 0
+                        --ranks ${n})
+    distlab_lesson_test(lesson.13_tensor_parallel_attention.causal-n${n} 13_tensor_parallel_attention verified ${n} 0
+                        --ranks ${n} --causal --seq 9 --batch 3)
+  endforeach()
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.13_tensor_parallel_attention.mpi2 13_tensor_parallel_attention verified 2 2 --causal)
+  endif()
+  add_test(NAME usage.13.heads COMMAND bash ${expect_failure} 2 10 "--heads 12 do not split over 5 ranks"
+           -- $<TARGET_FILE:13_tensor_parallel_attention> --ranks 5 --no-trace)
+  add_test(NAME usage.13.head-size COMMAND bash ${expect_failure} 2 10 "--hidden 100 does not split into 12 heads"
+           -- $<TARGET_FILE:13_tensor_parallel_attention> --hidden 100 --no-trace)
 endif()
 
 # A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.

@@ -390,6 +390,39 @@ TEST_CASE(
   CHECK(p[2] == Approx(-0.01f).epsilon(1e-5));
 }
 
+TEST_CASE("ops: softmax_backward_rows matches finite differences of softmax, in place too", "[ops]") {
+  Ledger ledger;
+  const std::size_t rows = 3, cols = 7;
+  auto x = random_buffer<float>(ledger, rows * cols, 21);
+  auto dy = random_buffer<float>(ledger, rows * cols, 22);
+  Buffer<float> y(ledger, Category::activations, rows * cols), dx(ledger, Category::activations, rows * cols);
+  ops::softmax_rows(y.view(), x.view(), rows, cols);
+  ops::softmax_backward_rows(dx.view(), y.view(), dy.view(), rows, cols);
+  // L = sum(dy * softmax(x)): dL/dx by central differences in double.
+  auto loss = [&](const std::vector<double>& xs) {
+    double total = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      double top = -INFINITY, sum = 0;
+      for (std::size_t c = 0; c < cols; ++c) top = std::max(top, xs[r * cols + c]);
+      for (std::size_t c = 0; c < cols; ++c) sum += std::exp(xs[r * cols + c] - top);
+      for (std::size_t c = 0; c < cols; ++c) total += dy[r * cols + c] * std::exp(xs[r * cols + c] - top) / sum;
+    }
+    return total;
+  };
+  std::vector<double> xs(x.host().begin(), x.host().end());
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    std::vector<double> up = xs, down = xs;
+    up[i] += 1e-6;
+    down[i] -= 1e-6;
+    CHECK(dx[i] == Approx((loss(up) - loss(down)) / 2e-6).margin(1e-5));
+  }
+  // dx may be dy.
+  Buffer<float> in_place(ledger, Category::activations, rows * cols);
+  for (std::size_t i = 0; i < rows * cols; ++i) in_place[i] = dy[i];
+  ops::softmax_backward_rows(in_place.view(), y.view(), in_place.view(), rows, cols);
+  for (std::size_t i = 0; i < rows * cols; ++i) CHECK(in_place[i] == dx[i]);
+}
+
 // --- reductions -------------------------------------------------------------------------------
 
 TEMPLATE_TEST_CASE("ops: sum, row_sums and col_sums against float64", "[ops]", float, Half,

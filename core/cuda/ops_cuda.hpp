@@ -37,6 +37,8 @@ void sum(float* out, const void* x, DType type, std::size_t n);  // out[0] = sum
 void row_sums(float* out, const void* in, DType type, std::size_t rows, std::size_t cols);
 void col_sums(float* out, const void* in, DType type, std::size_t rows, std::size_t cols);
 void softmax_rows(void* out, const void* in, DType type, std::size_t rows, std::size_t cols);
+// dx = y (dy - sum over the row of y dy): softmax's backward from its output y; dx may be dy.
+void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows, std::size_t cols);
 
 // --- gemm.cu: row-major C (m,n) = alpha op(A) op(B) + beta C; f32, f16, bf16 -------------------
 void gemm(void* c, const void* a, const void* b, DType type, std::size_t m, std::size_t n,

@@ -9,6 +9,7 @@
 //   col_sums      one thread per column, down the rows: neighbouring threads read neighbouring
 //                 columns, so every row's read is coalesced
 //   softmax_rows  one block per row: max, sum of exp(x - max), then write exp(x - max) / sum
+//   softmax_backward_rows  one block per row: d = sum of y dy, then write y (dy - d)
 #include <cmath>
 
 #include "core/cuda/common.cuh"
@@ -77,6 +78,21 @@ __global__ void softmax_rows_kernel(T* out, const T* in, std::size_t rows, std::
   }
 }
 
+// dx = y (dy - sum(y dy)) per row; dx may be dy.
+template <class T>
+__global__ void softmax_backward_rows_kernel(T* dx, const T* y, const T* dy, std::size_t rows, std::size_t cols) {
+  for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* yr = y + r * cols;
+    const T* dyr = dy + r * cols;
+    T* dxr = dx + r * cols;
+    float dot = 0.0f;
+    for (std::size_t c = threadIdx.x; c < cols; c += blockDim.x) dot += to_float(yr[c]) * to_float(dyr[c]);
+    dot = block_reduce(dot, Sum{}, 0.0f);  // every thread has read its dy before any dx is written
+    for (std::size_t c = threadIdx.x; c < cols; c += blockDim.x)
+      dxr[c] = from_float<T>(to_float(yr[c]) * (to_float(dyr[c]) - dot));
+  }
+}
+
 // Blocks for a block-per-row kernel: one per row, at most one wave's worth.
 unsigned grid_for_rows(std::size_t rows) {
   return grid_for(rows * kThreads);
@@ -132,6 +148,17 @@ void softmax_rows(void* out, const void* in, DType type, std::size_t rows, std::
     using T = typename decltype(tag)::type;
     softmax_rows_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(
         static_cast<T*>(out), static_cast<const T*>(in), rows, cols);
+    DL_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows, std::size_t cols) {
+  const cudaStream_t stream = rank_stream();
+  if (rows == 0 || cols == 0) return;
+  dispatch_float(type, "softmax_backward_rows", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax_backward_rows_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(
+        static_cast<T*>(dx), static_cast<const T*>(y), static_cast<const T*>(dy), rows, cols);
     DL_CUDA_LAUNCH_CHECK();
   });
 }

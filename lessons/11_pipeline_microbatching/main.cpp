@@ -52,6 +52,7 @@ namespace {
 constexpr int kTagForward = 11000;   // + micro-batch: activations to the next stage
 constexpr int kTagBackward = 12000;  // + micro-batch: their gradients to the stage before
 constexpr int kTagLoss = 13000;
+constexpr double kUpdateTolerance = 0.02;  // the weights' error, as a fraction of the largest update
 
 enum class Schedule { naive, gpipe, one_f_one_b };
 const char* to_string(Schedule s) { return s == Schedule::naive ? "naive" : s == Schedule::gpipe ? "gpipe" : "1f1b"; }
@@ -133,7 +134,7 @@ struct Setup {
   OptimizerConfig optimizer;
   std::uint64_t seed = 42;
   double work_us = 300, sample_us = 10;  // simulated compute per micro-batch forward (backward: twice)
-  double tolerance = 2e-5;
+  bool quiet = false;                    // the report's table runs print nothing
 };
 
 // What rank 0 reports, gathered from every rank's log after the run.
@@ -320,11 +321,11 @@ void train(Comm& comm, const Setup& s) {
       for (float v : to_host(View<const float>(loss.view()))) total += v;
       comm.recorder().value("loss", total);
       if (!first) comm.send(View<const double>{&total, 1, Device::cpu}, 0, kTagLoss);
-      else comm.say("step {}: loss {:.6g}\n", k + 1, total);
+      else if (!s.quiet) comm.say("step {}: loss {:.6g}\n", k + 1, total);
     } else if (first) {
       double total = 0;
       comm.recv(View<double>{&total, 1, Device::cpu}, P - 1, kTagLoss);
-      comm.say("step {}: loss {:.6g}\n", k + 1, total);
+      if (!s.quiet) comm.say("step {}: loss {:.6g}\n", k + 1, total);
     }
   }
   comm.recorder().value("activation bytes per micro-batch", per_micro_bytes);
@@ -338,11 +339,26 @@ void train(Comm& comm, const Setup& s) {
                          M == 1 ? "" : "es"),
              g.ok, g.detail());
   if (comm.inject_fault()) inject_fault_into(params.view());
-  const Comparison c = compare(View<const float>(params.view()),
-                               ref.params.segment(Eigen::Index(first_param), Eigen::Index(count)), s.tolerance);
-  comm.check(fmt::format("stage {}: its layers' weights after {} step{} equal the reference's", r, s.steps,
-                         s.steps == 1 ? "" : "s"),
-             c.ok, c.detail());
+  // Measured against the reference's own update: the weights move little in a few steps, so an
+  // error of a fraction of the update is what tells a right pipeline from one that lost a
+  // micro-batch. Float32 rounds each weight at about 1e-8 here; updates are far larger.
+  const Eigen::VectorXd want = ref.params.segment(Eigen::Index(first_param), Eigen::Index(count));
+  double update = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    update = std::max(update, std::fabs(want[Eigen::Index(i)] - double(initial[first_param + i])));
+  const std::vector<float> got = to_host(View<const float>(params.view()));
+  bool ok = true;
+  double worst = 0;
+  for (std::size_t i = 0; i < count; ++i) {  // plus 4 float32 units of the weight: all rounding can do
+    const double w = want[Eigen::Index(i)], err = std::fabs(double(got[i]) - w);
+    const double ulp = double(std::nextafter(float(std::fabs(w)), INFINITY)) - std::fabs(double(float(std::fabs(w))));
+    ok = ok && err <= kUpdateTolerance * update + 4 * ulp;
+    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+  }
+  comm.check(fmt::format("stage {}: its layers' weights after {} step{} equal the reference's (within {} of the largest "
+                         "update, plus rounding)",
+                         r, s.steps, s.steps == 1 ? "" : "s", kUpdateTolerance),
+             ok, fmt::format("max |error| {:.3g}, largest update {:.3g}", worst, update));
 }
 
 }  // namespace
@@ -357,7 +373,7 @@ int main(int argc, char** argv) {
       "Timeline: the forward and backward spans form the pipeline diagram; the gaps are the "
       "bubble. Memory: the activations bar of GPipe against 1F1B's.");
   std::string schedule_text = "gpipe";
-  int microbatches = 0, stages = 0, layers = 7;
+  int microbatches = 0, stages = 0, layers = 3;
   bool expect_utilisation = false;
   Setup setup;
   lesson.describe_size("units per hidden layer of the model");
@@ -401,12 +417,13 @@ int main(int argc, char** argv) {
     dims.push_back(8);
     setup.shape = make_shape(dims);
     if (std::size_t(stages) > setup.shape.layers())
-      throw UsageError(fmt::format("--stages {} is more than the model's {} layers (--layers {} hidden + 1): every stage "
-                                   "needs a layer",
+      throw UsageError(fmt::format("{} stages (one per rank) is more than the model's {} layers (--layers {} hidden + "
+                                   "1): every stage needs a layer",
                                    stages, setup.shape.layers(), layers));
     if (setup.batch % std::size_t(setup.microbatches) != 0)
-      throw UsageError(fmt::format("--batch {} does not split into {} equal micro-batches", setup.batch,
-                                   setup.microbatches));
+      throw UsageError(fmt::format("--batch {} does not split into {} equal micro-batches: use a --microbatches that "
+                                   "divides it (or another --batch)",
+                                   setup.batch, setup.microbatches));
     setup.seed = opt.seed;
     setup.optimizer.lr = setup.optimizer.lr > 0 ? setup.optimizer.lr : 1.0f;
     lesson.set_algorithm(fmt::format("{}, {} micro-batch{}", to_string(setup.schedule), setup.microbatches,
@@ -484,6 +501,7 @@ int main(int argc, char** argv) {
           one.schedule = sched;
           one.microbatches = m;
           one.steps = 1;
+          one.quiet = true;
           const RunResult run = run_in_process(P, [&](Comm& comm) { train(comm, one); });
           got[sched] = figures_of(run, 1);
         }
@@ -498,8 +516,9 @@ int main(int argc, char** argv) {
                    format_seconds(g.step_s / double(setup.batch)), format_bytes(double(g.act_peak[0])),
                    format_bytes(double(o.act_peak[0])));
       }
-      fmt::print("  the bubble shrinks as M grows, but every micro-batch pays the fixed {:.0f} us: past some M the time "
-                 "per sample rises again\n", setup.work_us);
+      if (setup.work_us > 0)
+        fmt::print("  the bubble shrinks as M grows, but every micro-batch pays the fixed {:.0f} us: past some M the time "
+                   "per sample rises again\n", setup.work_us);
     }
   });
 

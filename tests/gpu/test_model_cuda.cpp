@@ -9,6 +9,7 @@
 #include "core/cuda_context.hpp"
 #include "core/model.hpp"
 #include "core/model_reference.hpp"
+#include "core/ops.hpp"
 
 using namespace distlab;
 using namespace distlab::model;
@@ -117,5 +118,28 @@ TEST_CASE("gpu: Adam with bf16 gradients equals its CPU twin", "[gpu][model]") {
   const std::vector<float> got = to_host(View<const float>(params.view()));
   int wrong = 0;
   for (std::size_t i = 0; i < n; ++i) wrong += std::fabs(got[i] - host_p[i]) > 1e-6f * (1.0f + std::fabs(host_p[i]));
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("gpu: softmax_backward_rows equals its CPU twin", "[gpu][ops]") {
+  BoundRank bound;
+  Ledger ledger;
+  const std::size_t rows = 37, cols = 1025;  // a row longer than a block
+  std::vector<float> y(rows * cols), dy(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double total = 0;
+    for (std::size_t c = 0; c < cols; ++c) total += y[r * cols + c] = std::exp(std::sin(0.01f * float(r * cols + c)));
+    for (std::size_t c = 0; c < cols; ++c) y[r * cols + c] = float(y[r * cols + c] / total);
+  }
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = std::cos(0.3f * float(i));
+  Buffer<float> host_dx(ledger, Category::activations, rows * cols);
+  ops::softmax_backward_rows(host_dx.view(), View<const float>{y.data(), y.size()}, View<const float>{dy.data(), dy.size()},
+                             rows, cols);
+  auto gy = on_gpu(ledger, Category::activations, y), gdy = on_gpu(ledger, Category::activations, dy);
+  Buffer<float> gdx(ledger, Category::activations, rows * cols, Device::cuda);
+  ops::softmax_backward_rows(gdx.view(), View<const float>(gy.view()), View<const float>(gdy.view()), rows, cols);
+  const std::vector<float> got = to_host(View<const float>(gdx.view()));
+  int wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) wrong += std::fabs(got[i] - host_dx[i]) > 1e-6f * (1e-3f + std::fabs(host_dx[i]));
   CHECK(wrong == 0);
 }

@@ -1,0 +1,196 @@
+// Lesson 12 — tensor parallelism of an MLP: column split, then row split (Megatron-LM)
+//
+// Concept: tensor parallelism splits one layer's weight matrices across N ranks that compute
+// at the same time. A transformer's MLP block is Y = GeLU(X A + a) B + b, with A (h, 4h) and
+// B (4h, h). Shoeybi et al. (2019) split it so that it needs one all-reduce each way:
+//   A by columns: rank i holds A_i (h, 4h/N) and a_i     Z_i = X A_i + a_i, H_i = GeLU(Z_i)
+//       (GeLU acts element by element, so each rank applies it to its own columns: no message)
+//   B by rows:    rank i holds B_i (4h/N, h)             Y_i = H_i B_i, a partial sum of Y
+//   g: all-reduce the Y_i                                Y = sum_i Y_i, then + b (replicated)
+// Backward, from dY (the same on every rank: g's backward is the identity):
+//   dB_i = H_i^T dY, dH_i = dY B_i^T, dZ_i = dH_i GeLU'(Z_i), dA_i = X^T dZ_i, da_i = 1^T dZ_i
+//   dX_i = dZ_i A_i^T is a partial sum of dX; f: all-reduce them   dX = sum_i dX_i
+// Each rank holds 1/N of the block's weights (b, h floats, is on every rank). Communication: two
+// all-reduces of (rows, h) floats per block, one forward and one backward; nothing else.
+//
+// Verification: Y, dX, every rank's dA_i, da_i, dB_i and db against the unsplit block computed in
+// float64 with Eigen on one device; the trace must show exactly one all-reduce each way.
+//
+// Run:  ./distlab lesson 12                         4 ranks, h = 48 (4h = 192 split 4 ways)
+//       ./distlab lesson 12 --ranks 3 --hidden 96   4h must divide by N
+//       ./distlab lesson 12 --mpi 2                 one process per rank
+//       ./distlab lesson 12 --device cuda           the GEMMs through cuBLAS
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "core/model.hpp"
+#include "core/model_reference.hpp"
+#include "core/runtime.hpp"
+#include "core/tensor_parallel.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+using tp::RowMatrix;
+
+namespace {
+
+// data.hpp streams of the block's tensors (far from any rank number).
+constexpr int kX = 3'000'001, kA = 3'000'002, kBiasA = 3'000'003, kB = 3'000'004, kBiasB = 3'000'005, kDY = 3'000'006;
+
+struct Shape {
+  std::size_t rows = 0, hidden = 0, ffn = 0, part = 0;  // rows = batch x seq; ffn = 4h; part = ffn / N
+};
+
+// The unsplit block in float64: output and every gradient, from the same tensors.
+struct Reference {
+  RowMatrix y, dx, da, dbias_a, db, dbias_b;
+};
+Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
+                    const RowMatrix& bias_b, const RowMatrix& dy) {
+  Reference out;
+  const RowMatrix z = (x * a).rowwise() + bias_a.row(0);
+  const RowMatrix h = z.unaryExpr(&model::reference_gelu);
+  out.y = (h * b).rowwise() + bias_b.row(0);
+  out.db = h.transpose() * dy;
+  out.dbias_b = dy.colwise().sum();
+  const RowMatrix dz = (dy * b.transpose()).cwiseProduct(RowMatrix(z.unaryExpr(&model::reference_gelu_grad)));
+  out.da = x.transpose() * dz;
+  out.dbias_a = dz.colwise().sum();
+  out.dx = dz * a.transpose();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"12", "tensor_parallel_mlp", "tensor parallelism of an MLP: A split by columns, B by rows", 4, 1});
+  lesson.set_text(
+      "Megatron-LM's MLP split: A by columns (each rank computes GeLU(X A_i) alone), B by rows "
+      "(each rank's H_i B_i is a partial sum of Y). The operator g all-reduces Y in forward; f "
+      "all-reduces dX in backward: one all-reduce each way per block, and every rank holds 1/N "
+      "of the weights.",
+      "Timeline: compute on every rank at once, then one all-reduce (g) at the end of forward and "
+      "one (f) at the end of backward. Memory: params are 1/N of the unsplit block's.");
+  lesson.describe_size("not used here: the block's sizes are --hidden, --batch and --seq");
+  std::size_t hidden = 48, batch = 4, seq = 16;
+  auto& app = lesson.app();
+  app.add_option("--hidden", hidden, "h: the block's width (A is h x 4h, B is 4h x h); 4h must divide by the ranks")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
+      ->capture_default_str();
+  app.add_option("--batch", batch, "sequences")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))->capture_default_str();
+  app.add_option("--seq", seq, "tokens per sequence (X has batch x seq rows)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
+      ->capture_default_str();
+  Shape s;
+  tp::Outcome outcome;
+  const auto& opt = lesson.options();
+  lesson.on_world([&](const World& w) {
+    s = {batch * seq, hidden, 4 * hidden, 4 * hidden / std::size_t(w.size)};
+    if (s.ffn % std::size_t(w.size) != 0)
+      throw UsageError(fmt::format("4h = {} columns of A do not split into {} equal parts: use a --hidden whose 4h "
+                                   "divides by {}",
+                                   s.ffn, w.size, w.size));
+    lesson.set_algorithm(fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
+  });
+
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    fmt::print("\nY = GeLU(X A + a) B + b with X ({} x {}), A ({} x {}), B ({} x {}), split over {} ranks\n", s.rows,
+               s.hidden, s.hidden, s.ffn, s.ffn, s.hidden, n);
+    fmt::print("  {:>4}  {:>14}  {:>10}  {:>14}  {:>14}  {:>10}\n", "rank", "A_i (columns)", "a_i", "B_i (rows)",
+               "Y_i partial", "b");
+    for (int k = 0; k < n; ++k)
+      fmt::print("  {:>4}  {:>14}  {:>10}  {:>14}  {:>14}  {:>10}\n", fmt::format("r{}", k),
+                 fmt::format("{} x {}", s.hidden, s.part), s.part, fmt::format("{} x {}", s.part, s.hidden),
+                 fmt::format("{} x {}", s.rows, s.hidden), fmt::format("{} (all)", s.hidden));
+    fmt::print("  A_i is columns [{} i, {} (i+1)) of A, B_i the same rows of B\n", s.part, s.part);
+    const std::uint64_t unsplit = (2 * s.hidden * s.ffn + s.ffn + s.hidden) * sizeof(float);
+    const std::uint64_t mine = (2 * s.hidden * s.part + s.part + s.hidden) * sizeof(float);
+    tp::report(r, outcome, s.rows * s.hidden, mine, unsplit);
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int me = comm.rank();
+    const std::uint64_t seed = opt.seed;
+    const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part, c0 = std::size_t(me) * p;
+    // Every rank makes the same X and dY (f's forward: X is already everywhere) and the whole A,
+    // a, B, b, of which it keeps its part. Scales keep GeLU's input around 1.
+    const std::vector<float> x = tp::make_tensor(seed, kX, T, h), dy = tp::make_tensor(seed, kDY, T, h);
+    const std::vector<float> a = tp::make_tensor(seed, kA, h, F, 1.0 / std::sqrt(double(h)));
+    const std::vector<float> bias_a = tp::make_tensor(seed, kBiasA, 1, F, 0.1);
+    const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
+    const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
+
+    auto upload = [&](const std::vector<float>& v, Category c) {
+      Buffer<float> buf = comm.alloc<float>(v.size(), c);
+      from_host(buf.view(), v);
+      return buf;
+    };
+    // My part of the weights: columns [c0, c0 + p) of A and a, the same rows of B; b whole.
+    Buffer<float> A = upload(tp::columns(a, h, F, c0, p), Category::params);
+    Buffer<float> bA = upload(tp::columns(bias_a, 1, F, c0, p), Category::params);
+    Buffer<float> B = upload(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h), b.begin() + std::ptrdiff_t((c0 + p) * h)),
+                             Category::params);
+    Buffer<float> bB = upload(bias_b, Category::params);
+    Buffer<float> X = upload(x, Category::data), dY = upload(dy, Category::data);
+    Buffer<float> ones = comm.alloc<float>(T, Category::activations);
+    ops::fill(ones.view(), 1.0f);
+    Buffer<float> Z = comm.alloc<float>(T * p, Category::activations), H = comm.alloc<float>(T * p, Category::activations);
+    Buffer<float> Y = comm.alloc<float>(T * h, Category::activations);
+
+    comm.barrier();
+    {
+      auto phase = comm.phase("forward");
+      {
+        auto step = comm.phase("X A_i + a_i, GeLU (columns)");
+        model::linear_forward(Z.view(), X.view(), A.view(), bA.view(), ones.view(), T, h, p);
+        ops::gelu_forward(H.view(), View<const float>(Z.view()));
+      }
+      {
+        auto step = comm.phase("H_i B_i (rows)");
+        ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, p);
+      }
+      outcome.forward = tp::g_forward(comm, Y.view());  // Y = sum of the partial Y_i
+      ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1, false, false, 1.0f, 1.0f);
+    }
+
+    Buffer<float> dB = comm.alloc<float>(p * h, Category::grads), dbB = comm.alloc<float>(h, Category::grads);
+    Buffer<float> dA = comm.alloc<float>(h * p, Category::grads), dbA = comm.alloc<float>(p, Category::grads);
+    Buffer<float> dH = comm.alloc<float>(T * p, Category::activations), dX = comm.alloc<float>(T * h, Category::activations);
+    {
+      auto phase = comm.phase("backward");
+      {
+        auto step = comm.phase("dB_i, dH_i (rows)");  // g's backward is the identity: dY as it is
+        ops::col_sums(dbB.view(), View<const float>(dY.view()), T, h);
+        ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), p, h, T, /*trans_a=*/true);
+        ops::gemm(dH.view(), View<const float>(dY.view()), View<const float>(B.view()), T, p, h, false, /*trans_b=*/true);
+      }
+      {
+        auto step = comm.phase("GeLU', dA_i, dX_i (columns)");
+        ops::gelu_backward(dH.view(), View<const float>(dH.view()), View<const float>(Z.view()));
+        model::linear_backward(dX.view(), dA.view(), dbA.view(), dH.view(), X.view(), A.view(), T, h, p);
+      }
+      outcome.backward = tp::f_backward(comm, dX.view());  // dX = sum of the partial dX_i
+    }
+
+    // Against the unsplit block in float64: Y and dX whole, my parts of the weights' gradients.
+    const Reference ref = reference(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
+                                    tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
+    if (comm.inject_fault()) inject_fault_into(dA.view());
+    const double tol = 1e-5;
+    std::vector<tp::Compared> compared;
+    compared.push_back(tp::compare_tensor(comm, "Y", Y.view(), ref.y, tol));
+    compared.push_back(tp::compare_tensor(comm, "dX", dX.view(), ref.dx, tol));
+    compared.push_back(tp::compare_tensor(comm, fmt::format("dA_{} (columns {}..{})", me, c0, c0 + p - 1), dA.view(),
+                                          ref.da.middleCols(Eigen::Index(c0), Eigen::Index(p)), tol));
+    compared.push_back(tp::compare_tensor(comm, fmt::format("da_{}", me), dbA.view(),
+                                          ref.dbias_a.middleCols(Eigen::Index(c0), Eigen::Index(p)), tol));
+    compared.push_back(tp::compare_tensor(comm, fmt::format("dB_{} (rows {}..{})", me, c0, c0 + p - 1), dB.view(),
+                                          ref.db.middleRows(Eigen::Index(c0), Eigen::Index(p)), tol));
+    compared.push_back(tp::compare_tensor(comm, "db", dbB.view(), ref.dbias_b, tol));
+    if (me == 0) outcome.compared = compared;
+  });
+}

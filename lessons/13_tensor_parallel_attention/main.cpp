@@ -1,0 +1,290 @@
+// Lesson 13 — tensor parallelism of attention: heads split, output projection split by rows
+//
+// Concept: multi-head self-attention runs H independent heads. For head j, with d = h / H,
+//   Q_j = X Wq_j, K_j = X Wk_j, V_j = X Wv_j                   (each (tokens, d))
+//   C_j = softmax(Q_j K_j^T / sqrt(d) [+ causal mask]) V_j      (per sequence)
+//   Y   = sum over heads of C_j Wo_j                            (Wo_j: rows j d .. (j+1) d of Wo)
+// Megatron-LM (Shoeybi et al., 2019) gives each of N ranks H/N whole heads: the columns of Wq, Wk
+// and Wv that belong to them (a column split, as A in lesson 12) and the same rows of Wo (a row
+// split, as B). Every rank computes its heads' attention alone; its sum over its heads is a
+// partial sum of Y, and g all-reduces them. Backward, from dY (everyone's: g's backward is the
+// identity), each rank computes its heads' gradients and a partial dX, and f all-reduces that:
+// one all-reduce each way, and 1/N of the weights (4 h^2 / N floats) per rank.
+// Softmax's backward: dS = P (dP - rowsum(P dP)), P the attention weights kept from forward.
+//
+// Verification: Y, dX and every rank's parts of dWq, dWk, dWv and dWo against the unsplit layer
+// computed in float64 with Eigen; exactly one all-reduce each way in the trace.
+//
+// Run:  ./distlab lesson 13                            4 ranks, 8 heads of 8, causal off
+//       ./distlab lesson 13 --causal                   each token attends to itself and earlier ones
+//       ./distlab lesson 13 --ranks 2 --heads 4        heads must divide by the ranks
+//       ./distlab lesson 13 --mpi 2
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/ops.hpp"
+#include "core/runtime.hpp"
+#include "core/tensor_parallel.hpp"
+#include "core/units.hpp"
+#include "core/verify.hpp"
+
+using namespace distlab;
+using tp::RowMatrix;
+
+namespace {
+
+constexpr int kX = 4'000'001, kWq = 4'000'002, kWk = 4'000'003, kWv = 4'000'004, kWo = 4'000'005, kDY = 4'000'006;
+
+struct Shape {
+  std::size_t batch = 0, seq = 0, hidden = 0, heads = 0, dim = 0, mine = 0;  // dim = h / H; mine = H / N
+  bool causal = false;
+  std::size_t tokens() const { return batch * seq; }
+};
+
+// --- the unsplit layer in float64 -------------------------------------------------------------
+
+struct Reference {
+  RowMatrix y, dx, dwq, dwk, dwv, dwo;
+};
+
+Reference reference(const Shape& s, const RowMatrix& x, const RowMatrix& wq, const RowMatrix& wk, const RowMatrix& wv,
+                    const RowMatrix& wo, const RowMatrix& dy) {
+  const auto T = Eigen::Index(s.tokens()), S = Eigen::Index(s.seq), d = Eigen::Index(s.dim);
+  const double scale = 1.0 / std::sqrt(double(s.dim));
+  const RowMatrix q = x * wq, k = x * wk, v = x * wv;
+  RowMatrix c = RowMatrix::Zero(T, Eigen::Index(s.hidden)), dq = c, dk = c, dv = c;
+  std::vector<RowMatrix> p(s.heads * s.batch);
+  for (std::size_t j = 0; j < s.heads; ++j)
+    for (std::size_t b = 0; b < s.batch; ++b) {
+      const auto rows = Eigen::Index(b) * S, cols = Eigen::Index(j) * d;
+      RowMatrix scores = q.block(rows, cols, S, d) * k.block(rows, cols, S, d).transpose() * scale;
+      for (Eigen::Index r = 0; r < S; ++r) {
+        if (s.causal)
+          for (Eigen::Index cc = r + 1; cc < S; ++cc) scores(r, cc) = -INFINITY;
+        const double top = scores.row(r).maxCoeff();
+        scores.row(r) = (scores.row(r).array() - top).exp().matrix();
+        scores.row(r) /= scores.row(r).sum();
+      }
+      p[j * s.batch + b] = scores;
+      c.block(rows, cols, S, d) = scores * v.block(rows, cols, S, d);
+    }
+  Reference out;
+  out.y = c * wo;
+  out.dwo = c.transpose() * dy;
+  const RowMatrix dc = dy * wo.transpose();
+  for (std::size_t j = 0; j < s.heads; ++j)
+    for (std::size_t b = 0; b < s.batch; ++b) {
+      const auto rows = Eigen::Index(b) * S, cols = Eigen::Index(j) * d;
+      const RowMatrix& pj = p[j * s.batch + b];
+      const RowMatrix dp = dc.block(rows, cols, S, d) * v.block(rows, cols, S, d).transpose();
+      dv.block(rows, cols, S, d) = pj.transpose() * dc.block(rows, cols, S, d);
+      RowMatrix ds = pj.cwiseProduct(dp);  // P (dP - rowsum(P dP))
+      for (Eigen::Index r = 0; r < S; ++r) ds.row(r) -= pj.row(r) * ds.row(r).sum();
+      dq.block(rows, cols, S, d) = ds * k.block(rows, cols, S, d) * scale;
+      dk.block(rows, cols, S, d) = ds.transpose() * q.block(rows, cols, S, d) * scale;
+    }
+  out.dwq = x.transpose() * dq;
+  out.dwk = x.transpose() * dk;
+  out.dwv = x.transpose() * dv;
+  out.dx = dq * wq.transpose() + dk * wk.transpose() + dv * wv.transpose();
+  return out;
+}
+
+// Heads [first, first + count) of a matrix whose columns go by head (Wq, Wk, Wv and their
+// gradients), stacked: head after head, each (rows, d). The layout a rank keeps its heads in.
+RowMatrix head_blocks(const RowMatrix& m, std::size_t first, std::size_t count, std::size_t d) {
+  RowMatrix out(m.rows() * Eigen::Index(count), Eigen::Index(d));
+  for (std::size_t j = 0; j < count; ++j)
+    out.middleRows(Eigen::Index(j) * m.rows(), m.rows()) = m.middleCols(Eigen::Index((first + j) * d), Eigen::Index(d));
+  return out;
+}
+
+std::vector<float> stacked_columns(const std::vector<float>& m, std::size_t rows, std::size_t cols, std::size_t first,
+                                   std::size_t count, std::size_t d) {
+  std::vector<float> out;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::vector<float> block = tp::columns(m, rows, cols, (first + j) * d, d);
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"13", "tensor_parallel_attention", "tensor parallelism of attention: heads split, Wo split by rows", 4, 1});
+  lesson.set_text(
+      "Multi-head attention split the Megatron way: each rank owns H/N whole heads (their "
+      "columns of Wq, Wk, Wv and their rows of Wo) and runs their attention alone; its heads' "
+      "sum is a partial sum of Y. g all-reduces Y in forward, f all-reduces dX in backward: one "
+      "all-reduce each way, 1/N of the weights per rank.",
+      "Timeline: every rank computes its heads at once; one all-reduce (g) ends forward, one (f) "
+      "ends backward. Stats: bytes per rank equal one ring all-reduce each way.");
+  lesson.describe_size("not used here: the layer's sizes are --hidden, --heads, --batch and --seq");
+  Shape s;
+  std::size_t hidden = 96, heads = 12, batch = 2, seq = 16;
+  bool causal = false;
+  auto& app = lesson.app();
+  app.add_option("--hidden", hidden, "h: the model width; h / heads is each head's size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
+      ->capture_default_str();
+  app.add_option("--heads", heads, "H: attention heads; must divide by the ranks")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))
+      ->capture_default_str();
+  app.add_option("--batch", batch, "sequences")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))->capture_default_str();
+  app.add_option("--seq", seq, "tokens per sequence")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))->capture_default_str();
+  app.add_flag("--causal", causal, "mask the future: token t attends to tokens 0..t only");
+  tp::Outcome outcome;
+  const auto& opt = lesson.options();
+  lesson.on_world([&](const World& w) {
+    if (heads % std::size_t(w.size) != 0)
+      throw UsageError(fmt::format("--heads {} do not split over {} ranks: each rank needs whole heads (use --heads "
+                                   "{} or another multiple of {})",
+                                   heads, w.size, w.size * ((heads + std::size_t(w.size) - 1) / std::size_t(w.size)),
+                                   w.size));
+    if (hidden % heads != 0)
+      throw UsageError(fmt::format("--hidden {} does not split into {} heads of equal size", hidden, heads));
+    s = {batch, seq, hidden, heads, hidden / heads, heads / std::size_t(w.size), causal};
+    lesson.set_algorithm(fmt::format("Megatron attention: {} heads over {} ranks, Wo by rows{}", heads, w.size,
+                                     causal ? ", causal" : ""));
+  });
+
+  lesson.on_report([&](RunResult& r) {
+    const int n = r.world.size;
+    const std::size_t h = s.hidden, d = s.dim, m = s.mine;
+    fmt::print("\nself-attention over X ({} x {}): {} sequences of {} tokens, {} heads of {}{}, split over {} ranks\n",
+               s.tokens(), h, s.batch, s.seq, s.heads, d, s.causal ? ", causal" : "", n);
+    fmt::print("  {:>4}  {:>8}  {:>22}  {:>16}  {:>18}  {:>12}\n", "rank", "heads", "Wq, Wk, Wv (columns)",
+               "Wo (rows)", "scores per head", "Y_i partial");
+    for (int k = 0; k < n; ++k)
+      fmt::print("  {:>4}  {:>8}  {:>22}  {:>16}  {:>18}  {:>12}\n", fmt::format("r{}", k),
+                 fmt::format("{}..{}", std::size_t(k) * m, std::size_t(k + 1) * m - 1), fmt::format("3 x {} x {}", h, m * d),
+                 fmt::format("{} x {}", m * d, h), fmt::format("{} x {} x {}", s.batch, s.seq, s.seq),
+                 fmt::format("{} x {}", s.tokens(), h));
+    const std::uint64_t unsplit = 4 * h * h * sizeof(float);
+    tp::report(r, outcome, s.tokens() * h, unsplit / std::uint64_t(n), unsplit);
+  });
+
+  return lesson.run(argc, argv, [&](Comm& comm) {
+    const int me = comm.rank();
+    const std::size_t T = s.tokens(), S = s.seq, h = s.hidden, d = s.dim, m = s.mine, first = std::size_t(me) * m;
+    const float scale = 1.0f / std::sqrt(float(d));
+    const std::uint64_t seed = opt.seed;
+    const double w_scale = 1.0 / std::sqrt(double(h));
+    const std::vector<float> x = tp::make_tensor(seed, kX, T, h), dy = tp::make_tensor(seed, kDY, T, h);
+    const std::vector<float> wq = tp::make_tensor(seed, kWq, h, h, w_scale), wk = tp::make_tensor(seed, kWk, h, h, w_scale);
+    const std::vector<float> wv = tp::make_tensor(seed, kWv, h, h, w_scale), wo = tp::make_tensor(seed, kWo, h, h, w_scale);
+    auto upload = [&](const std::vector<float>& v, Category c) {
+      Buffer<float> buf = comm.alloc<float>(v.size(), c);
+      from_host(buf.view(), v);
+      return buf;
+    };
+    // My heads: their columns of Wq, Wk, Wv (head after head, each h x d) and their rows of Wo.
+    Buffer<float> Wq = upload(stacked_columns(wq, h, h, first, m, d), Category::params);
+    Buffer<float> Wk = upload(stacked_columns(wk, h, h, first, m, d), Category::params);
+    Buffer<float> Wv = upload(stacked_columns(wv, h, h, first, m, d), Category::params);
+    Buffer<float> Wo = upload(std::vector<float>(wo.begin() + std::ptrdiff_t(first * d * h),
+                                                 wo.begin() + std::ptrdiff_t((first + m) * d * h)),
+                              Category::params);
+    Buffer<float> X = upload(x, Category::data), dY = upload(dy, Category::data);
+    // Activations kept for backward: Q, K, V and C per head (tokens x d), P per head and sequence.
+    const std::size_t per_head = T * d;
+    Buffer<float> Q = comm.alloc<float>(m * per_head, Category::activations), K = comm.alloc<float>(m * per_head, Category::activations);
+    Buffer<float> V = comm.alloc<float>(m * per_head, Category::activations), C = comm.alloc<float>(m * per_head, Category::activations);
+    Buffer<float> P = comm.alloc<float>(m * s.batch * S * S, Category::activations);
+    Buffer<float> Y = comm.alloc<float>(T * h, Category::activations);
+    Buffer<float> mask = comm.alloc<float>(s.causal ? S * S : 0, Category::activations);
+    if (s.causal) {
+      std::vector<float> host(S * S, 0.0f);
+      for (std::size_t r = 0; r < S; ++r)
+        for (std::size_t c = r + 1; c < S; ++c) host[r * S + c] = -INFINITY;
+      from_host(mask.view(), host);
+    }
+    auto head = [&](Buffer<float>& buf, std::size_t j) { return buf.view().sub(j * per_head, per_head); };
+    auto seq_of = [&](View<float> v, std::size_t b) { return v.sub(b * S * d, S * d); };  // (S x d) of one sequence
+    auto probs = [&](std::size_t j, std::size_t b) { return P.view().sub((j * s.batch + b) * S * S, S * S); };
+    auto weight = [&](Buffer<float>& w, std::size_t j) { return View<const float>(w.view().sub(j * h * d, h * d)); };
+    using CV = View<const float>;
+
+    comm.barrier();
+    {
+      auto phase = comm.phase("forward");
+      {
+        auto step = comm.phase("my heads' attention");
+        for (std::size_t j = 0; j < m; ++j) {
+          ops::gemm(head(Q, j), CV(X.view()), weight(Wq, j), T, d, h);
+          ops::gemm(head(K, j), CV(X.view()), weight(Wk, j), T, d, h);
+          ops::gemm(head(V, j), CV(X.view()), weight(Wv, j), T, d, h);
+          for (std::size_t b = 0; b < s.batch; ++b) {
+            View<float> pb = probs(j, b);
+            ops::gemm(pb, CV(seq_of(head(Q, j), b)), CV(seq_of(head(K, j), b)), S, S, d, false, true, scale);
+            if (s.causal) ops::add(pb, CV(mask.view()));
+            ops::softmax_rows(pb, CV(pb), S, S);
+            ops::gemm(seq_of(head(C, j), b), CV(pb), CV(seq_of(head(V, j), b)), S, d, S);
+          }
+        }
+      }
+      {
+        auto step = comm.phase("C_i Wo_i (rows)");
+        for (std::size_t j = 0; j < m; ++j)  // Y_i = sum over my heads of C_j Wo_j
+          ops::gemm(Y.view(), CV(head(C, j)), CV(Wo.view().sub(j * d * h, d * h)), T, h, d, false, false, 1.0f,
+                    j == 0 ? 0.0f : 1.0f);
+      }
+      outcome.forward = tp::g_forward(comm, Y.view());
+    }
+
+    Buffer<float> dWq = comm.alloc<float>(m * h * d, Category::grads), dWk = comm.alloc<float>(m * h * d, Category::grads);
+    Buffer<float> dWv = comm.alloc<float>(m * h * d, Category::grads), dWo = comm.alloc<float>(m * d * h, Category::grads);
+    Buffer<float> dC = comm.alloc<float>(per_head, Category::activations), dQ = comm.alloc<float>(per_head, Category::activations);
+    Buffer<float> dK = comm.alloc<float>(per_head, Category::activations), dV = comm.alloc<float>(per_head, Category::activations);
+    Buffer<float> dP = comm.alloc<float>(S * S, Category::activations), dX = comm.alloc<float>(T * h, Category::activations);
+    {
+      auto phase = comm.phase("backward");
+      {
+      auto step = comm.phase("my heads' gradients");  // g's backward is the identity: dY as it is
+      for (std::size_t j = 0; j < m; ++j) {
+        View<float> dwo = dWo.view().sub(j * d * h, d * h);
+        ops::gemm(dwo, CV(head(C, j)), CV(dY.view()), d, h, T, true);                      // dWo_j = C_j^T dY
+        ops::gemm(dC.view(), CV(dY.view()), CV(Wo.view().sub(j * d * h, d * h)), T, d, h, false, true);  // dC_j = dY Wo_j^T
+        for (std::size_t b = 0; b < s.batch; ++b) {
+          const CV pb = probs(j, b);
+          ops::gemm(dP.view(), CV(seq_of(dC.view(), b)), CV(seq_of(head(V, j), b)), S, S, d, false, true);  // dP = dC V^T
+          ops::gemm(seq_of(dV.view(), b), pb, CV(seq_of(dC.view(), b)), S, d, S, true);                    // dV = P^T dC
+          ops::softmax_backward_rows(dP.view(), pb, CV(dP.view()), S, S);                                   // dS
+          ops::gemm(seq_of(dQ.view(), b), CV(dP.view()), CV(seq_of(head(K, j), b)), S, d, S, false, false, scale);
+          ops::gemm(seq_of(dK.view(), b), CV(dP.view()), CV(seq_of(head(Q, j), b)), S, d, S, true, false, scale);
+        }
+        ops::gemm(dWq.view().sub(j * h * d, h * d), CV(X.view()), CV(dQ.view()), h, d, T, true);  // dWq_j = X^T dQ_j
+        ops::gemm(dWk.view().sub(j * h * d, h * d), CV(X.view()), CV(dK.view()), h, d, T, true);
+        ops::gemm(dWv.view().sub(j * h * d, h * d), CV(X.view()), CV(dV.view()), h, d, T, true);
+        const float keep = j == 0 ? 0.0f : 1.0f;  // dX_i: the sum over my heads of dQ Wq^T + dK Wk^T + dV Wv^T
+        ops::gemm(dX.view(), CV(dQ.view()), weight(Wq, j), T, h, d, false, true, 1.0f, keep);
+        ops::gemm(dX.view(), CV(dK.view()), weight(Wk, j), T, h, d, false, true, 1.0f, 1.0f);
+        ops::gemm(dX.view(), CV(dV.view()), weight(Wv, j), T, h, d, false, true, 1.0f, 1.0f);
+      }
+      }
+      outcome.backward = tp::f_backward(comm, dX.view());
+    }
+
+    const Reference ref = reference(s, tp::as_matrix(x, T, h), tp::as_matrix(wq, h, h), tp::as_matrix(wk, h, h),
+                                    tp::as_matrix(wv, h, h), tp::as_matrix(wo, h, h), tp::as_matrix(dy, T, h));
+    if (comm.inject_fault()) inject_fault_into(dWv.view());
+    const double tol = 1e-5;
+    const std::string heads_text = fmt::format("(heads {}..{})", first, first + m - 1);
+    std::vector<tp::Compared> compared;
+    compared.push_back(tp::compare_tensor(comm, "Y", Y.view(), ref.y, tol));
+    compared.push_back(tp::compare_tensor(comm, "dX", dX.view(), ref.dx, tol));
+    compared.push_back(tp::compare_tensor(comm, "dWq_" + std::to_string(me) + " " + heads_text, dWq.view(),
+                                          head_blocks(ref.dwq, first, m, d), tol));
+    compared.push_back(tp::compare_tensor(comm, "dWk_" + std::to_string(me) + " " + heads_text, dWk.view(),
+                                          head_blocks(ref.dwk, first, m, d), tol));
+    compared.push_back(tp::compare_tensor(comm, "dWv_" + std::to_string(me) + " " + heads_text, dWv.view(),
+                                          head_blocks(ref.dwv, first, m, d), tol));
+    compared.push_back(tp::compare_tensor(comm, "dWo_" + std::to_string(me) + " " + heads_text, dWo.view(),
+                                          ref.dwo.middleRows(Eigen::Index(first * d), Eigen::Index(m * d)), tol));
+    if (me == 0) outcome.compared = compared;
+  });
+}
