@@ -99,9 +99,13 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   r.check("every rank's bytes in forward and in backward equal one ring all-reduce's", bytes_ok);
 
   // Weights: 1/N of the unsplit layer's (plus what is replicated) on every rank's ledger.
-  fmt::print("\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} split {} ways, plus what is "
-             "replicated\n",
-             format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n);
+  const std::uint64_t replicated = per_rank_bytes * std::uint64_t(n) > unsplit_bytes
+                                       ? (per_rank_bytes * std::uint64_t(n) - unsplit_bytes) / std::uint64_t(n - 1 > 0 ? n - 1 : 1)
+                                       : 0;
+  fmt::print("\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} over {} rank{}{}\n",
+             format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n, n == 1 ? "" : "s",
+             replicated > 0 && n > 1 ? fmt::format(", plus {} kept whole on every rank", format_bytes(double(replicated)))
+                                     : "");
   bool weights_ok = true;
   std::string line = " ";
   for (const RankLog& log : r.logs) {

@@ -28,8 +28,12 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ "$name" == 00_why_distributed ]] && args=(--ranks 4)  # arithmetic, then a gather of the figures into r0
   # ZeRO-1/2/3: --size is hidden units there; the default 16 -> 64 -> 64 -> 8 MLP, 5 steps
   [[ "$name" == 08_zero1 || "$name" == 09_zero2 || "$name" == 10_zero3_fsdp ]] && args=(--ranks 4)
-  # pipeline: 4 stages of the default 8-layer MLP, 2 steps; the other two schedules below
+  # pipeline: 4 stages of the default MLP (3 hidden layers, 4 Linear: one per stage), 2 steps;
+  # the other two schedules below
   [[ "$name" == 11_pipeline_microbatching ]] && args=(--ranks 4 --schedule gpipe)
+  # tensor parallelism: --size is not used there; the default block (MLP h = 48, attention 12 heads
+  # of 8) split 4 ways
+  [[ "$name" == 12_tensor_parallel_mlp || "$name" == 13_tensor_parallel_attention ]] && args=(--ranks 4)
   example "$name" "$exe" "${args[@]}"
 done
 

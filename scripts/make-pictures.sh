@@ -23,6 +23,9 @@ declare -A step=(
   [09_zero2]=5.5        # backward: layer L1's gradient reduce-scattered, its full gradient on the ledger
   [10_zero3_fsdp]=5.5   # forward: layer L1's weights all-gathered, the params bar up by one layer
   [11_pipeline_microbatching]=6.5  # GPipe: the last stage's first backward (B3) on its way to r2; the bubble
+  # tensor parallelism: 12 ring steps, g's all-reduce in forward (1-6), f's in backward (7-12)
+  [12_tensor_parallel_mlp]=2.5        # forward: g's reduce-scatter, its last step; no gradients on the ledger yet
+  [13_tensor_parallel_attention]=8.5  # backward: f's reduce-scatter, its last step; Y (g) already whole everywhere
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
@@ -42,3 +45,9 @@ for schedule in naive:3.5 gpipe:6.5 1f1b:4.5; do
   "$viewer" --png "$out/11_timeline_${schedule%:*}.png" --panel timeline --step "${schedule#*:}" \
     --width 1600 --height 480 --font-size 13 "$trace"
 done
+# Lessons 12 and 13: the Shards panel alone at the other all-reduce, so that each README shows both:
+# f in backward (step 8.5) for the MLP, g in forward (step 2.5) for attention.
+"$viewer" --png "$out/12_shards_f.png" --panel shards --step 8.5 --width 800 --height 340 \
+  traces/examples/12_tensor_parallel_mlp.json
+"$viewer" --png "$out/13_shards_g.png" --panel shards --step 2.5 --width 800 --height 340 \
+  traces/examples/13_tensor_parallel_attention.json

@@ -53,8 +53,6 @@ foreach(lesson ${DISTLAB_LESSONS})
     set(n5_extra --hidden 40)
   elseif(lesson STREQUAL "13_tensor_parallel_attention")
     set(n5_extra --heads 10 --hidden 80)
-  elseif(lesson STREQUAL "11_pipeline_microbatching")
-    set(n5_extra --layers 4)  # a layer for each of 5 stages
   endif()
   distlab_lesson_test(lesson.${lesson}.threads-n5-odd ${lesson} verified 5 0 --ranks 5 --size ${odd} ${n5_extra})
   distlab_lesson_test(lesson.${lesson}.threads-n3-tiny ${lesson} verified 3 0 --ranks 3 --size ${tiny})
@@ -200,7 +198,14 @@ if(TARGET 13_tensor_parallel_attention)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.13_tensor_parallel_attention.mpi2 13_tensor_parallel_attention verified 2 2 --causal)
   endif()
-  add_test(NAME usage.13.heads COMMAND bash ${expect_failure} 2 10 "--heads 12 do not split over 5 ranks"
+  # From the JSON trace itself: per lesson, 4 ranks, exactly 4 g spans and 4 f spans (one per rank).
+  foreach(tpl 12_tensor_parallel_mlp 13_tensor_parallel_attention)
+    add_test(NAME lesson.${tpl}.trace-one-all-reduce-each-way
+             COMMAND bash -c "set -e; \"$0\" --ranks 4 --trace \"$1\" >/dev/null; g=$(grep -c '\"name\":\"g: all-reduce\"' \"$1\"); f=$(grep -c '\"name\":\"f: all-reduce\"' \"$1\"); echo \"g spans $g, f spans $f\"; [ $g = 4 ] && [ $f = 4 ]"
+                     $<TARGET_FILE:${tpl}> ${out}/${tpl}-one-each.json)
+    set_tests_properties(lesson.${tpl}.trace-one-all-reduce-each-way PROPERTIES LABELS lesson)
+  endforeach()
+  add_test(NAME usage.13.heads COMMAND bash ${expect_failure} 2 10 "--heads 12 do not split over 5 ranks: each rank needs whole heads"
            -- $<TARGET_FILE:13_tensor_parallel_attention> --ranks 5 --no-trace)
   add_test(NAME usage.13.head-size COMMAND bash ${expect_failure} 2 10 "--hidden 100 does not split into 12 heads"
            -- $<TARGET_FILE:13_tensor_parallel_attention> --hidden 100 --no-trace)

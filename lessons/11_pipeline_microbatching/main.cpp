@@ -373,7 +373,7 @@ int main(int argc, char** argv) {
       "Timeline: the forward and backward spans form the pipeline diagram; the gaps are the "
       "bubble. Memory: the activations bar of GPipe against 1F1B's.");
   std::string schedule_text = "gpipe";
-  int microbatches = 0, stages = 0, layers = 3;
+  int microbatches = 0, stages = 0, layers = 0;
   bool expect_utilisation = false;
   Setup setup;
   lesson.describe_size("units per hidden layer of the model");
@@ -385,9 +385,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--stages", stages, "P: pipeline stages, one per rank (default: the number of ranks)")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--layers", layers, "hidden layers of --size units (the model has one more Linear layer)")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
+  app.add_option("--layers", layers,
+                 "hidden layers of --size units; the model has one more Linear layer (default 3, or enough for a "
+                 "layer per stage)")
+      ->check(CLI::Range(1, 256));
   app.add_option("--batch", setup.batch, "samples per step")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
@@ -412,6 +413,7 @@ int main(int argc, char** argv) {
     if (stages == 0) stages = w.size;
     if (stages != w.size)
       throw UsageError(fmt::format("--stages {} on {} ranks: a stage is a rank; run --ranks {}", stages, w.size, stages));
+    if (layers == 0) layers = std::max(3, stages - 1);  // every stage gets at least one layer
     std::vector<std::size_t> dims{16};
     for (int l = 0; l < layers; ++l) dims.push_back(opt.size);
     dims.push_back(8);

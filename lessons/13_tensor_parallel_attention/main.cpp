@@ -15,7 +15,7 @@
 // Verification: Y, dX and every rank's parts of dWq, dWk, dWv and dWo against the unsplit layer
 // computed in float64 with Eigen; exactly one all-reduce each way in the trace.
 //
-// Run:  ./distlab lesson 13                            4 ranks, 8 heads of 8, causal off
+// Run:  ./distlab lesson 13                            4 ranks, 12 heads of 8 (3 per rank), causal off
 //       ./distlab lesson 13 --causal                   each token attends to itself and earlier ones
 //       ./distlab lesson 13 --ranks 2 --heads 4        heads must divide by the ranks
 //       ./distlab lesson 13 --mpi 2
@@ -141,10 +141,9 @@ int main(int argc, char** argv) {
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
     if (heads % std::size_t(w.size) != 0)
-      throw UsageError(fmt::format("--heads {} do not split over {} ranks: each rank needs whole heads (use --heads "
-                                   "{} or another multiple of {})",
-                                   heads, w.size, w.size * ((heads + std::size_t(w.size) - 1) / std::size_t(w.size)),
-                                   w.size));
+      throw UsageError(fmt::format("--heads {} do not split over {} ranks: each rank needs whole heads (use a --heads "
+                                   "that is a multiple of {} and divides --hidden {})",
+                                   heads, w.size, w.size, hidden));
     if (hidden % heads != 0)
       throw UsageError(fmt::format("--hidden {} does not split into {} heads of equal size", hidden, heads));
     s = {batch, seq, hidden, heads, hidden / heads, heads / std::size_t(w.size), causal};
