@@ -2,6 +2,7 @@
 //
 //   comm.rank(), comm.size()                 who am I, how many are we
 //   comm.alloc<float>(n, Category::data)     a buffer charged to this rank's memory ledger
+//   comm.alloc_from(values, Category::data)  the same, holding a host vector's values
 //   comm.scratch<float>(n)                   a collective's workspace (Category::comm, not zeroed)
 //   comm.send / recv / isend / irecv / wait  point-to-point, traced (one flow per message)
 //   comm.sendrecv(...)                       both at once, never deadlocks on itself
@@ -46,6 +47,13 @@ class Comm {
   template <class T>
   Buffer<T> alloc(std::size_t n, Category category) {
     return Buffer<T>(ledger_, category, n, world_.device);
+  }
+  // A buffer holding `values` (copied to the GPU on a GPU rank), charged to `category`.
+  template <class T>
+  Buffer<T> alloc_from(const std::vector<T>& values, Category category) {
+    Buffer<T> b(ledger_, category, values.size(), world_.device, /*zero=*/false);
+    from_host(b.view(), values);
+    return b;
   }
   // A collective's workspace: charged to Category::comm, not zero-filled (write before reading).
   template <class T>

@@ -163,6 +163,18 @@ void nccl_group(const Nccl& n, Calls calls) {
   distlab::nccl_group(n.comm, *n.waiter, calls);
 }
 
+// One NCCL call per non-empty chunk r of `part` (call(r, comm, stream)), all in one group and
+// one launch: the unequal-chunk forms of the collectives that NCCL gives a single count.
+template <class Call>
+std::string nccl_per_chunk(Comm& comm, const Nccl& nc, const std::string& name, const Partition& part, Call call) {
+  return nccl_run(comm, nc, name, [&](ncclComm_t c, cudaStream_t s) {
+    nccl_group(nc, [&] {
+      for (int r = 0; r < comm.size(); ++r)
+        if (part.size(r) > 0) call(r, c, s);
+    });
+  });
+}
+
 const char* at(const void* base, std::size_t elements, DType t) {
   return static_cast<const char*>(base) + elements * dtype_size(t);
 }
@@ -331,17 +343,10 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
       return nccl_run(comm, nc, "ncclAllGather", [&](ncclComm_t c, cudaStream_t s) {
         DL_NCCL_CALL(nc, ncclAllGather(send, recv, part.size(me), t, c, s));
       });
-    // Unequal chunks: each rank broadcasts its own into place, all in one group.
-    return nccl_run(comm, nc, "ncclBroadcast x N (all-gather)", [&](ncclComm_t c, cudaStream_t s) {
-      nccl_group(nc, [&] {
-        for (int r = 0; r < n; ++r) {
-          if (part.size(r) == 0) continue;
-          char* place = at(recv, part.begin(r), dtype);
-          nccl_check_queued(c,
-                            ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s),
-                            "ncclBroadcast");
-        }
-      });
+    // Unequal chunks: each rank broadcasts its own into place.
+    return nccl_per_chunk(comm, nc, "ncclBroadcast x N (all-gather)", part, [&](int r, ncclComm_t c, cudaStream_t s) {
+      char* place = at(recv, part.begin(r), dtype);
+      nccl_check_queued(c, ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s), "ncclBroadcast");
     });
   }
 #endif
@@ -362,17 +367,11 @@ std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
       return nccl_run(comm, nc, "ncclReduceScatter", [&](ncclComm_t c, cudaStream_t s) {
         DL_NCCL_CALL(nc, ncclReduceScatter(send, recv, part.size(me), t, ncclSum, c, s));
       });
-    // Unequal chunks: chunk r is reduced onto rank r, all in one group.
-    return nccl_run(comm, nc, "ncclReduce x N (reduce-scatter)", [&](ncclComm_t c, cudaStream_t s) {
-      nccl_group(nc, [&] {
-        for (int r = 0; r < n; ++r) {
-          if (part.size(r) == 0) continue;
-          const char* chunk = at(send, part.begin(r), dtype);
-          void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
-          nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s),
-                            "ncclReduce");
-        }
-      });
+    // Unequal chunks: chunk r is reduced onto rank r.
+    return nccl_per_chunk(comm, nc, "ncclReduce x N (reduce-scatter)", part, [&](int r, ncclComm_t c, cudaStream_t s) {
+      const char* chunk = at(send, part.begin(r), dtype);
+      void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
+      nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s), "ncclReduce");
     });
   }
 #endif

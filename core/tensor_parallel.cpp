@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "check.hpp"
 #include "collectives/all_reduce_ring_chunked.hpp"
 #include "data.hpp"
 #include "units.hpp"
@@ -70,8 +71,8 @@ Compared compare_tensor(Comm& comm, const std::string& name, View<const float> g
   return c;
 }
 
-void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t per_rank_bytes,
-            std::uint64_t unsplit_bytes) {
+void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t unsplit_bytes,
+            std::uint64_t replicated_bytes) {
   const int n = r.world.size;
   // The all-reduces: g phases in forward, f phases in backward, one each per rank.
   fmt::print("\ncommunication per rank (ring all-reduces of {} floats, {}; from the trace):\n", format_count(elements),
@@ -99,13 +100,14 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   r.check("every rank's bytes in forward and in backward equal one ring all-reduce's", bytes_ok);
 
   // Weights: 1/N of the unsplit layer's (plus what is replicated) on every rank's ledger.
-  const std::uint64_t replicated = per_rank_bytes * std::uint64_t(n) > unsplit_bytes
-                                       ? (per_rank_bytes * std::uint64_t(n) - unsplit_bytes) / std::uint64_t(n - 1 > 0 ? n - 1 : 1)
-                                       : 0;
+  const std::uint64_t split = unsplit_bytes - replicated_bytes;
+  DL_CHECK(split % std::uint64_t(n) == 0, "tp::report: {} bytes of split weights do not divide by {} ranks", split, n);
+  const std::uint64_t per_rank_bytes = split / std::uint64_t(n) + replicated_bytes;
   fmt::print("\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} over {} rank{}{}\n",
              format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n, n == 1 ? "" : "s",
-             replicated > 0 && n > 1 ? fmt::format(", plus {} kept whole on every rank", format_bytes(double(replicated)))
-                                     : "");
+             replicated_bytes > 0 && n > 1
+                 ? fmt::format(", plus {} kept whole on every rank", format_bytes(double(replicated_bytes)))
+                 : "");
   bool weights_ok = true;
   std::string line = " ";
   for (const RankLog& log : r.logs) {

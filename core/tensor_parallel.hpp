@@ -54,8 +54,9 @@ struct Outcome {
 
 // The report's shared part: the all-reduces found in forward and backward on every rank (count
 // of g and f phases, bytes from the trace) against one each of `elements` floats, and the weight
-// bytes on every rank's ledger against `per_rank_bytes`.
-void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t per_rank_bytes,
-            std::uint64_t unsplit_bytes);
+// bytes on every rank's ledger against its share: the split part of the unsplit layer's
+// `unsplit_bytes` over N ranks, plus the `replicated_bytes` every rank keeps whole.
+void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t unsplit_bytes,
+            std::uint64_t replicated_bytes = 0);
 
 }  // namespace distlab::tp

@@ -48,13 +48,19 @@ void StagedTransport::give(void* block, std::size_t bytes) {
   spare_bytes_ += bytes;
 }
 
-Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {
+std::shared_ptr<StagedTransport::Req> StagedTransport::make_request(bool is_send, const MemRef& mem, int peer,
+                                                                   int tag) {
   auto r = std::make_shared<Req>();
-  r->is_send = true;
-  r->peer = dst;
+  r->is_send = is_send;
+  r->peer = peer;
   r->tag = tag;
   r->mem = mem;
   r->t_post = now_us();
+  return r;
+}
+
+Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {
+  auto r = make_request(true, mem, dst, tag);
   MemRef host = mem;
   if (mem.device == Device::cuda && mem.bytes > 0) {
     // Copy out after the kernels that produced the data (same stream), and wait: MPI may read
@@ -74,11 +80,7 @@ Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {
 }
 
 Request StagedTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto r = std::make_shared<Req>();
-  r->peer = src;
-  r->tag = tag;
-  r->mem = mem;
-  r->t_post = now_us();
+  auto r = make_request(false, mem, src, tag);
   MemRef host = mem;
   if (mem.device == Device::cuda && mem.bytes > 0) {
     r->block = take(mem.bytes);

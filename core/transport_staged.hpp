@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "transport_mpi.hpp"
@@ -39,6 +40,7 @@ class StagedTransport : public Transport {
 
  private:
   struct Req;
+  static std::shared_ptr<Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
   void* take(std::size_t bytes);  // cudaMallocHost'd, from the spares when one fits exactly
   void give(void* block, std::size_t bytes);
 

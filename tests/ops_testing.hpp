@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "core/buffer.hpp"
 #include "core/half.hpp"
@@ -31,6 +34,17 @@ Buffer<T> random_buffer(Ledger& ledger, std::size_t n, std::uint32_t seed, float
   std::uniform_real_distribution<float> dist(lo, hi);
   for (std::size_t i = 0; i < n; ++i) b[i] = T(dist(rng));
   return b;
+}
+
+// Every GEMM case the op tests run: each (m, n, k) shape in all four transpose combinations,
+// with (alpha, beta) = (1, 0) (C overwritten) and (-0.5, 2) (C read and scaled).
+// f(m, n, k, trans_a, trans_b, alpha, beta).
+template <class F>
+void for_each_gemm_case(const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>& shapes, F f) {
+  for (const auto& [m, n, k] : shapes)
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) f(m, n, k, ta, tb, alpha, beta);
 }
 
 }  // namespace distlab::testing

@@ -546,17 +546,15 @@ TEMPLATE_TEST_CASE("ops: gemm in all four transpose combinations against float64
   Ledger ledger;
   const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> shapes = {
       {1, 1, 1}, {5, 7, 3}, {17, 13, 33}, {64, 48, 96}, {3, 4, 0}};
-  for (const auto& [m, n, k] : shapes)
-    for (const bool ta : {false, true})
-      for (const bool tb : {false, true})
-        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
-          CAPTURE(m, n, k, ta, tb, alpha, beta);
-          auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
-          auto c = random_buffer<T>(ledger, m * n, 12);
-          const GemmRef ref = gemm_ref(a, b, c, m, n, k, ta, tb, alpha, beta);
-          ops::gemm(c.view(), a.view(), b.view(), m, n, k, ta, tb, alpha, beta);
-          CHECK(gemm_wrong(c, ref, k) == 0);
-        }
+  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, float alpha,
+                                 float beta) {
+    CAPTURE(m, n, k, ta, tb, alpha, beta);
+    auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
+    auto c = random_buffer<T>(ledger, m * n, 12);
+    const GemmRef ref = gemm_ref(a, b, c, m, n, k, ta, tb, alpha, beta);
+    ops::gemm(c.view(), a.view(), b.view(), m, n, k, ta, tb, alpha, beta);
+    CHECK(gemm_wrong(c, ref, k) == 0);
+  });
 }
 
 TEST_CASE("ops: gemm with beta = 0 never reads C", "[ops]") {

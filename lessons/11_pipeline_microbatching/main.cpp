@@ -223,9 +223,9 @@ void train(Comm& comm, const Setup& s) {
   const std::vector<Op> ops = schedule_of(s.schedule, r, P, M);
 
   // My layers' weights, their gradient (summed over the micro-batches) and the optimizer.
-  Buffer<float> params = comm.alloc<float>(count, Category::params);
-  from_host(params.view(), std::vector<float>(initial.begin() + std::ptrdiff_t(first_param),
-                                              initial.begin() + std::ptrdiff_t(first_param + count)));
+  Buffer<float> params = comm.alloc_from(std::vector<float>(initial.begin() + std::ptrdiff_t(first_param),
+                                                             initial.begin() + std::ptrdiff_t(first_param + count)),
+                                          Category::params);
   Buffer<float> grads = comm.alloc<float>(count, Category::grads);
   Buffer<float> micro_grads = comm.alloc<float>(count, Category::grads);
   Optimizer optimizer(comm.ledger(), comm.device(), count, s.optimizer);

@@ -108,8 +108,7 @@ int main(int argc, char** argv) {
                  fmt::format("{} x {}", s.rows, s.hidden), fmt::format("{} (all)", s.hidden));
     fmt::print("  A_i is columns [{} i, {} (i+1)) of A, B_i the same rows of B\n", s.part, s.part);
     const std::uint64_t unsplit = (2 * s.hidden * s.ffn + s.ffn + s.hidden) * sizeof(float);
-    const std::uint64_t mine = (2 * s.hidden * s.part + s.part + s.hidden) * sizeof(float);
-    tp::report(r, outcome, s.rows * s.hidden, mine, unsplit);
+    tp::report(r, outcome, s.rows * s.hidden, unsplit, s.hidden * sizeof(float));  // b is on every rank
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
@@ -124,18 +123,13 @@ int main(int argc, char** argv) {
     const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
     const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
 
-    auto upload = [&](const std::vector<float>& v, Category c) {
-      Buffer<float> buf = comm.alloc<float>(v.size(), c);
-      from_host(buf.view(), v);
-      return buf;
-    };
     // My part of the weights: columns [c0, c0 + p) of A and a, the same rows of B; b whole.
-    Buffer<float> A = upload(tp::columns(a, h, F, c0, p), Category::params);
-    Buffer<float> bA = upload(tp::columns(bias_a, 1, F, c0, p), Category::params);
-    Buffer<float> B = upload(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h), b.begin() + std::ptrdiff_t((c0 + p) * h)),
+    Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, p), Category::params);
+    Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, p), Category::params);
+    Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h), b.begin() + std::ptrdiff_t((c0 + p) * h)),
                              Category::params);
-    Buffer<float> bB = upload(bias_b, Category::params);
-    Buffer<float> X = upload(x, Category::data), dY = upload(dy, Category::data);
+    Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
+    Buffer<float> X = comm.alloc_from(x, Category::data), dY = comm.alloc_from(dy, Category::data);
     Buffer<float> ones = comm.alloc<float>(T, Category::activations);
     ops::fill(ones.view(), 1.0f);
     Buffer<float> Z = comm.alloc<float>(T * p, Category::activations), H = comm.alloc<float>(T * p, Category::activations);

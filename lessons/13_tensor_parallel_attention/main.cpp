@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
                  fmt::format("{} x {}", m * d, h), fmt::format("{} x {} x {}", s.batch, s.seq, s.seq),
                  fmt::format("{} x {}", s.tokens(), h));
     const std::uint64_t unsplit = 4 * h * h * sizeof(float);
-    tp::report(r, outcome, s.tokens() * h, unsplit / std::uint64_t(n), unsplit);
+    tp::report(r, outcome, s.tokens() * h, unsplit);
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
@@ -176,32 +176,27 @@ int main(int argc, char** argv) {
     const std::vector<float> x = tp::make_tensor(seed, kX, T, h), dy = tp::make_tensor(seed, kDY, T, h);
     const std::vector<float> wq = tp::make_tensor(seed, kWq, h, h, w_scale), wk = tp::make_tensor(seed, kWk, h, h, w_scale);
     const std::vector<float> wv = tp::make_tensor(seed, kWv, h, h, w_scale), wo = tp::make_tensor(seed, kWo, h, h, w_scale);
-    auto upload = [&](const std::vector<float>& v, Category c) {
-      Buffer<float> buf = comm.alloc<float>(v.size(), c);
-      from_host(buf.view(), v);
-      return buf;
-    };
     // My heads: their columns of Wq, Wk, Wv (head after head, each h x d) and their rows of Wo.
-    Buffer<float> Wq = upload(stacked_columns(wq, h, h, first, m, d), Category::params);
-    Buffer<float> Wk = upload(stacked_columns(wk, h, h, first, m, d), Category::params);
-    Buffer<float> Wv = upload(stacked_columns(wv, h, h, first, m, d), Category::params);
-    Buffer<float> Wo = upload(std::vector<float>(wo.begin() + std::ptrdiff_t(first * d * h),
+    Buffer<float> Wq = comm.alloc_from(stacked_columns(wq, h, h, first, m, d), Category::params);
+    Buffer<float> Wk = comm.alloc_from(stacked_columns(wk, h, h, first, m, d), Category::params);
+    Buffer<float> Wv = comm.alloc_from(stacked_columns(wv, h, h, first, m, d), Category::params);
+    Buffer<float> Wo = comm.alloc_from(std::vector<float>(wo.begin() + std::ptrdiff_t(first * d * h),
                                                  wo.begin() + std::ptrdiff_t((first + m) * d * h)),
                               Category::params);
-    Buffer<float> X = upload(x, Category::data), dY = upload(dy, Category::data);
+    Buffer<float> X = comm.alloc_from(x, Category::data), dY = comm.alloc_from(dy, Category::data);
     // Activations kept for backward: Q, K, V and C per head (tokens x d), P per head and sequence.
     const std::size_t per_head = T * d;
     Buffer<float> Q = comm.alloc<float>(m * per_head, Category::activations), K = comm.alloc<float>(m * per_head, Category::activations);
     Buffer<float> V = comm.alloc<float>(m * per_head, Category::activations), C = comm.alloc<float>(m * per_head, Category::activations);
     Buffer<float> P = comm.alloc<float>(m * s.batch * S * S, Category::activations);
     Buffer<float> Y = comm.alloc<float>(T * h, Category::activations);
-    Buffer<float> mask = comm.alloc<float>(s.causal ? S * S : 0, Category::activations);
+    std::vector<float> causal_mask;  // 0 where a token may look, -inf at the tokens after it
     if (s.causal) {
-      std::vector<float> host(S * S, 0.0f);
+      causal_mask.assign(S * S, 0.0f);
       for (std::size_t r = 0; r < S; ++r)
-        for (std::size_t c = r + 1; c < S; ++c) host[r * S + c] = -INFINITY;
-      from_host(mask.view(), host);
+        for (std::size_t c = r + 1; c < S; ++c) causal_mask[r * S + c] = -INFINITY;
     }
+    Buffer<float> mask = comm.alloc_from(causal_mask, Category::activations);
     auto head = [&](Buffer<float>& buf, std::size_t j) { return buf.view().sub(j * per_head, per_head); };
     auto seq_of = [&](View<float> v, std::size_t b) { return v.sub(b * S * d, S * d); };  // (S x d) of one sequence
     auto probs = [&](std::size_t j, std::size_t b) { return P.view().sub((j * s.batch + b) * S * S, S * S); };

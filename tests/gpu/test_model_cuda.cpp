@@ -23,8 +23,9 @@ struct BoundRank {  // the calling thread as rank 0 on GPU 0, as the runtime bin
   BoundRank& operator=(const BoundRank&) = delete;
 };
 
-Buffer<float> on_gpu(Ledger& ledger, Category c, const std::vector<float>& values) {
-  Buffer<float> b(ledger, c, values.size(), Device::cuda, /*zero=*/false);
+template <class T>
+Buffer<T> on_gpu(Ledger& ledger, Category c, const std::vector<T>& values) {
+  Buffer<T> b(ledger, c, values.size(), Device::cuda, /*zero=*/false);
   from_host(b.view(), values);
   return b;
 }
@@ -100,8 +101,7 @@ TEST_CASE("gpu: Adam with bf16 gradients equals its CPU twin", "[gpu][model]") {
   const model::OptimizerConfig config{model::OptimizerKind::adam, 0.01f};
   // The GPU: bf16 gradients in device memory.
   auto params = on_gpu(ledger, Category::params, p);
-  Buffer<BFloat16> grads(ledger, Category::grads, n, Device::cuda, /*zero=*/false);
-  from_host(grads.view(), gb);
+  auto grads = on_gpu(ledger, Category::grads, gb);
   model::Optimizer gpu(ledger, Device::cuda, n, config);
   // The CPU twin.
   Buffer<float> host_p(ledger, Category::params, n);

@@ -380,38 +380,36 @@ TEMPLATE_TEST_CASE("cuda ops: gemm matches the CPU in all four transpose combina
   Ledger ledger;
   const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> shapes = {
       {1, 1, 1}, {5, 7, 3}, {64, 48, 96}, {257, 129, 515}, {3, 4, 0}};
-  for (const auto& [m, n, k] : shapes)
-    for (const bool ta : {false, true})
-      for (const bool tb : {false, true})
-        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
-          CAPTURE(m, n, k, ta, tb, alpha, beta);
-          auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
-          auto c = random_buffer<T>(ledger, m * n, 12);
-          // The magnitude of each element's terms, alpha sum |a b| + |beta c|: both devices are
-          // within (k + 2) u of it from the exact result, so within twice that of each other.
-          std::vector<double> magnitude(m * n);
-          for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) {
-              double mag = 0;
-              for (std::size_t p = 0; p < k; ++p)
-                mag += std::abs((ta ? d(a[p * m + i]) : d(a[i * k + p])) *
-                                (tb ? d(b[j * k + p]) : d(b[p * n + j])));
-              magnitude[i * n + j] = std::abs(alpha) * mag + std::abs(beta * d(c[i * n + j]));
-            }
-          auto ga = up(ledger, a), gb = up(ledger, b), gc = up(ledger, c);
-          ops::gemm(c.view(), a.view(), b.view(), m, n, k, ta, tb, alpha, beta);
-          ops::gemm(gc.view(), ga.view(), gb.view(), m, n, k, ta, tb, alpha, beta);
-          const auto hc = down(ledger, gc);
-          int bad = 0;
-          for (std::size_t i = 0; i < m * n; ++i) {
-            // Each side's one rounding to T is half a unit: a unit between them. Tensor cores
-            // may truncate rather than round while accumulating: twice the f32 bound for 16 bits.
-            const double accumulate = (std::is_same_v<T, float> ? 2 : 4) * double(k + 2) * 0x1p-24;
-            const double bound = 2 * kRoundoff<T> * std::abs(d(c[i])) + accumulate * magnitude[i];
-            bad += std::abs(d(hc[i]) - d(c[i])) > bound;
-          }
-          CHECK(bad == 0);
-        }
+  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, float alpha,
+                                 float beta) {
+    CAPTURE(m, n, k, ta, tb, alpha, beta);
+    auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
+    auto c = random_buffer<T>(ledger, m * n, 12);
+    // The magnitude of each element's terms, alpha sum |a b| + |beta c|: both devices are
+    // within (k + 2) u of it from the exact result, so within twice that of each other.
+    std::vector<double> magnitude(m * n);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        double mag = 0;
+        for (std::size_t p = 0; p < k; ++p)
+          mag += std::abs((ta ? d(a[p * m + i]) : d(a[i * k + p])) *
+                          (tb ? d(b[j * k + p]) : d(b[p * n + j])));
+        magnitude[i * n + j] = std::abs(alpha) * mag + std::abs(beta * d(c[i * n + j]));
+      }
+    auto ga = up(ledger, a), gb = up(ledger, b), gc = up(ledger, c);
+    ops::gemm(c.view(), a.view(), b.view(), m, n, k, ta, tb, alpha, beta);
+    ops::gemm(gc.view(), ga.view(), gb.view(), m, n, k, ta, tb, alpha, beta);
+    const auto hc = down(ledger, gc);
+    int bad = 0;
+    for (std::size_t i = 0; i < m * n; ++i) {
+      // Each side's one rounding to T is half a unit: a unit between them. Tensor cores
+      // may truncate rather than round while accumulating: twice the f32 bound for 16 bits.
+      const double accumulate = (std::is_same_v<T, float> ? 2 : 4) * double(k + 2) * 0x1p-24;
+      const double bound = 2 * kRoundoff<T> * std::abs(d(c[i])) + accumulate * magnitude[i];
+      bad += std::abs(d(hc[i]) - d(c[i])) > bound;
+    }
+    CHECK(bad == 0);
+  });
 }
 
 // Past 2^31 elements an int index wraps: u8 buffers of 2^31 + 37 elements (2 GiB each) filled
