@@ -30,6 +30,14 @@ class UsageError : public Error {
 // MPI's text for an error code (defined with the MPI transport; use only where mpi.h is).
 std::string mpi_error_string(int code);
 
+// CUDA's text for a cudaError_t: its name and string. A sticky error (an illegal address, a
+// failed launch, a device-side assert) also says what it does: it poisons the CUDA context of
+// the whole process, so every in-process rank on that GPU fails after it, and so does anything
+// later in the process (the GPU tests run their groups as separate processes for this reason).
+std::string cuda_error_text(int code);
+// True for the errors that leave the process's CUDA context unusable.
+bool cuda_error_is_sticky(int code);
+
 }  // namespace distlab
 
 #define DL_CHECK(cond, ...)                                                      \
@@ -50,7 +58,7 @@ std::string mpi_error_string(int code);
 #define DL_CUDA_CHECK(call)                                                                     \
   do {                                                                                          \
     const cudaError_t dl_cuda_rc = (call);                                                      \
-    DL_CHECK(dl_cuda_rc == cudaSuccess, "{} failed: {}", #call, cudaGetErrorString(dl_cuda_rc)); \
+    DL_CHECK(dl_cuda_rc == cudaSuccess, "{} failed: {}", #call, ::distlab::cuda_error_text(dl_cuda_rc)); \
   } while (0)
 #define DL_CUDA_LAUNCH_CHECK() DL_CUDA_CHECK(cudaGetLastError())
 #define DL_CUBLAS_CHECK(call)                                                                       \

@@ -2,11 +2,13 @@
 #include "cuda_context.hpp"
 
 #include <chrono>
+#include <exception>
 #include <thread>
 #include <vector>
 
 #include "check.hpp"
 #include "clock.hpp"
+#include "device.hpp"
 #include "device_trace.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
@@ -64,12 +66,10 @@ void measure_epoch(cudaStream_t stream) {
 void cuda_bind_rank(int rank) {
   DL_CHECK(t_rank.device < 0, "rank {}: this thread is bound to GPU {} already", rank,
            t_rank.device);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    DL_FAIL("rank {}: no CUDA device answers", rank);
-  }
-  t_rank.device = rank % count;
+  const CudaProbe& cuda = cuda_probe();
+  if (!cuda.failure.empty()) DL_FAIL("rank {}: CUDA does not start: {}", rank, cuda.failure);
+  if (cuda.devices == 0) DL_FAIL("rank {}: no CUDA device answers", rank);
+  t_rank.device = rank % cuda.devices;
   // A bind that fails half way releases what it made: the caller's unbind never runs then.
   try {
     DL_CUDA_CHECK(cudaSetDevice(t_rank.device));
@@ -95,6 +95,7 @@ void cuda_unbind_rank() noexcept {
   }
   if (stream) cudaStreamSynchronize(stream);
   if (t_rank.copy_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.copy_stream));
+  release_device_blocks();  // nothing of this rank's runs any more
   if (t_rank.cublas) cublasDestroy(static_cast<cublasHandle_t>(t_rank.cublas));
   if (t_rank.epoch_event) cudaEventDestroy(static_cast<cudaEvent_t>(t_rank.epoch_event));
   if (t_rank.copy_stream) cudaStreamDestroy(static_cast<cudaStream_t>(t_rank.copy_stream));
@@ -128,24 +129,38 @@ void cuda_release_nccl(void* nccl_comm) noexcept {
 #ifdef DISTLAB_HAVE_NCCL
   auto comm = static_cast<ncclComm_t>(nccl_comm);
   if (!comm) return;
+  // Unbinding while an exception leaves the rank's body: the rank failed, and the others will
+  // not finalize with it. Abort at once.
+  const bool failing = std::uncaught_exceptions() > 0;
+  auto give_up = [] {
+    try {
+      return t_rank.nccl_give_up && t_rank.nccl_give_up();
+    } catch (...) {
+      return true;
+    }
+  };
   auto stream = static_cast<cudaStream_t>(t_rank.stream);
   const double drain_until = now_us() + 10e6;
   bool idle = !stream;
-  while (!idle && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < drain_until)
+  while (!failing && !idle && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < drain_until && !give_up())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
   bool finalized = false;
-  if (idle && state == ncclSuccess) {
+  if (!failing && idle && state == ncclSuccess) {
     // Non-blocking communicator: finalize answers ncclInProgress and reports through the
-    // async error when it is done. It ends when every rank has finalized (NCCL waits for the
-    // communicator to be quiescent everywhere), so ranks that end their bodies apart get
-    // their own, longer allowance.
-    const double finalize_until = now_us() + 30e6;
+    // async error when it is done, once every rank has finalized. The others may still be
+    // busy, so it waits as long as the run is healthy (kNcclFinalizeCapS at most); once the run
+    // failed, or the others finished without finalizing, a grace of seconds is enough.
+    const double cap_until = now_us() + kNcclFinalizeCapS * 1e6;
+    constexpr double kGraceUs = 10e6;
+    double grace_until = 0;
     state = ncclCommFinalize(comm);
-    while (state == ncclInProgress && now_us() < finalize_until) {
+    while (state == ncclInProgress && now_us() < cap_until) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+      if (grace_until == 0 && give_up()) grace_until = now_us() + kGraceUs;
+      if (grace_until != 0 && now_us() > grace_until) break;
     }
     finalized = state == ncclSuccess;
   }
@@ -186,6 +201,7 @@ void cuda_enable_peer_access() { DL_FAIL("peer access asked for in a build witho
 void cuda_release_nccl(void*) noexcept {}
 void* cuda_stream() { DL_FAIL("CUDA stream requested in a build without CUDA"); }
 void cuda_sync() {}
+void cuda_delay(double) { DL_FAIL("a GPU delay asked for in a build without CUDA"); }
 CudaDeviceScope::CudaDeviceScope(int) {}
 CudaDeviceScope::~CudaDeviceScope() = default;
 

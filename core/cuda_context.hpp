@@ -14,6 +14,8 @@
 // .cu files include it.
 #pragma once
 
+#include <functional>
+
 namespace distlab {
 
 struct CudaRank {
@@ -30,7 +32,17 @@ struct CudaRank {
   // ncclComm_t for the library collectives on in-process ranks, created on first use
   // (library_gpu.cpp); finalized and destroyed at unbind, on this thread.
   void* nccl = nullptr;
+  // Whether finalizing an NCCL communicator may stop waiting for the other ranks (set by the
+  // runtime for in-process ranks: the run failed, or every other rank has finished). Unset:
+  // it waits up to kNcclFinalizeCapS.
+  std::function<bool()> nccl_give_up;
 };
+
+// How long finalizing an NCCL communicator waits for the other ranks at most. Finalize ends
+// when every rank has finalized, and ranks may end their bodies far apart (one verifies while
+// the others are done), so this is no allowance for a healthy run: a failed run ends sooner
+// through nccl_give_up, and under mpirun through MPI_Abort.
+constexpr double kNcclFinalizeCapS = 600;
 
 // Binds the calling thread to rank `rank`'s GPU, creates its streams and measures its clock
 // epoch; `cuda_unbind_rank` synchronizes and destroys them. The runtime calls both around
@@ -45,8 +57,8 @@ void cuda_enable_peer_access();
 
 // Ends an NCCL communicator (ncclComm_t) of the calling rank: finalized and destroyed when the
 // rank's stream drains, aborted when it does not within seconds, when the communicator failed,
-// or when finalizing does not end (it waits for every rank to finalize): an NCCL kernel waiting
-// for a rank that has left would otherwise hold the stream, and ncclCommDestroy, for ever.
+// or when finalizing gives up (nccl_give_up, kNcclFinalizeCapS): an NCCL kernel waiting for a
+// rank that has left would otherwise hold the stream, and ncclCommDestroy, for ever.
 void cuda_release_nccl(void* nccl_comm) noexcept;
 
 // The calling thread's binding (device -1 when unbound).
@@ -55,6 +67,9 @@ CudaRank& cuda_rank();
 void* cuda_stream();
 // Waits for everything the rank enqueued.
 void cuda_sync();
+// Enqueues a kernel on the rank's stream that spins for about `us` microseconds (core/cuda/
+// delay.cu): the GPU tests put it before posts to widen race windows.
+void cuda_delay(double us);
 
 // Makes `device` current for a scope and restores the previous one: a rank's thread that
 // enqueues work for another rank's GPU (an in-process copy into its memory).

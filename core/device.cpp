@@ -5,6 +5,8 @@
 #include <map>
 #include <new>
 
+#include <fmt/format.h>
+
 #include "check.hpp"
 #include "cuda_context.hpp"
 
@@ -51,26 +53,72 @@ bool built_with_cuda() {
 #endif
 }
 
-int cuda_device_count() {
+std::string cuda_version_text(int code) { return fmt::format("{}.{}", code / 1000, code % 1000 / 10); }
+
+CudaProbe classify_cuda(int error, int count, int driver_version, int runtime_version) {
+  CudaProbe p;
+  p.driver_version = driver_version;
+  p.runtime_version = runtime_version;
 #ifdef DISTLAB_HAVE_CUDA
-  int count = 0;  // left unwritten when the driver is missing: any error means "no device"
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
+  const auto rc = static_cast<cudaError_t>(error);
+  if (rc == cudaSuccess) {
+    p.devices = count;
+    p.no_device = count == 0;
+  } else if (rc == cudaErrorNoDevice || (rc == cudaErrorInsufficientDriver && driver_version == 0)) {
+    p.no_device = true;  // no device, or no driver at all: a machine without GPU
+  } else {
+    p.no_device = false;
+    p.failure = fmt::format("cudaGetDeviceCount failed: {} (driver {}, runtime {})", cuda_error_text(error),
+                            driver_version ? cuda_version_text(driver_version) : "none",
+                            cuda_version_text(runtime_version));
   }
-  return count;
 #else
-  return 0;
+  (void)error;
+  (void)count;
+#endif
+  return p;
+}
+
+namespace {
+
+CudaProbe ask_cuda() {
+#ifdef DISTLAB_HAVE_CUDA
+  int driver = 0, runtime = 0, count = 0;  // count is left unwritten when the driver is missing
+  cudaDriverGetVersion(&driver);           // 0 when no driver is installed
+  cudaRuntimeGetVersion(&runtime);
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  return classify_cuda(rc, count, driver, runtime);
+#else
+  return {};
 #endif
 }
 
+}  // namespace
+
+const CudaProbe& cuda_probe() {
+  static const CudaProbe probe = ask_cuda();
+  return probe;
+}
+
+int cuda_device_count() { return cuda_probe().devices; }
+
 Device resolve_device(const std::string& requested) {
   if (requested == "cpu") return Device::cpu;
-  if (requested == "auto") return built_with_cuda() && cuda_device_count() > 0 ? Device::cuda : Device::cpu;
+  const CudaProbe& cuda = cuda_probe();
+  if (requested == "auto") {
+    if (built_with_cuda() && cuda.devices > 0) return Device::cuda;
+    if (!cuda.failure.empty())  // a GPU machine whose CUDA does not start: say so, once
+      fmt::print(stderr, "distlab: --device auto: CUDA does not start here ({}); running on the CPU\n", cuda.failure);
+    return Device::cpu;
+  }
   if (requested == "cuda") {
     if (!built_with_cuda())
       throw UsageError("--device cuda: this build has no CUDA support (nvcc was not found at configure time); use --device cpu");
-    if (cuda_device_count() == 0)
+    if (!cuda.failure.empty())
+      throw UsageError(fmt::format("--device cuda: CUDA does not start on this machine: {}; fix the driver or use --device cpu",
+                                   cuda.failure));
+    if (cuda.devices == 0)
       throw UsageError("--device cuda: no CUDA device answers on this machine; use --device cpu");
     return Device::cuda;
   }
@@ -94,7 +142,46 @@ thread_local BlockCache t_cache;
 
 std::size_t rounded(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
+#ifdef DISTLAB_HAVE_CUDA
+// Freed device blocks of the rank bound to this thread, by size, for its next allocation of
+// that size. cudaFree synchronizes the whole device, so ranks sharing a GPU would serialise on
+// every freed workspace, and a timed collective would measure the allocator. Reuse is safe in
+// stream order: the rank's kernels run in order on its stream, an in-process copy into the
+// block waits for the receiver's stream (peer_copy.hpp), and a message's wait() returns only
+// after its copy ended. The blocks go back at unbind, after the streams drained
+// (release_device_blocks); a thread that never unbinds leaves them to the process's end.
+constexpr std::size_t kGpuCacheLimit = std::size_t{4} << 30;  // per rank
+struct GpuBlockCache {
+  std::multimap<std::size_t, void*> blocks;
+  std::size_t bytes = 0;
+};
+thread_local GpuBlockCache t_gpu_cache;
+
+std::size_t gpu_rounded(std::size_t bytes) { return (bytes + 511) / 512 * 512; }
+
+// True when `ptr` is memory of the GPU this thread's rank is bound to.
+bool on_bound_gpu(const void* ptr) {
+  const int device = cuda_rank().device;
+  if (device < 0) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice && a.device == device;
+}
+#endif
+
 }  // namespace
+
+void release_device_blocks() noexcept {
+#ifdef DISTLAB_HAVE_CUDA
+  for (auto& [size, p] : t_gpu_cache.blocks) cudaFree(p);
+  t_gpu_cache.blocks.clear();
+  t_gpu_cache.bytes = 0;
+  cudaGetLastError();
+#endif
+}
 
 void* device_alloc(Device device, std::size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -111,9 +198,24 @@ void* device_alloc(Device device, std::size_t bytes) {
     return p;
   }
 #ifdef DISTLAB_HAVE_CUDA
+  const std::size_t size = gpu_rounded(bytes);
+  if (cuda_rank().device >= 0) {
+    if (auto it = t_gpu_cache.blocks.find(size); it != t_gpu_cache.blocks.end()) {
+      void* p = it->second;
+      t_gpu_cache.blocks.erase(it);
+      t_gpu_cache.bytes -= size;
+      return p;
+    }
+  }
   void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
-  DL_CHECK(err == cudaSuccess, "cudaMalloc({} B) failed: {}", bytes, cudaGetErrorString(err));
+  cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation && t_gpu_cache.bytes > 0) {
+    cudaGetLastError();  // the cached blocks first, then once more
+    release_device_blocks();
+    err = cudaMalloc(&p, size);
+  }
+  if (err != cudaSuccess) cudaGetLastError();
+  DL_CHECK(err == cudaSuccess, "cudaMalloc({} B) failed: {}", bytes, cuda_error_text(err));
   return p;
 #else
   DL_FAIL("device memory requested in a build without CUDA");
@@ -136,6 +238,15 @@ void device_free(Device device, void* ptr, std::size_t bytes) noexcept {
     return;
   }
 #ifdef DISTLAB_HAVE_CUDA
+  const std::size_t size = gpu_rounded(bytes);
+  if (t_gpu_cache.bytes + size <= kGpuCacheLimit && on_bound_gpu(ptr)) {
+    try {
+      t_gpu_cache.blocks.emplace(size, ptr);
+      t_gpu_cache.bytes += size;
+      return;
+    } catch (...) {
+    }
+  }
   cudaFree(ptr);
 #endif
 }

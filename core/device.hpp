@@ -15,8 +15,14 @@ namespace distlab {
 // CPU blocks of 64 KiB and more are kept, per thread, for the next allocation of the same
 // size (up to 1 GiB per thread): a collective that allocates its workspace in every call then
 // pays no fresh page faults after the first, as a library with preallocated buffers would.
+// GPU blocks are kept likewise, per rank (up to 4 GiB), since cudaFree synchronizes the device:
+// ranks sharing a GPU would wait on each other at every free. A cudaMalloc that runs out of
+// memory gives the cached blocks back and tries once more.
 void* device_alloc(Device device, std::size_t bytes);
 void device_free(Device device, void* ptr, std::size_t bytes) noexcept;
+// Frees the GPU blocks the calling thread's rank keeps (cuda_unbind_rank, after its streams
+// drained).
+void release_device_blocks() noexcept;
 
 // Copies between any two places (host or device) and returns when the copy is done; on a rank
 // bound to a GPU the copy is ordered after the work already on the rank's stream. The CPU
@@ -25,7 +31,24 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
 // Zero bytes: memset on the CPU, cudaMemsetAsync on the rank's stream on a GPU.
 void device_zero(Device device, void* ptr, std::size_t bytes);
 
-// Number of CUDA devices that answer; 0 in a build without CUDA or on a machine without one.
+// What CUDA answers on this machine, asked once per process. No driver at all (no libcuda: a
+// machine without GPU) or no device is "no device"; any other error (a driver older than the
+// runtime, a device that fails to start) is a setup failure, kept apart so that it is reported
+// as what it is and never as "no GPU here".
+struct CudaProbe {
+  int devices = 0;
+  bool no_device = true;  // true also in a build without CUDA
+  std::string failure;    // a setup failure, in CUDA's words with the versions; "" otherwise
+  int driver_version = 0;   // CUDA's code: 13000 is 13.0; 0 when no driver is installed
+  int runtime_version = 0;
+};
+const CudaProbe& cuda_probe();
+// How cuda_probe() reads CUDA's answer: cudaGetDeviceCount's error and count, and the versions.
+CudaProbe classify_cuda(int error, int count, int driver_version, int runtime_version);
+std::string cuda_version_text(int code);  // 13000 -> "13.0"
+
+// Number of CUDA devices that answer; 0 in a build without CUDA, on a machine without one, or
+// when CUDA fails to start (cuda_probe() says why).
 int cuda_device_count();
 
 // True when this build was compiled with CUDA support.

@@ -9,6 +9,7 @@
 #ifdef DISTLAB_HAVE_MPI
 #include <mpi.h>
 
+#include <cstring>
 #include <vector>
 
 #include "transport_mpi.hpp"
@@ -125,12 +126,19 @@ struct Layout {
   }
 };
 
+// In place, as MPI spells it (library.hpp): the rank's own chunk already where the call puts it.
+const char* chunk_at(const void* base, std::size_t elements, DType t) {
+  return static_cast<const char*>(base) + elements * dtype_size(t);
+}
+
 }  // namespace
 
 std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
-  const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
+  const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
+  // The root's chunk left where it is in `send`: MPI_IN_PLACE, never one buffer passed twice.
+  if (me == root && recv == chunk_at(send, l.displs[static_cast<std::size_t>(me)], dtype)) recv = MPI_IN_PLACE;
   if (l.equal) {
     DL_MPI_CHECK(MPI_Scatter(send, mine, t, recv, mine, t, root, mpi_comm(comm)));
     return "MPI_Scatter";
@@ -142,7 +150,9 @@ std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t le
 std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
-  const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
+  const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
+  // The root's own chunk already in its place in `recv`.
+  if (me == root && send == chunk_at(recv, l.displs[static_cast<std::size_t>(me)], dtype)) send = MPI_IN_PLACE;
   if (l.equal) {
     DL_MPI_CHECK(MPI_Gather(send, mine, t, recv, mine, t, root, mpi_comm(comm)));
     return "MPI_Gather";
@@ -157,6 +167,7 @@ std::string mpi_broadcast(Comm& comm, void* data, std::size_t length, DType dtyp
 }
 
 std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+  if (comm.rank() == root && send == recv) send = MPI_IN_PLACE;  // the root's input is its output
   DL_MPI_CHECK(MPI_Reduce(send, recv, as_count(length), mpi_type(dtype, true), MPI_SUM, root, mpi_comm(comm)));
   return "MPI_Reduce";
 }
@@ -164,7 +175,8 @@ std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t len
 std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
-  const int mine = l.counts[static_cast<std::size_t>(comm.rank())];
+  const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
+  if (send == chunk_at(recv, l.displs[static_cast<std::size_t>(me)], dtype)) send = MPI_IN_PLACE;
   if (l.equal) {
     DL_MPI_CHECK(MPI_Allgather(send, mine, t, recv, mine, t, mpi_comm(comm)));
     return "MPI_Allgather";
@@ -176,12 +188,24 @@ std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t
 std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype, true);
-  if (l.equal) {
-    DL_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, l.counts[0], t, MPI_SUM, mpi_comm(comm)));
-    return "MPI_Reduce_scatter_block";
+  const std::size_t me = static_cast<std::size_t>(comm.rank());
+  // In place (NCCL's form: the result lands on the rank's own chunk of `send`) has no MPI
+  // spelling (MPI_IN_PLACE takes the result from the front of the buffer), so the result goes
+  // through a buffer of its own instead of aliasing the input.
+  std::vector<char> apart;
+  void* into = recv;
+  if (recv == chunk_at(send, l.displs[me], dtype) && l.counts[me] > 0) {
+    apart.resize(static_cast<std::size_t>(l.counts[me]) * dtype_size(dtype));
+    into = apart.data();
   }
-  DL_MPI_CHECK(MPI_Reduce_scatter(send, recv, l.counts.data(), t, MPI_SUM, mpi_comm(comm)));
-  return "MPI_Reduce_scatter";
+  std::string name = "MPI_Reduce_scatter_block";
+  if (l.equal) DL_MPI_CHECK(MPI_Reduce_scatter_block(send, into, l.counts[0], t, MPI_SUM, mpi_comm(comm)));
+  else {
+    DL_MPI_CHECK(MPI_Reduce_scatter(send, into, l.counts.data(), t, MPI_SUM, mpi_comm(comm)));
+    name = "MPI_Reduce_scatter";
+  }
+  if (!apart.empty()) std::memcpy(recv, apart.data(), apart.size());
+  return name;
 }
 
 std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {

@@ -29,8 +29,11 @@ bool available(const Comm& comm);
 std::string unavailable_reason(const Comm& comm);
 
 // Raw forms: counts in elements of dtype; `length` is the whole buffer's length; the pointers
-// are memory of comm.device(). Each returns the name of the call it made. all_reduce with
-// send == recv works in place.
+// are memory of comm.device(). Each returns the name of the call it made. In place, as MPI and
+// NCCL spell it: all_reduce with send == recv; reduce with send == recv on the root; scatter
+// with recv at the root's own chunk of send, gather with send at the root's chunk of recv,
+// all_gather with send at the rank's chunk of recv, reduce_scatter with recv at the rank's
+// chunk of send (MPI_IN_PLACE where MPI has it; one buffer is never passed as two).
 std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
 std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
 std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root);

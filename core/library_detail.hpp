@@ -23,6 +23,11 @@ std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
 std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
                            DType dtype);
 
+// For tests: the NCCL calls' unequal-chunk forms (groups of ncclBroadcast, ncclReduce,
+// ncclSend/ncclRecv) also where the chunks are equal, on the calling thread, so that one GPU
+// (one rank, every chunk equal) runs them too. Off by default.
+void set_nccl_chunked_forms(bool on);
+
 // GPU memory: NCCL, or MPI on host copies under the staged transport (throw without CUDA).
 bool gpu_available(const Comm& comm, std::string* why);
 std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,

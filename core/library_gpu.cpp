@@ -23,10 +23,19 @@
 #ifdef DISTLAB_HAVE_NCCL
 #include <nccl.h>
 
+#include "nccl_calls.hpp"
+#ifdef DISTLAB_HAVE_MPI
 #include "transport_nccl.hpp"
+#endif
 #endif
 
 namespace distlab::library::detail {
+
+namespace {
+thread_local bool t_chunked_forms = false;
+}  // namespace
+
+void set_nccl_chunked_forms(bool on) { t_chunked_forms = on; }
 
 #ifndef DISTLAB_HAVE_CUDA
 
@@ -63,18 +72,32 @@ namespace {
 
 // --- staged: MPI's call on host copies (ranks under mpirun share a GPU) ---------------------
 
-// Copies `send` down, runs `mpi_call(host_send, host_recv)`, copies the result up. send == recv
-// (in place) shares one host buffer, so MPI sees it in place too.
+// Copies `send` down, runs `mpi_call(host_send, host_recv)`, copies the result up. Buffers that
+// overlap (in place: library.hpp) share one host buffer with the same offsets, so that MPI sees
+// the same in-place call (MPI_IN_PLACE, library.cpp), never one buffer passed as two.
 template <class Call>
 std::string staged(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
                    Call mpi_call) {
-  // In place, the one buffer holds the larger of the two (the sizes differ off the root).
-  std::vector<char> host_send(send == recv ? 0 : send_bytes),
-      host_recv(send == recv ? std::max(send_bytes, recv_bytes) : recv_bytes);
-  char* hs = send == recv ? host_recv.data() : host_send.data();
+  const char* s = static_cast<const char*>(send);
+  char* r = static_cast<char*>(recv);
+  const bool overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
+  std::vector<char> host_send, host_recv;
+  char *hs = nullptr, *hr = nullptr;
+  if (overlap) {
+    const char* lo = std::min<const char*>(s, r);
+    const char* hi = std::max<const char*>(s + send_bytes, r + recv_bytes);
+    host_recv.resize(static_cast<std::size_t>(hi - lo));
+    hs = host_recv.data() + (s - lo);
+    hr = host_recv.data() + (r - lo);
+  } else {
+    host_send.resize(send_bytes);
+    host_recv.resize(recv_bytes);
+    hs = host_send.data();
+    hr = host_recv.data();
+  }
   if (send_bytes) device_copy(hs, Device::cpu, send, Device::cuda, send_bytes);
-  const std::string name = mpi_call(hs, host_recv.data());
-  if (recv_bytes) device_copy(recv, Device::cuda, host_recv.data(), Device::cpu, recv_bytes);
+  const std::string name = mpi_call(hs, hr);
+  if (recv_bytes) device_copy(recv, Device::cuda, hr, Device::cpu, recv_bytes);
   return name + " (through host memory)";
 }
 
@@ -104,6 +127,7 @@ ncclDataType_t nccl_type(DType t) {
 struct Nccl {
   ncclComm_t comm = nullptr;
   Transport* waiter = nullptr;
+  std::size_t launched_before = 0;  // queued point-to-point messages launched just before it
 };
 
 // In-process ranks: each rank thread makes its own communicator, once, from an id the first
@@ -114,25 +138,25 @@ ncclComm_t thread_comm(Comm& comm, ThreadTransport& t) {
   if (rank.nccl) return static_cast<ncclComm_t>(rank.nccl);
   auto id = std::static_pointer_cast<ncclUniqueId>(t.hub().shared("library NCCL id", [] {
     auto made = std::make_shared<ncclUniqueId>();
-    DL_NCCL_CHECK(ncclGetUniqueId(made.get()));
+    nccl_make_unique_id(made.get());
     return std::shared_ptr<void>(made);
   }));
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t c = nullptr;
-  const ncclResult_t rc = ncclCommInitRankConfig(&c, comm.size(), *id, comm.rank(), &config);
-  rank.nccl = c;  // released at unbind (cuda_release_nccl), whatever happens next
-  nccl_settle(c, rc, "ncclCommInitRankConfig", t);
-  return c;
+  // A failed initialisation is aborted inside; a made one is released at unbind
+  // (cuda_release_nccl), whatever happens next.
+  rank.nccl = nccl_init_comm(comm.size(), comm.rank(), id.get(), t);
+  return static_cast<ncclComm_t>(rank.nccl);
 }
 
 // The NCCL communicator of this run, or none when the staged transport carries it.
 bool nccl_of(Comm& comm, Nccl& out) {
+#ifdef DISTLAB_HAVE_MPI
   if (auto* t = dynamic_cast<NcclTransport*>(&comm.transport())) {
-    t->flush();  // queued point-to-point first: every rank issues its NCCL calls in one order
-    out = {static_cast<ncclComm_t>(t->comm()), t};
+    // Queued point-to-point first: every rank issues its NCCL calls in one order.
+    const std::size_t launched = t->flush();
+    out = {static_cast<ncclComm_t>(t->comm()), t, launched};
     return true;
   }
+#endif
   if (auto* t = dynamic_cast<ThreadTransport*>(&comm.transport())) {
     out = {thread_comm(comm, *t), t};
     return true;
@@ -149,7 +173,15 @@ std::string nccl_run(Comm& comm, const Nccl& n, const std::string& name, Enqueue
   work->record_start(stream);
   enqueue(n.comm, stream);
   work->record_stop(stream);  // after the calls settled: NCCL's work is on the stream by now
-  nccl_wait(n.comm, *work, name, *n.waiter);
+  // A hang here whose report names the messages launched before it is the order MPI allows
+  // and NCCL does not (transport_nccl.hpp): a peer that posts its receive after this call.
+  const std::string what =
+      n.launched_before == 0
+          ? name
+          : fmt::format("{} (launched behind {} queued GPU message{}: each holds this stream until its partner "
+                        "is posted, so a peer that posts it only after its own {} hangs both)",
+                        name, n.launched_before, n.launched_before == 1 ? "" : "s", name);
+  nccl_wait(n.comm, *work, what, *n.waiter);
   comm.record_device_work(work);
   return name;
 }
@@ -189,6 +221,23 @@ std::size_t bytes_of(std::size_t elements, DType t) {
 }
 
 #ifdef DISTLAB_HAVE_NCCL
+// NCCL's one-count calls fit: every rank's chunk is as long (and the tests did not ask for
+// the unequal-chunk forms).
+bool equal_chunks(std::size_t length, int n) {
+  return length % static_cast<std::size_t>(n) == 0 && !t_chunked_forms;
+}
+
+// ncclScatter and ncclGather came in NCCL 2.28: an older library (a GPU machine's own) has
+// neither, and they go point to point there.
+constexpr int kScatterGather = 22800;
+
+// The name of a scatter or gather made of point-to-point calls, and why it is one.
+std::string point_to_point(const char* what, std::size_t length, int n) {
+  if (length % static_cast<std::size_t>(n) != 0 || t_chunked_forms) return fmt::format("ncclSend/ncclRecv ({})", what);
+  return fmt::format("ncclSend/ncclRecv ({}; NCCL {} has no nccl{}{})", what, nccl_version_text(nccl_runtime_version()),
+                     static_cast<char>(what[0] - 'a' + 'A'), what + 1);
+}
+
 // Scatter or gather of unequal chunks (NCCL's scatter and gather take one count): the root
 // exchanges each rank's chunk of `whole` with it point to point and copies its own.
 // to_root: gather (chunks come in to `whole`), else scatter (they go out of it).
@@ -257,14 +306,17 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
   Nccl nc;
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
-    if (length % static_cast<std::size_t>(n) == 0) {
-      const void* from = send ? send : recv;  // sendbuff is unused off the root; never pass null
-      return nccl_run(comm, nc, "ncclScatter", [&](ncclComm_t c, cudaStream_t s) {
-        DL_NCCL_CALL(nc, ncclScatter(from, recv, part.size(me), t, root, c, s));
-      });
+    if (equal_chunks(length, n)) {
+      if (const auto scatter = reinterpret_cast<decltype(&ncclScatter)>(nccl_function("ncclScatter", kScatterGather))) {
+        const void* from = send ? send : recv;  // sendbuff is unused off the root; never pass null
+        return nccl_run(comm, nc, "ncclScatter", [&](ncclComm_t c, cudaStream_t s) {
+          DL_NCCL_CALL(nc, scatter(from, recv, part.size(me), t, root, c, s));
+        });
+      }
     }
-    // Unequal chunks: NCCL's scatter takes one count, so the root sends each its own.
-    return nccl_root_chunks(comm, nc, "ncclSend/ncclRecv (scatter)", false, const_cast<void*>(send), recv,
+    // Unequal chunks (NCCL's scatter takes one count), or an NCCL without ncclScatter: the root
+    // sends each its own.
+    return nccl_root_chunks(comm, nc, point_to_point("scatter", length, n), false, const_cast<void*>(send), recv,
                             part, dtype, root);
   }
 #endif
@@ -282,13 +334,15 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
   Nccl nc;
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
-    if (length % static_cast<std::size_t>(n) == 0) {
-      void* into = recv ? recv : const_cast<void*>(send);  // recvbuff is unused off the root
-      return nccl_run(comm, nc, "ncclGather", [&](ncclComm_t c, cudaStream_t s) {
-        DL_NCCL_CALL(nc, ncclGather(send, into, part.size(me), t, root, c, s));
-      });
+    if (equal_chunks(length, n)) {
+      if (const auto gather = reinterpret_cast<decltype(&ncclGather)>(nccl_function("ncclGather", kScatterGather))) {
+        void* into = recv ? recv : const_cast<void*>(send);  // recvbuff is unused off the root
+        return nccl_run(comm, nc, "ncclGather", [&](ncclComm_t c, cudaStream_t s) {
+          DL_NCCL_CALL(nc, gather(send, into, part.size(me), t, root, c, s));
+        });
+      }
     }
-    return nccl_root_chunks(comm, nc, "ncclSend/ncclRecv (gather)", true, recv, const_cast<void*>(send), part,
+    return nccl_root_chunks(comm, nc, point_to_point("gather", length, n), true, recv, const_cast<void*>(send), part,
                             dtype, root);
   }
 #endif
@@ -339,7 +393,7 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
   Nccl nc;
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
-    if (length % static_cast<std::size_t>(n) == 0)
+    if (equal_chunks(length, n))
       return nccl_run(comm, nc, "ncclAllGather", [&](ncclComm_t c, cudaStream_t s) {
         DL_NCCL_CALL(nc, ncclAllGather(send, recv, part.size(me), t, c, s));
       });
@@ -363,7 +417,7 @@ std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
   Nccl nc;
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
-    if (length % static_cast<std::size_t>(n) == 0)
+    if (equal_chunks(length, n))
       return nccl_run(comm, nc, "ncclReduceScatter", [&](ncclComm_t c, cudaStream_t s) {
         DL_NCCL_CALL(nc, ncclReduceScatter(send, recv, part.size(me), t, ncclSum, c, s));
       });

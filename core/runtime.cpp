@@ -258,6 +258,8 @@ void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadH
   log.t_start = now_us();
   try {
     CudaBinding gpu(comm.device(), comm.rank(), true);
+    if (comm.device() == Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
+      cuda_rank().nccl_give_up = [&hub, r = comm.rank()] { return hub.aborting() || hub.others_finished(r); };
     body(comm);
     comm.finish_device_trace();  // the gpu lane's last spans, while the GPU is still bound
   } catch (const UsageError& e) {

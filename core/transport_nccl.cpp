@@ -17,12 +17,6 @@ ncclComm_t nc(void* c) {
   return static_cast<ncclComm_t>(c);
 }
 
-std::string nccl_text(void* comm, ncclResult_t rc) {
-  const char* last = ncclGetLastError(nc(comm));
-  return last && *last ? fmt::format("{} ({})", ncclGetErrorString(rc), last)
-                       : ncclGetErrorString(rc);
-}
-
 std::string ordinal(std::uint64_t k) {
   const std::uint64_t n = k + 1;  // orders count from 0, people from 1st
   const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th"
@@ -34,55 +28,6 @@ std::string ordinal(std::uint64_t k) {
 }
 
 }  // namespace
-
-// --- the calls the library shares ---------------------------------------------------------------
-
-void nccl_check_queued(void* comm, int result, const char* call) {
-  const auto rc = static_cast<ncclResult_t>(result);
-  if (rc != ncclSuccess && rc != ncclInProgress)
-    throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
-}
-
-void nccl_settle(void* comm, int result, const char* call, Transport& waiter) {
-  const auto rc = static_cast<ncclResult_t>(result);
-  if (rc == ncclSuccess) return;
-  if (rc != ncclInProgress) throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
-  waiter.wait_until(
-      [&] {
-        ncclResult_t state = ncclSuccess;
-        DL_NCCL_CHECK(ncclCommGetAsyncError(nc(comm), &state));
-        if (state == ncclInProgress) return false;
-        if (state != ncclSuccess)
-          throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, state)));
-        return true;
-      },
-      call);
-}
-
-bool nccl_done(void* comm, const DeviceWork& work) {
-  ncclResult_t state = ncclSuccess;
-  DL_NCCL_CHECK(ncclCommGetAsyncError(nc(comm), &state));
-  if (state != ncclSuccess && state != ncclInProgress)
-    throw Error(fmt::format("NCCL failed during {}: {}", work.name(), nccl_text(comm, state)));
-  return work.done();
-}
-
-void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls) {
-  DL_NCCL_CHECK(ncclGroupStart());
-  try {
-    calls();
-  } catch (...) {
-    // Every ncclGroupStart is ended, also when a call in the group failed: an open group would
-    // swallow this thread's later NCCL calls (the communicator's finalize at the end).
-    ncclGroupEnd();
-    throw;
-  }
-  nccl_settle(comm, ncclGroupEnd(), "ncclGroupEnd", waiter);
-}
-
-void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter) {
-  if (!nccl_done(comm, work)) waiter.wait_until([&] { return nccl_done(comm, work); }, what);
-}
 
 // --- the transport -------------------------------------------------------------------------
 
@@ -108,14 +53,9 @@ struct NcclTransport::Req : RequestState {
 NcclTransport::NcclTransport(MpiTransport& mpi) : mpi_(mpi) {
   const int n = mpi_.size(), me = mpi_.rank();
   ncclUniqueId id{};
-  if (me == 0) DL_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (me == 0) nccl_make_unique_id(&id);
   DL_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_.comm()));
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t c = nullptr;
-  const ncclResult_t rc = ncclCommInitRankConfig(&c, n, id, me, &config);
-  comm_ = c;
-  nccl_settle(comm_, rc, "ncclCommInitRankConfig", mpi_);
+  comm_ = nccl_init_comm(n, me, &id, mpi_);  // aborted there when it fails: nothing to release
   DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &headers_));
   MPI_Comm_set_errhandler(headers_, MPI_ERRORS_RETURN);
   sent_to_.assign(static_cast<std::size_t>(n), 0);
@@ -161,8 +101,9 @@ Request NcclTransport::irecv(const MemRef& mem, int src, int tag) {
   return r;
 }
 
-void NcclTransport::flush() {
-  if (queued_.empty()) return;
+std::size_t NcclTransport::flush() {
+  if (queued_.empty()) return 0;
+  const std::size_t launched = queued_.size();
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
   int sends = 0;
   for (const auto& r : queued_) sends += r->is_send;
@@ -190,6 +131,7 @@ void NcclTransport::flush() {
     r->device_work = group;  // this rank's GPU ran it: its gpu lane shows the group once
   }
   queued_.clear();
+  return launched;
 }
 
 // The header's MPI message; on a receive, the check of what arrived against what was posted.

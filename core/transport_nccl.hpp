@@ -17,6 +17,15 @@
 // garbage. Host buffers (a CPU View in a cuda run) go by MPI; a message with host memory at one
 // end and GPU memory at the other is refused with a sentence.
 //
+// The one rule MPI does not have: a GPU send or receive holds its rank's stream until its
+// partner is launched on the peer, and a stream runs its NCCL work in order. Queued messages
+// are launched at the next wait, barrier or library collective, ahead of that collective. So
+// the order MPI allows — r0: isend to r1, all-reduce, wait; r1: all-reduce, irecv from r0,
+// wait — hangs both GPUs here: r0's all-reduce queues behind its send, r1's receive behind its
+// all-reduce. Post both halves of a message before a collective (or wait for them first) on
+// both ranks. The hang is reported, not waited on: the collective's wait names the messages it
+// was launched behind.
+//
 // The communicator is non-blocking (ncclConfig_t.blocking = 0): no NCCL call can hang the host,
 // and every call that answers ncclInProgress is polled until NCCL has enqueued it. It is made
 // with a unique id that rank 0 broadcasts over MPI.
@@ -30,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "nccl_calls.hpp"
 #include "transport_mpi.hpp"
 
 namespace distlab {
@@ -54,9 +64,9 @@ class NcclTransport : public Transport {
   }
 
   void* comm() const { return comm_; }  // ncclComm_t, for the library collectives
-  // Launches the queued sends and receives as one group. The library collectives call it
-  // first, so that every rank issues its NCCL calls in one order.
-  void flush();
+  // Launches the queued sends and receives as one group and returns how many it launched. The
+  // library collectives call it first, so that every rank issues its NCCL calls in one order.
+  std::size_t flush();
 
  private:
   struct Header;
@@ -70,22 +80,5 @@ class NcclTransport : public Transport {
   std::vector<std::shared_ptr<Req>> queued_;
   std::vector<std::uint64_t> sent_to_, received_from_;  // NCCL messages per peer, in posting order
 };
-
-// --- shared with the library collectives (library_gpu.cpp) ----------------------------------
-
-// After a call on a non-blocking communicator (ncclComm_t as void*): ncclSuccess passes,
-// ncclInProgress is polled through `waiter` until NCCL has enqueued the work, anything else
-// throws Error naming `call`, NCCL's error string and its last message.
-void nccl_settle(void* comm, int result, const char* call, Transport& waiter);
-// Inside a group: ncclSuccess and ncclInProgress pass (the group's end settles them).
-void nccl_check_queued(void* comm, int result, const char* call);
-// ncclGroupStart, `calls` (NCCL calls checked with nccl_check_queued), ncclGroupEnd settled
-// through `waiter`: one launch. The group is ended also when a call throws.
-void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls);
-// Polls until `work` (enqueued after NCCL calls on `comm`) is done; a failing communicator
-// throws Error. Reported as a wait in `what` after the deadlock timeout.
-void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter);
-// True once `work` is done; throws Error when the communicator has failed.
-bool nccl_done(void* comm, const DeviceWork& work);
 
 }  // namespace distlab

@@ -312,6 +312,16 @@ void ThreadTransport::barrier() {
   unregister();
 }
 
+bool ThreadHub::others_finished(int rank) const {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank) continue;
+    auto& s = *slots_[static_cast<std::size_t>(r)];
+    std::lock_guard lk(s.registry);
+    if (!s.finished) return false;
+  }
+  return true;
+}
+
 void ThreadTransport::finished() {
   auto& me = *hub_.slots_[rank_];
   std::lock_guard lk(me.registry);

@@ -38,6 +38,8 @@ class ThreadHub {
   int exit_code() const;
 
   double timeout_s() const { return timeout_us_ * 1e-6; }
+  // True when every rank but `rank` has finished its body.
+  bool others_finished(int rank) const;
   // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
   // id of the library collectives); it lives as long as the hub.
   std::shared_ptr<void> shared(const std::string& key, const std::function<std::shared_ptr<void>()>& make);

@@ -238,6 +238,22 @@ endif()
 
 # Every all-reduce algorithm against the float64 sum in one run, on in-process ranks and under
 # mpiexec (where MPI_Allreduce is checked as well); N = 3 and 6 fold, 7 elements give empty chunks.
+# The library collectives in place and out of place (MPI_IN_PLACE, never one buffer twice).
+add_executable(library_probe probes/library_probe.cpp)
+target_link_libraries(library_probe PRIVATE distlab_core)
+target_compile_options(library_probe PRIVATE -Wall -Wextra)
+if(DISTLAB_HAVE_MPI)
+  distlab_lesson_test(probe.library.mpi3-tiny library_probe verified 3 3 --size 7)
+  distlab_lesson_test(probe.library.mpi4 library_probe verified 4 4 --size 1000)
+  distlab_lesson_test(probe.library.inject-fault library_probe failed 3 3 --size 7 --inject-fault)
+  if(TARGET distlab_gpu_tests)
+    set(lesson_test_prefix bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --)
+    distlab_lesson_test(probe.library.mpi2-cuda library_probe verified 2 2 --size 7 --device cuda)
+    set_tests_properties(probe.library.mpi2-cuda PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77)
+    unset(lesson_test_prefix)
+  endif()
+endif()
+
 add_executable(all_reduce_probe probes/all_reduce_probe.cpp)
 target_link_libraries(all_reduce_probe PRIVATE distlab_core)
 target_compile_options(all_reduce_probe PRIVATE -Wall -Wextra)

@@ -5,6 +5,7 @@
 // several each gets its own. Rank bodies only record; the test's thread asserts after the join
 // (Catch's assertions are not thread-safe).
 #include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -327,4 +328,39 @@ TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU wit
   CHECK_FALSE(available);
   CHECK_THAT(why, Contains("NCCL refuses two ranks") &&
                       Contains(std::to_string(gpus + 1) + " ranks share"));
+}
+
+TEST_CASE("cuda context: a freed device block is the rank's next block of that size, and goes back at unbind",
+          "[cuda][context]") {
+  // cudaFree synchronizes the device, so ranks sharing a GPU would wait on each other at every
+  // freed workspace: the rank keeps its blocks (device.hpp) and gives them back at unbind.
+  constexpr std::size_t n = std::size_t{1} << 24;  // 64 MiB
+  const void* first = nullptr;
+  const void* again = nullptr;
+  const void* other_size = nullptr;
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  cudaMemGetInfo(&free_before, &total);
+  run_in_process(
+      1,
+      [&](Comm& comm) {
+        {
+          Buffer<float> a = comm.alloc<float>(n, Category::data);
+          first = a.data();
+        }
+        Buffer<float> b = comm.alloc<float>(n, Category::data);
+        again = b.data();
+        Buffer<float> c = comm.alloc<float>(n / 2, Category::data);
+        other_size = c.data();
+        ops::fill(b.view(), 3.0f);  // a reused block is zeroed and usable like a fresh one
+        const auto h = to_host(b.view());
+        if (!std::all_of(h.begin(), h.end(), [](float x) { return x == 3.0f; })) again = nullptr;
+      },
+      30, Device::cuda);
+  cudaMemGetInfo(&free_after, &total);
+  CHECK(again == first);
+  CHECK(other_size != first);
+  // Unbinding gave every block back: what is free now is what was free before, give or take
+  // what another process on the GPU did meanwhile (nothing, on the check's machine).
+  constexpr std::size_t kSlack = std::size_t{16} << 20;
+  CHECK(free_after + kSlack >= free_before);
 }
