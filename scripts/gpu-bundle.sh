@@ -6,7 +6,7 @@
 # The GPU machine has the driver, the CUDA 13 toolkit (cuBLAS) and PyTorch's wheels (NCCL),
 # but no Debian packages and no network, and a call carries at most 64 MiB. So the programs
 # are built here (x86-64 on both sides; glibc there is newer) with CUDA for sm_90 and without
-# MPI (the check runs in-process ranks), stripped, and carried with the two small shared
+# MPI (the check runs in-process ranks; NCCL is in all the same), stripped, and carried with the two small shared
 # libraries they need that the GPU machine lacks (fmt, simdjson). cuBLAS and NCCL are found
 # there at run time (gpu-check.sh sets LD_LIBRARY_PATH); they are too large to carry.
 set -euo pipefail
@@ -29,6 +29,12 @@ for t in "${lessons[@]}"; do cp "$build/lessons/$t" "$bundle/bin/"; done
 cp "$build/tests/distlab_gpu_tests" "$build/tests/distlab_trace_check" "$build/bench/distlab-bench" "$bundle/bin/"
 [[ -x "$build/bench/distlab_ops_bench" ]] && cp "$build/bench/distlab_ops_bench" "$bundle/bin/"
 strip "$bundle"/bin/*
+# NCCL comes in without MPI (core/nccl_calls.cpp): a GPU test binary without it would test the
+# "this build has no NCCL" sentences instead of NCCL.
+readelf -d "$bundle/bin/distlab_gpu_tests" | grep -q 'NEEDED.*libnccl' || {
+  echo "gpu-bundle: distlab_gpu_tests does not link libnccl (was nccl.h or libnccl found at configure time?)" >&2
+  exit 1
+}
 # The non-system, non-CUDA libraries the programs need: copied beside them.
 for lib in $(ldd "$bundle"/bin/* 2>/dev/null | awk '/=> \// {print $3}' | sort -u); do
   case "$(basename "$lib")" in

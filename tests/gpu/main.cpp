@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   }
   if (cuda.devices == 0) {
     fmt::print("SKIPPED: no CUDA device answers on this machine; the GPU tests need one\n");
+    if (probe) print_environment(cuda);
     return 77;
   }
   if (probe) {
