@@ -62,8 +62,8 @@ std::string json_value(const std::string& text) {
 std::string path_beside(const std::string& path, const std::string& name) {
   const std::filesystem::path p = std::filesystem::path(path).parent_path() / name;
   std::error_code ec;
-  const std::filesystem::path rel = std::filesystem::proximate(p, ec);
-  return !ec && !rel.empty() && rel.string().rfind("..", 0) != 0 ? rel.string() : p.string();
+  const std::filesystem::path whole = std::filesystem::absolute(p, ec).lexically_normal();
+  return ec ? p.string() : whole.string();
 }
 
 bool launched_by_mpi() {

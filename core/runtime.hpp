@@ -122,7 +122,8 @@ class Lesson {
 };
 
 // `name` in the folder of `path` ("traces/06_x.json", "calibration.json" ->
-// "traces/calibration.json"), relative to the working directory when it lies below it.
+// "/abs/traces/calibration.json"), as an absolute path: a default shown in --help is the file
+// that will be used, wherever the program runs from.
 std::string path_beside(const std::string& path, const std::string& name);
 
 // True when this process was started by mpirun / mpiexec (Open MPI, MPICH or PMIx).

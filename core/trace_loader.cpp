@@ -226,8 +226,11 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
       }
       last_start = s->ts;
       const double end = s->ts + std::max(0.0, s->dur);
-      while (!open.empty() && open.back() <= s->ts) open.pop_back();
-      if (!open.empty() && end > open.back() + 5e-4) {
+      // Times are printed to the nanosecond and ts + dur is summed in floating point: ends and
+      // starts within half a nanosecond are equal.
+      constexpr double kHalfNs = 5e-4;
+      while (!open.empty() && open.back() <= s->ts + kHalfNs) open.pop_back();
+      if (!open.empty() && end > open.back() + kHalfNs) {
         bad.push_back(fmt::format("pid {} tid {}: span '{}' at {:.3f} us overlaps its neighbour without nesting",
                                   key.first, key.second, s->name, s->ts));
         break;

@@ -29,6 +29,11 @@ struct Slice {
   std::uint64_t flow = 0;  // flow id bound here (0: none)
 };
 
+// A time on the grid the trace prints (ns, as microseconds with 3 decimals). Slices are placed
+// on it before their nesting is decided: two that are disjoint by a fraction of a nanosecond
+// touch once printed, and must be treated as touching.
+double to_ns(double us) { return std::round(us * 1e3) / 1e3; }
+
 int lane_base_tid(Lane lane) { return static_cast<int>(lane) + 1; }  // 1 compute, 2 send, 3 recv, 4 gpu
 int sub_lane_tid(Lane lane, int k) { return lane_base_tid(lane) + 10 * k; }
 
@@ -124,7 +129,8 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     std::vector<Slice> slices;
     slices.reserve(log.spans.size() * 2);
     for (const auto& e : log.spans) {
-      Slice s{&e, false, e.t0 + off, std::max(e.t1, e.t0) + off, 0, 0};
+      // On the printed nanosecond grid from here on: nesting is decided on the times written.
+      Slice s{&e, false, to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off), 0, 0};
       if (e.kind == SpanEvent::Kind::send) s.flow = flow_ids[{log.rank, e.peer, e.tag, e.seq}];
       slices.push_back(s);
       if (e.kind == SpanEvent::Kind::recv) {
@@ -133,6 +139,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         // The arrival slice: the last moments of the receive, never before the message was sent.
         double d0 = std::max(s.t0, s.t1 - kDeliverUs);
         if (flow) d0 = std::min(s.t1, std::max(d0, sent_at[flow]));
+        d0 = to_ns(d0);
         Slice d{&e, true, d0, s.t1, 0, flow};
         slices.push_back(d);
       }
@@ -158,8 +165,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         const SpanEvent& e = *s->src;
         const char* cat = s->deliver ? "deliver" : lane_name(e.lane);
         const std::string name = s->deliver ? "deliver" : e.name;
-        // Round both ends to the nanosecond first, so nesting survives the printing.
-        const double t0 = std::round(s->t0 * 1e3) / 1e3, t1 = std::round(s->t1 * 1e3) / 1e3;
+        const double t0 = s->t0, t1 = s->t1;  // on the nanosecond grid already
         std::string text = fmt::format(R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
                                        json_string(name), cat, pid, s->tid, t0, t1 - t0);
         if (e.kind != SpanEvent::Kind::plain) append_message_args(text, e, s->flow);

@@ -16,13 +16,18 @@ using model::MlpShape;
 namespace {
 
 // The lecture's table: bytes per parameter at N = 64 and the largest model on an 80 GB GPU.
+// The lecture prints its figures rounded: `half_digit` is half a unit of the last digit it
+// prints (4.2: 0.05), so its formula's exact value lies within that of the printed one.
 struct LectureRow {
   Stage stage;
   double bytes_per_param;
+  double half_digit;
   const char* largest;
 };
-constexpr LectureRow kLecture[] = {
-    {Stage::dp, 16, "5B"}, {Stage::zero1, 4.2, "19B"}, {Stage::zero2, 2.2, "36B"}, {Stage::zero3, 0.25, "320B"}};
+constexpr LectureRow kLecture[] = {{Stage::dp, 16, 0.5, "5B"},
+                                   {Stage::zero1, 4.2, 0.05, "19B"},
+                                   {Stage::zero2, 2.2, 0.05, "36B"},
+                                   {Stage::zero3, 0.25, 0.005, "320B"}};
 constexpr int kLectureRanks = 64;
 constexpr int kTagDistances = 990;
 
@@ -208,16 +213,22 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number, co
       fmt::print("  {:<22} {:>12.4f} {:>10} {:>14} {:>10}{}\n", title(row.stage), b, row.bytes_per_param,
                  params_text(80e9 / b), row.largest, row.stage == stage ? "   <- this lesson" : "");
       if (row.stage == stage && n == kLectureRanks) {
-        const double off = std::fabs(measured - row.bytes_per_param) / row.bytes_per_param;
-        fmt::print("  this run, N = {}: {:.4f} bytes per parameter measured, {:.2f}% from the lecture's {} (at most 2%)\n",
-                   n, measured, off * 100, row.bytes_per_param);
-        r.check(fmt::format("N = 64: measured {:.4f} bytes per parameter is within 2% of the lecture's {}", measured,
-                            row.bytes_per_param),
-                off <= 0.02, fmt::format("{:.2f}% off", off * 100));
+        // The lecture's figure is its formula without padding, rounded; this run's measured
+        // figure also counts the zero padding of the shards to a multiple of N, and is checked
+        // exactly against the padded formula above. So the lecture is compared formula to
+        // formula, within its rounding; the measured figure is shown beside it, not held to it
+        // (at small sizes the padding is a visible share: 30 parameters on 64 ranks).
+        const double off = std::fabs(b - row.bytes_per_param);
+        fmt::print("  this run, N = {}: {:.4f} bytes per parameter measured (padding included, checked exactly); "
+                   "the formula's {:.4f} rounds to the lecture's {}\n",
+                   n, measured, b, row.bytes_per_param);
+        r.check(fmt::format("N = 64: {} = {:.4f} bytes per parameter is the lecture's {} to its printed digits",
+                            bytes_per_param_formula(stage), b, row.bytes_per_param),
+                off <= row.half_digit, fmt::format("{:.4f} off, more than {}", off, row.half_digit));
       }
     }
     if (n != kLectureRanks)
-      fmt::print("  (run with --ranks {} to measure this lesson's row: the lesson then checks it within 2%)\n",
+      fmt::print("  (run with --ranks {} to measure this lesson's row beside the lecture's)\n",
                  kLectureRanks);
   });
 

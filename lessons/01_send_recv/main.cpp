@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       "latency. Topology: one link, used in both directions, one message at a time.");
   std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
-      .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta (empty: do not save)")
+      .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta; saved also with --no-trace (empty: do not save)")
       ->capture_default_str();
   lesson.set_algorithm("ping-pong");
   const auto& opt = lesson.options();
