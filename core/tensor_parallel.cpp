@@ -71,6 +71,21 @@ Compared compare_tensor(Comm& comm, const std::string& name, View<const float> g
   return c;
 }
 
+Compared compare_within(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want,
+                        const RowMatrix& bound) {
+  const std::vector<float> host = to_host(got);
+  Compared c{name, 0, host.size() == std::size_t(want.size()) && bound.size() == want.size()};
+  for (Eigen::Index i = 0; c.ok && i < want.size(); ++i) {
+    const double err = std::fabs(double(host[std::size_t(i)]) - want.data()[i]);
+    const double ratio = bound.data()[i] > 0 ? err / bound.data()[i] : (err > 0 ? INFINITY : 0);
+    c.error = std::isnan(err) ? INFINITY : std::max(c.error, ratio);
+  }
+  c.ok = c.ok && c.error <= 1;
+  comm.check(fmt::format("{} equals the unsplit layer's (worst error {:.2g} of its bound, at most 1)", name, c.error),
+             c.ok);
+  return c;
+}
+
 void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t unsplit_bytes,
             std::uint64_t replicated_bytes) {
   const int n = r.world.size;
@@ -118,7 +133,7 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   fmt::print("{}\n", line);
   r.check("every rank holds its share of the weights, as the formula says", weights_ok);
 
-  fmt::print("\nagainst the unsplit layer in float64 (max |error| / max |value|, rank 0's tensors):\n");
+  fmt::print("\nagainst the unsplit layer in float64 ({}, rank 0's tensors):\n", o.error_measure);
   for (const Compared& c : o.compared) fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
 }
 

@@ -45,11 +45,16 @@ struct Compared {
   bool ok = false;
 };
 Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want, double tol);
+// Element by element against an error bound: error = max over elements of |got - want| / bound
+// (the caller's error model), ok when at most 1.
+Compared compare_within(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want,
+                        const RowMatrix& bound);
 
 // What rank 0 keeps of a run for the report.
 struct Outcome {
   AllReduceSteps forward, backward;
   std::vector<Compared> compared;  // rank 0's
+  std::string error_measure = "max |error| / max |value|";  // what Compared::error is
 };
 
 // The report's shared part: the all-reduces found in forward and backward on every rank (count

@@ -197,6 +197,13 @@ if(TARGET 12_tensor_parallel_mlp)
   endforeach()
   distlab_lesson_test(lesson.12_tensor_parallel_mlp.n3-h36 12_tensor_parallel_mlp verified 3 0 --ranks 3 --hidden 36
                       --batch 3 --seq 5)
+  # One column of A per rank: a bias gradient whose terms cancel keeps its allowance (the bound
+  # is relative to the terms, not to the tensor's largest value).
+  distlab_lesson_test(lesson.12_tensor_parallel_mlp.n64-h16 12_tensor_parallel_mlp verified 64 0 --ranks 64 --hidden 16)
+  foreach(seed 1 2 3)
+    distlab_lesson_test(lesson.12_tensor_parallel_mlp.n64-h16-seed${seed} 12_tensor_parallel_mlp verified 64 0
+                        --ranks 64 --hidden 16 --seed ${seed})
+  endforeach()
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.12_tensor_parallel_mlp.mpi2 12_tensor_parallel_mlp verified 2 2)
   endif()

@@ -44,10 +44,26 @@ struct Shape {
   std::size_t rows = 0, hidden = 0, ffn = 0, part = 0;  // rows = batch x seq; ffn = 4h; part = ffn / N
 };
 
-// The unsplit block in float64: output and every gradient, from the same tensors.
+// The unsplit block in float64: output and every gradient, from the same tensors, and for each
+// element the size of the terms it sums (`bound`: the same formulas on absolute values).
 struct Reference {
   RowMatrix y, dx, da, dbias_a, db, dbias_b;
+  Reference* bound = nullptr;
 };
+
+// The error model. Each element the ranks compute in float32 is a chain of sums: h terms into
+// Z, F into Y (N of them across the ranks in g), T rows into the weight gradients, and back the
+// same way. A float32 sum of K terms is off by at most about K * eps * (the sum of the terms'
+// absolute values) (Higham's gamma_K), and the chain's errors add, each carried by the next
+// product's absolute values; GeLU passes an error on at most 1.13 times (its largest slope),
+// and GeLU' at most 0.8 times the error of Z (its largest curvature). So the magnitudes below
+// are the block's formulas on absolute values with those factors, and an element's error may
+// be kBoundFactor * K * eps of its magnitude, K the length of the longest chain of sums. The
+// factor 2 covers the float32 GeLU's own few roundings. A bug (a shard in the wrong place, a
+// missing all-reduce) is off by the size of the values themselves, far above this.
+constexpr double kEps32 = 0x1p-24;
+constexpr double kBoundFactor = 2;
+constexpr double kGeluSlope = 1.13, kGeluCurve = 0.8;
 Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
                     const RowMatrix& bias_b, const RowMatrix& dy) {
   Reference out;
@@ -61,6 +77,23 @@ Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bia
   out.dbias_a = dz.colwise().sum();
   out.dx = dz * a.transpose();
   return out;
+}
+
+// The magnitudes of the error model above, as a Reference: each element's sum of |terms|.
+Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
+                     const RowMatrix& bias_b, const RowMatrix& dy) {
+  const RowMatrix ax = x.cwiseAbs(), aa = a.cwiseAbs(), ab = b.cwiseAbs(), ady = dy.cwiseAbs();
+  Reference m;
+  const RowMatrix mz = (ax * aa).rowwise() + bias_a.cwiseAbs().row(0);
+  const RowMatrix mh = kGeluSlope * mz;
+  m.y = (mh * ab).rowwise() + bias_b.cwiseAbs().row(0);
+  m.db = mh.transpose() * ady;
+  m.dbias_b = ady.colwise().sum();
+  const RowMatrix mdz = (ady * ab.transpose()).cwiseProduct(RowMatrix((kGeluSlope + kGeluCurve * mz.array()).matrix()));
+  m.da = ax.transpose() * mdz;
+  m.dbias_a = mdz.colwise().sum();
+  m.dx = mdz * aa.transpose();
+  return m;
 }
 
 }  // namespace
@@ -174,17 +207,26 @@ int main(int argc, char** argv) {
     const Reference ref = reference(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
                                     tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
     if (comm.inject_fault()) inject_fault_into(dA.view());
-    const double tol = 1e-5;
+    const Reference mag = magnitudes(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
+                                     tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
+    const double chain = double(h + F + T + std::size_t(comm.size()));  // the longest chain of sums, in terms
+    const double per_magnitude = kBoundFactor * chain * kEps32;
     std::vector<tp::Compared> compared;
-    compared.push_back(tp::compare_tensor(comm, "Y", Y.view(), ref.y, tol));
-    compared.push_back(tp::compare_tensor(comm, "dX", dX.view(), ref.dx, tol));
-    compared.push_back(tp::compare_tensor(comm, fmt::format("dA_{} (columns {}..{})", me, c0, c0 + p - 1), dA.view(),
-                                          ref.da.middleCols(Eigen::Index(c0), Eigen::Index(p)), tol));
-    compared.push_back(tp::compare_tensor(comm, fmt::format("da_{}", me), dbA.view(),
-                                          ref.dbias_a.middleCols(Eigen::Index(c0), Eigen::Index(p)), tol));
-    compared.push_back(tp::compare_tensor(comm, fmt::format("dB_{} (rows {}..{})", me, c0, c0 + p - 1), dB.view(),
-                                          ref.db.middleRows(Eigen::Index(c0), Eigen::Index(p)), tol));
-    compared.push_back(tp::compare_tensor(comm, "db", dbB.view(), ref.dbias_b, tol));
-    if (me == 0) outcome.compared = compared;
+    auto within = [&](const std::string& name, View<const float> got, const RowMatrix& want, const RowMatrix& m) {
+      compared.push_back(tp::compare_within(comm, name, got, want, per_magnitude * m));
+    };
+    within("Y", Y.view(), ref.y, mag.y);
+    within("dX", dX.view(), ref.dx, mag.dx);
+    const auto cols = [&](const RowMatrix& m) { return RowMatrix(m.middleCols(Eigen::Index(c0), Eigen::Index(p))); };
+    const auto rows = [&](const RowMatrix& m) { return RowMatrix(m.middleRows(Eigen::Index(c0), Eigen::Index(p))); };
+    within(fmt::format("dA_{} (columns {}..{})", me, c0, c0 + p - 1), dA.view(), cols(ref.da), cols(mag.da));
+    within(fmt::format("da_{}", me), dbA.view(), cols(ref.dbias_a), cols(mag.dbias_a));
+    within(fmt::format("dB_{} (rows {}..{})", me, c0, c0 + p - 1), dB.view(), rows(ref.db), rows(mag.db));
+    within("db", dbB.view(), ref.dbias_b, mag.dbias_b);
+    if (me == 0) {
+      outcome.compared = compared;
+      outcome.error_measure = fmt::format("worst |error| / its bound {:.0f} x {} terms x eps x |terms|, at most 1",
+                                          kBoundFactor, chain);
+    }
   });
 }
