@@ -63,11 +63,9 @@ CudaProbe classify_cuda(int error, int count, int driver_version, int runtime_ve
   const auto rc = static_cast<cudaError_t>(error);
   if (rc == cudaSuccess) {
     p.devices = count;
-    p.no_device = count == 0;
   } else if (rc == cudaErrorNoDevice || (rc == cudaErrorInsufficientDriver && driver_version == 0)) {
-    p.no_device = true;  // no device, or no driver at all: a machine without GPU
+    // no device, or no driver at all: a machine without GPU
   } else {
-    p.no_device = false;
     p.failure = fmt::format("cudaGetDeviceCount failed: {} (driver {}, runtime {})", cuda_error_text(error),
                             driver_version ? cuda_version_text(driver_version) : "none",
                             cuda_version_text(runtime_version));
@@ -108,7 +106,7 @@ Device resolve_device(const std::string& requested) {
   const CudaProbe& cuda = cuda_probe();
   if (requested == "auto") {
     if (built_with_cuda() && cuda.devices > 0) return Device::cuda;
-    if (!cuda.failure.empty())  // a GPU machine whose CUDA does not start: say so, once
+    if (!cuda.failure.empty())  // a GPU machine whose CUDA does not start: say so
       fmt::print(stderr, "distlab: --device auto: CUDA does not start here ({}); running on the CPU\n", cuda.failure);
     return Device::cpu;
   }

@@ -37,10 +37,11 @@ void device_zero(Device device, void* ptr, std::size_t bytes);
 // as what it is and never as "no GPU here".
 struct CudaProbe {
   int devices = 0;
-  bool no_device = true;  // true also in a build without CUDA
   std::string failure;    // a setup failure, in CUDA's words with the versions; "" otherwise
   int driver_version = 0;   // CUDA's code: 13000 is 13.0; 0 when no driver is installed
   int runtime_version = 0;
+  // No GPU here (also in a build without CUDA), as against CUDA that does not start.
+  bool no_device() const { return devices == 0 && failure.empty(); }
 };
 const CudaProbe& cuda_probe();
 // How cuda_probe() reads CUDA's answer: cudaGetDeviceCount's error and count, and the versions.

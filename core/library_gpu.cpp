@@ -138,7 +138,7 @@ ncclComm_t thread_comm(Comm& comm, ThreadTransport& t) {
   if (rank.nccl) return static_cast<ncclComm_t>(rank.nccl);
   auto id = std::static_pointer_cast<ncclUniqueId>(t.hub().shared("library NCCL id", [] {
     auto made = std::make_shared<ncclUniqueId>();
-    nccl_make_unique_id(made.get());
+    DL_NCCL_CHECK(ncclGetUniqueId(made.get()));
     return std::shared_ptr<void>(made);
   }));
   // A failed initialisation is aborted inside; a made one is released at unbind
@@ -231,11 +231,11 @@ bool equal_chunks(std::size_t length, int n) {
 // neither, and they go point to point there.
 constexpr int kScatterGather = 22800;
 
-// The name of a scatter or gather made of point-to-point calls, and why it is one.
-std::string point_to_point(const char* what, std::size_t length, int n) {
-  if (length % static_cast<std::size_t>(n) != 0 || t_chunked_forms) return fmt::format("ncclSend/ncclRecv ({})", what);
-  return fmt::format("ncclSend/ncclRecv ({}; NCCL {} has no nccl{}{})", what, nccl_version_text(nccl_runtime_version()),
-                     static_cast<char>(what[0] - 'a' + 'A'), what + 1);
+// The name of a scatter or gather made of point-to-point calls, and why it is one: unequal
+// chunks, or (equal ones) an NCCL without `call`.
+std::string point_to_point(const char* what, const char* call, std::size_t length, int n) {
+  if (!equal_chunks(length, n)) return fmt::format("ncclSend/ncclRecv ({})", what);
+  return fmt::format("ncclSend/ncclRecv ({}; NCCL {} has no {})", what, nccl_version_text(nccl_runtime_version()), call);
 }
 
 // Scatter or gather of unequal chunks (NCCL's scatter and gather take one count): the root
@@ -316,7 +316,7 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
     }
     // Unequal chunks (NCCL's scatter takes one count), or an NCCL without ncclScatter: the root
     // sends each its own.
-    return nccl_root_chunks(comm, nc, point_to_point("scatter", length, n), false, const_cast<void*>(send), recv,
+    return nccl_root_chunks(comm, nc, point_to_point("scatter", "ncclScatter", length, n), false, const_cast<void*>(send), recv,
                             part, dtype, root);
   }
 #endif
@@ -342,7 +342,7 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
         });
       }
     }
-    return nccl_root_chunks(comm, nc, point_to_point("gather", length, n), true, recv, const_cast<void*>(send), part,
+    return nccl_root_chunks(comm, nc, point_to_point("gather", "ncclGather", length, n), true, recv, const_cast<void*>(send), part,
                             dtype, root);
   }
 #endif

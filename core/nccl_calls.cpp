@@ -88,14 +88,6 @@ void* nccl_init_comm(int size, int rank, const void* unique_id, Transport& waite
   return c;
 }
 
-void nccl_make_unique_id(void* out) {
-  ncclUniqueId id;
-  DL_NCCL_CHECK(ncclGetUniqueId(&id));
-  std::memcpy(out, &id, sizeof id);
-}
-
-std::size_t nccl_unique_id_bytes() { return sizeof(ncclUniqueId); }
-
 int nccl_runtime_version() {
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) return 0;

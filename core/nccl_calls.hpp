@@ -38,9 +38,6 @@ bool nccl_done(void* comm, const DeviceWork& work);
 // (a ncclUniqueId's bytes) and waits for it through `waiter`. A communicator whose
 // initialisation fails is aborted before the Error is thrown: nothing is left half made.
 void* nccl_init_comm(int size, int rank, const void* unique_id, Transport& waiter);
-// A fresh ncclUniqueId into `out` (sizeof(ncclUniqueId) bytes: nccl_unique_id_bytes()).
-void nccl_make_unique_id(void* out);
-std::size_t nccl_unique_id_bytes();
 
 // The NCCL library loaded at run time, as NCCL spells its version code (2.28.3 is 22803), and
 // the version this build was compiled against. They can differ: the library is found at run

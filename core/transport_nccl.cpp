@@ -53,7 +53,7 @@ struct NcclTransport::Req : RequestState {
 NcclTransport::NcclTransport(MpiTransport& mpi) : mpi_(mpi) {
   const int n = mpi_.size(), me = mpi_.rank();
   ncclUniqueId id{};
-  if (me == 0) nccl_make_unique_id(&id);
+  if (me == 0) DL_NCCL_CHECK(ncclGetUniqueId(&id));
   DL_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_.comm()));
   comm_ = nccl_init_comm(n, me, &id, mpi_);  // aborted there when it fails: nothing to release
   DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &headers_));

@@ -26,24 +26,24 @@ TEST_CASE("cuda probe: no driver or no device is 'no device'; any other error is
   // No libcuda at all (a machine without GPU): the runtime answers insufficient driver, and
   // the driver's version is 0.
   const CudaProbe none = classify_cuda(cudaErrorInsufficientDriver, 0, 0, 13000);
-  CHECK(none.no_device);
+  CHECK(none.no_device());
   CHECK(none.failure.empty());
   CHECK(none.devices == 0);
   const CudaProbe no_device = classify_cuda(cudaErrorNoDevice, 0, 13000, 13000);
-  CHECK(no_device.no_device);
+  CHECK(no_device.no_device());
   CHECK(no_device.failure.empty());
   // A driver that is there but older than the runtime: a failure, in CUDA's words, with both.
   const CudaProbe old = classify_cuda(cudaErrorInsufficientDriver, 0, 12040, 13000);
-  CHECK_FALSE(old.no_device);
+  CHECK_FALSE(old.no_device());
   CHECK(old.devices == 0);
   CHECK_THAT(old.failure, Contains("cudaErrorInsufficientDriver") && Contains("driver 12.4") &&
                               Contains("runtime 13.0"));
   const CudaProbe broken = classify_cuda(cudaErrorInitializationError, 0, 13000, 13000);
-  CHECK_FALSE(broken.no_device);
+  CHECK_FALSE(broken.no_device());
   CHECK_THAT(broken.failure, Contains("cudaErrorInitializationError"));
   const CudaProbe one = classify_cuda(cudaSuccess, 1, 13000, 13000);
   CHECK(one.devices == 1);
-  CHECK_FALSE(one.no_device);
+  CHECK_FALSE(one.no_device());
   CHECK(one.failure.empty());
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("cuda errors: a sticky error says it poisons the process; others do no
 
 TEST_CASE("cuda probe: skipped, this build has no CUDA", "[device]") {
   WARN("SKIPPED: this build has no CUDA");
-  CHECK(cuda_probe().no_device);
+  CHECK(cuda_probe().no_device());
 }
 
 #endif
