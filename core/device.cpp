@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <new>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -140,6 +141,15 @@ thread_local BlockCache t_cache;
 
 std::size_t rounded(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// Blocks device_free held back because a message still named them (InFlight).
+struct HeldBlock {
+  Device device;
+  void* ptr;
+  std::size_t bytes;
+};
+thread_local const InFlight* t_in_flight = nullptr;
+thread_local std::vector<HeldBlock> t_held;
+
 #ifdef DISTLAB_HAVE_CUDA
 // Freed device blocks of the rank bound to this thread, by size, for its next allocation of
 // that size. cudaFree synchronizes the whole device, so ranks sharing a GPU would serialise on
@@ -220,8 +230,24 @@ void* device_alloc(Device device, std::size_t bytes) {
 #endif
 }
 
+void set_in_flight(const InFlight* guard) noexcept { t_in_flight = guard; }
+
+void release_held_blocks() noexcept {
+  std::vector<HeldBlock> held;
+  held.swap(t_held);
+  for (const auto& b : held) device_free(b.device, b.ptr, b.bytes);
+}
+
 void device_free(Device device, void* ptr, std::size_t bytes) noexcept {
   if (!ptr) return;
+  if (t_in_flight && t_in_flight->in_flight(ptr, bytes)) {
+    try {
+      t_held.push_back({device, ptr, bytes});
+      return;
+    } catch (...) {  // no memory to remember it: leak it rather than free memory in use
+      return;
+    }
+  }
   if (device == Device::cpu) {
     const std::size_t size = rounded(bytes);
     if (size >= kCacheMin && t_cache.bytes + size <= kCacheLimit) {

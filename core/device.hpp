@@ -24,6 +24,19 @@ void device_free(Device device, void* ptr, std::size_t bytes) noexcept;
 // drained).
 void release_device_blocks() noexcept;
 
+// Memory that messages still in flight name: another rank's thread may copy into it or out of
+// it until the message is done or cancelled. The in-process runtime installs one per rank
+// thread; device_free then holds back a block that is still in flight (a rank unwinding from
+// an exception frees buffers its posted receives name) until release_held_blocks(), which the
+// rank calls once its messages are cancelled or done.
+class InFlight {
+ public:
+  virtual ~InFlight() = default;
+  virtual bool in_flight(const void* ptr, std::size_t bytes) const = 0;
+};
+void set_in_flight(const InFlight* guard) noexcept;  // for the calling thread; nullptr: none
+void release_held_blocks() noexcept;
+
 // Copies between any two places (host or device) and returns when the copy is done; on a rank
 // bound to a GPU the copy is ordered after the work already on the rank's stream. The CPU
 // build only knows host memory.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "check.hpp"
@@ -252,23 +253,36 @@ class CudaBinding {
   bool bound_ = false;
 };
 
-// Runs one rank's body and records how it ended on the hub.
-void run_thread_rank(Comm& comm, const std::function<void(Comm&)>& body, ThreadHub& hub) {
+// Runs one rank's body and records how it ended on the hub. The way down is memory-safe: a
+// rank that unwinds holds back every block its messages still name (InFlight), cancels those
+// messages or waits for the copies already under way, and only then lets the blocks go.
+void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function<void(Comm&)>& body, ThreadHub& hub) {
   RankLog& log = comm.recorder().log();
   log.t_start = now_us();
+  set_in_flight(&transport);
   try {
     CudaBinding gpu(comm.device(), comm.rank(), true);
     if (comm.device() == Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
       cuda_rank().nccl_give_up = [&hub, r = comm.rank()] { return hub.aborting() || hub.others_finished(r); };
-    body(comm);
+    try {
+      body(comm);
+    } catch (...) {
+      transport.cancel_pending();  // while the GPU is still bound: its copies end on it
+      release_held_blocks();
+      throw;
+    }
     comm.finish_device_trace();  // the gpu lane's last spans, while the GPU is still bound
   } catch (const UsageError& e) {
     hub.fail(-1, e.what(), 2);
   } catch (const Aborted&) {
   } catch (const std::exception& e) {
     hub.fail(comm.rank(), e.what(), 1);
+  } catch (...) {
+    hub.fail(comm.rank(), "an exception that is not a std::exception", 1);
   }
-  comm.transport().finished();
+  transport.finished();  // cancels what is left, then counts the rank out of the wait-for graph
+  release_held_blocks();
+  set_in_flight(nullptr);
   log.t_end = now_us();
   log.peak = comm.ledger().peaks();
   log.peak_total = comm.ledger().peak_total();
@@ -296,8 +310,16 @@ ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& b
     comms.back()->recorder().log().host = host;
   }
   std::vector<std::thread> threads;
-  for (int r = 0; r < world.size; ++r)
-    threads.emplace_back([&, r] { run_thread_rank(*comms[static_cast<std::size_t>(r)], body, hub); });
+  for (int r = 0; r < world.size && !hub.failed(); ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        const auto i = static_cast<std::size_t>(r);
+        run_thread_rank(*comms[i], *transports[i], body, hub);
+      });
+    } catch (const std::system_error& e) {  // the ranks already started see the abort and end
+      hub.fail(-1, fmt::format("could not start the thread of rank {} ({}); run fewer ranks", r, e.what()), 2);
+    }
+  }
   for (auto& t : threads) t.join();
   ThreadRun run;
   run.failed = hub.failed();

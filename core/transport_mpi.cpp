@@ -14,7 +14,9 @@ namespace distlab {
 
 namespace {
 
-constexpr int kReportTag = 1;                       // on the control communicator
+constexpr int kAskTag = 1;     // on the control communicator: "are you progressing?"
+constexpr int kAnswerTag = 5;  // ... and the answer (tags 2-4 carry clocks and logs)
+constexpr double kAnswerWaitUs = 1e6;  // a rank that does not answer within this is computing
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are int: send >1 GiB in pieces
 
 struct MpiReq : RequestState {
@@ -31,7 +33,8 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<std::size_t>(len));
 }
 
-MpiTransport::MpiTransport(double deadlock_timeout_s) : timeout_us_(deadlock_timeout_s * 1e6) {
+MpiTransport::MpiTransport(double deadlock_timeout_s)
+    : timeout_us_(deadlock_timeout_s * 1e6), last_progress_us_(now_us()) {
   DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &data_));
   DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
   MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
@@ -114,64 +117,128 @@ std::string MpiTransport::Waiting::line(int rank, double since, double now) cons
   return what.empty() ? describe_wait(rank, request, since, now) : describe_wait(rank, what, since, now);
 }
 
-void MpiTransport::poll_control(const Waiting& waiting, double since) {
-  int flag = 0;
-  MPI_Status st;
-  MPI_Iprobe(MPI_ANY_SOURCE, kReportTag, control_, &flag, &st);
-  if (!flag) return;
-  int who = 0;
-  MPI_Recv(&who, 1, MPI_INT, st.MPI_SOURCE, kReportTag, control_, MPI_STATUS_IGNORE);
-  if (reported_) return;  // each rank prints its own line once
+// What a rank tells a rank that asks (after its wait passed the timeout): how long since it
+// last progressed, and its wait as a line of the report.
+struct MpiTransport::Answer {
+  int round = 0;
+  double quiet_s = 0;
+  char line[240] = {};
+};
+
+std::string MpiTransport::my_line(const Waiting& waiting, double since) const {
   const bool idle = !waiting.request && waiting.what.empty();
-  const std::string line = finished_ && idle
-                               ? fmt::format("r{} has finished and waits for the others at the end", rank_)
-                               : waiting.line(rank_, since, now_us());
-  std::fprintf(stderr, "  %s\n", line.c_str());
-  std::fflush(stderr);
-  reported_ = true;
+  return finished_ && idle ? fmt::format("r{} has finished and waits for the others at the end", rank_)
+                           : waiting.line(rank_, since, now_us());
 }
 
-void MpiTransport::report_deadlock(const Waiting& waiting, double since) {
-  // Ranks that time out together: the lowest speaks first; the others hear its request
-  // meanwhile and only add their own line.
-  const double speak_at = now_us() + std::min(rank_, 25) * 20e3;
-  while (!reported_ && now_us() < speak_at) {
+void MpiTransport::progressed() { last_progress_us_ = now_us(); }
+
+// Answers every question that has arrived: "are you progressing?".
+void MpiTransport::poll_control(const Waiting& waiting, double since) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, control_, &flag, &st);
+    if (!flag) return;
+    int round = 0;
+    MPI_Recv(&round, 1, MPI_INT, st.MPI_SOURCE, kAskTag, control_, MPI_STATUS_IGNORE);
+    Answer a;
+    a.round = round;
+    a.quiet_s = (now_us() - last_progress_us_) * 1e-6;
+    const std::string line = my_line(waiting, since);
+    std::snprintf(a.line, sizeof a.line, "%s", line.c_str());
+    MPI_Send(&a, sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, control_);
+    last_asked_us_ = now_us();
+  }
+}
+
+// This rank's wait passed the timeout. Under mpirun no rank sees the others, so it asks them:
+// each rank in a wait answers with how long ago it last progressed (a message completed, a
+// barrier opened, its body finished) and what it waits for; a rank that does not answer
+// within a second is computing. If anyone progressed within the timeout the run goes on (one
+// line says so); if nobody did, the report of every rank comes out once and the run ends
+// (exit 3). A rank that another rank asked within the timeout leaves the asking to that one.
+void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
+  const double now = now_us();
+  if (now - last_asked_us_ < timeout_us_) {
+    since = now;  // someone is looking already; they end the run if it must end
+    return;
+  }
+  // Ranks that time out together: the lowest asks, the others hear it meanwhile.
+  const double ask_at = now + std::min(rank_, 25) * 20e3;
+  while (now_us() < ask_at) {
     poll_control(waiting, since);
+    if (now_us() - last_asked_us_ < timeout_us_) {
+      since = now_us();
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  if (!reported_) {
-    reported_ = true;
-    const std::string head = fmt::format(
-        "distlab: deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for "
-        "whom (ranks not listed are computing, not waiting on a message):",
-        rank_, timeout_us_ * 1e-6);
-    std::fprintf(stderr, "%s\n  %s\n", head.c_str(), waiting.line(rank_, since, now_us()).c_str());
-    std::fflush(stderr);
-    // Ask every other rank to print its own wait; they poll the control communicator.
-    std::vector<MPI_Request> asks(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_) MPI_Isend(&rank_, 1, MPI_INT, r, kReportTag, control_, &asks[static_cast<std::size_t>(r)]);
+  const int round = ++round_;
+  std::vector<MPI_Request> asks;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) MPI_Isend(&round_, 1, MPI_INT, r, kAskTag, control_, &asks.emplace_back());
+  std::vector<std::string> lines(static_cast<std::size_t>(size_));
+  std::vector<char> answered(static_cast<std::size_t>(size_), 0);
+  lines[static_cast<std::size_t>(rank_)] = my_line(waiting, since);
+  answered[static_cast<std::size_t>(rank_)] = 1;
+  int missing = size_ - 1, progressing = -1;
+  double progressed_ago = 0;
+  const double until = now_us() + kAnswerWaitUs;
+  while (missing > 0 && now_us() < until) {
+    poll_control(waiting, since);  // another rank may be asking at the same time
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, control_, &flag, &st);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    Answer a;
+    MPI_Recv(&a, sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, control_, MPI_STATUS_IGNORE);
+    const auto who = static_cast<std::size_t>(st.MPI_SOURCE);
+    if (a.round != round || answered[who]) continue;  // a late answer to an earlier question
+    answered[who] = 1;
+    --missing;
+    a.line[sizeof a.line - 1] = 0;
+    lines[who] = a.line;
+    if (a.quiet_s * 1e6 < timeout_us_ && (progressing < 0 || a.quiet_s < progressed_ago)) {
+      progressing = st.MPI_SOURCE;
+      progressed_ago = a.quiet_s;
+    }
   }
-  // Give the other ranks a moment to print, then end everyone.
-  const double until = now_us() + 1.0e6;
-  while (now_us() < until) {
-    poll_control(waiting, since);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (auto& ask : asks) MPI_Request_free(&ask);  // small messages: sent or dropped with the run
+  if (progressing >= 0) {
+    std::fprintf(stderr, "distlab: %s; r%d progressed %.1f s ago, so the run goes on\n",
+                 waiting.line(rank_, since, now_us()).c_str(), progressing, progressed_ago);
+    std::fflush(stderr);
+    since = now_us();
+    return;
+  }
+  std::string report = fmt::format(
+      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no message "
+      "completed and no rank finished. Who waits for whom:",
+      timeout_us_ * 1e-6);
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    report += "\n  " + (answered[i] ? lines[i] : fmt::format("r{} did not answer: it is computing, not waiting on a message", r));
   }
   std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", report.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::exit(3);
 }
 
 void MpiTransport::poll(const std::function<bool()>& ready, const Waiting& waiting) {
-  const double since = now_us();
+  double since = now_us();
   long spins = 0;
   while (!ready()) {
     poll_control(waiting, since);
-    if (now_us() - since > timeout_us_) report_deadlock(waiting, since);
+    if (now_us() - since > timeout_us_ && now_us() - last_progress_us_ > timeout_us_) on_timeout(waiting, since);
     poll_backoff(spins);
   }
+  progressed();
 }
 
 void MpiTransport::wait_until(const std::function<bool()>& ready, const std::string& what) {

@@ -2,8 +2,11 @@
 //
 // isend / irecv are MPI_Isend / MPI_Irecv of bytes on a private duplicate of
 // MPI_COMM_WORLD (messages over 1 GiB go as several pieces, in order). wait polls with
-// MPI_Testall so it can time out: after --deadlock-timeout the blocked rank prints its wait,
-// asks every other rank (on a second, control communicator) to print theirs, and aborts.
+// MPI_Testall so it can time out. Under mpirun no rank sees the others' waits, so a deadlock
+// is found by asking: when a wait passes --deadlock-timeout and this rank has not progressed
+// for that long, it asks every other rank (on a second, control communicator) how long ago it
+// last progressed. If one did within the timeout the run goes on, with one line saying so;
+// if none did, it prints every rank's wait once and aborts (exit 3).
 #pragma once
 
 #include <mpi.h>
@@ -26,7 +29,10 @@ class MpiTransport : public Transport {
   Request irecv(const MemRef& mem, int src, int tag) override;
   void wait(RequestState& request) override;
   void barrier() override;
-  void finished() override { finished_ = true; }
+  void finished() override {
+    finished_ = true;
+    progressed();
+  }
   void wait_until(const std::function<bool()>& ready, const std::string& what) override;
 
   // For the transports layered on this one (transport_nccl, transport_staged):
@@ -57,9 +63,14 @@ class MpiTransport : public Transport {
     std::string line(int rank, double since, double now) const;
   };
 
+  struct Answer;
   Request post(bool is_send, const MemRef& mem, int peer, int tag);
+  void progressed();
+  std::string my_line(const Waiting& waiting, double since) const;
   void poll_control(const Waiting& waiting, double since);
-  [[noreturn]] void report_deadlock(const Waiting& waiting, double since);
+  // After a wait passed the timeout: asks the others; returns (with `since` reset) when some
+  // rank still progresses, else reports every rank's wait and ends the run (exit 3).
+  void on_timeout(const Waiting& waiting, double& since);
   // Polls ready() until it is true; answers other ranks' reports; reports after the timeout.
   void poll(const std::function<bool()>& ready, const Waiting& waiting);
   void estimate_clock_offsets();
@@ -69,7 +80,9 @@ class MpiTransport : public Transport {
   MPI_Comm control_ = MPI_COMM_NULL;
   double timeout_us_;
   bool finished_ = false;
-  bool reported_ = false;
+  double last_progress_us_ = 0;  // this rank's last completed message, opened barrier or finish
+  double last_asked_us_ = -1e300;  // when another rank last asked whether we progress
+  int round_ = 0;
   std::string host_;
   double clock_offset_us_ = 0;
 };

@@ -1,7 +1,9 @@
 #include "transport_threads.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -22,10 +24,23 @@ struct ThreadHub::Req : RequestState {
 
 namespace {
 constexpr auto kWakeSlice = std::chrono::milliseconds(50);  // how often a waiter looks at the clock
+constexpr double kScanEveryUs = 50e3;  // how often some waiter looks at the whole graph
+// Cores this process may run on (its affinity mask: a container's or taskset's limit).
+double usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+constexpr double kSettleUs = 2e6;      // how long a deadlock report waits for running ranks to block
 }
 
 ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
-    : size_(size), timeout_us_(deadlock_timeout_s * 1e6) {
+    : size_(size),
+      timeout_us_(deadlock_timeout_s * 1e6),
+      cores_(usable_cores()),
+      active_(size),
+      last_progress_us_(now_us()) {
   for (int r = 0; r < size; ++r) slots_.push_back(std::make_unique<Slot>());
 }
 
@@ -71,21 +86,224 @@ void ThreadHub::wake_all() {
   barrier_cv_.notify_all();
 }
 
+void ThreadHub::progressed() {
+  progress_.fetch_add(1, std::memory_order_seq_cst);
+  last_progress_us_.store(now_us(), std::memory_order_relaxed);
+}
+
 void ThreadHub::complete(Req& r) {
   r.t_done = now_us();
   r.done.store(true, std::memory_order_release);
+  progressed();  // before the matching rank can block anywhere: deadlock() relies on it
   Slot& owner = *slots_[r.owner];
   { std::lock_guard lk(owner.wake); }  // no lost wake-up: the waiter tests `done` under this lock
   owner.cv.notify_all();
 }
 
-void ThreadHub::report_deadlock(int detector) {
+// While it lives, its rank is blocked on `request` (a message), in the barrier, or (`what`) on
+// something that is not a message. Message and barrier waits are nodes of the wait-for graph.
+class ThreadHub::Blocked {
+ public:
+  Blocked(ThreadHub& hub, int rank, const RequestState* request, std::string what, bool barrier = false,
+          unsigned long generation = 0)
+      : hub_(hub), slot_(*hub.slots_[rank]), in_graph_(what.empty()), since_(now_us()) {
+    std::lock_guard lk(slot_.registry);
+    slot_.blocked = request;
+    slot_.blocked_what = std::move(what);
+    slot_.in_barrier = barrier;
+    slot_.barrier_generation = generation;
+    slot_.blocked_since = since_;
+    if (in_graph_) hub_.active_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  ~Blocked() {
+    std::lock_guard lk(slot_.registry);
+    slot_.blocked = nullptr;
+    slot_.blocked_what.clear();
+    slot_.in_barrier = false;
+    if (in_graph_) hub_.active_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  Blocked(const Blocked&) = delete;
+  Blocked& operator=(const Blocked&) = delete;
+
+ private:
+  ThreadHub& hub_;
+  Slot& slot_;
+  bool in_graph_;
+  double since_;
+};
+
+// The wait-for graph, read rank by rank. Each rank is finished, running (computing, posting, or
+// in a wait that is not a message: it may still release someone), blocked on a message from or
+// to one peer, or in the barrier (waiting for every rank that has not arrived). A blocked rank is
+// stuck when its peer is finished or stuck; a barrier waiter when some rank that has not arrived
+// is finished or stuck. The stuck set is the largest one that holds together, found by starting
+// from every blocked rank and releasing any whose peer could still act.
+//
+// The reading is not one instant, so it is checked: a request is completed only by its peer
+// posting, every completion bumps `progress_` before the completer can block again, and a rank
+// leaves a wait only on a completion or an abort. If `progress_` did not move while the ranks
+// were read, every rank read as blocked was blocked at the end of the reading all at once, and
+// none of the stuck ones can be released by anyone: a fact, not a guess.
+std::optional<ThreadHub::Deadlock> ThreadHub::deadlock() const {
+  std::unique_lock scan(scan_m_, std::try_to_lock);
+  if (!scan.owns_lock()) return std::nullopt;  // another rank is looking right now
+  enum class Kind { running, finished, message, barrier };
+  struct Node {
+    Kind kind = Kind::running;
+    int peer = -1;
+    std::string line;
+  };
+  const std::uint64_t before = progress_.load(std::memory_order_seq_cst);
+  const unsigned long generation = barrier_generation_.load(std::memory_order_seq_cst);
+  const double now = now_us();
+  bool anyone_running = false;
+  std::vector<Node> nodes(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    Slot& s = *slots_[static_cast<std::size_t>(r)];
+    Node& n = nodes[static_cast<std::size_t>(r)];
+    std::lock_guard lk(s.registry);
+    if (s.finished) {
+      n.kind = Kind::finished;
+      n.line = fmt::format("r{} has finished and will send nothing more", r);
+    } else if (!s.blocked_what.empty()) {
+      n.line = describe_wait(r, s.blocked_what, s.blocked_since, now);
+      anyone_running = true;
+    } else if (s.in_barrier && s.barrier_generation == generation) {
+      n.kind = Kind::barrier;
+      n.line = describe_wait(r, nullptr, s.blocked_since, now);
+    } else if (s.blocked && !s.blocked->done.load(std::memory_order_acquire)) {
+      n.kind = Kind::message;
+      n.peer = s.blocked->peer;
+      n.line = describe_wait(r, s.blocked, s.blocked_since, now);
+    } else {
+      n.line = fmt::format("r{} is running (not waiting on a message)", r);
+      anyone_running = true;
+    }
+  }
+  if (progress_.load(std::memory_order_seq_cst) != before) return std::nullopt;
+
+  std::vector<char> stuck(nodes.size(), 0);
+  for (std::size_t r = 0; r < nodes.size(); ++r)
+    stuck[r] = nodes[r].kind == Kind::message || nodes[r].kind == Kind::barrier;
+  auto live = [&](std::size_t r) { return nodes[r].kind != Kind::finished && !stuck[r]; };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t r = 0; r < nodes.size(); ++r) {
+      if (!stuck[r]) continue;
+      bool released = false;
+      if (nodes[r].kind == Kind::message) {
+        released = live(static_cast<std::size_t>(nodes[r].peer));
+      } else {  // the barrier opens if every rank that has not arrived can still arrive
+        released = true;
+        for (std::size_t o = 0; o < nodes.size() && released; ++o)
+          if (nodes[o].kind != Kind::barrier && !live(o)) released = false;
+      }
+      if (released) {
+        stuck[r] = 0;
+        changed = true;
+      }
+    }
+  }
+  if (std::find(stuck.begin(), stuck.end(), 1) == stuck.end()) return std::nullopt;
+
+  // One edge per stuck rank, to the rank it waits for (for a barrier: the first that has not
+  // arrived and cannot), then the first cycle, or the chain that ends at a finished rank.
+  auto next = [&](std::size_t r) -> std::size_t {
+    if (nodes[r].kind == Kind::message) return static_cast<std::size_t>(nodes[r].peer);
+    for (std::size_t o = 0; o < nodes.size(); ++o)
+      if (nodes[o].kind != Kind::barrier && !live(o)) return o;
+    return r;
+  };
+  std::vector<std::string> cycles;
+  std::vector<int> seen(nodes.size(), -1);  // the walk that first reached a rank
+  for (std::size_t start = 0; start < nodes.size(); ++start) {
+    if (!stuck[start] || seen[start] >= 0) continue;
+    std::vector<std::size_t> path;
+    std::size_t r = start;
+    while (stuck[r] && seen[r] < 0) {
+      seen[r] = static_cast<int>(start);
+      path.push_back(r);
+      r = next(r);
+    }
+    std::string text;
+    if (stuck[r] && seen[r] == static_cast<int>(start)) {  // a new cycle through r
+      const auto from = std::find(path.begin(), path.end(), r);
+      for (auto it = from; it != path.end(); ++it) text += fmt::format("r{} -> ", *it);
+      text += fmt::format("r{}", r);
+    } else if (!stuck[r]) {  // a chain that ends at a finished rank
+      for (std::size_t p : path) text += fmt::format("r{} -> ", p);
+      text += fmt::format("r{}, which has finished", r);
+    }
+    if (!text.empty()) cycles.push_back(std::move(text));
+  }
+  std::string report = "deadlock: these waits can never be matched (wait-for " + cycles.front();
+  if (cycles.size() > 1) report += fmt::format("; and {} more like it", cycles.size() - 1);
+  report += "). Who waits for whom:";
+  for (const Node& n : nodes) report += "\n  " + n.line;
+  return Deadlock{std::move(report), !anyone_running};
+}
+
+void ThreadHub::end_in_deadlock(Deadlock found) {
+  if (reporting_.exchange(true)) return;  // another rank found it first and reports it
+  // The verdict is a fact already; the report waits a little (kSettleUs at most) for the ranks
+  // that still run to reach their own waits or finish, so that it names every wait.
+  const double until = now_us() + kSettleUs;
+  while (!found.settled && now_us() < until && !aborting()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (auto again = deadlock()) found = std::move(*again);
+  }
+  fail(-1, found.report, 3);
+}
+
+void ThreadHub::check(bool eager) {
+  const double now = now_us();
+  const double last = last_scan_us_.load(std::memory_order_relaxed);
+  if (eager || now - last > kScanEveryUs) {
+    last_scan_us_.store(now, std::memory_order_relaxed);
+    if (auto found = deadlock()) {
+      end_in_deadlock(std::move(*found));
+      if (aborting()) throw Aborted();
+    }
+  }
+  if (reporting_.load()) return;  // a deadlock is being reported: that is the verdict
+  if (quiet_us(now) > timeout_us_) report_hang();
+}
+
+// Time since the last progress as one running rank lives it: while more ranks run than there
+// are cores, each gets only its share of one, so a second of wall time is cores/running
+// seconds of a rank's work. Integrated over the waiters' looks (every few tens of ms).
+double ThreadHub::quiet_us(double now) {
+  std::lock_guard lk(quiet_m_);
+  const double last = last_progress_us_.load(std::memory_order_relaxed);
+  if (last > quiet_from_us_) {
+    quiet_from_us_ = last;
+    quiet_tick_us_ = last;
+    quiet_us_ = 0;
+  }
+  const int running = std::max(1, active_.load(std::memory_order_relaxed));
+  quiet_us_ += std::max(0.0, now - quiet_tick_us_) * std::min(1.0, cores_ / running);
+  quiet_tick_us_ = now;
+  return quiet_us_;
+}
+
+bool ThreadHub::worth_a_look(int rank, int peer) const {
+  if (active_.load(std::memory_order_seq_cst) == 0) return true;
+  if (peer < 0) return false;
+  Slot& p = *slots_[static_cast<std::size_t>(peer)];
+  std::lock_guard lk(p.registry);
+  return p.finished || (p.blocked && p.blocked_what.empty() && p.blocked->peer == rank &&
+                        !p.blocked->done.load(std::memory_order_acquire));
+}
+
+void ThreadHub::report_hang() {
   const double now = now_us();
   std::string report = fmt::format(
-      "deadlock: rank {} waited longer than --deadlock-timeout ({:.1f} s). Who waits for whom:",
-      detector, timeout_us_ * 1e-6);
+      "no progress for {:.1f} s (--deadlock-timeout {:.1f}, counted per core when more ranks run than there are "
+      "cores): no message was matched and no rank finished, yet no wait is a deadlock. A rank may be stuck "
+      "computing or waiting on the GPU; raise --deadlock-timeout if it is only slow. Who waits for whom:",
+      (now - last_progress_us_.load()) * 1e-6, timeout_us_ * 1e-6);
   for (int r = 0; r < size_; ++r) {
-    Slot& s = *slots_[r];
+    Slot& s = *slots_[static_cast<std::size_t>(r)];
     std::lock_guard lk(s.registry);
     std::string line;
     if (!s.blocked_what.empty())
@@ -127,6 +345,13 @@ std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, cons
   req->owner = rank_;
   req->t_post = now_us();
   req->mark = mark_post(mem);  // null on a CPU rank: nothing to order
+  // Forget the requests that are over; the rest may still be touched by another rank.
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [](const auto& r) {
+                                  return r->done.load(std::memory_order_acquire) && (!r->copy || r->copy->done());
+                                }),
+                 pending_.end());
+  pending_.push_back(req);
   return req;
 }
 
@@ -158,158 +383,163 @@ Request ThreadTransport::irecv(const MemRef& mem, int src, int tag) {
   return req;
 }
 
-// Runs on whichever rank matched second; both requests are out of every mailbox by now.
+// Runs on whichever rank matched second; both requests are out of every mailbox by now, and
+// both owners wait (even on their way down) until both are complete, which this always does.
 void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
-  if (send.mem.bytes != recv.mem.bytes || send.mem.dtype != recv.mem.dtype) {
-    const std::string why = fmt::format(
-        "message r{} -> r{} (tag {}) has {} B of {} but the receive expects {} B of {}", send.owner,
-        recv.owner, send.tag, send.mem.bytes, to_string(send.mem.dtype), recv.mem.bytes,
-        to_string(recv.mem.dtype));
-    send.error = why;
-    recv.error = why;
-  } else if (recv.mark && (send.mem.device == Device::cuda || recv.mem.device == Device::cuda)) {
-    // Device memory on either side: enqueue the copy now, both waits poll its end. Only the
-    // receiver shows it on its gpu lane: the copy runs on its GPU, with its events.
-    try {
+  try {
+    if (send.mem.bytes != recv.mem.bytes || send.mem.dtype != recv.mem.dtype) {
+      const std::string why = fmt::format(
+          "message r{} -> r{} (tag {}) has {} B of {} but the receive expects {} B of {}", send.owner,
+          recv.owner, send.tag, send.mem.bytes, to_string(send.mem.dtype), recv.mem.bytes,
+          to_string(recv.mem.dtype));
+      send.error = why;
+      recv.error = why;
+    } else if (recv.mark && (send.mem.device == Device::cuda || recv.mem.device == Device::cuda)) {
+      // Device memory on either side: enqueue the copy now, both waits poll its end. Only the
+      // receiver shows it on its gpu lane: the copy runs on its GPU, with its events.
       std::lock_guard lk(hub_.slots_[recv.owner]->copies);
       send.copy = recv.copy = start_peer_copy(send.mem, send.mark.get(), recv.mem, *recv.mark,
                                               fmt::format("copy r{} -> r{}", send.owner, recv.owner));
       recv.device_work = recv.copy;
-    } catch (const Error& e) {
-      send.error = recv.error = e.what();
+    } else {
+      device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
     }
-  } else {
-    device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
+  } catch (const std::exception& e) {
+    send.error = recv.error = e.what();
   }
   hub_.complete(recv);
   hub_.complete(send);
 }
 
-void ThreadTransport::wait(RequestState& request) {
-  // Spin briefly first: a partner that is about to match costs microseconds, a sleep tens.
-  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin) std::this_thread::yield();
-  if (!request.done.load(std::memory_order_acquire)) {
-    auto& me = *hub_.slots_[rank_];
-    const double since = now_us();
-    {
-      std::lock_guard lk(me.registry);
-      me.blocked = &request;
-      me.blocked_since = since;
-    }
-    auto unregister = [&] {
-      std::lock_guard lk(me.registry);
-      me.blocked = nullptr;
-    };
-    for (;;) {
+bool ThreadTransport::in_flight(const void* ptr, std::size_t bytes) const {
+  const auto* begin = static_cast<const char*>(ptr);
+  for (const auto& r : pending_) {
+    if (r->done.load(std::memory_order_acquire) && (!r->copy || r->copy->done())) continue;
+    const auto* mine = static_cast<const char*>(r->mem.ptr);
+    if (mine < begin + bytes && begin < mine + r->mem.bytes) return true;
+  }
+  return false;
+}
+
+void ThreadTransport::cancel_pending() noexcept {
+  for (const auto& r : pending_) {
+    if (!r->done.load(std::memory_order_acquire)) {
+      auto& box = *hub_.slots_[static_cast<std::size_t>(r->is_send ? r->peer : rank_)];
+      bool taken_out = false;
       {
-        std::unique_lock lk(me.wake);
-        me.cv.wait_for(lk, kWakeSlice, [&] {
-          return request.done.load(std::memory_order_acquire) || hub_.aborting();
-        });
-      }
-      if (request.done.load(std::memory_order_acquire)) break;
-      if (hub_.aborting()) {
-        unregister();
-        throw Aborted();
-      }
-      if (now_us() - since > hub_.timeout_us_) {
-        try {
-          hub_.report_deadlock(rank_);
-        } catch (...) {
-          unregister();
-          throw;
+        std::lock_guard lk(box.mailbox);
+        auto& queue = r->is_send ? box.sends : box.recvs;
+        if (auto it = std::find(queue.begin(), queue.end(), r); it != queue.end()) {
+          queue.erase(it);
+          taken_out = true;
         }
       }
+      if (taken_out) {
+        r->error = "cancelled: the rank stopped";
+        r->done.store(true, std::memory_order_release);
+        continue;
+      }
+      // Not in a mailbox and not done: another rank's thread is copying it right now.
+      while (!r->done.load(std::memory_order_acquire)) std::this_thread::yield();
     }
-    unregister();
+    if (r->copy) {  // a device copy may still run into or out of this rank's memory
+      const double until = now_us() + 10e6;
+      long spins = 0;
+      while (!r->copy->done() && now_us() < until) poll_backoff(spins);
+    }
   }
-  if (!request.error.empty()) throw Error(request.error);
-  // Matched; on a GPU the copy is enqueued and may still be running. The wait ends when it has
-  // finished: received data is then in place for the host and every stream, and a sent
-  // buffer may be overwritten (peer_copy.hpp).
-  auto& r = static_cast<ThreadHub::Req&>(request);
-  if (r.copy) {
-    DeviceWork& copy = *r.copy;
-    poll([&] { return copy.done(); }, &request, {});
-    request.t_done = now_us();  // when this rank saw it done; the gpu lane has when the GPU did it
+  pending_.clear();
+}
+
+void ThreadTransport::wait(RequestState& request) {
+  try {
+    wait_for_match(request);
+    if (!request.error.empty()) throw Error(request.error);
+    // Matched; on a GPU the copy is enqueued and may still be running. The wait ends when it
+    // has finished: received data is then in place for the host and every stream, and a sent
+    // buffer may be overwritten (peer_copy.hpp).
+    auto& r = static_cast<ThreadHub::Req&>(request);
+    if (r.copy) {
+      DeviceWork& copy = *r.copy;
+      poll([&] { return copy.done(); }, &request, {});
+      request.t_done = now_us();  // when this rank saw it done; the gpu lane has when the GPU did it
+    }
+  } catch (...) {
+    cancel_pending();  // the rank unwinds now: nobody may write into its buffers after this
+    throw;
+  }
+}
+
+void ThreadTransport::wait_for_match(RequestState& request) {
+  // Spin briefly first: a partner that is about to match costs microseconds, a sleep tens.
+  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin) std::this_thread::yield();
+  if (request.done.load(std::memory_order_acquire)) return;
+  auto& me = *hub_.slots_[rank_];
+  ThreadHub::Blocked blocked(hub_, rank_, &request, {});
+  hub_.check(hub_.worth_a_look(rank_, request.peer));
+  for (;;) {
+    {
+      std::unique_lock lk(me.wake);
+      me.cv.wait_for(lk, kWakeSlice, [&] { return request.done.load(std::memory_order_acquire) || hub_.aborting(); });
+    }
+    if (request.done.load(std::memory_order_acquire)) return;
+    if (hub_.aborting()) throw Aborted();
+    hub_.check(false);
   }
 }
 
 void ThreadTransport::poll(const std::function<bool()>& ready, const RequestState* request, const std::string& what) {
   if (ready()) return;
-  auto& me = *hub_.slots_[rank_];
-  const double since = now_us();
-  {
-    std::lock_guard lk(me.registry);
-    me.blocked = request;
-    me.blocked_what = what;
-    me.blocked_since = since;
+  ThreadHub::Blocked blocked(hub_, rank_, request, what);
+  long spins = 0;
+  while (!ready()) {
+    if (hub_.aborting()) throw Aborted();
+    hub_.check(false);
+    poll_backoff(spins);
   }
-  auto unregister = [&] {
-    std::lock_guard lk(me.registry);
-    me.blocked = nullptr;
-    me.blocked_what.clear();
-  };
-  try {
-    long spins = 0;
-    while (!ready()) {
-      if (hub_.aborting()) throw Aborted();
-      if (now_us() - since > hub_.timeout_us_) hub_.report_deadlock(rank_);
-      poll_backoff(spins);
-    }
-  } catch (...) {
-    unregister();
-    throw;
-  }
-  unregister();
 }
 
 void ThreadTransport::wait_until(const std::function<bool()>& ready, const std::string& what) {
-  poll(ready, nullptr, what);
+  try {
+    poll(ready, nullptr, what);
+  } catch (...) {
+    cancel_pending();
+    throw;
+  }
 }
 
 void ThreadTransport::barrier() {
-  auto& me = *hub_.slots_[rank_];
+  try {
+    barrier_wait();
+  } catch (...) {
+    cancel_pending();
+    throw;
+  }
+}
+
+void ThreadTransport::barrier_wait() {
   std::unique_lock lk(hub_.barrier_m_);
-  const unsigned long gen = hub_.barrier_generation_;
+  const unsigned long gen = hub_.barrier_generation_.load();
   if (++hub_.barrier_arrived_ == hub_.size_) {
     hub_.barrier_arrived_ = 0;
-    ++hub_.barrier_generation_;
+    hub_.barrier_generation_.fetch_add(1);
+    hub_.progressed();
     lk.unlock();
     hub_.barrier_cv_.notify_all();
     return;
   }
-  const double since = now_us();
-  {
-    std::lock_guard rl(me.registry);
-    me.in_barrier = true;
-    me.blocked_since = since;
-  }
-  auto unregister = [&] {
-    std::lock_guard rl(me.registry);
-    me.in_barrier = false;
-  };
-  for (;;) {
-    hub_.barrier_cv_.wait_for(lk, kWakeSlice,
-                              [&] { return gen != hub_.barrier_generation_ || hub_.aborting(); });
-    if (gen != hub_.barrier_generation_) break;
-    if (hub_.aborting()) {
-      lk.unlock();
-      unregister();
-      throw Aborted();
-    }
-    if (now_us() - since > hub_.timeout_us_) {
-      lk.unlock();
-      try {
-        hub_.report_deadlock(rank_);
-      } catch (...) {
-        unregister();
-        throw;
-      }
-    }
-  }
   lk.unlock();
-  unregister();
+  ThreadHub::Blocked blocked(hub_, rank_, nullptr, {}, true, gen);
+  hub_.check(hub_.worth_a_look(rank_, -1));
+  lk.lock();
+  for (;;) {
+    hub_.barrier_cv_.wait_for(lk, kWakeSlice, [&] { return gen != hub_.barrier_generation_ || hub_.aborting(); });
+    if (gen != hub_.barrier_generation_) return;
+    if (hub_.aborting()) throw Aborted();
+    lk.unlock();
+    hub_.check(false);
+    lk.lock();
+  }
 }
 
 bool ThreadHub::others_finished(int rank) const {
@@ -323,9 +553,17 @@ bool ThreadHub::others_finished(int rank) const {
 }
 
 void ThreadTransport::finished() {
+  cancel_pending();  // messages it posted and never waited for: no partner may match them now
   auto& me = *hub_.slots_[rank_];
-  std::lock_guard lk(me.registry);
-  me.finished = true;
+  {
+    std::lock_guard lk(me.registry);
+    me.finished = true;
+  }
+  hub_.active_.fetch_sub(1, std::memory_order_seq_cst);
+  hub_.progressed();
+  // A rank that waits for this one now waits forever: say so at once.
+  if (!hub_.aborting())
+    if (auto found = hub_.deadlock()) hub_.end_in_deadlock(std::move(*found));
 }
 
 }  // namespace distlab

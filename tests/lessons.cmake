@@ -233,10 +233,25 @@ if(TARGET 13_tensor_parallel_attention)
            -- $<TARGET_FILE:13_tensor_parallel_attention> --hidden 100 --no-trace)
 endif()
 
-# A wrong send/recv order must end, within seconds, with the who-waits-for-whom report.
-add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 10
-         "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
-         -- $<TARGET_FILE:failure_probe> --scenario wrong-order --deadlock-timeout 1 --no-trace)
+# A wrong send/recv order is a deadlock read off the wait-for graph: exit 3 within seconds
+# although the timeout is 30 s, with the cycle and every rank's wait (all 64 at 64 ranks).
+add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 5
+         "deadlock: these waits can never be matched \\(wait-for r0 -> r1 -> r0\\)"
+         "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+         -- $<TARGET_FILE:failure_probe> --scenario wrong-order --deadlock-timeout 30 --no-trace)
+add_test(NAME deadlock.threads-n64 COMMAND bash ${expect_failure} 3 5
+         "wait-for r0 -> r1 -> r0; and 31 more like it" "r62 waits in recv from r63 \\(tag 7" "r63 waits in recv from r62"
+         -- $<TARGET_FILE:failure_probe> --scenario wrong-order --ranks 64 --deadlock-timeout 30 --no-trace)
+add_test(NAME deadlock.threads-n1000 COMMAND bash ${expect_failure} 3 30
+         "and 499 more like it" "r999 waits in recv from r998 \\(tag 7"
+         -- $<TARGET_FILE:failure_probe> --scenario wrong-order --ranks 1000 --deadlock-timeout 30 --no-trace)
+set_tests_properties(deadlock.threads-n1000 PROPERTIES RUN_SERIAL ON)
+# A rank that waits three timeouts for a peer that computes, while two others trade messages,
+# is not a deadlock: the run verifies.
+distlab_lesson_test(probe.failure.slow-threads failure_probe verified 4 0 --scenario slow --ranks 4 --deadlock-timeout 0.5)
+add_test(NAME failure.throw-posted.threads COMMAND bash ${expect_failure} 1 10
+         "rank 1 failed: rank 1 threw with two receives posted"
+         -- $<TARGET_FILE:failure_probe> --scenario throw-posted --no-trace)
 add_test(NAME failure.throw.threads COMMAND bash ${expect_failure} 1 10 "rank 1 failed: rank 1 hit a failed check on purpose"
          -- $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
 add_test(NAME failure.size-mismatch.threads COMMAND bash ${expect_failure} 1 10 "has 32 B of f32 but the receive expects 16 B"
@@ -252,14 +267,19 @@ add_test(NAME usage.cuda-unavailable COMMAND bash ${expect_failure} 2 10 "--devi
          -- $<TARGET_FILE:failure_probe> --device cuda)
 if(DISTLAB_HAVE_MPI)
   add_test(NAME deadlock.mpi COMMAND bash ${expect_failure} nonzero 30
-           "deadlock" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+           "deadlock or hang: no rank has progressed" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario wrong-order
               --deadlock-timeout 1 --no-trace)
   add_test(NAME failure.throw.mpi COMMAND bash ${expect_failure} nonzero 30 "rank 1 failed: rank 1 hit a failed check on purpose"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
   add_test(NAME usage.ranks-disagree.mpi COMMAND bash ${expect_failure} nonzero 30 "--ranks 3 disagrees with the 2 processes"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --ranks 3)
-  set_tests_properties(deadlock.mpi failure.throw.mpi usage.ranks-disagree.mpi PROPERTIES
+  # Under mpirun a wait past the timeout asks the others: r2 and r3 still progress, so the run
+  # goes on (one line says so) and verifies.
+  add_test(NAME probe.failure.slow-mpi4 COMMAND bash ${expect_failure} 0 60 "so the run goes on" "verified"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:failure_probe> --scenario slow
+              --deadlock-timeout 1 --no-trace)
+  set_tests_properties(deadlock.mpi failure.throw.mpi usage.ranks-disagree.mpi probe.failure.slow-mpi4 PROPERTIES
                        ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS mpi)
 endif()
 

@@ -114,15 +114,15 @@ TEST_CASE("runtime: an exception on a rank exits 1", "[runtime]") {
         }) == 1);
 }
 
-TEST_CASE("runtime: a deadlock exits 3 after --deadlock-timeout", "[runtime]") {
+TEST_CASE("runtime: a deadlock exits 3 from the wait-for graph, long before --deadlock-timeout", "[runtime]") {
   Lesson lesson(info());
   const auto t0 = std::chrono::steady_clock::now();
-  const int code = run_lesson(lesson, {"--no-trace", "--ranks", "2", "--deadlock-timeout", "0.2"}, [](Comm& comm) {
+  const int code = run_lesson(lesson, {"--no-trace", "--ranks", "2", "--deadlock-timeout", "30"}, [](Comm& comm) {
     auto b = comm.alloc<float>(1, Category::data);
     comm.recv(b.view(), 1 - comm.rank(), 0);
   });
   CHECK(code == 3);
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2.0);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
 }
 
 TEST_CASE("runtime: bad options exit 2 before any rank starts", "[runtime]") {

@@ -14,6 +14,7 @@
 
 #include "core/check.hpp"
 #include "core/comm.hpp"
+#include "core/device.hpp"
 #include "core/transport_threads.hpp"
 
 namespace distlab::test {
@@ -49,8 +50,16 @@ inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
       std::string& error = run.errors[static_cast<std::size_t>(r)];
       RankLog& log = comm.recorder().log();
       log.t_start = now_us();
+      ThreadTransport& transport = *transports[static_cast<std::size_t>(r)];
+      set_in_flight(&transport);  // the way down of runtime.cpp's run_thread_rank
       try {
-        body(comm);
+        try {
+          body(comm);
+        } catch (...) {
+          transport.cancel_pending();
+          release_held_blocks();
+          throw;
+        }
       } catch (const UsageError& e) {
         error = e.what();
         hub.fail(-1, e.what(), 2);
@@ -60,7 +69,9 @@ inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
         error = e.what();
         hub.fail(r, e.what(), 1);
       }
-      comm.transport().finished();
+      transport.finished();
+      release_held_blocks();
+      set_in_flight(nullptr);
       log.t_end = now_us();
       log.peak = comm.ledger().peaks();
       log.peak_total = comm.ledger().peak_total();
