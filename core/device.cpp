@@ -102,6 +102,21 @@ const CudaProbe& cuda_probe() {
 
 int cuda_device_count() { return cuda_probe().devices; }
 
+double cuda_free_bytes(int device) {
+#ifdef DISTLAB_HAVE_CUDA
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  std::size_t free = 0, total = 0;
+  const bool ok = cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess;
+  if (previous >= 0) cudaSetDevice(previous);
+  cudaGetLastError();
+  return ok ? static_cast<double>(free) : -1.0;
+#else
+  (void)device;
+  return -1.0;
+#endif
+}
+
 Device resolve_device(const std::string& requested) {
   if (requested == "cpu") return Device::cpu;
   const CudaProbe& cuda = cuda_probe();

@@ -65,6 +65,10 @@ std::string cuda_version_text(int code);  // 13000 -> "13.0"
 // when CUDA fails to start (cuda_probe() says why).
 int cuda_device_count();
 
+// Free bytes on CUDA device `device` (cudaMemGetInfo); -1 where that cannot be asked (no CUDA
+// in this build, or the device does not answer).
+double cuda_free_bytes(int device);
+
 // True when this build was compiled with CUDA support.
 bool built_with_cuda();
 

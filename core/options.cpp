@@ -25,7 +25,8 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size, c
   app.add_flag("--no-trace", o.no_trace, "write no trace file");
   app.add_flag("--verbose", o.verbose, "log every message: r0 -> r1 | step 3 | chunk 2 | 1.0 MiB");
   app.add_option("--deadlock-timeout", o.deadlock_timeout,
-                 "seconds a rank may wait for a message before the run reports who waits for whom and stops")
+                 "end the run (exit 3) when nothing progresses for S seconds: no message matched, no rank finished "
+                 "or computed. A deadlock needs no timeout: it is reported as soon as the waits form one")
       ->capture_default_str();
   app.add_flag("--inject-fault", o.inject_fault, "corrupt the last rank's result (to see verification fail)")
       ->group("Testing");

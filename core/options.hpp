@@ -7,7 +7,8 @@
 //   --seed S               data seed
 //   --trace PATH           default traces/NN_name.json; --no-trace writes none
 //   --verbose              log every message: "r0 -> r1 | step 3 | chunk 2 | 1.0 MiB"
-//   --deadlock-timeout S   a wait longer than S seconds reports who waits for whom and ends the run
+//   --deadlock-timeout S   no progress for S seconds (nothing matched, finished or computed) ends the run
+//                          with who waits for whom; a deadlock is reported without waiting for it
 #pragma once
 
 #include <CLI/CLI.hpp>

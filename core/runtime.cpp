@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <map>
@@ -74,6 +76,67 @@ int launcher_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
 int launcher_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0); }
 int launcher_local_rank() {
   return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, launcher_rank());
+}
+
+// --- memory ------------------------------------------------------------------------
+
+namespace {
+
+double read_number_file(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return -1;
+  char buf[64] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  if (!ok || std::strncmp(buf, "max", 3) == 0) return -1;
+  return std::strtod(buf, nullptr);
+}
+
+}  // namespace
+
+double memory_available() {
+  double available = -1;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "MemAvailable:", 13) == 0) available = std::strtod(line + 13, nullptr) * 1024;
+    std::fclose(f);
+  }
+  const double limit = read_number_file("/sys/fs/cgroup/memory.max");
+  const double used = read_number_file("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0) {
+    const double left = std::max(0.0, limit - used);
+    available = available < 0 ? left : std::min(available, left);
+  }
+  return available;
+}
+
+std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where) {
+  if (available < 0) return {};  // nothing to compare with: the run goes ahead
+  const double total = need.per_rank * ranks_here + need.once;
+  // The other programs on the machine move: keep a tenth of what is free for them.
+  if (total <= 0.9 * available) return {};
+  return fmt::format(
+      "this run needs about {} of {} ({} rank{} x {} each{}), but {} is available; use a smaller --size or "
+      "fewer ranks",
+      format_bytes(total), where, ranks_here, ranks_here == 1 ? "" : "s", format_bytes(need.per_rank),
+      need.once > 0 ? fmt::format(" + {} once", format_bytes(need.once)) : "", format_bytes(available));
+}
+
+void Lesson::check_memory(const World& world) const {
+  MemoryNeed need = needs_memory_ ? needs_memory_(world) : MemoryNeed{};
+  const int here = world.mode == Mode::threads ? world.size : std::max(1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1));
+  if (world.device == Device::cuda) {
+    // The buffers live on the GPUs, shared round-robin by the ranks; the host keeps the rest.
+    const int devices = std::max(1, cuda_device_count());
+    const int per_device = (here + devices - 1) / devices;
+    const std::string gpu = memory_refusal({need.per_rank, 0}, per_device, cuda_free_bytes(0), "GPU memory on device 0");
+    if (!gpu.empty()) throw UsageError(gpu);
+    need.per_rank = 0;
+  }
+  need.per_rank += world.mode == Mode::threads ? kRankOverheadBytes : 0;
+  const std::string host = memory_refusal(need, here, memory_available(), "memory");
+  if (!host.empty()) throw UsageError(host);
 }
 
 // --- results --------------------------------------------------------------------------
@@ -253,6 +316,13 @@ class CudaBinding {
   bool bound_ = false;
 };
 
+// What a rank that ran out of memory says (std::bad_alloc, or a container asked for more than
+// it can hold): the check before the run let it through, so the estimate was short.
+std::string out_of_memory(int rank) {
+  return fmt::format("rank {} ran out of memory: this run needs more than the {} available; use a smaller --size or "
+                     "fewer ranks", rank, format_bytes(memory_available()));
+}
+
 // Runs one rank's body and records how it ended on the hub. The way down is memory-safe: a
 // rank that unwinds holds back every block its messages still name (InFlight), cancels those
 // messages or waits for the copies already under way, and only then lets the blocks go.
@@ -260,6 +330,7 @@ void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function
   RankLog& log = comm.recorder().log();
   log.t_start = now_us();
   set_in_flight(&transport);
+  transport.started();
   try {
     CudaBinding gpu(comm.device(), comm.rank(), true);
     if (comm.device() == Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
@@ -275,6 +346,10 @@ void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function
   } catch (const UsageError& e) {
     hub.fail(-1, e.what(), 2);
   } catch (const Aborted&) {
+  } catch (const std::bad_alloc&) {
+    hub.fail(-1, out_of_memory(comm.rank()), 2);
+  } catch (const std::length_error&) {
+    hub.fail(-1, out_of_memory(comm.rank()), 2);
   } catch (const std::exception& e) {
     hub.fail(comm.rank(), e.what(), 1);
   } catch (...) {
@@ -381,6 +456,7 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     check_transport_request(options_.transport, world.mode, world.device);
     world.transport = to_string(world.mode);
     for (const auto& check : on_world_) check(world);
+    check_memory(world);
   } catch (const UsageError& e) {
     return usage(e.what());
   }
@@ -449,6 +525,10 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
         comm.finish_device_trace();
       } catch (const UsageError& e) {
         MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);
+      } catch (const std::bad_alloc&) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)), 2);
+      } catch (const std::length_error&) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)), 2);
       } catch (const std::exception& e) {
         MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
       }

@@ -11,7 +11,9 @@
 // mpirun), runs the body on every rank, and then on rank 0: collects every rank's log,
 // calls the report hook, writes the trace and prints the final line, which says
 // `verified` only when every rank's every check passed. Exit status: 0 verified,
-// 1 a check failed or a rank threw, 2 bad options, 3 deadlock.
+// 1 a check failed or a rank threw, 2 bad options (or a run too big for the memory available,
+// refused before it starts; a rank that still runs out of memory also ends with 2), 3 deadlock
+// or no progress for --deadlock-timeout.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -76,6 +78,23 @@ void print_traffic(const RunResult& result, const std::string& title = "traffic 
 RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s = 30,
                          Device device = Device::cpu);
 
+// What a run allocates, for the check before any rank starts: each rank's own buffers
+// (per_rank: its data, copies, scratch and references) and what the process holds once besides.
+struct MemoryNeed {
+  double per_rank = 0;
+  double once = 0;
+};
+// The memory this process may still take: /proc/meminfo's MemAvailable, lowered to what the
+// cgroup's memory.max leaves, where one is set. -1 when neither can be read.
+double memory_available();
+// Bookkeeping each in-process rank costs besides its buffers (its thread's stack as touched,
+// its Comm, mailbox and log), counted with every plan.
+inline constexpr double kRankOverheadBytes = 512.0 * 1024;
+// The refusal for a run that needs more than is available: one sentence with what it needs,
+// what is available and what to change; "" when it fits. `ranks_here` ranks share `available`
+// bytes (all of them in-process; those on this node under mpirun); `where` names the memory.
+std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where);
+
 class Lesson {
  public:
   explicit Lesson(LessonInfo info);
@@ -87,6 +106,9 @@ class Lesson {
 
   // Checked once the world size is known, before any rank starts; throw UsageError.
   void on_world(std::function<void(const World&)> f) { on_world_.push_back(std::move(f)); }
+  // What a run will allocate, from the options and the world; checked against the memory
+  // available before any rank starts (exit 2 with a sentence when it does not fit).
+  void needs_memory(std::function<MemoryNeed(const World&)> f) { needs_memory_ = std::move(f); }
   // What --size means in this lesson, for --help ("units per hidden layer"), when not elements.
   void describe_size(const std::string& what);
   // Adds --root (default 0), checked to be a rank of the world.
@@ -109,6 +131,7 @@ class Lesson {
 
  private:
   int finish(RunResult& result);
+  void check_memory(const World& world) const;  // throws UsageError
   std::vector<std::pair<std::string, std::string>> parameters() const;
 
   LessonInfo info_;
@@ -116,6 +139,7 @@ class Lesson {
   Options options_;
   std::vector<std::function<void(const World&)>> on_world_;
   std::function<void(RunResult&)> on_report_;
+  std::function<MemoryNeed(const World&)> needs_memory_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;
   std::string cost_model_ = "null";

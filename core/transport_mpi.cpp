@@ -155,9 +155,9 @@ void MpiTransport::poll_control(const Waiting& waiting, double since) {
 // This rank's wait passed the timeout. Under mpirun no rank sees the others, so it asks them:
 // each rank in a wait answers with how long ago it last progressed (a message completed, a
 // barrier opened, its body finished) and what it waits for; a rank that does not answer
-// within a second is computing. If anyone progressed within the timeout the run goes on (one
-// line says so); if nobody did, the report of every rank comes out once and the run ends
-// (exit 3). A rank that another rank asked within the timeout leaves the asking to that one.
+// within a second is computing, and a rank that computes is progressing. If anyone progressed
+// within the timeout the run goes on (one line says so); if every rank answered and none did,
+// the report of every rank comes out once and the run ends (exit 3). A rank that another rank asked within the timeout leaves the asking to that one.
 void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
   const double now = now_us();
   if (now - last_asked_us_ < timeout_us_) {
@@ -208,6 +208,15 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
     }
   }
   for (auto& ask : asks) MPI_Request_free(&ask);  // small messages: sent or dropped with the run
+  for (int r = 0; r < size_ && progressing < 0; ++r)
+    if (!answered[static_cast<std::size_t>(r)]) progressing = r;  // computing, outside any wait
+  if (progressing >= 0 && !answered[static_cast<std::size_t>(progressing)]) {
+    std::fprintf(stderr, "distlab: %s; r%d is computing (it did not answer from a wait), so the run goes on\n",
+                 waiting.line(rank_, since, now_us()).c_str(), progressing);
+    std::fflush(stderr);
+    since = now_us();
+    return;
+  }
   if (progressing >= 0) {
     std::fprintf(stderr, "distlab: %s; r%d progressed %.1f s ago, so the run goes on\n",
                  waiting.line(rank_, since, now_us()).c_str(), progressing, progressed_ago);
@@ -221,7 +230,7 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
       timeout_us_ * 1e-6);
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    report += "\n  " + (answered[i] ? lines[i] : fmt::format("r{} did not answer: it is computing, not waiting on a message", r));
+    report += "\n  " + lines[i];
   }
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", report.c_str());

@@ -5,8 +5,9 @@
 // MPI_Testall so it can time out. Under mpirun no rank sees the others' waits, so a deadlock
 // is found by asking: when a wait passes --deadlock-timeout and this rank has not progressed
 // for that long, it asks every other rank (on a second, control communicator) how long ago it
-// last progressed. If one did within the timeout the run goes on, with one line saying so;
-// if none did, it prints every rank's wait once and aborts (exit 3).
+// last progressed; a rank that does not answer is computing, which is progress. If one
+// progressed within the timeout the run goes on, with one line saying so; if every rank
+// answered and none did, it prints every rank's wait once and aborts (exit 3).
 #pragma once
 
 #include <mpi.h>

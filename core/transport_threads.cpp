@@ -1,7 +1,8 @@
 #include "transport_threads.hpp"
 
 #include <fmt/format.h>
-#include <sched.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,20 +26,14 @@ struct ThreadHub::Req : RequestState {
 namespace {
 constexpr auto kWakeSlice = std::chrono::milliseconds(50);  // how often a waiter looks at the clock
 constexpr double kScanEveryUs = 50e3;  // how often some waiter looks at the whole graph
-// Cores this process may run on (its affinity mask: a container's or taskset's limit).
-double usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+constexpr double kCpuLookUs = 20e3;     // how often the hang check reads the ranks' CPU clocks
+constexpr double kCpuProgressUs = 1e3;  // CPU time a running rank must gain to count as computing
 constexpr double kSettleUs = 2e6;      // how long a deadlock report waits for running ranks to block
 }
 
 ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
     : size_(size),
       timeout_us_(deadlock_timeout_s * 1e6),
-      cores_(usable_cores()),
       active_(size),
       last_progress_us_(now_us()) {
   for (int r = 0; r < size; ++r) slots_.push_back(std::make_unique<Slot>());
@@ -269,21 +264,27 @@ void ThreadHub::check(bool eager) {
   if (quiet_us(now) > timeout_us_) report_hang();
 }
 
-// Time since the last progress as one running rank lives it: while more ranks run than there
-// are cores, each gets only its share of one, so a second of wall time is cores/running
-// seconds of a rank's work. Integrated over the waiters' looks (every few tens of ms).
+// Time since the last progress. A rank that computes is progressing: every few tens of
+// milliseconds the look reads the CPU clock of each rank that runs outside any wait, and a
+// clock that moved (more than a millisecond) counts as progress. What is left is a rank that
+// neither messages nor computes: asleep, blocked on a lock or a system call, or in a wait the
+// graph cannot see (a GPU wait: such waits poll, so their clocks are not read).
 double ThreadHub::quiet_us(double now) {
-  std::lock_guard lk(quiet_m_);
-  const double last = last_progress_us_.load(std::memory_order_relaxed);
-  if (last > quiet_from_us_) {
-    quiet_from_us_ = last;
-    quiet_tick_us_ = last;
-    quiet_us_ = 0;
+  std::unique_lock lk(quiet_m_, std::try_to_lock);
+  if (lk.owns_lock() && now - last_cpu_look_us_ >= kCpuLookUs) {
+    last_cpu_look_us_ = now;
+    for (auto& slot : slots_) {
+      Slot& s = *slot;
+      std::lock_guard rl(s.registry);
+      if (!s.has_clock || s.finished || s.blocked || !s.blocked_what.empty() || s.in_barrier) continue;
+      timespec ts{};
+      if (clock_gettime(s.cpu_clock, &ts) != 0) continue;
+      const double cpu_us = ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+      if (cpu_us - s.cpu_seen_us > kCpuProgressUs) last_progress_us_.store(now, std::memory_order_relaxed);
+      s.cpu_seen_us = cpu_us;
+    }
   }
-  const int running = std::max(1, active_.load(std::memory_order_relaxed));
-  quiet_us_ += std::max(0.0, now - quiet_tick_us_) * std::min(1.0, cores_ / running);
-  quiet_tick_us_ = now;
-  return quiet_us_;
+  return now - last_progress_us_.load(std::memory_order_relaxed);
 }
 
 bool ThreadHub::worth_a_look(int rank, int peer) const {
@@ -298,9 +299,9 @@ bool ThreadHub::worth_a_look(int rank, int peer) const {
 void ThreadHub::report_hang() {
   const double now = now_us();
   std::string report = fmt::format(
-      "no progress for {:.1f} s (--deadlock-timeout {:.1f}, counted per core when more ranks run than there are "
-      "cores): no message was matched and no rank finished, yet no wait is a deadlock. A rank may be stuck "
-      "computing or waiting on the GPU; raise --deadlock-timeout if it is only slow. Who waits for whom:",
+      "no progress for {:.1f} s (--deadlock-timeout {:.1f}): no message was matched, no rank finished and no "
+      "rank computed, yet no wait is a deadlock. A rank is stuck outside the messages (asleep, on a lock, in a "
+      "system call) or waits on the GPU; raise --deadlock-timeout if that wait is only slow. Who waits for whom:",
       (now - last_progress_us_.load()) * 1e-6, timeout_us_ * 1e-6);
   for (int r = 0; r < size_; ++r) {
     Slot& s = *slots_[static_cast<std::size_t>(r)];
@@ -550,6 +551,12 @@ bool ThreadHub::others_finished(int rank) const {
     if (!s.finished) return false;
   }
   return true;
+}
+
+void ThreadTransport::started() {
+  auto& me = *hub_.slots_[rank_];
+  std::lock_guard lk(me.registry);
+  me.has_clock = pthread_getcpuclockid(pthread_self(), &me.cpu_clock) == 0;
 }
 
 void ThreadTransport::finished() {

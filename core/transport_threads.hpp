@@ -10,6 +10,8 @@
 // buffers, ordered by events and waited for by polling (peer_copy.hpp says how and why).
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -78,6 +80,9 @@ class ThreadHub {
     unsigned long barrier_generation = 0;  // the barrier it waits in
     double blocked_since = 0;
     bool finished = false;
+    clockid_t cpu_clock{};   // the rank thread's CPU clock (started()), for the hang check
+    bool has_clock = false;
+    double cpu_seen_us = 0;  // its reading at the last look
     // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
     // thread; one at a time, so that a copy's timing events bracket that copy alone.
     std::mutex copies;
@@ -95,7 +100,7 @@ class ThreadHub {
   // Longer cycles are found by the look every waiter takes every few tens of milliseconds.
   bool worth_a_look(int rank, int peer) const;
   [[noreturn]] void report_hang();
-  double quiet_us(double now);  // time without progress, per running rank's share of a core
+  double quiet_us(double now);  // time without a message matched, a rank finished or a rank computing
   // Records a deadlock as the run's failure (once), after giving running ranks a moment to block.
   void end_in_deadlock(Deadlock found);
 
@@ -103,7 +108,6 @@ class ThreadHub {
   double timeout_us_;
   std::atomic<bool> aborting_{false};
   std::vector<std::unique_ptr<Slot>> slots_;
-  double cores_;
   std::atomic<int> active_;  // ranks neither blocked on a message or barrier nor finished
   std::atomic<std::uint64_t> progress_{0};
   std::atomic<double> last_progress_us_;
@@ -111,7 +115,7 @@ class ThreadHub {
   mutable std::mutex scan_m_;  // one look at the graph at a time
   std::atomic<bool> reporting_{false};
   std::mutex quiet_m_;
-  double quiet_from_us_ = 0, quiet_tick_us_ = 0, quiet_us_ = 0;
+  double last_cpu_look_us_ = 0;
 
   std::mutex barrier_m_;
   std::condition_variable barrier_cv_;
@@ -139,6 +143,8 @@ class ThreadTransport : public Transport, public InFlight {
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override;
+  // Called on the rank's own thread when it starts: the hang check reads its CPU clock.
+  void started();
   void wait_until(const std::function<bool()>& ready, const std::string& what) override;
   bool in_flight(const void* ptr, std::size_t bytes) const override;
 

@@ -358,6 +358,29 @@ TEST_CASE("threads: a rank that computes is never part of a deadlock, and others
   CHECK(trades > 10);
 }
 
+TEST_CASE("threads: a rank that computes longer than the timeout is progressing, not hung", "[transport][deadlock]") {
+  std::atomic<bool> r1_sent{false};
+  auto run = run_ranks(
+      2,
+      [&](Comm& comm) {
+        auto b = comm.alloc<float>(1, Category::data);
+        if (comm.rank() == 0) {
+          comm.recv(b.view(), 1, 0);
+          return;
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1200);
+        volatile double x = 0;
+        while (std::chrono::steady_clock::now() < until)  // 4 timeouts of pure computation
+          for (int i = 0; i < 1000; ++i) x = x + 1e-9 * i;
+        comm.send(cview(b), 0, 0);
+        r1_sent = true;
+      },
+      0.3);
+  INFO(run.failure);
+  CHECK_FALSE(run.failed);
+  CHECK(r1_sent);
+}
+
 TEST_CASE("threads: no progress anywhere for the timeout is reported as a hang, with who waits for whom",
           "[transport][deadlock]") {
   auto run = run_ranks(

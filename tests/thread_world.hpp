@@ -51,6 +51,7 @@ inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
       RankLog& log = comm.recorder().log();
       log.t_start = now_us();
       ThreadTransport& transport = *transports[static_cast<std::size_t>(r)];
+      transport.started();
       set_in_flight(&transport);  // the way down of runtime.cpp's run_thread_rank
       try {
         try {

@@ -118,6 +118,12 @@ int main(int argc, char** argv) {
     lesson.set_metadata("beta_s_per_byte", fmt::format("{}", fit.beta_s_per_byte));
   });
 
+  // Memory: every rank's message buffer of --size bytes; rank 0 keeps a copy of what it sent.
+  lesson.needs_memory([&](const World&) {
+    const double bytes = double(lesson.options().size);
+    return MemoryNeed{bytes, bytes};
+  });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank();
     if (comm.size() > 2) comm.say("ranks 2 .. {} take no part: a ping-pong needs two\n", comm.size() - 1);

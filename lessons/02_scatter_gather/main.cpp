@@ -65,6 +65,14 @@ int main(int argc, char** argv) {
         r.check(fmt::format("r{} receives its chunk only", k), scatter[k].bytes_recv == part.size(k) * esize);
   });
 
+  // Memory, counted from the buffers below: every rank its float64 copy of the root's input
+  // (8 B per element) and its chunks (mine, the library's: 2 x 4 B per element / N); the root
+  // also the whole input, the gathered result (4 B each) and the float64 want (8 B).
+  lesson.needs_memory([&](const World& w) {
+    const double L = double(lesson.options().size);
+    return MemoryNeed{8 * L + 8 * L / w.size, 16 * L};
+  });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int n = comm.size(), me = comm.rank();
     const std::size_t L = opt.size;

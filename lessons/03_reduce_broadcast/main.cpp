@@ -105,6 +105,11 @@ int main(int argc, char** argv) {
       }
   });
 
+  // Memory, counted from the buffers below: per rank input, total, the float32 exact sum, one
+  // rank's regenerated input and the reduce's workspace (5 x 4 B per element), the float64 sum
+  // (8 B), and under mpirun the library's copy (4 B): 32 B per element.
+  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int n = comm.size(), me = comm.rank();
     const std::size_t L = opt.size;

@@ -187,6 +187,11 @@ int main(int argc, char** argv) {
                  double(rows.back().r0) / double(rows.back().other), op_name(rows.back().op));
   });
 
+  // Memory, counted from the buffers below: per rank the input, the all-gather's and the
+  // all-reduce's results, a library result (4 x 4 B per element) and the float64 concat and sum
+  // (2 x 8 B): 32 B per element.
+  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int n = comm.size(), me = comm.rank();
     const std::size_t L = opt.size;

@@ -442,5 +442,10 @@ int main(int argc, char** argv) {
       fmt::print("  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
   });
 
+  // Memory: per rank about 100 B per parameter: its training replica and optimizer state
+  // (float32 weights and gradients, bf16 copies, Adam's moments: ~24 B), the comparison run
+  // (~24 B) and the float64 reference with its inputs (~56 B); 112 B with allocator slack.
+  lesson.needs_memory([&](const World&) { return MemoryNeed{112.0 * double(setup.shape.params()), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) { train(comm, setup, comm.rank() == 0 ? &outcome : nullptr); });
 }

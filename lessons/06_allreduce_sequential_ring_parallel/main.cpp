@@ -342,6 +342,11 @@ int main(int argc, char** argv) {
   // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
   // (an untraced warm-up, then the traced, timed run) and check its result; see
   // core/all_reduce_study.hpp for the steps.
+  // Memory, counted from the buffers below: per rank the input, the result and the
+  // algorithms' workspace (4 x 4 B per element at most at once) and the float64 reference
+  // (8 B): 32 B per element with allocator slack.
+  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);
   });

@@ -382,6 +382,10 @@ int main(int argc, char** argv) {
   // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
   // (an untraced warm-up, then the traced, timed run) and check its result; see
   // core/all_reduce_study.hpp for the steps.
+  // Memory, counted from the buffers below: per rank the input, the result and the halving's
+  // workspace (3 x 4 B per element) and the float64 reference (8 B): 20 B, 24 with slack.
+  lesson.needs_memory([&](const World&) { return MemoryNeed{24.0 * double(lesson.options().size), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) {
     run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);
   });

@@ -524,5 +524,11 @@ int main(int argc, char** argv) {
     }
   });
 
+  // Memory: every stage computes the float64 reference on the whole model, so per rank about
+  // 64 B per parameter: the initial weights and the teacher's (2 x 4 B), their float64 copies,
+  // the reference's weights, gradient and two Adam moments (6 x 8 B), and its own stage's
+  // float32 weights, gradients and moments (small beside them).
+  lesson.needs_memory([&](const World&) { return MemoryNeed{64.0 * double(setup.shape.params()), 0}; });
+
   return lesson.run(argc, argv, [&](Comm& comm) { train(comm, setup); });
 }

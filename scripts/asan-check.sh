@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# asan-check.sh — the failure paths under AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+# Builds the unit tests, the failure probe and every lesson with -fsanitize=address,undefined
+# (build/asan-ci; -O1 and line tables only, to keep the build short) and runs:
+#   the unit tests of the transport, the runtime, the collectives and the trace;
+#   the failure probe: a wrong send/recv order on 2, 64 and 1000 ranks (exit 3), a rank that
+#   throws with receives posted, a rank that throws, a size mismatch (exit 1), and the valid
+#   slow-peer run (exit 0);
+#   every lesson's --inject-fault run (exit 1: the check catches the fault).
+# Any sanitizer report fails the script (halt_on_error, and the exit status is checked).
+#
+#   bash scripts/asan-check.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=build/asan-ci
+flags="-O1 -g1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=None -DDISTLAB_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+lessons=(00_why_distributed 01_send_recv 02_scatter_gather 03_reduce_broadcast 04_allreduce_allgather
+         05_parameter_server 06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2
+         10_zero3_fsdp 11_pipeline_microbatching 12_tensor_parallel_mlp 13_tensor_parallel_attention)
+cmake --build "$build" -j "$(nproc)" --target distlab_tests failure_probe "${lessons[@]}"
+
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+failures=0
+# expect EXIT NAME COMMAND...: runs it, passes when it exits EXIT and no sanitizer spoke.
+expect() {
+  local want="$1" name="$2"
+  shift 2
+  local log="$build/asan-$name.log" rc=0
+  "$@" >"$log" 2>&1 || rc=$?
+  if ((rc != want)) || grep -qE "ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer" "$log"; then
+    echo "asan-check: FAILED $name (exit $rc, expected $want)"
+    grep -E -A12 "ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer" "$log" | head -40 || tail -20 "$log"
+    failures=$((failures + 1))
+  else
+    echo "asan-check: ok $name (exit $rc)"
+  fi
+}
+
+expect 0 unit "$build/tests/distlab_tests" "[transport],[comm],[collectives],[runtime],[trace],[memory]"
+probe="$build/tests/failure_probe"
+for n in 2 64 1000; do
+  expect 3 "wrong-order-n$n" "$probe" --scenario wrong-order --ranks "$n" --deadlock-timeout 30 --no-trace
+done
+expect 1 throw-posted "$probe" --scenario throw-posted --no-trace
+expect 1 throw "$probe" --scenario throw --no-trace
+expect 1 size-mismatch "$probe" --scenario size-mismatch --no-trace
+expect 0 slow "$probe" --scenario slow --ranks 4 --deadlock-timeout 0.5 --no-trace
+for l in "${lessons[@]}"; do
+  size=64
+  [[ $l == 01_* ]] && size=64K
+  expect 1 "$l-inject-fault" "$build/lessons/$l" --ranks 3 --size "$size" --inject-fault --no-trace
+done
+if ((failures)); then
+  echo "asan-check: $failures run(s) failed"
+  exit 1
+fi
+echo "asan-check: all runs clean"
