@@ -7,8 +7,9 @@
 // Implementations: transport_threads (in-process ranks, one copy straight from the sender's
 // buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI), and
 // under mpirun with --device cuda transport_nccl (ncclSend / ncclRecv) or transport_staged
-// (MPI through pinned host buffers). A wait that blocks longer than the deadlock timeout
-// reports who waits for whom and ends every rank.
+// (MPI through pinned host buffers). A deadlock ends every rank with who waits for whom: on
+// in-process ranks as soon as the wait-for graph shows one, under mpirun once a wait passes
+// the timeout and no rank still progresses (transport_threads.hpp, transport_mpi.hpp).
 //
 // On a GPU a completed wait means what it means on the CPU: the data is in place (receive)
 // or the buffer may be reused (send), for the host and for any stream. A message's data is
@@ -69,7 +70,7 @@ class Transport {
   virtual Request isend(const MemRef& mem, int dst, int tag) = 0;
   virtual Request irecv(const MemRef& mem, int src, int tag) = 0;
   // Blocks until the request completes; throws Error on a failed match, Aborted when the
-  // run is being torn down; reports and ends the run after the deadlock timeout.
+  // run is being torn down; reports and ends the run on a deadlock or when nothing progresses.
   virtual void wait(RequestState& request) = 0;
   virtual void barrier() = 0;
   // Called once when the rank's body returns (the deadlock report lists finished ranks).
