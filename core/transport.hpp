@@ -48,10 +48,10 @@ struct RequestState {
   int peer = -1;
   int tag = -1;
   MemRef mem;
-  double t_post = 0;                // when it was posted (us)
-  double t_done = 0;                // when the data had moved (us), set by the transport
+  double t_post = 0;  // when it was posted (us)
+  double t_done = 0;  // when the data had moved (us), set by the transport
   std::atomic<bool> done{false};
-  std::string error;                // set when the match failed (size or type mismatch)
+  std::string error;  // set when the match failed (size or type mismatch)
   // Filled by Comm for the trace: data-flow metadata and the message's sequence number.
   MsgMeta meta;
   std::uint64_t seq = 0;
