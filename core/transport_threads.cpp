@@ -25,11 +25,11 @@ struct ThreadHub::Req : RequestState {
 
 namespace {
 constexpr auto kWakeSlice = std::chrono::milliseconds(50);  // how often a waiter looks at the clock
-constexpr double kScanEveryUs = 50e3;  // how often some waiter looks at the whole graph
+constexpr double kScanEveryUs = 50e3;   // how often some waiter looks at the whole graph
 constexpr double kCpuLookUs = 20e3;     // how often the hang check reads the ranks' CPU clocks
 constexpr double kCpuProgressUs = 1e3;  // CPU time a running rank must gain to count as computing
-constexpr double kSettleUs = 2e6;      // how long a deadlock report waits for running ranks to block
-}
+constexpr double kSettleUs = 2e6;  // how long a deadlock report waits for running ranks to block
+}  // namespace
 
 ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
     : size_(size),
@@ -65,7 +65,8 @@ int ThreadHub::exit_code() const {
   return exit_code_;
 }
 
-std::shared_ptr<void> ThreadHub::shared(const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+std::shared_ptr<void> ThreadHub::shared(const std::string& key,
+                                        const std::function<std::shared_ptr<void>()>& make) {
   std::lock_guard lk(shared_m_);
   auto& slot = shared_[key];
   if (!slot) slot = make();
@@ -95,12 +96,21 @@ void ThreadHub::complete(Req& r) {
   owner.cv.notify_all();
 }
 
+// One line of a report: what rank `r` does now (its registry lock held).
+std::string ThreadHub::wait_line(int r, const Slot& s, double now) {
+  if (s.finished) return fmt::format("r{} has finished and will send nothing more", r);
+  if (!s.blocked_what.empty()) return describe_wait(r, s.blocked_what, s.blocked_since, now);
+  if (s.in_barrier) return describe_wait(r, nullptr, s.blocked_since, now);
+  if (s.blocked) return describe_wait(r, s.blocked, s.blocked_since, now);
+  return fmt::format("r{} is running (not waiting on a message)", r);
+}
+
 // While it lives, its rank is blocked on `request` (a message), in the barrier, or (`what`) on
 // something that is not a message. Message and barrier waits are nodes of the wait-for graph.
 class ThreadHub::Blocked {
  public:
-  Blocked(ThreadHub& hub, int rank, const RequestState* request, std::string what, bool barrier = false,
-          unsigned long generation = 0)
+  Blocked(ThreadHub& hub, int rank, const RequestState* request, std::string what,
+          bool barrier = false, unsigned long generation = 0)
       : hub_(hub), slot_(*hub.slots_[rank]), in_graph_(what.empty()), since_(now_us()) {
     std::lock_guard lk(slot_.registry);
     slot_.blocked = request;
@@ -157,21 +167,17 @@ std::optional<ThreadHub::Deadlock> ThreadHub::deadlock() const {
     Slot& s = *slots_[static_cast<std::size_t>(r)];
     Node& n = nodes[static_cast<std::size_t>(r)];
     std::lock_guard lk(s.registry);
+    n.line = wait_line(r, s, now);
     if (s.finished) {
       n.kind = Kind::finished;
-      n.line = fmt::format("r{} has finished and will send nothing more", r);
     } else if (!s.blocked_what.empty()) {
-      n.line = describe_wait(r, s.blocked_what, s.blocked_since, now);
       anyone_running = true;
     } else if (s.in_barrier && s.barrier_generation == generation) {
       n.kind = Kind::barrier;
-      n.line = describe_wait(r, nullptr, s.blocked_since, now);
     } else if (s.blocked && !s.blocked->done.load(std::memory_order_acquire)) {
       n.kind = Kind::message;
       n.peer = s.blocked->peer;
-      n.line = describe_wait(r, s.blocked, s.blocked_since, now);
     } else {
-      n.line = fmt::format("r{} is running (not waiting on a message)", r);
       anyone_running = true;
     }
   }
@@ -276,11 +282,13 @@ double ThreadHub::quiet_us(double now) {
     for (auto& slot : slots_) {
       Slot& s = *slot;
       std::lock_guard rl(s.registry);
-      if (!s.has_clock || s.finished || s.blocked || !s.blocked_what.empty() || s.in_barrier) continue;
+      if (!s.has_clock || s.finished || s.blocked || !s.blocked_what.empty() || s.in_barrier)
+        continue;
       timespec ts{};
       if (clock_gettime(s.cpu_clock, &ts) != 0) continue;
       const double cpu_us = ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-      if (cpu_us - s.cpu_seen_us > kCpuProgressUs) last_progress_us_.store(now, std::memory_order_relaxed);
+      if (cpu_us - s.cpu_seen_us > kCpuProgressUs)
+        last_progress_us_.store(now, std::memory_order_relaxed);
       s.cpu_seen_us = cpu_us;
     }
   }
@@ -299,23 +307,17 @@ bool ThreadHub::worth_a_look(int rank, int peer) const {
 void ThreadHub::report_hang() {
   const double now = now_us();
   std::string report = fmt::format(
-      "no progress for {:.1f} s (--deadlock-timeout {:.1f}): no message was matched, no rank finished and no "
-      "rank computed, yet no wait is a deadlock. A rank is stuck outside the messages (asleep, on a lock, in a "
-      "system call) or waits on the GPU; raise --deadlock-timeout if that wait is only slow. Who waits for whom:",
+      "no progress for {:.1f} s (--deadlock-timeout {:.1f}): no message was matched, no rank "
+      "finished and no "
+      "rank computed, yet no wait is a deadlock. A rank is stuck outside the messages (asleep, on "
+      "a lock, in a "
+      "system call) or waits on the GPU; raise --deadlock-timeout if that wait is only slow. Who "
+      "waits for whom:",
       (now - last_progress_us_.load()) * 1e-6, timeout_us_ * 1e-6);
   for (int r = 0; r < size_; ++r) {
     Slot& s = *slots_[static_cast<std::size_t>(r)];
     std::lock_guard lk(s.registry);
-    std::string line;
-    if (!s.blocked_what.empty())
-      line = describe_wait(r, s.blocked_what, s.blocked_since, now);
-    else if (s.blocked || s.in_barrier)
-      line = describe_wait(r, s.in_barrier ? nullptr : s.blocked, s.blocked_since, now);
-    else if (s.finished)
-      line = fmt::format("r{} has finished and will send nothing more", r);
-    else
-      line = fmt::format("r{} is running (not waiting on a message)", r);
-    report += "\n  " + line;
+    report += "\n  " + wait_line(r, s, now);
   }
   fail(-1, report, 3);
   throw Aborted();
@@ -337,7 +339,8 @@ auto take_first(Queue& queue, Pred matches) -> typename Queue::value_type {
 
 }  // namespace
 
-std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, const MemRef& mem, int peer, int tag) {
+std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, const MemRef& mem,
+                                                              int peer, int tag) {
   auto req = std::make_shared<ThreadHub::Req>();
   req->is_send = is_send;
   req->peer = peer;
@@ -349,7 +352,8 @@ std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, cons
   // Forget the requests that are over; the rest may still be touched by another rank.
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [](const auto& r) {
-                                  return r->done.load(std::memory_order_acquire) && (!r->copy || r->copy->done());
+                                  return r->done.load(std::memory_order_acquire) &&
+                                         (!r->copy || r->copy->done());
                                 }),
                  pending_.end());
   pending_.push_back(req);
@@ -363,7 +367,8 @@ Request ThreadTransport::isend(const MemRef& mem, int dst, int tag) {
   {
     auto& box = *hub_.slots_[dst];
     std::lock_guard lk(box.mailbox);
-    match = take_first(box.recvs, [&](const ThreadHub::Req& r) { return r.peer == rank_ && r.tag == tag; });
+    match = take_first(box.recvs,
+                       [&](const ThreadHub::Req& r) { return r.peer == rank_ && r.tag == tag; });
     if (!match) box.sends.push_back(req);
   }
   if (match) transfer(*req, *match);
@@ -377,7 +382,8 @@ Request ThreadTransport::irecv(const MemRef& mem, int src, int tag) {
   {
     auto& box = *hub_.slots_[rank_];
     std::lock_guard lk(box.mailbox);
-    match = take_first(box.sends, [&](const ThreadHub::Req& r) { return r.owner == src && r.tag == tag; });
+    match = take_first(box.sends,
+                       [&](const ThreadHub::Req& r) { return r.owner == src && r.tag == tag; });
     if (!match) box.recvs.push_back(req);
   }
   if (match) transfer(*match, *req);
@@ -390,17 +396,18 @@ void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
   try {
     if (send.mem.bytes != recv.mem.bytes || send.mem.dtype != recv.mem.dtype) {
       const std::string why = fmt::format(
-          "message r{} -> r{} (tag {}) has {} B of {} but the receive expects {} B of {}", send.owner,
-          recv.owner, send.tag, send.mem.bytes, to_string(send.mem.dtype), recv.mem.bytes,
-          to_string(recv.mem.dtype));
+          "message r{} -> r{} (tag {}) has {} B of {} but the receive expects {} B of {}",
+          send.owner, recv.owner, send.tag, send.mem.bytes, to_string(send.mem.dtype),
+          recv.mem.bytes, to_string(recv.mem.dtype));
       send.error = why;
       recv.error = why;
     } else if (recv.mark && (send.mem.device == Device::cuda || recv.mem.device == Device::cuda)) {
       // Device memory on either side: enqueue the copy now, both waits poll its end. Only the
       // receiver shows it on its gpu lane: the copy runs on its GPU, with its events.
       std::lock_guard lk(hub_.slots_[recv.owner]->copies);
-      send.copy = recv.copy = start_peer_copy(send.mem, send.mark.get(), recv.mem, *recv.mark,
-                                              fmt::format("copy r{} -> r{}", send.owner, recv.owner));
+      send.copy = recv.copy =
+          start_peer_copy(send.mem, send.mark.get(), recv.mem, *recv.mark,
+                          fmt::format("copy r{} -> r{}", send.owner, recv.owner));
       recv.device_work = recv.copy;
     } else {
       device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
@@ -463,7 +470,8 @@ void ThreadTransport::wait(RequestState& request) {
     if (r.copy) {
       DeviceWork& copy = *r.copy;
       poll([&] { return copy.done(); }, &request, {});
-      request.t_done = now_us();  // when this rank saw it done; the gpu lane has when the GPU did it
+      request.t_done =
+          now_us();  // when this rank saw it done; the gpu lane has when the GPU did it
     }
   } catch (...) {
     cancel_pending();  // the rank unwinds now: nobody may write into its buffers after this
@@ -473,7 +481,8 @@ void ThreadTransport::wait(RequestState& request) {
 
 void ThreadTransport::wait_for_match(RequestState& request) {
   // Spin briefly first: a partner that is about to match costs microseconds, a sleep tens.
-  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin) std::this_thread::yield();
+  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin)
+    std::this_thread::yield();
   if (request.done.load(std::memory_order_acquire)) return;
   auto& me = *hub_.slots_[rank_];
   ThreadHub::Blocked blocked(hub_, rank_, &request, {});
@@ -481,7 +490,9 @@ void ThreadTransport::wait_for_match(RequestState& request) {
   for (;;) {
     {
       std::unique_lock lk(me.wake);
-      me.cv.wait_for(lk, kWakeSlice, [&] { return request.done.load(std::memory_order_acquire) || hub_.aborting(); });
+      me.cv.wait_for(lk, kWakeSlice, [&] {
+        return request.done.load(std::memory_order_acquire) || hub_.aborting();
+      });
     }
     if (request.done.load(std::memory_order_acquire)) return;
     if (hub_.aborting()) throw Aborted();
@@ -489,7 +500,8 @@ void ThreadTransport::wait_for_match(RequestState& request) {
   }
 }
 
-void ThreadTransport::poll(const std::function<bool()>& ready, const RequestState* request, const std::string& what) {
+void ThreadTransport::poll(const std::function<bool()>& ready, const RequestState* request,
+                           const std::string& what) {
   if (ready()) return;
   ThreadHub::Blocked blocked(hub_, rank_, request, what);
   long spins = 0;
@@ -534,7 +546,8 @@ void ThreadTransport::barrier_wait() {
   hub_.check(hub_.worth_a_look(rank_, -1));
   lk.lock();
   for (;;) {
-    hub_.barrier_cv_.wait_for(lk, kWakeSlice, [&] { return gen != hub_.barrier_generation_ || hub_.aborting(); });
+    hub_.barrier_cv_.wait_for(lk, kWakeSlice,
+                              [&] { return gen != hub_.barrier_generation_ || hub_.aborting(); });
     if (gen != hub_.barrier_generation_) return;
     if (hub_.aborting()) throw Aborted();
     lk.unlock();

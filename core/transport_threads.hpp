@@ -54,7 +54,8 @@ class ThreadHub {
   bool others_finished(int rank) const;
   // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
   // id of the library collectives); it lives as long as the hub.
-  std::shared_ptr<void> shared(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+  std::shared_ptr<void> shared(const std::string& key,
+                               const std::function<std::shared_ptr<void>()>& make);
 
   // The deadlock report when the wait-for graph holds a rank no one can ever release: its
   // message waits on a finished rank, or on a cycle of blocked ranks. Empty otherwise.
@@ -68,19 +69,19 @@ class ThreadHub {
   friend class ThreadTransport;
   struct Req;
   struct Slot {
-    std::mutex mailbox;                  // guards sends and recvs
+    std::mutex mailbox;                      // guards sends and recvs
     std::deque<std::shared_ptr<Req>> sends;  // unmatched sends addressed to this rank
     std::deque<std::shared_ptr<Req>> recvs;  // unmatched receives this rank posted
-    std::mutex wake;                     // the owner sleeps on cv under this mutex
+    std::mutex wake;                         // the owner sleeps on cv under this mutex
     std::condition_variable cv;
-    std::mutex registry;                 // what the owner is blocked on, for the graph and the report
+    std::mutex registry;  // what the owner is blocked on, for the graph and the report
     const RequestState* blocked = nullptr;
-    std::string blocked_what;            // ... or a wait that is not a message (wait_until)
+    std::string blocked_what;  // ... or a wait that is not a message (wait_until)
     bool in_barrier = false;
     unsigned long barrier_generation = 0;  // the barrier it waits in
     double blocked_since = 0;
     bool finished = false;
-    clockid_t cpu_clock{};   // the rank thread's CPU clock (started()), for the hang check
+    clockid_t cpu_clock{};  // the rank thread's CPU clock (started()), for the hang check
     bool has_clock = false;
     double cpu_seen_us = 0;  // its reading at the last look
     // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
@@ -88,6 +89,7 @@ class ThreadHub {
     std::mutex copies;
   };
   class Blocked;  // registers a rank as blocked for as long as it lives
+  static std::string wait_line(int r, const Slot& s, double now);
 
   void complete(Req& r);
   void progressed();  // a message matched, a barrier opened or a rank finished
@@ -100,7 +102,8 @@ class ThreadHub {
   // Longer cycles are found by the look every waiter takes every few tens of milliseconds.
   bool worth_a_look(int rank, int peer) const;
   [[noreturn]] void report_hang();
-  double quiet_us(double now);  // time without a message matched, a rank finished or a rank computing
+  double quiet_us(
+      double now);  // time without a message matched, a rank finished or a rank computing
   // Records a deadlock as the run's failure (once), after giving running ranks a moment to block.
   void end_in_deadlock(Deadlock found);
 
@@ -162,10 +165,12 @@ class ThreadTransport : public Transport, public InFlight {
   void barrier_wait();
   // Polls ready() while registered as blocked on `request` (or on `what`), answering aborts
   // and the timeout like a wait for a partner.
-  void poll(const std::function<bool()>& ready, const RequestState* request, const std::string& what);
+  void poll(const std::function<bool()>& ready, const RequestState* request,
+            const std::string& what);
   ThreadHub& hub_;
   int rank_;
-  std::vector<std::shared_ptr<ThreadHub::Req>> pending_;  // posted, not yet seen done (this thread only)
+  std::vector<std::shared_ptr<ThreadHub::Req>>
+      pending_;  // posted, not yet seen done (this thread only)
 };
 
 }  // namespace distlab
