@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "check.hpp"
@@ -272,13 +276,15 @@ void ThreadHub::check(bool eager) {
 
 // Time since the last progress. A rank that computes is progressing: every few tens of
 // milliseconds the look reads the CPU clock of each rank that runs outside any wait, and a
-// clock that moved (more than a millisecond) counts as progress. What is left is a rank that
+// clock that moved (more than a millisecond) counts as progress; so does a rank the kernel
+// holds runnable but has not given a core yet (a loaded machine). What is left is a rank that
 // neither messages nor computes: asleep, blocked on a lock or a system call, or in a wait the
 // graph cannot see (a GPU wait: such waits poll, so their clocks are not read).
 double ThreadHub::quiet_us(double now) {
   std::unique_lock lk(quiet_m_, std::try_to_lock);
   if (lk.owns_lock() && now - last_cpu_look_us_ >= kCpuLookUs) {
     last_cpu_look_us_ = now;
+    bool progress_seen = false;
     for (auto& slot : slots_) {
       Slot& s = *slot;
       std::lock_guard rl(s.registry);
@@ -287,12 +293,32 @@ double ThreadHub::quiet_us(double now) {
       timespec ts{};
       if (clock_gettime(s.cpu_clock, &ts) != 0) continue;
       const double cpu_us = ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-      if (cpu_us - s.cpu_seen_us > kCpuProgressUs)
-        last_progress_us_.store(now, std::memory_order_relaxed);
+      const bool computed = cpu_us - s.cpu_seen_us > kCpuProgressUs;
       s.cpu_seen_us = cpu_us;
+      // A clock that stood still on a thread the kernel holds runnable: it waits for a core (a
+      // thousand ranks on two), it is not stuck. One such rank is enough, so the rest of the
+      // look reads clocks only.
+      if (computed || (!progress_seen && thread_runnable(s.tid))) {
+        last_progress_us_.store(now, std::memory_order_relaxed);
+        progress_seen = true;
+      }
     }
   }
   return now - last_progress_us_.load(std::memory_order_relaxed);
+}
+
+bool thread_runnable(pid_t tid) {
+  if (tid <= 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(tid));
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char line[512];
+  const std::size_t got = std::fread(line, 1, sizeof line - 1, f);
+  std::fclose(f);
+  line[got] = 0;
+  const char* close = std::strrchr(line, ')');  // "tid (name) S ...": the name may hold spaces
+  return close && close[1] == ' ' && close[2] == 'R';
 }
 
 bool ThreadHub::worth_a_look(int rank, int peer) const {
@@ -570,6 +596,7 @@ void ThreadTransport::started() {
   auto& me = *hub_.slots_[rank_];
   std::lock_guard lk(me.registry);
   me.has_clock = pthread_getcpuclockid(pthread_self(), &me.cpu_clock) == 0;
+  me.tid = pid_t(syscall(SYS_gettid));
 }
 
 void ThreadTransport::finished() {

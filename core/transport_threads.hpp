@@ -10,6 +10,7 @@
 // buffers, ordered by events and waited for by polling (peer_copy.hpp says how and why).
 #pragma once
 
+#include <sys/types.h>
 #include <time.h>
 
 #include <atomic>
@@ -36,6 +37,11 @@ namespace distlab {
 // can still be matched by a running rank, is never part of a deadlock. The timeout is for what
 // the graph cannot see (a rank stuck computing, a wait on the GPU): it fires only when no
 // message has been matched and no rank has finished for that long.
+// True when the kernel holds thread `tid` of this process runnable (state R in
+// /proc/self/task/TID/stat: on a core, or ready and waiting for one). The hang check counts such a
+// rank as progressing: on a loaded machine it waits for a core, it is not stuck.
+bool thread_runnable(pid_t tid);
+
 class ThreadHub {
  public:
   ThreadHub(int size, double deadlock_timeout_s);
@@ -83,6 +89,7 @@ class ThreadHub {
     bool finished = false;
     clockid_t cpu_clock{};  // the rank thread's CPU clock (started()), for the hang check
     bool has_clock = false;
+    pid_t tid = 0;           // its kernel thread id, for its scheduler state (runnable)
     double cpu_seen_us = 0;  // its reading at the last look
     // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
     // thread; one at a time, so that a copy's timing events bracket that copy alone.

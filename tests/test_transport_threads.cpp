@@ -2,11 +2,15 @@
 //
 // Ranks run on std::threads (thread_world.hpp). Catch's assertions are not thread-safe, so
 // rank bodies only record what they saw; the test's own thread asserts after the join.
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -17,8 +21,8 @@
 #include "thread_world.hpp"
 
 using namespace distlab;
-using distlab::test::run_ranks;
 using Catch::Contains;
+using distlab::test::run_ranks;
 
 namespace {
 
@@ -38,7 +42,9 @@ View<const T> cview(Buffer<T>& b) {
   return View<const T>(b.view());
 }
 
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 }  // namespace
 
@@ -127,7 +133,8 @@ TEST_CASE("threads: messages with one (source, tag) are never overtaken", "[tran
     auto run = run_ranks(2, [&](Comm& comm) {
       std::vector<Buffer<std::int64_t>> bufs;
       std::vector<Request> reqs;
-      for (int k = 0; k < kMessages; ++k) bufs.push_back(comm.alloc<std::int64_t>(2, Category::data));
+      for (int k = 0; k < kMessages; ++k)
+        bufs.push_back(comm.alloc<std::int64_t>(2, Category::data));
       const bool early = (comm.rank() == 0) == sends_first;
       if (!early) comm.barrier();
       for (int k = 0; k < kMessages; ++k) {
@@ -225,7 +232,8 @@ TEST_CASE("threads: a size mismatch is an Error on both ranks naming both sizes"
   CHECK(run.failed);
   CHECK(run.exit_code == 1);
   for (const auto& e : run.errors) {
-    CHECK_THAT(e, Contains("32 B") && Contains("16 B") && Contains("r0 -> r1") && Contains("tag 4"));
+    CHECK_THAT(e,
+               Contains("32 B") && Contains("16 B") && Contains("r0 -> r1") && Contains("tag 4"));
   }
   CHECK_THAT(run.failure, Contains("32 B") && Contains("16 B"));
   CHECK(run.seconds < 2.0);  // an error, not a hang
@@ -248,7 +256,8 @@ TEST_CASE("threads: an element type mismatch is an Error naming both types", "[t
 // The deadlock tests give a 30 s timeout: the verdict comes from the wait-for graph as soon as
 // the last wait closes the cycle, so a run that took anything like 30 s would be a timer's
 // verdict, not the graph's. Their bound (10 s) holds on a machine however loaded.
-TEST_CASE("threads: both ranks receiving first is a deadlock read off the graph, not a timeout", "[transport][deadlock]") {
+TEST_CASE("threads: both ranks receiving first is a deadlock read off the graph, not a timeout",
+          "[transport][deadlock]") {
   auto run = run_ranks(
       2,
       [](Comm& comm) {
@@ -267,7 +276,8 @@ TEST_CASE("threads: both ranks receiving first is a deadlock read off the graph,
   CHECK(run.errors == std::vector<std::string>{"aborted", "aborted"});
 }
 
-TEST_CASE("threads: both ranks sending first deadlocks too (sends are rendezvous)", "[transport][deadlock]") {
+TEST_CASE("threads: both ranks sending first deadlocks too (sends are rendezvous)",
+          "[transport][deadlock]") {
   auto run = run_ranks(
       2,
       [](Comm& comm) {
@@ -284,14 +294,17 @@ TEST_CASE("threads: both ranks sending first deadlocks too (sends are rendezvous
   CHECK_THAT(run.failure, Contains("r1 waits in send to r0 (tag 6, 8 B, f32)"));
 }
 
-TEST_CASE("threads: a cycle of three waits is found by the periodic look at the graph", "[transport][deadlock]") {
+TEST_CASE("threads: a cycle of three waits is found by the periodic look at the graph",
+          "[transport][deadlock]") {
   auto run = run_ranks(
       4,
       [](Comm& comm) {
         auto b = comm.alloc<float>(1, Category::data);
         const int r = comm.rank();
-        if (r < 3) comm.recv(b.view(), (r + 1) % 3, 1);  // r0 <- r1 <- r2 <- r0
-        else comm.barrier();                                // r3 waits for all of them
+        if (r < 3)
+          comm.recv(b.view(), (r + 1) % 3, 1);  // r0 <- r1 <- r2 <- r0
+        else
+          comm.barrier();  // r3 waits for all of them
       },
       30.0);
   CHECK(run.seconds < 10.0);
@@ -300,13 +313,14 @@ TEST_CASE("threads: a cycle of three waits is found by the periodic look at the 
   CHECK_THAT(run.failure, Contains("r3 waits in barrier"));
 }
 
-TEST_CASE("threads: a wait on a finished rank is a deadlock, though another rank is still busy", "[transport][deadlock]") {
+TEST_CASE("threads: a wait on a finished rank is a deadlock, though another rank is still busy",
+          "[transport][deadlock]") {
   auto run = run_ranks(
       3,
       [](Comm& comm) {
         auto b = comm.alloc<std::int32_t>(1, Category::data);
         if (comm.rank() == 0) comm.recv(b.view(), 1, 0);  // r1 never sends
-        if (comm.rank() == 2)                              // busy for ever, outside the graph
+        if (comm.rank() == 2)                             // busy for ever, outside the graph
           comm.transport().wait_until([] { return false; }, "a long computation");
       },
       30.0);
@@ -319,8 +333,10 @@ TEST_CASE("threads: a wait on a finished rank is a deadlock, though another rank
   CHECK(run.errors[2] == "aborted");
 }
 
-TEST_CASE("threads: a rank that computes is never part of a deadlock, and others' progress holds the timeout off",
-          "[transport][deadlock]") {
+TEST_CASE(
+    "threads: a rank that computes is never part of a deadlock, and others' progress holds the "
+    "timeout off",
+    "[transport][deadlock]") {
   // r0 waits 1.5 s for r1, which computes; r2 and r3 trade messages all the while. With a
   // 0.3 s timeout the old rule (a wait longer than the timeout) would end this valid run.
   std::atomic<bool> r1_sent{false};
@@ -358,7 +374,8 @@ TEST_CASE("threads: a rank that computes is never part of a deadlock, and others
   CHECK(trades > 10);
 }
 
-TEST_CASE("threads: a rank that computes longer than the timeout is progressing, not hung", "[transport][deadlock]") {
+TEST_CASE("threads: a rank that computes longer than the timeout is progressing, not hung",
+          "[transport][deadlock]") {
   std::atomic<bool> r1_sent{false};
   auto run = run_ranks(
       2,
@@ -381,14 +398,17 @@ TEST_CASE("threads: a rank that computes longer than the timeout is progressing,
   CHECK(r1_sent);
 }
 
-TEST_CASE("threads: no progress anywhere for the timeout is reported as a hang, with who waits for whom",
-          "[transport][deadlock]") {
+TEST_CASE(
+    "threads: no progress anywhere for the timeout is reported as a hang, with who waits for whom",
+    "[transport][deadlock]") {
   auto run = run_ranks(
       2,
       [](Comm& comm) {
         auto b = comm.alloc<float>(1, Category::data);
-        if (comm.rank() == 0) comm.recv(b.view(), 1, 0);
-        else sleep_ms(1500);  // stuck computing, as far as anyone can tell
+        if (comm.rank() == 0)
+          comm.recv(b.view(), 1, 0);
+        else
+          sleep_ms(1500);  // stuck computing, as far as anyone can tell
       },
       0.3);
   CHECK(run.exit_code == 3);
@@ -398,8 +418,10 @@ TEST_CASE("threads: no progress anywhere for the timeout is reported as a hang, 
   CHECK(run.errors[0] == "aborted");
 }
 
-TEST_CASE("threads: cancel_pending takes a posted receive out of the mailbox, so no late send writes into it",
-          "[transport][teardown]") {
+TEST_CASE(
+    "threads: cancel_pending takes a posted receive out of the mailbox, so no late send writes "
+    "into it",
+    "[transport][teardown]") {
   ThreadHub hub(2, 10.0);
   ThreadTransport t0(hub, 0), t1(hub, 1);
   std::vector<float> in(4, -1.0f), out(4, 7.0f);
@@ -415,8 +437,10 @@ TEST_CASE("threads: cancel_pending takes a posted receive out of the mailbox, so
   CHECK(send->done.load());
 }
 
-TEST_CASE("threads: a block a posted message names is held back from the allocator until the rank is down",
-          "[transport][teardown]") {
+TEST_CASE(
+    "threads: a block a posted message names is held back from the allocator until the rank is "
+    "down",
+    "[transport][teardown]") {
   ThreadHub hub(2, 10.0);
   ThreadTransport t0(hub, 0);
   constexpr std::size_t kBytes = std::size_t{1} << 20;  // big enough for the allocator to keep
@@ -435,8 +459,10 @@ TEST_CASE("threads: a block a posted message names is held back from the allocat
   set_in_flight(nullptr);
 }
 
-TEST_CASE("threads: a rank that throws with receives posted goes down without a late send touching its memory",
-          "[transport][teardown]") {
+TEST_CASE(
+    "threads: a rank that throws with receives posted goes down without a late send touching its "
+    "memory",
+    "[transport][teardown]") {
   // Run under the asan preset this is the use-after-free the way down prevents: r1's buffers
   // are freed while it unwinds, and r0's send arrives after.
   for (int round = 0; round < 20; ++round) {
@@ -549,4 +575,42 @@ TEST_CASE("describe_wait writes one line of a deadlock report", "[transport]") {
   r.is_send = true;
   CHECK(describe_wait(3, &r, 1.0e6, 1.5e6) == "r3 waits in send to r1 (tag 7, 8 B, f32) for 0.5 s");
   CHECK(describe_wait(2, nullptr, 0.0, 1.0e6) == "r2 waits in barrier for 1.0 s");
+}
+
+TEST_CASE("threads: the hang check tells a thread that waits for a core from one that sleeps",
+          "[transport]") {
+  std::atomic<pid_t> spinner{0}, sleeper{0};
+  std::atomic<bool> stop{false};
+  std::mutex m;
+  std::condition_variable cv;
+  bool wake = false;
+  std::thread spin([&] {
+    spinner = pid_t(syscall(SYS_gettid));
+    while (!stop.load()) {
+    }
+  });
+  std::thread sleep([&] {
+    sleeper = pid_t(syscall(SYS_gettid));
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return wake; });
+  });
+  while (spinner.load() == 0 || sleeper.load() == 0) std::this_thread::yield();
+  // The sleeper is asleep once it waits on the condition variable; give it that long.
+  bool asleep = false;
+  for (int i = 0; i < 200 && !asleep; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    asleep = !thread_runnable(sleeper.load());
+  }
+  CHECK(asleep);
+  CHECK(thread_runnable(spinner.load()));  // running, or ready and waiting for a core: R either way
+  CHECK_FALSE(thread_runnable(0));
+  CHECK_FALSE(thread_runnable(pid_t(0x7ffffff0)));  // no such thread
+  stop = true;
+  {
+    std::lock_guard lk(m);
+    wake = true;
+  }
+  cv.notify_all();
+  spin.join();
+  sleep.join();
 }
