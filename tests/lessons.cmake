@@ -351,3 +351,15 @@ if(TARGET 00_why_distributed)
   set_tests_properties(lesson.00_why_distributed.gpus-2048 lesson.00_why_distributed.zero1-bytes PROPERTIES
                        LABELS lesson)
 endif()
+
+# The property sweep: each training and tensor-parallel lesson on 40 valid settings drawn from a
+# fixed seed (ranks 1-8 and 64, sizes, seeds, schedules, switches); every one must verify.
+foreach(lesson 05_parameter_server 08_zero1 09_zero2 10_zero3_fsdp 11_pipeline_microbatching 12_tensor_parallel_mlp
+               13_tensor_parallel_attention)
+  if(TARGET ${lesson})
+    string(SUBSTRING ${lesson} 0 2 number)
+    add_test(NAME property.${lesson} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/property_sweep.sh ${number}
+                                             $<TARGET_FILE:${lesson}> 2026 40)
+    set_tests_properties(property.${lesson} PROPERTIES TIMEOUT 600 LABELS "lesson;property")
+  endif()
+endforeach()
