@@ -1,5 +1,6 @@
 #include "transport_threads.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -260,7 +261,28 @@ void ThreadHub::end_in_deadlock(Deadlock found) {
   fail(-1, found.report, 3);
 }
 
+// The rank slot of the calling thread (set when its rank starts): check() charges the CPU time
+// it spends watching to it, so that the hang check does not take watching for work.
+thread_local ThreadHub::Slot* ThreadHub::tl_slot_ = nullptr;
+
+namespace {
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+struct ThreadHub::Watching {  // charges the CPU time of its scope to the thread's slot
+  Slot* slot = tl_slot_;
+  std::int64_t start = slot ? thread_cpu_ns() : 0;
+  ~Watching() {
+    if (slot) slot->watch_ns.fetch_add(thread_cpu_ns() - start, std::memory_order_relaxed);
+  }
+};
+
 void ThreadHub::check(bool eager) {
+  const Watching watching;
   const double now = now_us();
   const double last = last_scan_us_.load(std::memory_order_relaxed);
   if (eager || now - last > kScanEveryUs) {
@@ -275,50 +297,67 @@ void ThreadHub::check(bool eager) {
 }
 
 // Time since the last progress. A rank that computes is progressing: every few tens of
-// milliseconds the look reads the CPU clock of each rank that runs outside any wait, and a
+// milliseconds the look reads the CPU clock of each rank that runs outside any wait (or has
+// finished, while its thread lives on to free its memory), and a
 // clock that moved (more than a millisecond) counts as progress; so does a rank the kernel
 // holds runnable but has not given a core yet (a loaded machine). What is left is a rank that
 // neither messages nor computes: asleep, blocked on a lock or a system call, or in a wait the
 // graph cannot see (a GPU wait: such waits poll, so their clocks are not read).
 double ThreadHub::quiet_us(double now) {
+  // Only a fresh look gives a verdict: the caller that makes it. Any other caller gets 0 (no
+  // verdict yet), as a figure from an older look could be stale by the time it is read: when
+  // one lock holds everyone up (ASan's allocator returning memory for seconds), the looking
+  // thread waits too, and what it sees when it is let go is what counts.
   std::unique_lock lk(quiet_m_, std::try_to_lock);
-  if (lk.owns_lock() && now - last_cpu_look_us_ >= kCpuLookUs) {
+  if (!lk.owns_lock() || now - last_cpu_look_us_ < kCpuLookUs) return 0;
+  {
     last_cpu_look_us_ = now;
     bool progress_seen = false;
     for (auto& slot : slots_) {
       Slot& s = *slot;
       std::lock_guard rl(s.registry);
-      if (!s.has_clock || s.finished || s.blocked || !s.blocked_what.empty() || s.in_barrier)
-        continue;
+      // Every live rank thread's clock is read, minus what it spent watching (check()): a rank
+      // blocked on a message can still work, e.g. in the allocator (ASan's holds its lock
+      // for seconds while it returns memory, and the others wait on it), and a finished rank's
+      // thread runs until it has freed its memory. Polling waits (GPU) are left out: they spin.
+      if (!s.has_clock || s.exited || !s.blocked_what.empty()) continue;
       timespec ts{};
-      if (clock_gettime(s.cpu_clock, &ts) != 0) continue;
-      const double cpu_us = ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+      if (clock_gettime(s.cpu_clock, &ts) != 0) {
+        s.exited = s.finished;
+        continue;
+      }
+      const double cpu_us = ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3 -
+                            double(s.watch_ns.load(std::memory_order_relaxed)) * 1e-3;
       const bool computed = cpu_us - s.cpu_seen_us > kCpuProgressUs;
       s.cpu_seen_us = cpu_us;
-      // A clock that stood still on a thread the kernel holds runnable: it waits for a core (a
-      // thousand ranks on two), it is not stuck. One such rank is enough, so the rest of the
-      // look reads clocks only.
-      if (computed || (!progress_seen && thread_runnable(s.tid))) {
-        last_progress_us_.store(now, std::memory_order_relaxed);
-        progress_seen = true;
-      }
+      // A clock that stood still on a running thread the kernel holds runnable: it waits for a
+      // core (a thousand ranks on two), it is not stuck. One such rank is enough, so the rest
+      // of the look reads clocks only.
+      const bool running = !s.finished && !s.blocked && !s.in_barrier;
+      if (computed || (!progress_seen && running && thread_runnable(s.tid))) progress_seen = true;
     }
+    const double end = now_us();  // the look may have waited: its findings are as of its end
+    last_cpu_look_us_ = end;
+    if (progress_seen) last_progress_us_.store(end, std::memory_order_relaxed);
+    return end - last_progress_us_.load(std::memory_order_relaxed);
   }
-  return now - last_progress_us_.load(std::memory_order_relaxed);
 }
 
 bool thread_runnable(pid_t tid) {
   if (tid <= 0) return false;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(tid));
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return false;
+  // System calls only, no allocation: the look must not wait on the allocator's lock, which
+  // the ranks it looks at may be waiting on (or holding, for seconds, under ASan).
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
   char line[512];
-  const std::size_t got = std::fread(line, 1, sizeof line - 1, f);
-  std::fclose(f);
+  const ssize_t got = ::read(fd, line, sizeof line - 1);
+  ::close(fd);
+  if (got <= 0) return false;
   line[got] = 0;
   const char* close = std::strrchr(line, ')');  // "tid (name) S ...": the name may hold spaces
-  return close && close[1] == ' ' && close[2] == 'R';
+  return close && close[1] == ' ' && (close[2] == 'R' || close[2] == 'D');
 }
 
 bool ThreadHub::worth_a_look(int rank, int peer) const {
@@ -597,10 +636,12 @@ void ThreadTransport::started() {
   std::lock_guard lk(me.registry);
   me.has_clock = pthread_getcpuclockid(pthread_self(), &me.cpu_clock) == 0;
   me.tid = pid_t(syscall(SYS_gettid));
+  ThreadHub::tl_slot_ = &me;
 }
 
 void ThreadTransport::finished() {
   cancel_pending();  // messages it posted and never waited for: no partner may match them now
+  ThreadHub::tl_slot_ = nullptr;
   auto& me = *hub_.slots_[rank_];
   {
     std::lock_guard lk(me.registry);

@@ -38,8 +38,9 @@ namespace distlab {
 // the graph cannot see (a rank stuck computing, a wait on the GPU): it fires only when no
 // message has been matched and no rank has finished for that long.
 // True when the kernel holds thread `tid` of this process runnable (state R in
-// /proc/self/task/TID/stat: on a core, or ready and waiting for one). The hang check counts such a
-// rank as progressing: on a loaded machine it waits for a core, it is not stuck.
+// /proc/self/task/TID/stat: on a core, or ready and waiting for one) or busy for it in an
+// uninterruptible wait (D: mapping memory, I/O). The hang check counts such a rank as
+// progressing: on a loaded machine it waits for a core or for the kernel, it is not stuck.
 bool thread_runnable(pid_t tid);
 
 class ThreadHub {
@@ -89,13 +90,17 @@ class ThreadHub {
     bool finished = false;
     clockid_t cpu_clock{};  // the rank thread's CPU clock (started()), for the hang check
     bool has_clock = false;
-    pid_t tid = 0;           // its kernel thread id, for its scheduler state (runnable)
-    double cpu_seen_us = 0;  // its reading at the last look
+    pid_t tid = 0;        // its kernel thread id, for its scheduler state (runnable)
+    bool exited = false;  // finished, and its thread is gone (its clock no longer reads)
+    std::atomic<std::int64_t> watch_ns{0};  // CPU time its thread spent in check(): not work
+    double cpu_seen_us = 0;                 // its reading at the last look
     // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
     // thread; one at a time, so that a copy's timing events bracket that copy alone.
     std::mutex copies;
   };
-  class Blocked;  // registers a rank as blocked for as long as it lives
+  class Blocked;    // registers a rank as blocked for as long as it lives
+  struct Watching;  // charges check()'s own CPU time to the calling rank (not work)
+  static thread_local Slot* tl_slot_;
   static std::string wait_line(int r, const Slot& s, double now);
 
   void complete(Req& r);
