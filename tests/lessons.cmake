@@ -363,3 +363,19 @@ foreach(lesson 05_parameter_server 08_zero1 09_zero2 10_zero3_fsdp 11_pipeline_m
     set_tests_properties(property.${lesson} PROPERTIES TIMEOUT 600 LABELS "lesson;property")
   endif()
 endforeach()
+
+# Inputs checked before the run: a --size no machine holds is refused with a sentence (what it
+# needs, what is available, what to change) and exit 2, in every lesson that takes --size; so
+# is lesson 11 on 1000 ranks (its default model on every rank).
+foreach(lesson ${DISTLAB_LESSONS})
+  if(lesson MATCHES "^(0[1-9]|1[01])_")
+    add_test(NAME usage.${lesson}.huge-size
+             COMMAND bash ${expect_failure} 2 30 "needs about .* but .* is available; use a smaller --size|is more than this lesson trains"
+                     -- $<TARGET_FILE:${lesson}> --size 99999999999 --no-trace)
+  endif()
+endforeach()
+if(TARGET 11_pipeline_microbatching)
+  add_test(NAME usage.11_pipeline_microbatching.ranks-1000
+           COMMAND bash ${expect_failure} 2 30 "1000 ranks x .* each.* is available"
+                   -- $<TARGET_FILE:11_pipeline_microbatching> --ranks 1000 --no-trace)
+endif()
