@@ -55,6 +55,20 @@ struct Reference {
   RowMatrix y, dx, dwq, dwk, dwv, dwo;
 };
 
+// Softmax of each row of m in place, the future masked when causal (column > row); returns
+// each row's largest score, the shift that keeps exp in range.
+Eigen::VectorXd softmax_rows(RowMatrix& m, bool causal) {
+  Eigen::VectorXd top(m.rows());
+  for (Eigen::Index r = 0; r < m.rows(); ++r) {
+    if (causal)
+      for (Eigen::Index c = r + 1; c < m.cols(); ++c) m(r, c) = -INFINITY;
+    top[r] = m.row(r).maxCoeff();
+    m.row(r) = (m.row(r).array() - top[r]).exp().matrix();
+    m.row(r) /= m.row(r).sum();
+  }
+  return top;
+}
+
 Reference reference(const Shape& s, const RowMatrix& x, const RowMatrix& wq, const RowMatrix& wk,
                     const RowMatrix& wv, const RowMatrix& wo, const RowMatrix& dy) {
   const auto T = Eigen::Index(s.tokens()), S = Eigen::Index(s.seq), d = Eigen::Index(s.dim);
@@ -66,13 +80,7 @@ Reference reference(const Shape& s, const RowMatrix& x, const RowMatrix& wq, con
     for (std::size_t b = 0; b < s.batch; ++b) {
       const auto rows = Eigen::Index(b) * S, cols = Eigen::Index(j) * d;
       RowMatrix scores = q.block(rows, cols, S, d) * k.block(rows, cols, S, d).transpose() * scale;
-      for (Eigen::Index r = 0; r < S; ++r) {
-        if (s.causal)
-          for (Eigen::Index cc = r + 1; cc < S; ++cc) scores(r, cc) = -INFINITY;
-        const double top = scores.row(r).maxCoeff();
-        scores.row(r) = (scores.row(r).array() - top).exp().matrix();
-        scores.row(r) /= scores.row(r).sum();
-      }
+      softmax_rows(scores, s.causal);
       p[j * s.batch + b] = scores;
       c.block(rows, cols, S, d) = scores * v.block(rows, cols, S, d);
     }
@@ -141,15 +149,10 @@ Reference error_bounds(const Shape& s, const RowMatrix& x, const RowMatrix& wq, 
       RowMatrix es =
           scale * (root(d) * aQ * aK.transpose() + eQ * aK.transpose() + aQ * eK.transpose());
       RowMatrix p = sc;
-      for (Eigen::Index r = 0; r < S; ++r) {
-        if (s.causal)
-          for (Eigen::Index cc = r + 1; cc < S; ++cc) p(r, cc) = -INFINITY;
-        const double top = p.row(r).maxCoeff();
-        p.row(r) = (p.row(r).array() - top).exp().matrix();
-        p.row(r) /= p.row(r).sum();
+      const Eigen::VectorXd top = softmax_rows(p, s.causal);
+      for (Eigen::Index r = 0; r < S; ++r)
         es.row(r) +=
-            ((sc.row(r).array() - top).abs() + sc.row(r).cwiseAbs().array() + 4.0).matrix();
-      }
+            ((sc.row(r).array() - top[r]).abs() + sc.row(r).cwiseAbs().array() + 4.0).matrix();
       RowMatrix ep = p.cwiseProduct(es);
       for (Eigen::Index r = 0; r < S; ++r) ep.row(r) += p.row(r) * ep.row(r).sum();
       c.block(rows, cols, S, d) = p * V;
