@@ -155,8 +155,9 @@ endforeach()
 
 # Lesson 11 (pipeline): the first step's gradients and the trained weights equal the reference
 # for every schedule, P = 1..4 stages and M = 1, 3, 4 micro-batches (each run also checks its
-# order of work and its activation peak); at P = M = 4 the utilisation is within 10 points of
-# M/(M+P-1) (simulated, equal stage costs); the order read from the JSON trace; bad options.
+# order of work, its activation peak, and that the order replayed on the ideal machine gives
+# M/(M+P-1)); the order read from the JSON trace; bad options. The measured utilisation is a
+# timing: scripts/bench-pipeline.sh, not a test.
 if(TARGET 11_pipeline_microbatching)
   set(l11 11_pipeline_microbatching)
   foreach(p 1 2 3 4)
@@ -168,12 +169,6 @@ if(TARGET 11_pipeline_microbatching)
                             --microbatches ${m} --batch 12 --layers 4 --steps 2 --work-us 50 --sample-us 0)
       endforeach()
     endforeach()
-  endforeach()
-  foreach(schedule gpipe 1f1b)
-    add_test(NAME lesson.${l11}.utilisation-${schedule}-p4-m4 COMMAND bash ${expect_failure} 0 60
-             "  within 10 points of the formula" ": verified \\(" -- $<TARGET_FILE:${l11}> --ranks 4 --microbatches 4
-             --schedule ${schedule} --expect-utilisation --no-trace)
-    set_tests_properties(lesson.${l11}.utilisation-${schedule}-p4-m4 PROPERTIES LABELS lesson RUN_SERIAL ON)
   endforeach()
   add_test(NAME lesson.${l11}.trace-order COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson11_trace.sh
            $<TARGET_FILE:${l11}> ${out}/lesson11-order)

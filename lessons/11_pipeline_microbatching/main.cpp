@@ -20,7 +20,8 @@
 //
 // Verification: the gradients of the first step, accumulated over the micro-batches, and the
 // weights after --steps steps equal the float64 single-device reference trained on the whole
-// batches; each rank's order of forwards and backwards in the trace is its schedule's.
+// batches; each rank's order of forwards and backwards in the trace is its schedule's, and that
+// order, replayed on an ideal machine (equal stages), keeps them busy exactly M/(M+P-1).
 //
 // Run:  ./distlab lesson 11                            4 stages, GPipe, 4 micro-batches
 //       ./distlab lesson 11 --schedule 1f1b --microbatches 8
@@ -104,10 +105,10 @@ double utilisation_formula(int P, int M) {
 // starts when its stage is free and its input is there (the forward of the stage before, the
 // backward of the stage after). end[r][i]: when stage r's i-th op ends. Messages leave at the end
 // of their op, so these times, ranked, are the trace's step ids: the viewer's steps clock then
-// replays the ideal pipeline.
-std::vector<std::vector<int>> ideal_ends(Schedule s, int P, int M) {
-  std::vector<std::vector<Op>> ops(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r) ops[std::size_t(r)] = schedule_of(s, r, P, M);
+// replays the ideal pipeline. An op whose input never comes (an order that would deadlock) is
+// left out: its stage's list is then shorter than its order.
+std::vector<std::vector<int>> ideal_ends(const std::vector<std::vector<Op>>& ops, int M) {
+  const int P = int(ops.size());
   std::vector<std::vector<int>> end(static_cast<std::size_t>(P));
   std::vector<std::vector<int>> f_end(std::size_t(P), std::vector<int>(std::size_t(M), -1)),
       b_end = f_end;
@@ -119,6 +120,7 @@ std::vector<std::vector<int>> ideal_ends(Schedule s, int P, int M) {
       auto& i = next[std::size_t(r)];
       if (i == ops[std::size_t(r)].size()) continue;
       const Op op = ops[std::size_t(r)][i];
+      if (op.micro < 0 || op.micro >= M) continue;  // not a micro-batch of this step: never ready
       int ready = 0;
       if (op.forward && r > 0) ready = f_end[std::size_t(r - 1)][std::size_t(op.micro)];
       if (!op.forward)
@@ -135,6 +137,31 @@ std::vector<std::vector<int>> ideal_ends(Schedule s, int P, int M) {
     }
   }
   return end;
+}
+std::vector<std::vector<int>> ideal_ends(Schedule s, int P, int M) {
+  std::vector<std::vector<Op>> ops(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r) ops[std::size_t(r)] = schedule_of(s, r, P, M);
+  return ideal_ends(ops, M);
+}
+
+// Stages' orders of work replayed on the ideal machine: does every stage stay busy M/(M+P-1) of
+// the step? Busy time B = 3M per stage, the step T = the last op's end; B/T = M/(M+P-1) holds
+// exactly when B(M+P-1) = MT, in integers. A stage that never starts an op, or an order that
+// stalls, fails it. Naive is M = 1: 1/P.
+struct IdealReplay {
+  bool complete = false;  // every op of every order ran
+  int step = 0;           // T: the last op's end
+  int busy = 0;           // B summed over the stages
+};
+IdealReplay replay_ideal(const std::vector<std::vector<Op>>& orders, int M) {
+  const std::vector<std::vector<int>> ends = ideal_ends(orders, M);
+  IdealReplay r{true, 0, 0};
+  for (std::size_t k = 0; k < orders.size(); ++k) {
+    r.complete = r.complete && ends[k].size() == orders[k].size();
+    for (const Op& op : orders[k]) r.busy += op.forward ? 1 : 2;
+    for (int e : ends[k]) r.step = std::max(r.step, e);
+  }
+  return r;
 }
 
 struct Setup {
@@ -546,8 +573,24 @@ int main(int argc, char** argv) {
     r.check(
         "every stage's activation peak = micro-batches in flight x one micro-batch's activations",
         memory_ok);
-    fmt::print("  mean utilisation {:.1f}%, formula M/(M+P-1) = {}/{} = {:.1f}%\n", mean * 100, M,
-               M + P - 1, utilisation_formula(P, M) * 100);
+    // The schedule's claim, free of the machine: the order the trace shows, replayed on stages of
+    // equal cost, gives the formula exactly. The measured figure below is the machine's.
+    const IdealReplay ideal = replay_ideal(f.order, M);
+    r.check(
+        "the trace's order of work, replayed on equal stages (forward 1, backward 2, messages "
+        "free), keeps them busy M/(M+P-1) of the step",
+        ideal.complete &&
+            std::int64_t(ideal.busy) * (M + P - 1) == std::int64_t(M) * P * ideal.step,
+        ideal.complete
+            ? fmt::format("busy {} of {} x {} stages = {:.1f}%, formula {:.1f}%", ideal.busy,
+                          ideal.step, P, 100.0 * ideal.busy / (double(P) * ideal.step),
+                          utilisation_formula(P, M) * 100)
+            : std::string("the order stalls: some op's input never comes"));
+    fmt::print(
+        "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%, formula "
+        "M/(M+P-1) = {}/{} = {:.1f}%\n",
+        ideal.step > 0 ? 100.0 * ideal.busy / (double(P) * ideal.step) : 0.0, ideal.step,
+        mean * 100, M, M + P - 1, utilisation_formula(P, M) * 100);
     // The formula assumes equal stage costs. The simulated compute is the same on every stage; a
     // large model's own compute is not (the first and last layers differ), nor is a busy machine.
     double busiest = 0, idlest = INFINITY;

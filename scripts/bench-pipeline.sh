@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench-pipeline.sh — lesson 11's measured utilisation against the bubble formula M/(M+P-1).
+#
+#   scripts/bench-pipeline.sh [P] [M] [REPEATS]     default: 4 stages, 4 micro-batches, 3 runs
+#
+# Runs GPipe and 1F1B REPEATS times each with --expect-utilisation: every stage's busy time over
+# the step's time, in the last step, must be within 10 points of the formula with stages of equal
+# cost. It is a timing, so it belongs here and not in the tests: run it on a quiet machine (a
+# loaded one stretches the step and the sleeps). Prints one line per run and how many passed;
+# exits 1 if any run failed. Environment: DISTLAB_PRESET (default release).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+lesson="build/${DISTLAB_PRESET:-release}/lessons/11_pipeline_microbatching"
+if [[ ! -x "$lesson" ]]; then
+  echo "bench-pipeline: $lesson is missing; build it with: cmake --build build/${DISTLAB_PRESET:-release} --target 11_pipeline_microbatching" >&2
+  exit 2
+fi
+stages="${1:-4}"
+micro="${2:-4}"
+repeats="${3:-3}"
+for n in "$stages" "$micro" "$repeats"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-pipeline: '$n' is not a positive whole number (usage: $0 [P] [M] [REPEATS])" >&2; exit 2; }
+done
+# --batch: 16 samples per micro-batch, so every M splits the batch.
+batch=$((16 * micro))
+
+failed=0 runs=0
+for schedule in gpipe 1f1b; do
+  for ((i = 1; i <= repeats; ++i)); do
+    runs=$((runs + 1))
+    set +e
+    out="$("$lesson" --ranks "$stages" --microbatches "$micro" --batch "$batch" --layers "$((stages > 4 ? stages - 1 : 3))" \
+      --schedule "$schedule" --expect-utilisation --no-trace 2>&1)"
+    rc=$?
+    set -e
+    line="$(grep -m1 'mean utilisation measured' <<<"$out" | sed 's/^ *//')"
+    verdict="$(grep -m1 -E '(verified|FAILED) \(' <<<"$out" | sed 's/^lesson 11 pipeline_microbatching: //')"
+    printf '%-5s run %d: %s; %s\n' "$schedule" "$i" "${line:-no utilisation line}" "${verdict:-exit $rc}"
+    ((rc == 0)) || failed=$((failed + 1))
+  done
+done
+echo "bench-pipeline: $((runs - failed)) of $runs runs within 10 points of M/(M+P-1) = $micro/$((micro + stages - 1)) on $stages stages"
+((failed == 0))
