@@ -111,32 +111,45 @@ double memory_available() {
   return available;
 }
 
+double process_memory(const char* key) {
+  double bytes = -1;
+  const std::size_t n = std::strlen(key);
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, key, n) == 0 && line[n] == ':') bytes = std::strtod(line + n + 1, nullptr) * 1024;
+    std::fclose(f);
+  }
+  return bytes;
+}
+
 std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where) {
   if (available < 0) return {};  // nothing to compare with: the run goes ahead
   const double total = need.per_rank * ranks_here + need.once;
   // The other programs on the machine move: keep a tenth of what is free for them.
   if (total <= 0.9 * available) return {};
   return fmt::format(
-      "this run needs about {} of {} ({} rank{} x {} each{}), but {} is available; use a smaller --size or "
-      "fewer ranks",
+      "this run needs about {} of {} ({} rank{} x {} each{}), but {} is available; use {} or fewer ranks",
       format_bytes(total), where, ranks_here, ranks_here == 1 ? "" : "s", format_bytes(need.per_rank),
-      need.once > 0 ? fmt::format(" + {} once", format_bytes(need.once)) : "", format_bytes(available));
+      need.once > 0 ? fmt::format(" + {} once", format_bytes(need.once)) : "", format_bytes(available), need.shrink);
 }
 
-void Lesson::check_memory(const World& world) const {
+void Lesson::check_memory(const World& world) {
   MemoryNeed need = needs_memory_ ? needs_memory_(world) : MemoryNeed{};
   const int here = world.mode == Mode::threads ? world.size : std::max(1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1));
   if (world.device == Device::cuda) {
     // The buffers live on the GPUs, shared round-robin by the ranks; the host keeps the rest.
     const int devices = std::max(1, cuda_device_count());
     const int per_device = (here + devices - 1) / devices;
-    const std::string gpu = memory_refusal({need.per_rank, 0}, per_device, cuda_free_bytes(0), "GPU memory on device 0");
+    const std::string gpu = memory_refusal({need.per_rank, 0, need.shrink}, per_device, cuda_free_bytes(0), "GPU memory on device 0");
     if (!gpu.empty()) throw UsageError(gpu);
     need.per_rank = 0;
   }
   need.per_rank += world.mode == Mode::threads ? kRankOverheadBytes : 0;
   const std::string host = memory_refusal(need, here, memory_available(), "memory");
   if (!host.empty()) throw UsageError(host);
+  planned_bytes_ = need.per_rank * here + need.once;
+  resident_start_ = process_memory("VmRSS");
 }
 
 // --- results --------------------------------------------------------------------------
@@ -622,6 +635,11 @@ int Lesson::finish(RunResult& result) {
   }
   const std::string where = fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
                                         to_string(result.world.device));
+  // The plan against what the process took (tests/memory_plan.sh): the growth from the start to
+  // the resident peak should stay within the plan, or the check before the run protects nothing.
+  if (options_.verbose && planned_bytes_ >= 0)
+    fmt::print("memory: planned {} for this process; resident {} at the start, peak {}\n", format_bytes(planned_bytes_),
+               format_bytes(resident_start_), format_bytes(process_memory("VmHWM")));
   if (code == 0)
     fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name, result.checks, where,
                result.wall_seconds, trace_note);

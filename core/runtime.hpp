@@ -83,10 +83,14 @@ RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, doub
 struct MemoryNeed {
   double per_rank = 0;
   double once = 0;
+  std::string shrink = "a smaller --size";  // what the refusal tells the user to change, besides fewer ranks
 };
 // The memory this process may still take: /proc/meminfo's MemAvailable, lowered to what the
 // cgroup's memory.max leaves, where one is set. -1 when neither can be read.
 double memory_available();
+// A size line of /proc/self/status ("VmRSS": resident now, "VmHWM": the resident peak), in bytes;
+// -1 when it cannot be read.
+double process_memory(const char* key);
 // Bookkeeping each in-process rank costs besides its buffers (its thread's stack as touched,
 // its Comm, mailbox and log), counted with every plan.
 inline constexpr double kRankOverheadBytes = 512.0 * 1024;
@@ -131,7 +135,7 @@ class Lesson {
 
  private:
   int finish(RunResult& result);
-  void check_memory(const World& world) const;  // throws UsageError
+  void check_memory(const World& world);  // throws UsageError; notes the plan for --verbose
   std::vector<std::pair<std::string, std::string>> parameters() const;
 
   LessonInfo info_;
@@ -140,6 +144,8 @@ class Lesson {
   std::vector<std::function<void(const World&)>> on_world_;
   std::function<void(RunResult&)> on_report_;
   std::function<MemoryNeed(const World&)> needs_memory_;
+  double planned_bytes_ = -1;   // this process's plan (check_memory): its ranks' buffers and the rest
+  double resident_start_ = -1;  // VmRSS when the plan was made, before any rank started
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;
   std::string cost_model_ = "null";

@@ -356,20 +356,15 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
     if (me != 0) return;
     const Distance all_dp{sums[0], sums[1], to_dp.max_abs},
         all_ref{sums[2], sums[3], to_ref.max_abs};
-    if (!config.deterministic)
-      comm.check(
-          fmt::format(
-              "the master weights equal plain data parallel's within {} of their update (2-norms)",
-              tol_dp),
-          all_dp.relative() <= tol_dp,
-          fmt::format("||error|| / ||update|| = {:.3g}", all_dp.relative()));
+    const auto check_distance = [&](const char* peer, const Distance& d, double within) {
+      comm.check(fmt::format("the master weights equal {} within {} of their update (2-norms)",
+                             peer, within),
+                 d.relative() <= within,
+                 fmt::format("||error|| / ||update|| = {:.3g}", d.relative()));
+    };
+    if (!config.deterministic) check_distance("plain data parallel's", all_dp, tol_dp);
     const double tol = config.deterministic ? tol_reference_deterministic : tol_reference;
-    comm.check(
-        fmt::format(
-            "the master weights equal the float64 reference's within {} of their update (2-norms)",
-            tol),
-        all_ref.relative() <= tol,
-        fmt::format("||error|| / ||update|| = {:.3g}", all_ref.relative()));
+    check_distance("the float64 reference's", all_ref, tol);
     // The losses. Step 1 runs on the same bf16 weights as the reference, so its loss differs only
     // by the float32 forward: rounding errors of about sqrt(D K) u32, some 2e-5 of the loss at the
     // largest shape allowed (D = 18 layers of K = 65536 inputs, u32 = 6e-8; they add up like a

@@ -369,6 +369,50 @@ foreach(lesson ${DISTLAB_LESSONS})
                      -- $<TARGET_FILE:${lesson}> --size 99999999999 --no-trace)
   endif()
 endforeach()
+# Lessons 12 and 13 size their layer with --hidden, --batch and --seq instead of --size.
+foreach(run "12_tensor_parallel_mlp|" "13_tensor_parallel_attention|--heads 16")
+  string(REPLACE "|" ";" parts "${run}")
+  list(GET parts 0 lesson)
+  list(LENGTH parts n)
+  set(extra "")
+  if(n GREATER 1)
+    list(GET parts 1 extra)
+    separate_arguments(extra UNIX_COMMAND "${extra}")
+  endif()
+  if(TARGET ${lesson})
+    add_test(NAME usage.${lesson}.huge-shape
+             COMMAND bash ${expect_failure} 2 30 "needs about .* but .* is available; use a smaller --hidden, --batch or --seq"
+                     -- $<TARGET_FILE:${lesson}> --hidden 16384 --batch 4096 --seq 4096 ${extra} --no-trace)
+  endif()
+endforeach()
+
+# The plan those refusals rest on, held to what the process takes (tests/memory_plan.sh): the
+# resident growth stays within the plan + 64 MiB, and the plan within 3 x the growth + 64 MiB.
+# Each at a size where the buffers dominate (hundreds of MiB) and the run takes a few seconds.
+set(memory_plan_runs
+    "01_send_recv|--ranks 2 --size 64M"
+    "02_scatter_gather|--ranks 4 --size 16M"
+    "03_reduce_broadcast|--ranks 4 --size 4M"
+    "04_allreduce_allgather|--ranks 4 --size 2M"
+    "05_parameter_server|--ranks 4 --size 4096 --steps 1"
+    "06_allreduce_sequential_ring_parallel|--ranks 4 --size 2M"
+    "07_recursive_halving|--ranks 4 --size 2M"
+    "08_zero1|--ranks 4 --size 1024 --steps 1"
+    "10_zero3_fsdp|--ranks 4 --size 1024 --steps 1"
+    "11_pipeline_microbatching|--ranks 4 --size 512"
+    "12_tensor_parallel_mlp|--ranks 4 --hidden 1024 --batch 1 --seq 16"
+    "13_tensor_parallel_attention|--ranks 2 --hidden 64 --heads 16 --batch 4 --seq 512")
+foreach(run ${memory_plan_runs})
+  string(REPLACE "|" ";" parts "${run}")
+  list(GET parts 0 lesson)
+  list(GET parts 1 args)
+  separate_arguments(args UNIX_COMMAND "${args}")
+  if(TARGET ${lesson})
+    add_test(NAME memory.${lesson} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/memory_plan.sh $<TARGET_FILE:${lesson}> ${args})
+    set_tests_properties(memory.${lesson} PROPERTIES LABELS "lesson;memory" TIMEOUT 120)
+  endif()
+endforeach()
+
 if(TARGET 11_pipeline_microbatching)
   add_test(NAME usage.11_pipeline_microbatching.ranks-1000
            COMMAND bash ${expect_failure} 2 30 "1000 ranks x .* each.* is available"

@@ -129,6 +129,18 @@ int main(int argc, char** argv) {
     lesson.set_algorithm(fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
   });
 
+  // Memory: every rank builds the whole block and checks against it, so per rank the unsplit
+  // tensors: X, dY, Y, dX (T x h), A, B, dA, dB (h x 4h), Z, H, dH (T x 4h), in float64 twice
+  // (the reference and its rounding bounds) and once more while they are widened, plus the
+  // float32 inputs (X, dY, A, B) and this rank's own buffers (a fifth of them at N = 1).
+  // tests/memory_plan.sh holds the plan to what the process takes.
+  lesson.needs_memory([&](const World&) {
+    const double T = double(s.rows), h = double(s.hidden), F = double(s.ffn), p = double(s.part);
+    const double unsplit = 4 * T * h + 4 * h * F + 3 * T * F;
+    return MemoryNeed{3 * 8 * unsplit + 4 * (2 * T * h + 2 * h * F) + 4 * (5 * T * h + 4 * h * p + 3 * T * p), 0,
+                      "a smaller --hidden, --batch or --seq"};
+  });
+
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     fmt::print("\nY = GeLU(X A + a) B + b with X ({} x {}), A ({} x {}), B ({} x {}), split over {} ranks\n", s.rows,

@@ -261,6 +261,23 @@ int main(int argc, char** argv) {
                                      heads, w.size, causal ? ", causal" : ""));
   });
 
+  // Memory: every rank builds the whole layer and checks against it in float64 (`reference`,
+  // then `error_bounds`): some 40 matrices of T x h (X, dY, Y, dX, every head's Q, K, V, C, their
+  // gradients, the absolute values and the bounds of each), 24 of h x h (the four weights, their
+  // gradients, absolute values and bounds, and the copies they are widened from), and every
+  // head's probabilities, which `reference` keeps for its backward (B x S x S per head). Then the
+  // float32 inputs, and this rank's own buffers: its heads' share of the weights, Q, K, V, C and
+  // probabilities, twice (values and gradients). tests/memory_plan.sh holds the plan to what the
+  // process takes.
+  lesson.needs_memory([&](const World& w) {
+    const double T = double(batch * seq), h = double(hidden), H = double(heads),
+                 probs = double(batch * seq * seq), mine = 1.0 / double(w.size);
+    const double float64 = 40 * T * h + 24 * h * h + H * probs;
+    const double float32 =
+        2 * T * h + 4 * h * h + 2 * mine * (4 * h * h + 4 * T * h + H * probs) + 4 * T * h;
+    return MemoryNeed{8 * float64 + 4 * float32, 0, "a smaller --hidden, --batch or --seq"};
+  });
+
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::size_t h = s.hidden, d = s.dim, m = s.mine;
