@@ -12,11 +12,9 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bench="build/${DISTLAB_PRESET:-release}/bench/distlab-bench"
-if [[ ! -x "$bench" ]]; then
-  echo "bench-compare: $bench is missing; build it with: cmake --build build/${DISTLAB_PRESET:-release} --target distlab-bench" >&2
-  exit 2
-fi
+source scripts/built.sh
+built bench-compare bench/distlab-bench distlab-bench
+bench="$BUILT"
 ranks="${1:-4}"
 bytes="${2:-64M}"
 iters="${ITERS:-20}"

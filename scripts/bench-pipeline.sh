@@ -11,11 +11,9 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-lesson="build/${DISTLAB_PRESET:-release}/lessons/11_pipeline_microbatching"
-if [[ ! -x "$lesson" ]]; then
-  echo "bench-pipeline: $lesson is missing; build it with: cmake --build build/${DISTLAB_PRESET:-release} --target 11_pipeline_microbatching" >&2
-  exit 2
-fi
+source scripts/built.sh
+built bench-pipeline lessons/11_pipeline_microbatching 11_pipeline_microbatching
+lesson="$BUILT"
 stages="${1:-4}"
 micro="${2:-4}"
 repeats="${3:-3}"
