@@ -91,7 +91,7 @@ TEST_CASE("threads: a GPU wait that never ends is reported by name after the tim
           comm.recv(b.view(), 0, 3);
       },
       0.3);
-  CHECK(run.seconds < 2.0);
+  CHECK(run.seconds < 10.0);  // the hang check's verdict (0.3 s of no progress), however loaded
   CHECK(run.exit_code == 3);
   CHECK_THAT(run.failure, Contains("r0 waits in ncclAllReduce for"));
   CHECK_THAT(run.failure, Contains("r1 waits in recv from r0 (tag 3, 4 B, f32)"));

@@ -220,15 +220,18 @@ TEST_CASE("threads: sendrecv around a ring passes every rank's data to its right
 }
 
 TEST_CASE("threads: a size mismatch is an Error on both ranks naming both sizes", "[transport]") {
-  auto run = run_ranks(2, [](Comm& comm) {
-    if (comm.rank() == 0) {
-      auto b = comm.alloc<float>(8, Category::data);
-      comm.send(cview(b), 1, 4);
-    } else {
-      auto b = comm.alloc<float>(4, Category::data);
-      comm.recv(b.view(), 0, 4);
-    }
-  });
+  auto run = run_ranks(
+      2,
+      [](Comm& comm) {
+        if (comm.rank() == 0) {
+          auto b = comm.alloc<float>(8, Category::data);
+          comm.send(cview(b), 1, 4);
+        } else {
+          auto b = comm.alloc<float>(4, Category::data);
+          comm.recv(b.view(), 0, 4);
+        }
+      },
+      30.0);
   CHECK(run.failed);
   CHECK(run.exit_code == 1);
   for (const auto& e : run.errors) {
@@ -236,7 +239,7 @@ TEST_CASE("threads: a size mismatch is an Error on both ranks naming both sizes"
                Contains("32 B") && Contains("16 B") && Contains("r0 -> r1") && Contains("tag 4"));
   }
   CHECK_THAT(run.failure, Contains("32 B") && Contains("16 B"));
-  CHECK(run.seconds < 2.0);  // an error, not a hang
+  CHECK(run.seconds < 10.0);  // an error, not the 30 s timer
 }
 
 TEST_CASE("threads: an element type mismatch is an Error naming both types", "[transport]") {
@@ -405,10 +408,16 @@ TEST_CASE(
       2,
       [](Comm& comm) {
         auto b = comm.alloc<float>(1, Category::data);
-        if (comm.rank() == 0)
+        if (comm.rank() == 0) {
           comm.recv(b.view(), 1, 0);
-        else
-          sleep_ms(1500);  // stuck computing, as far as anyone can tell
+        } else {
+          // Stuck, as far as anyone can tell: asleep outside any message until the run is
+          // ended (at most 60 s, so a check that never fires fails instead of hanging). A
+          // fixed sleep would race the timer: on a loaded machine r0 can reach its receive
+          // late enough that r1 has already finished.
+          auto& hub = static_cast<ThreadTransport&>(comm.transport()).hub();
+          for (int i = 0; i < 600 && !hub.aborting(); ++i) sleep_ms(100);
+        }
       },
       0.3);
   CHECK(run.exit_code == 3);
@@ -486,15 +495,18 @@ TEST_CASE(
 }
 
 TEST_CASE("threads: an exception on one rank aborts a rank blocked in recv", "[transport]") {
-  auto run = run_ranks(2, [](Comm& comm) {
-    auto b = comm.alloc<float>(1, Category::data);
-    if (comm.rank() == 0) {
-      sleep_ms(50);
-      throw std::runtime_error("boom on purpose");
-    }
-    comm.recv(b.view(), 0, 0);  // would wait for the 10 s deadlock timeout
-  });
-  CHECK(run.seconds < 1.0);
+  auto run = run_ranks(
+      2,
+      [](Comm& comm) {
+        auto b = comm.alloc<float>(1, Category::data);
+        if (comm.rank() == 0) {
+          sleep_ms(50);
+          throw std::runtime_error("boom on purpose");
+        }
+        comm.recv(b.view(), 0, 0);  // woken by the abort, not by the 30 s timer
+      },
+      30.0);
+  CHECK(run.seconds < 10.0);
   CHECK(run.failed);
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.failure, Contains("rank 0 failed: boom on purpose"));
@@ -503,14 +515,17 @@ TEST_CASE("threads: an exception on one rank aborts a rank blocked in recv", "[t
 }
 
 TEST_CASE("threads: an exception on one rank aborts ranks blocked in a barrier", "[transport]") {
-  auto run = run_ranks(4, [](Comm& comm) {
-    if (comm.rank() == 2) {
-      sleep_ms(50);
-      throw Error("bad input on r2");
-    }
-    comm.barrier();
-  });
-  CHECK(run.seconds < 1.0);
+  auto run = run_ranks(
+      4,
+      [](Comm& comm) {
+        if (comm.rank() == 2) {
+          sleep_ms(50);
+          throw Error("bad input on r2");
+        }
+        comm.barrier();
+      },
+      30.0);
+  CHECK(run.seconds < 10.0);
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.failure, Contains("rank 2 failed: bad input on r2"));
   CHECK(run.errors == std::vector<std::string>{"aborted", "aborted", "bad input on r2", "aborted"});
