@@ -92,16 +92,23 @@ double read_number_file(const char* path) {
   return std::strtod(buf, nullptr);
 }
 
+// A "Key:   1234 kB" line of a /proc file (meminfo, self/status), in bytes; -1 when absent.
+double read_kib_field(const char* path, const char* key) {
+  double bytes = -1;
+  const std::size_t n = std::strlen(key);
+  if (std::FILE* f = std::fopen(path, "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, key, n) == 0 && line[n] == ':') bytes = std::strtod(line + n + 1, nullptr) * 1024;
+    std::fclose(f);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 double memory_available() {
-  double available = -1;
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f))
-      if (std::strncmp(line, "MemAvailable:", 13) == 0) available = std::strtod(line + 13, nullptr) * 1024;
-    std::fclose(f);
-  }
+  double available = read_kib_field("/proc/meminfo", "MemAvailable");
   const double limit = read_number_file("/sys/fs/cgroup/memory.max");
   const double used = read_number_file("/sys/fs/cgroup/memory.current");
   if (limit > 0 && used >= 0) {
@@ -111,17 +118,7 @@ double memory_available() {
   return available;
 }
 
-double process_memory(const char* key) {
-  double bytes = -1;
-  const std::size_t n = std::strlen(key);
-  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f))
-      if (std::strncmp(line, key, n) == 0 && line[n] == ':') bytes = std::strtod(line + n + 1, nullptr) * 1024;
-    std::fclose(f);
-  }
-  return bytes;
-}
+double process_memory(const char* key) { return read_kib_field("/proc/self/status", key); }
 
 std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where) {
   if (available < 0) return {};  // nothing to compare with: the run goes ahead

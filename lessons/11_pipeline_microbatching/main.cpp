@@ -138,11 +138,6 @@ std::vector<std::vector<int>> ideal_ends(const std::vector<std::vector<Op>>& ops
   }
   return end;
 }
-std::vector<std::vector<int>> ideal_ends(Schedule s, int P, int M) {
-  std::vector<std::vector<Op>> ops(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r) ops[std::size_t(r)] = schedule_of(s, r, P, M);
-  return ideal_ends(ops, M);
-}
 
 // Stages' orders of work replayed on the ideal machine: does every stage stay busy M/(M+P-1) of
 // the step? Busy time B = 3M per stage, the step T = the last op's end; B/T = M/(M+P-1) holds
@@ -284,14 +279,14 @@ void train(Comm& comm, const Setup& s) {
       reference_train(s.shape, teacher, initial, s.batch, s.steps, s.optimizer);
 
   // Step ids: the ideal machine's op end times, ranked (ideal_ends); every rank computes the same.
-  const std::vector<std::vector<int>> ends = ideal_ends(s.schedule, P, M);
+  std::vector<std::vector<Op>> schedules;
+  for (int q = 0; q < P; ++q) schedules.push_back(schedule_of(s.schedule, q, P, M));
+  const std::vector<std::vector<int>> ends = ideal_ends(schedules, M);
   std::vector<int> ticks;
   for (const auto& stage_ends : ends)
     ticks.insert(ticks.end(), stage_ends.begin(), stage_ends.end());
   std::sort(ticks.begin(), ticks.end());
   ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
-  std::vector<std::vector<Op>> schedules;
-  for (int q = 0; q < P; ++q) schedules.push_back(schedule_of(s.schedule, q, P, M));
   // The step of stage q's op: when it ends on the ideal machine, ranked; a message is sent then.
   const auto tick_of = [&](int q, const Op& op) {
     const auto& list = schedules[std::size_t(q)];
@@ -576,6 +571,7 @@ int main(int argc, char** argv) {
     // The schedule's claim, free of the machine: the order the trace shows, replayed on stages of
     // equal cost, gives the formula exactly. The measured figure below is the machine's.
     const IdealReplay ideal = replay_ideal(f.order, M);
+    const double ideal_util = ideal.step > 0 ? double(ideal.busy) / (double(P) * ideal.step) : 0;
     r.check(
         "the trace's order of work, replayed on equal stages (forward 1, backward 2, messages "
         "free), keeps them busy M/(M+P-1) of the step",
@@ -583,14 +579,12 @@ int main(int argc, char** argv) {
             std::int64_t(ideal.busy) * (M + P - 1) == std::int64_t(M) * P * ideal.step,
         ideal.complete
             ? fmt::format("busy {} of {} x {} stages = {:.1f}%, formula {:.1f}%", ideal.busy,
-                          ideal.step, P, 100.0 * ideal.busy / (double(P) * ideal.step),
-                          utilisation_formula(P, M) * 100)
+                          ideal.step, P, ideal_util * 100, utilisation_formula(P, M) * 100)
             : std::string("the order stalls: some op's input never comes"));
     fmt::print(
         "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%, formula "
         "M/(M+P-1) = {}/{} = {:.1f}%\n",
-        ideal.step > 0 ? 100.0 * ideal.busy / (double(P) * ideal.step) : 0.0, ideal.step,
-        mean * 100, M, M + P - 1, utilisation_formula(P, M) * 100);
+        ideal_util * 100, ideal.step, mean * 100, M, M + P - 1, utilisation_formula(P, M) * 100);
     // The formula assumes equal stage costs. The simulated compute is the same on every stage; a
     // large model's own compute is not (the first and last layers differ), nor is a busy machine.
     double busiest = 0, idlest = INFINITY;
