@@ -3,7 +3,10 @@
 // no device work). Also the threads transport's wait_until, which GPU waits go through.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/check.hpp"
@@ -99,13 +102,15 @@ TEST_CASE("threads: a GPU wait that never ends is reported by name after the tim
 
 TEST_CASE("threads: wait_until returns when ready and ends when another rank fails",
           "[transport]") {
-  int polls = 0;
-  std::string error0;
+  std::atomic<int> polls{0};
   auto run = test::run_ranks(2, [&](Comm& comm) {
     if (comm.rank() == 0) {
       comm.transport().wait_until([&] { return ++polls == 3; }, "three polls");
       comm.transport().wait_until([] { return false; }, "forever");  // r1 fails meanwhile
     } else {
+      // r1 fails only once r0's first wait has returned: a failure any sooner would end that
+      // wait too, and the test would race the scheduler.
+      while (polls.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       throw Error("r1 gives up");
     }
   });
