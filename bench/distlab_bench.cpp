@@ -10,7 +10,7 @@
 //   algbw   size / time                                    (GB/s, 1 GB = 1e9 B)
 //   busbw   algbw x factor: what each rank's link carried, comparable across rank counts
 //             all-reduce 2(N-1)/N, all-gather and reduce-scatter (N-1)/N, broadcast and reduce 1
-//   predicted  the alpha-beta-gamma model (core/cost_model.hpp) for this algorithm and size
+//   predicted  the alpha-beta-gamma model (core/cost/cost_model.hpp) for this algorithm and size
 //   #wrong  result elements, summed over ranks, that differ from a float64 reference computed
 //           from the inputs (data.hpp): copies must match exactly, sums within sum_tolerance(N)
 // docs/performance.md explains the columns and works an example.
@@ -37,16 +37,16 @@
 #include <thread>
 #include <vector>
 
-#include "core/calibration.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
-#include "core/cost_model.hpp"
-#include "core/data.hpp"
-#include "core/library.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/runtime/data.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
@@ -209,25 +209,25 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
   switch (k.collective) {
     case Collective::all_reduce:
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
-      if (cand.library) library::all_reduce(comm, in, k.work.data(), k.count, f32);
+      if (cand.library) baseline::all_reduce(comm, in, k.work.data(), k.count, f32);
       else coll::all_reduce(comm, k.work.view(), cand.algo);
       return;
     case Collective::all_gather:
-      if (cand.library) library::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
+      if (cand.library) baseline::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
       else if (cand.ring) coll::all_gather_ring(comm, k.work.view());
       else coll::all_gather_gather_broadcast(comm, my_chunk, k.work.view());
       return;
     case Collective::reduce_scatter:
-      if (cand.library) library::reduce_scatter(comm, in, k.out.data(), k.count, f32);
+      if (cand.library) baseline::reduce_scatter(comm, in, k.out.data(), k.count, f32);
       else if (cand.ring) coll::reduce_scatter_ring(comm, k.work.view());
       else coll::reduce_scatter_reduce_scatter(comm, input, k.out.view());
       return;
     case Collective::broadcast:
-      if (cand.library) library::broadcast(comm, k.work.data(), k.count, f32, kRoot);
+      if (cand.library) baseline::broadcast(comm, k.work.data(), k.count, f32, kRoot);
       else coll::broadcast(comm, k.work.view(), kRoot);
       return;
     case Collective::reduce:
-      if (cand.library) library::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
+      if (cand.library) baseline::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
       else coll::reduce(comm, input, k.work.view(), kRoot);
       return;
   }
@@ -474,9 +474,9 @@ int main(int argc, char** argv) {
         counts.push_back(std::size_t(size) / sizeof(float));
     // The library's calls: MPI's under mpirun, NCCL's on GPUs; left out, with the reason, where
     // they cannot run (CPU ranks in one process; GPU ranks sharing a GPU).
-    const bool library_here = library::available(comm);
+    const bool library_here = baseline::available(comm);
     if (!library_here && listed(algos, "library"))
-      comm.say("  (library left out: {})\n", library::unavailable_reason(comm));
+      comm.say("  (library left out: {})\n", baseline::unavailable_reason(comm));
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
     for (Collective c : collectives) {

@@ -1,6 +1,6 @@
 // distlab_trace_gen — writes a large synthetic distlab trace, for the loader benchmark.
 //
-// The file is what a lesson would write (core/trace_writer.cpp, docs/trace-format.md) for a
+// The file is what a lesson would write (core/trace/writer.cpp, docs/trace-format.md) for a
 // run of ring all-reduces, one after another, on R ranks. Each rank's events come as the
 // writer orders them, lane by lane:
 //   M   process_name / process_sort_index, thread_name / thread_sort_index of lanes 1, 2, 3

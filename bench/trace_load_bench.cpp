@@ -21,7 +21,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/collectives/all_reduce.hpp"
-#include "core/data.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
 
 using namespace distlab;
 

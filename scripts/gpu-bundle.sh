@@ -29,7 +29,7 @@ for t in "${lessons[@]}"; do cp "$build/lessons/$t" "$bundle/bin/"; done
 cp "$build/tests/distlab_gpu_tests" "$build/tests/distlab_trace_check" "$build/bench/distlab-bench" "$bundle/bin/"
 [[ -x "$build/bench/distlab_ops_bench" ]] && cp "$build/bench/distlab_ops_bench" "$bundle/bin/"
 strip "$bundle"/bin/*
-# NCCL comes in without MPI (core/nccl_calls.cpp): a GPU test binary without it would test the
+# NCCL comes in without MPI (core/transport/nccl_calls.cpp): a GPU test binary without it would test the
 # "this build has no NCCL" sentences instead of NCCL.
 readelf -d "$bundle/bin/distlab_gpu_tests" | grep -q 'NEEDED.*libnccl' || {
   echo "gpu-bundle: distlab_gpu_tests does not link libnccl (was nccl.h or libnccl found at configure time?)" >&2

@@ -386,6 +386,11 @@ foreach(run "12_tensor_parallel_mlp|" "13_tensor_parallel_attention|--heads 16")
   endif()
 endforeach()
 
+# The layers (docs/architecture.md): every include goes down them, and a planted upward include
+# is caught (scripts/check-layers.sh).
+add_test(NAME layers.includes COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(layers.includes PROPERTIES LABELS "layers" TIMEOUT 120)
+
 # The plan those refusals rest on, held to what the process takes (tests/memory_plan.sh): the
 # resident growth stays within the plan + 64 MiB, and the plan within 3 x the growth + 64 MiB.
 # Each at a size where the buffers dominate (hundreds of MiB) and the run takes a few seconds.

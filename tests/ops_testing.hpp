@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/buffer.hpp"
-#include "core/half.hpp"
+#include "core/device/buffer.hpp"
+#include "core/base/half.hpp"
 
 namespace distlab::testing {
 

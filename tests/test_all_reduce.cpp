@@ -28,13 +28,13 @@
 #include <tuple>
 #include <vector>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
-#include "core/data.hpp"
-#include "core/partition.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/base/partition.hpp"
+#include "core/runtime/verify.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/calibration.hpp"
-#include "core/json.hpp"
+#include "core/cost/calibration.hpp"
+#include "core/base/json.hpp"
 
 using namespace distlab;
 

@@ -28,8 +28,8 @@
 #include "core/collectives/reduce.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
 #include "core/collectives/scatter.hpp"
-#include "core/data.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/verify.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/comm.hpp"
+#include "core/comm/comm.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

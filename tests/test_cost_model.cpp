@@ -12,10 +12,10 @@
 #include <map>
 #include <vector>
 
-#include "core/calibration.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/collectives/all_reduce.hpp"
-#include "core/cost_model.hpp"
-#include "core/data.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/runtime/data.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

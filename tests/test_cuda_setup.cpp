@@ -1,4 +1,4 @@
-// How a machine's CUDA and NCCL are read without running anything on a GPU (device.hpp,
+// How a machine's CUDA and NCCL are read without running anything on a GPU (allocator.hpp,
 // check.hpp, nccl_calls.hpp): "no device" apart from CUDA that fails to start, sticky errors
 // named as such, NCCL's versions, and NCCL's newer calls looked up at run time. These run on
 // the CPU: CUDA's runtime answers them without a driver. In a build without CUDA they are
@@ -7,14 +7,15 @@
 
 #include <string>
 
-#include "core/check.hpp"
-#include "core/device.hpp"
+#include "core/base/check.hpp"
+#include "core/device/allocator.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/nccl_calls.hpp"
+#include "core/transport/nccl_calls.hpp"
+#include "core/device/cuda_check.hpp"
 #endif
 
 using namespace distlab;

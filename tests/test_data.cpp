@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <set>
 
-#include "core/data.hpp"
-#include "core/memory.hpp"
+#include "core/runtime/data.hpp"
+#include "core/device/memory_ledger.hpp"
 
 using namespace distlab;
 

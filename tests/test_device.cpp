@@ -1,13 +1,14 @@
-// device.hpp and world.hpp: allocation, copies, --device resolution, element types.
+// allocator.hpp and world.hpp: allocation, copies, --device resolution, element types.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "core/check.hpp"
-#include "core/device.hpp"
-#include "core/world.hpp"
+#include "core/base/check.hpp"
+#include "core/device/allocator.hpp"
+#include "core/base/dtype.hpp"
+#include "core/base/world.hpp"
 
 using namespace distlab;
 

@@ -1,4 +1,4 @@
-// device_trace.hpp and the gpu lane: the clock arithmetic that puts CUDA events on the host
+// device_timing.hpp and the gpu lane: the clock arithmetic that puts CUDA events on the host
 // timeline, the gpu lane in the written trace, and the CPU path left as it was (no gpu lane,
 // no device work). Also the threads transport's wait_until, which GPU waits go through.
 #include <catch2/catch.hpp>
@@ -9,12 +9,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.hpp"
-#include "core/comm.hpp"
-#include "core/device_trace.hpp"
-#include "core/library.hpp"
-#include "core/trace_loader.hpp"
-#include "core/trace_writer.hpp"
+#include "core/base/check.hpp"
+#include "core/comm/comm.hpp"
+#include "core/device/device_timing.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/trace/reader.hpp"
+#include "core/trace/writer.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;
@@ -75,8 +75,8 @@ TEST_CASE("device trace: library collectives on in-process CPU ranks say why the
   bool available = true;
   test::run_ranks(2, [&](Comm& comm) {
     if (comm.rank() != 0) return;
-    available = library::available(comm);
-    why = library::unavailable_reason(comm);
+    available = baseline::available(comm);
+    why = baseline::unavailable_reason(comm);
   });
   CHECK_FALSE(available);
   CHECK_THAT(why, Contains("MPI"));

@@ -1,12 +1,12 @@
-// memory.hpp and buffer.hpp: the ledger charges every buffer to a category for its lifetime.
+// memory_ledger.hpp and buffer.hpp: the ledger charges every buffer to a category for its lifetime.
 #include <catch2/catch.hpp>
 
 #include <utility>
 
-#include "core/buffer.hpp"
-#include "core/check.hpp"
-#include "core/memory.hpp"
-#include "core/trace.hpp"
+#include "core/device/buffer.hpp"
+#include "core/base/check.hpp"
+#include "core/device/memory_ledger.hpp"
+#include "core/trace/recorder.hpp"
 
 using namespace distlab;
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/model.hpp"
-#include "core/model_reference.hpp"
+#include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
 #include "ops_testing.hpp"
 
 using namespace distlab;

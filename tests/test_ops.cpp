@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
-#include "core/half.hpp"
-#include "core/ops.hpp"
+#include "core/base/check.hpp"
+#include "core/base/half.hpp"
+#include "core/ops/ops.hpp"
 #include "ops_testing.hpp"
 
 using namespace distlab;

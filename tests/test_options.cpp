@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
-#include "core/options.hpp"
-#include "core/runtime.hpp"
+#include "core/base/check.hpp"
+#include "core/runtime/options.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 using Catch::Contains;

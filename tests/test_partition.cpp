@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/partition.hpp"
+#include "core/base/partition.hpp"
 
 using distlab::Partition;
 

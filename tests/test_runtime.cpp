@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
-#include "core/data.hpp"
-#include "core/runtime.hpp"
-#include "core/trace_loader.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/trace/reader.hpp"
 
 using namespace distlab;
 

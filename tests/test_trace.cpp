@@ -1,4 +1,4 @@
-// trace.hpp, trace_writer.hpp, trace_loader.hpp: what ranks record, the Chrome Trace JSON
+// recorder.hpp, writer.hpp, reader.hpp: what ranks record, the Chrome Trace JSON
 // written from it, and the loader's invariant checks — on a real run, and on hand-broken
 // traces that each must be caught.
 #include <catch2/catch.hpp>
@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
-#include "core/data.hpp"
-#include "core/trace.hpp"
-#include "core/trace_loader.hpp"
-#include "core/trace_writer.hpp"
+#include "core/runtime/data.hpp"
+#include "core/trace/recorder.hpp"
+#include "core/trace/reader.hpp"
+#include "core/trace/writer.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

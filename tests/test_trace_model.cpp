@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/collectives/scatter.hpp"
-#include "core/data.hpp"
-#include "core/runtime.hpp"
-#include "core/trace_writer.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/trace/writer.hpp"
 #include "viewer/model/trace_model.hpp"
 
 using distlab::Error;

@@ -1,4 +1,4 @@
-// transport_threads.hpp: in-process ranks — matching, ordering, sizes, deadlock reports, abort.
+// threads.hpp: in-process ranks — matching, ordering, sizes, deadlock reports, abort.
 //
 // Ranks run on std::threads (thread_world.hpp). Catch's assertions are not thread-safe, so
 // rank bodies only record what they saw; the test's own thread asserts after the join.
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.hpp"
-#include "core/device.hpp"
-#include "core/transport_threads.hpp"
+#include "core/comm/comm.hpp"
+#include "core/device/allocator.hpp"
+#include "core/transport/threads.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;

@@ -1,8 +1,8 @@
 // units.hpp: sizes as people type them, bytes and times as people read them.
 #include <catch2/catch.hpp>
 
-#include "core/check.hpp"
-#include "core/units.hpp"
+#include "core/base/check.hpp"
+#include "core/base/units.hpp"
 
 using namespace distlab;
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/verify.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 

@@ -8,9 +8,10 @@
 
 #include "core/collectives/reduce_scatter_ordered.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
-#include "core/half.hpp"
-#include "core/runtime.hpp"
-#include "core/zero.hpp"
+#include "core/base/half.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/training/teacher.hpp"
+#include "core/training/zero.hpp"
 
 using namespace distlab;
 using namespace distlab::zero;

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.hpp"
-#include "core/comm.hpp"
-#include "core/device.hpp"
-#include "core/transport_threads.hpp"
+#include "core/base/check.hpp"
+#include "core/comm/comm.hpp"
+#include "core/device/allocator.hpp"
+#include "core/transport/threads.hpp"
 
 namespace distlab::test {
 

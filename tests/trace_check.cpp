@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/trace_loader.hpp"
+#include "core/trace/reader.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -6,8 +6,8 @@
 // one buffer: the central bottleneck the ring algorithms remove.
 #pragma once
 
-#include "broadcast.hpp"
-#include "gather.hpp"
+#include "core/collectives/broadcast.hpp"
+#include "core/collectives/gather.hpp"
 
 namespace distlab::coll {
 

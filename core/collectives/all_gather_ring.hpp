@@ -6,7 +6,7 @@
 // Every rank sends and receives (N-1)/N S.
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

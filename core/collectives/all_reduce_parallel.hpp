@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

@@ -7,7 +7,7 @@
 // all ranks, hold the same bits. N not a power of two: fold.hpp adds one step before and after.
 #pragma once
 
-#include "fold.hpp"
+#include "core/collectives/fold.hpp"
 
 namespace distlab::coll {
 

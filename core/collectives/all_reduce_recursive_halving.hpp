@@ -12,7 +12,7 @@
 // and then copied, so every rank ends with the same bits. N not a power of two: fold.hpp.
 #pragma once
 
-#include "fold.hpp"
+#include "core/collectives/fold.hpp"
 
 namespace distlab::coll {
 

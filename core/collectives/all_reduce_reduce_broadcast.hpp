@@ -6,8 +6,8 @@
 // The ring and recursive-halving all-reduces spread this load evenly.
 #pragma once
 
-#include "broadcast.hpp"
-#include "reduce.hpp"
+#include "core/collectives/broadcast.hpp"
+#include "core/collectives/reduce.hpp"
 
 namespace distlab::coll {
 

@@ -10,7 +10,7 @@
 
 #include <utility>
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

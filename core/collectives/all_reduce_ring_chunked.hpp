@@ -8,8 +8,8 @@
 // Each chunk is summed in one order and then copied, so every rank ends with the same bits.
 #pragma once
 
-#include "all_gather_ring.hpp"
-#include "reduce_scatter_ring.hpp"
+#include "core/collectives/all_gather_ring.hpp"
+#include "core/collectives/reduce_scatter_ring.hpp"
 
 namespace distlab::coll {
 

@@ -7,7 +7,7 @@
 // rank ends with the same bits.
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

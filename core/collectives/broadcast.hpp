@@ -5,7 +5,7 @@
 // The root sends (N-1) whole buffers: O(N) at the root, O(1) at every other rank.
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

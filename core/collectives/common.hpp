@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "../comm.hpp"
-#include "../ops.hpp"
-#include "../partition.hpp"
+#include "core/comm/comm.hpp"
+#include "core/ops/ops.hpp"
+#include "core/base/partition.hpp"
 
 namespace distlab::coll {
 

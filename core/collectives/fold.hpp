@@ -9,7 +9,7 @@
 
 #include <bit>
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

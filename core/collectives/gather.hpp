@@ -6,7 +6,7 @@
 //   [1] [2] [3] [4]  --gather-->  [1, 2, 3, 4] on the root
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

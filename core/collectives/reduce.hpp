@@ -6,7 +6,7 @@
 //   [1] [2] [3] [4]  --reduce-->  [10] on the root   (gather would give [1, 2, 3, 4])
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

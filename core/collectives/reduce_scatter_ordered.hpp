@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

@@ -6,8 +6,8 @@
 // receives 1/N of one.
 #pragma once
 
-#include "reduce.hpp"
-#include "scatter.hpp"
+#include "core/collectives/reduce.hpp"
+#include "core/collectives/scatter.hpp"
 
 namespace distlab::coll {
 

@@ -8,7 +8,7 @@
 // Every rank sends and receives (N-1)/N S: the same on every link, whatever N is.
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

@@ -7,7 +7,7 @@
 // most one element when N does not divide the length).
 #pragma once
 
-#include "common.hpp"
+#include "core/collectives/common.hpp"
 
 namespace distlab::coll {
 

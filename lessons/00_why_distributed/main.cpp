@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "core/collectives/gather.hpp"
-#include "core/runtime.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 

@@ -19,10 +19,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/calibration.hpp"
-#include "core/data.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
+#include "core/cost/calibration.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
 
 using namespace distlab;
 

@@ -17,11 +17,11 @@
 
 #include "core/collectives/gather.hpp"
 #include "core/collectives/scatter.hpp"
-#include "core/data.hpp"
-#include "core/library.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
@@ -124,14 +124,14 @@ int main(int argc, char** argv) {
     }
 
     // STEP 5 (under mpirun): MPI's own MPI_Scatter / MPI_Gather on the same data must agree.
-    if (library::available(comm)) {
+    if (baseline::available(comm)) {
       Buffer<float> lib_mine = comm.alloc<float>(part.size(me), Category::data);
-      const std::string call = library::scatter(comm, whole.data(), lib_mine.data(), L, DType::f32, root);
+      const std::string call = baseline::scatter(comm, whole.data(), lib_mine.data(), L, DType::f32, root);
       auto same = compare(View<const float>(lib_mine.view()), Eigen::VectorXd(input.segment(my_begin, my_size)), 0.0);
       comm.check(call + " gives the same chunk", same.ok, same.detail());
       ops::scale(lib_mine.view(), static_cast<float>(me + 1));
       Buffer<float> lib_result = comm.alloc<float>(me == root ? L : 0, Category::data);
-      const std::string gcall = library::gather(comm, lib_mine.data(), lib_result.data(), L, DType::f32, root);
+      const std::string gcall = baseline::gather(comm, lib_mine.data(), lib_result.data(), L, DType::f32, root);
       if (me == root)
         comm.check(gcall + " gives the same result",
                    to_host(lib_result.view()) == to_host(result.view()));

@@ -32,11 +32,11 @@
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/gather.hpp"
 #include "core/collectives/reduce.hpp"
-#include "core/data.hpp"
-#include "core/library.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
@@ -198,9 +198,9 @@ int main(int argc, char** argv) {
     }
 
     // STEP 4 (under mpirun): MPI's own MPI_Reduce / MPI_Bcast on the same data must agree.
-    if (library::available(comm)) {
+    if (baseline::available(comm)) {
       Buffer<float> lib_total = comm.alloc<float>(me == root ? L : 0, Category::data);
-      const std::string call = library::reduce(comm, input.data(), lib_total.data(), L, DType::f32, root);
+      const std::string call = baseline::reduce(comm, input.data(), lib_total.data(), L, DType::f32, root);
       if (me == root) {
         // MPI may add in another order: compare with the float64 sum, not bit for bit.
         auto c = compare(View<const float>(lib_total.view()), want, sum_tolerance(n));
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
       }
       Buffer<float> lib_copy = comm.alloc<float>(L, Category::data);
       if (me == root) ops::copy(lib_copy.view(), View<const float>(total.view()));
-      const std::string bcall = library::broadcast(comm, lib_copy.data(), L, DType::f32, root);
+      const std::string bcall = baseline::broadcast(comm, lib_copy.data(), L, DType::f32, root);
       comm.check(bcall + " gives the same copy",
                  to_host(lib_copy.view()) == to_host(total.view()));
     }

@@ -34,11 +34,11 @@
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
-#include "core/data.hpp"
-#include "core/library.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
@@ -276,22 +276,22 @@ int main(int argc, char** argv) {
     }
 
     // STEP 5 (under mpirun): MPI's own collectives on the same inputs must give the same results.
-    if (library::available(comm)) {
+    if (baseline::available(comm)) {
       if (runs(Op::all_gather)) {
         Buffer<float> out = comm.alloc<float>(L, Category::data);
-        const std::string call = library::all_gather(comm, my_chunk.data(), out.data(), L, DType::f32);
+        const std::string call = baseline::all_gather(comm, my_chunk.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), concat, 0.0);
         comm.check(call + " gives the same all-gather", c.ok, c.detail());
       }
       if (runs(Op::reduce_scatter)) {
         Buffer<float> out = comm.alloc<float>(my_size, Category::data);
-        const std::string call = library::reduce_scatter(comm, my_input.data(), out.data(), L, DType::f32);
+        const std::string call = baseline::reduce_scatter(comm, my_input.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), my_sum_chunk, sum_tolerance(n));
         comm.check(call + " gives the same chunk of the sum", c.ok, c.detail());
       }
       if (runs(Op::all_reduce)) {
         Buffer<float> out = comm.alloc<float>(L, Category::data);
-        const std::string call = library::all_reduce(comm, my_input.data(), out.data(), L, DType::f32);
+        const std::string call = baseline::all_reduce(comm, my_input.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), sum, sum_tolerance(n));
         comm.check(call + " gives the same sum", c.ok, c.detail());
       }

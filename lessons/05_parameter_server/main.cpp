@@ -9,7 +9,7 @@
 //   3 compute gradients  forward and backward on that share
 //   4 push & sum         every worker sends its gradient; the server adds them up
 //   5 update             the server applies the optimizer to the weights
-// The model is a small MLP (Linear, GeLU, Linear: core/model.hpp) learning a regression from
+// The model is a small MLP (Linear, GeLU, Linear: core/training/model.hpp) learning a regression from
 // a fixed random teacher MLP; its S = 4P bytes of weights move every iteration.
 //
 // Cost, per iteration, N ranks of which K are servers (N - K workers), P parameters:
@@ -21,7 +21,7 @@
 // by the ring all-reduce of lesson 06 (2(N-1)/N S each way per rank), and every rank updates.
 //
 // Verification: both modes, after --steps iterations, hold the weights that a single-device
-// float64 Eigen model (core/model_reference.hpp) reaches training on the whole batches, and
+// float64 Eigen model (core/training/model_reference.hpp) reaches training on the whole batches, and
 // rank 0's loss of every iteration is the reference's. Bytes per iteration are counted from
 // the trace and must equal the formulas exactly, for this run and for N = 2, 4, 8.
 //
@@ -41,11 +41,11 @@
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/reduce.hpp"
-#include "core/model.hpp"
-#include "core/model_reference.hpp"
-#include "core/runtime.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using namespace distlab::model;

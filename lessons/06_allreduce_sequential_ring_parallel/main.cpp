@@ -41,17 +41,17 @@
 #include <string>
 #include <vector>
 
-#include "core/calibration.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/collectives/all_reduce.hpp"
-#include "core/cost_model.hpp"
-#include "core/data.hpp"
-#include "core/json.hpp"
-#include "core/library.hpp"
-#include "core/all_reduce_study.hpp"
-#include "core/runtime.hpp"
-#include "core/trace_counts.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/runtime/data.hpp"
+#include "core/base/json.hpp"
+#include "core/collectives/baseline.hpp"
+#include "lessons/common/all_reduce_study.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/runtime/trace_counts.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using coll::AllReduceAlgo;
@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
 
   // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
   // (an untraced warm-up, then the traced, timed run) and check its result; see
-  // core/all_reduce_study.hpp for the steps.
+  // lessons/common/all_reduce_study.hpp for the steps.
   // Memory, counted from the buffers below: per rank the input, the result and the
   // algorithms' workspace (4 x 4 B per element at most at once) and the float64 reference
   // (8 B): 32 B per element with allocator slack.

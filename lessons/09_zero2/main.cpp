@@ -11,14 +11,14 @@
 //   Adam on my 1/N; round to bf16; all-gather the weights layer by layer
 // Memory: 2 + 14/N bytes per parameter (plus one layer's gradient while it is reduced).
 // Communication: still 2 Psi per step, the reduce-scatter now spread through the backward.
-// Each layer is its own unit of sharding, padded to a multiple of N (core/zero.hpp).
+// Each layer is its own unit of sharding, padded to a multiple of N (core/training/zero.hpp).
 //
 // Run:  ./distlab lesson 09                     4 ranks, a 16 -> 64 -> 64 -> 8 MLP, 5 steps
 //       ./distlab lesson 09 --ranks 64          the lecture's table: 2.2 bytes per parameter
 //       ./distlab lesson 09 --deterministic     gradient sums in rank order: bit for bit as plain DP
 //       ./distlab lesson 09 --mpi 4             one process per rank
-// core/zero.hpp does the training (every stage), core/zero_lesson.cpp the checks and tables.
-#include "core/zero_lesson.hpp"
+// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks and tables.
+#include "lessons/common/zero_lesson.hpp"
 
 int main(int argc, char** argv) {
   using namespace distlab::zero;

@@ -14,8 +14,8 @@
 //       ./distlab lesson 10 --ranks 64          the lecture's table: 0.25 bytes per parameter
 //       ./distlab lesson 10 --deterministic     gradient sums in rank order: bit for bit as plain DP
 //       ./distlab lesson 10 --mpi 4             one process per rank
-// core/zero.hpp does the training (every stage), core/zero_lesson.cpp the checks and tables.
-#include "core/zero_lesson.hpp"
+// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks and tables.
+#include "lessons/common/zero_lesson.hpp"
 
 int main(int argc, char** argv) {
   using namespace distlab::zero;

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "core/model.hpp"
-#include "core/model_reference.hpp"
-#include "core/runtime.hpp"
-#include "core/tensor_parallel.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/training/tensor_parallel.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using tp::RowMatrix;

@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "core/ops.hpp"
-#include "core/runtime.hpp"
-#include "core/tensor_parallel.hpp"
-#include "core/units.hpp"
-#include "core/verify.hpp"
+#include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/training/tensor_parallel.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using tp::RowMatrix;

@@ -19,14 +19,14 @@
 
 #include <string_view>
 
-#include "core/device.hpp"
+#include "core/device/allocator.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/nccl_calls.hpp"
+#include "core/transport/nccl_calls.hpp"
 #endif
 
 namespace {

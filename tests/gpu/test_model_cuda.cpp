@@ -6,10 +6,10 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cuda_context.hpp"
-#include "core/model.hpp"
-#include "core/model_reference.hpp"
-#include "core/ops.hpp"
+#include "core/device/cuda_context.hpp"
+#include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
+#include "core/ops/ops.hpp"
 
 using namespace distlab;
 using namespace distlab::model;

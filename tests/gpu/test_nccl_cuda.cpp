@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "core/half.hpp"
-#include "core/library.hpp"
-#include "core/library_detail.hpp"
-#include "core/ops.hpp"
-#include "core/runtime.hpp"
+#include "core/base/half.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/collectives/baseline_detail.hpp"
+#include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 
@@ -52,7 +52,7 @@ std::vector<Outcome> every_collective(bool chunked) {
   run_in_process(
       1,
       [&](Comm& comm) {
-        library::detail::set_nccl_chunked_forms(chunked);
+        baseline::detail::set_nccl_chunked_forms(chunked);
         const auto in = ramp<T>(n);
         Buffer<T> src = comm.alloc_from(in, Category::data);
         Buffer<T> dst = comm.alloc<T>(n, Category::data);
@@ -61,15 +61,15 @@ std::vector<Outcome> every_collective(bool chunked) {
           out.push_back({std::move(call), same(got, in)});
           ops::fill(dst.view(), T(-1.0f));
         };
-        run(library::scatter(comm, src.data(), dst.data(), n, t, 0), true);
-        run(library::gather(comm, src.data(), dst.data(), n, t, 0), true);
-        run(library::reduce(comm, src.data(), dst.data(), n, t, 0), true);
-        run(library::all_gather(comm, src.data(), dst.data(), n, t), true);
-        run(library::reduce_scatter(comm, src.data(), dst.data(), n, t), true);
-        run(library::all_reduce(comm, src.data(), dst.data(), n, t), true);
-        run(library::broadcast(comm, src.data(), n, t, 0), false);
-        run(library::all_reduce(comm, src.data(), src.data(), n, t), false);  // in place
-        library::detail::set_nccl_chunked_forms(false);
+        run(baseline::scatter(comm, src.data(), dst.data(), n, t, 0), true);
+        run(baseline::gather(comm, src.data(), dst.data(), n, t, 0), true);
+        run(baseline::reduce(comm, src.data(), dst.data(), n, t, 0), true);
+        run(baseline::all_gather(comm, src.data(), dst.data(), n, t), true);
+        run(baseline::reduce_scatter(comm, src.data(), dst.data(), n, t), true);
+        run(baseline::all_reduce(comm, src.data(), dst.data(), n, t), true);
+        run(baseline::broadcast(comm, src.data(), n, t, 0), false);
+        run(baseline::all_reduce(comm, src.data(), src.data(), n, t), false);  // in place
+        baseline::detail::set_nccl_chunked_forms(false);
       },
       60, Device::cuda);
   return out;

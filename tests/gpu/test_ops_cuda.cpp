@@ -17,9 +17,9 @@
 #include <tuple>
 #include <vector>
 
-#include "core/cuda_context.hpp"
-#include "core/half.hpp"
-#include "core/ops.hpp"
+#include "core/device/cuda_context.hpp"
+#include "core/base/half.hpp"
+#include "core/ops/ops.hpp"
 #include "ops_testing.hpp"
 
 using namespace distlab;

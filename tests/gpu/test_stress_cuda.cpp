@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/collectives/all_reduce.hpp"
-#include "core/cuda_context.hpp"
-#include "core/ops.hpp"
-#include "core/runtime.hpp"
+#include "core/device/cuda_context.hpp"
+#include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "core/collectives/all_reduce.hpp"
-#include "core/cuda_context.hpp"
-#include "core/device.hpp"
-#include "core/library.hpp"
-#include "core/ops.hpp"
-#include "core/runtime.hpp"
+#include "core/device/cuda_context.hpp"
+#include "core/device/allocator.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 using Catch::Contains;
@@ -293,7 +293,7 @@ TEST_CASE("cuda threads: the library all-reduce is NCCL's when every rank has a 
         Buffer<float> out = comm.alloc<float>(n, Category::data);
         from_host(in.view(), input_of(comm.rank(), n));
         calls[static_cast<std::size_t>(comm.rank())] =
-            library::all_reduce(comm, in.data(), out.data(), n, DType::f32);
+            baseline::all_reduce(comm, in.data(), out.data(), n, DType::f32);
         coll::all_reduce(comm, in.view(),
                          coll::AllReduceAlgo::library);  // in place, through the registry
         got[static_cast<std::size_t>(comm.rank())] = to_host(out.view());
@@ -321,8 +321,8 @@ TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU wit
       gpus + 1,
       [&](Comm& comm) {
         if (comm.rank() != 0) return;
-        available = library::available(comm);
-        why = library::unavailable_reason(comm);
+        available = baseline::available(comm);
+        why = baseline::unavailable_reason(comm);
       },
       30, Device::cuda);
   CHECK_FALSE(available);
@@ -333,7 +333,7 @@ TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU wit
 TEST_CASE("cuda context: a freed device block is the rank's next block of that size, and goes back at unbind",
           "[cuda][context]") {
   // cudaFree synchronizes the device, so ranks sharing a GPU would wait on each other at every
-  // freed workspace: the rank keeps its blocks (device.hpp) and gives them back at unbind.
+  // freed workspace: the rank keeps its blocks (allocator.hpp) and gives them back at unbind.
   constexpr std::size_t n = std::size_t{1} << 24;  // 64 MiB
   const void* first = nullptr;
   const void* again = nullptr;

@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "core/collectives/all_reduce.hpp"
-#include "core/data.hpp"
-#include "core/library.hpp"
-#include "core/runtime.hpp"
-#include "core/verify.hpp"
+#include "core/runtime/data.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
 
     Buffer<float> data = comm.alloc<float>(L, Category::data);
     for (coll::AllReduceAlgo algo : coll::all_reduce_algos()) {
-      if (algo == coll::AllReduceAlgo::library && !library::available(comm)) continue;
+      if (algo == coll::AllReduceAlgo::library && !baseline::available(comm)) continue;
       const std::string name = coll::to_string(algo);
       fill_input(data.view(), opt.seed, me);
       comm.barrier();

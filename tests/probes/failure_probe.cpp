@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "core/runtime.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 

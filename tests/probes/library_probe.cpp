@@ -1,7 +1,7 @@
 // library_probe — every library collective (MPI's, or NCCL's with --device cuda) in place and
 // out of place, against values worked out on the host. A test program, not a lesson.
 //
-// In place is spelled as MPI and NCCL spell it (library.hpp): the rank's own chunk already in
+// In place is spelled as MPI and NCCL spell it (baseline.hpp): the rank's own chunk already in
 // its place. The calls must then see MPI_IN_PLACE (or NCCL's aliasing rule), never one buffer
 // passed as two: MPI forbids aliased send and receive buffers and may sum a rank's input twice.
 // Inputs are small integers, so every sum is exact and the comparison is bit for bit.
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/collectives/all_reduce.hpp"
-#include "core/library.hpp"
-#include "core/partition.hpp"
-#include "core/runtime.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/base/partition.hpp"
+#include "core/runtime/runtime.hpp"
 
 using namespace distlab;
 
@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
   const auto& opt = lesson.options();
 
   return lesson.run(argc, argv, [&](Comm& comm) {
-    if (!library::available(comm)) {
-      comm.check("the library collectives are available here", false, library::unavailable_reason(comm));
+    if (!baseline::available(comm)) {
+      comm.check("the library collectives are available here", false, baseline::unavailable_reason(comm));
       return;
     }
     const int n = comm.size(), me = comm.rank(), root = n - 1;  // a root off 0: its chunk is not at the front
@@ -69,13 +69,13 @@ int main(int argc, char** argv) {
       {  // all-reduce: send == recv
         Buffer<float> a = comm.alloc_from(input(me, L), Category::data);
         Buffer<float> b = comm.alloc<float>(L, Category::data);
-        const std::string call = library::all_reduce(comm, a.data(), in_place ? a.data() : b.data(), L, t);
+        const std::string call = baseline::all_reduce(comm, a.data(), in_place ? a.data() : b.data(), L, t);
         expect(fmt::format("{} {}", call, how), to_host(in_place ? a.view() : b.view()), sum);
       }
       {  // reduce: send == recv on the root
         Buffer<float> a = comm.alloc_from(input(me, L), Category::data);
         Buffer<float> b = comm.alloc<float>(L, Category::data);
-        const std::string call = library::reduce(comm, a.data(), in_place ? a.data() : b.data(), L, t, root);
+        const std::string call = baseline::reduce(comm, a.data(), in_place ? a.data() : b.data(), L, t, root);
         if (me == root) expect(fmt::format("{} {}", call, how), to_host(in_place ? a.view() : b.view()), sum);
       }
       {  // all-gather: send is the rank's chunk of recv
@@ -83,14 +83,14 @@ int main(int argc, char** argv) {
         Buffer<float> chunk = comm.alloc_from(slice(input(me, L), mine, part.size(me)), Category::data);
         if (in_place) from_host(whole.view().sub(mine, part.size(me)), slice(input(me, L), mine, part.size(me)));
         const float* send = in_place ? whole.data() + mine : chunk.data();
-        const std::string call = library::all_gather(comm, send, whole.data(), L, t);
+        const std::string call = baseline::all_gather(comm, send, whole.data(), L, t);
         expect(fmt::format("{} {}", call, how), to_host(whole.view()), gathered);
       }
       {  // reduce-scatter: recv is the rank's chunk of send
         Buffer<float> a = comm.alloc_from(input(me, L), Category::data);
         Buffer<float> b = comm.alloc<float>(part.size(me), Category::data);
         float* recv = in_place ? a.data() + mine : b.data();
-        const std::string call = library::reduce_scatter(comm, a.data(), recv, L, t);
+        const std::string call = baseline::reduce_scatter(comm, a.data(), recv, L, t);
         const auto got = in_place ? slice(to_host(a.view()), mine, part.size(me)) : to_host(b.view());
         expect(fmt::format("{} {}", call, how), got, slice(sum, mine, part.size(me)));
       }
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
         Buffer<float> whole = comm.alloc_from(input(root, L), Category::data);
         Buffer<float> chunk = comm.alloc<float>(part.size(me), Category::data);
         float* recv = in_place && me == root ? whole.data() + root_at : chunk.data();
-        const std::string call = library::scatter(comm, me == root ? whole.data() : nullptr, recv, L, t, root);
+        const std::string call = baseline::scatter(comm, me == root ? whole.data() : nullptr, recv, L, t, root);
         const auto got = recv == chunk.data() ? to_host(chunk.view()) : slice(to_host(whole.view()), root_at, part.size(me));
         expect(fmt::format("{} {}", call, how), got, slice(input(root, L), mine, part.size(me)));
       }
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
         Buffer<float> chunk = comm.alloc_from(slice(input(me, L), mine, part.size(me)), Category::data);
         if (in_place && me == root) from_host(whole.view().sub(root_at, part.size(me)), slice(input(me, L), mine, part.size(me)));
         const float* send = in_place && me == root ? whole.data() + root_at : chunk.data();
-        const std::string call = library::gather(comm, send, me == root ? whole.data() : nullptr, L, t, root);
+        const std::string call = baseline::gather(comm, send, me == root ? whole.data() : nullptr, L, t, root);
         if (me == root) expect(fmt::format("{} {}", call, how), to_host(whole.view()), gathered);
       }
     }

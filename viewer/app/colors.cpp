@@ -1,5 +1,5 @@
 // colors.cpp — the palette (colors.hpp).
-#include "colors.hpp"
+#include "viewer/app/colors.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // document.cpp — loading a trace into a Document, and its cached shard state.
-#include "document.hpp"
+#include "viewer/app/document.hpp"
 
 #include <exception>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // headless.cpp — EGL surfaceless context, framebuffer object, PNG (headless.hpp).
-#include "headless.hpp"
+#include "viewer/app/headless.hpp"
 
 #define EGL_EGLEXT_PROTOTYPES
 #include <EGL/egl.h>
@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 
 namespace distlab::viewer {
 

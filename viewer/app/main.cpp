@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "core/check.hpp"
-#include "headless.hpp"
-#include "view.hpp"
-#include "window.hpp"
+#include "core/base/check.hpp"
+#include "viewer/app/headless.hpp"
+#include "viewer/app/view.hpp"
+#include "viewer/app/window.hpp"
 
 namespace dv = distlab::viewer;
 

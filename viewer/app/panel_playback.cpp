@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "colors.hpp"
-#include "panels.hpp"
+#include "viewer/app/colors.hpp"
+#include "viewer/app/panels.hpp"
 
 namespace distlab::viewer {
 

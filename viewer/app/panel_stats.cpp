@@ -15,9 +15,9 @@
 #include <map>
 #include <string>
 
-#include "colors.hpp"
-#include "core/units.hpp"
-#include "panels.hpp"
+#include "viewer/app/colors.hpp"
+#include "core/base/units.hpp"
+#include "viewer/app/panels.hpp"
 #include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {

@@ -20,9 +20,9 @@
 #include <memory>
 #include <vector>
 
-#include "colors.hpp"
-#include "core/units.hpp"
-#include "panels.hpp"
+#include "viewer/app/colors.hpp"
+#include "core/base/units.hpp"
+#include "viewer/app/panels.hpp"
 #include "viewer/model/timeline_lod.hpp"
 
 namespace distlab::viewer {

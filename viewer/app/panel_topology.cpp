@@ -15,9 +15,9 @@
 #include <string>
 #include <utility>
 
-#include "colors.hpp"
-#include "core/units.hpp"
-#include "panels.hpp"
+#include "viewer/app/colors.hpp"
+#include "core/base/units.hpp"
+#include "viewer/app/panels.hpp"
 #include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
 

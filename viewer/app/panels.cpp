@@ -1,5 +1,5 @@
 // panels.cpp — panel names and the dispatch (the panels themselves: panel_<name>.cpp).
-#include "panels.hpp"
+#include "viewer/app/panels.hpp"
 
 #include <cctype>
 

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "document.hpp"
+#include "viewer/app/document.hpp"
 
 namespace distlab::viewer {
 

@@ -12,7 +12,7 @@
 //   +---------------------------------------+
 // Side by side, each document gets half the width with the same layout; the right one's
 // playback follows the left one's.
-#include "view.hpp"
+#include "viewer/app/view.hpp"
 
 #include <imgui.h>
 

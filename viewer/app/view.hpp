@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "document.hpp"
-#include "panels.hpp"
+#include "viewer/app/document.hpp"
+#include "viewer/app/panels.hpp"
 
 namespace distlab::viewer {
 

@@ -1,5 +1,5 @@
 // window.cpp — the GLFW main loop (after ocornut/imgui examples/example_glfw_opengl3).
-#include "window.hpp"
+#include "viewer/app/window.hpp"
 
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>

@@ -1,7 +1,7 @@
 // window.hpp — the interactive viewer: a GLFW window with an OpenGL 3.3 core context.
 #pragma once
 
-#include "view.hpp"
+#include "viewer/app/view.hpp"
 
 namespace distlab::viewer {
 

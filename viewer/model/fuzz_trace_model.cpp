@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/check.hpp"
+#include "core/base/check.hpp"
 #include "viewer/model/trace_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,5 +1,5 @@
 // playback.cpp — the two clocks, and what the trace shows at a moment (playback.hpp).
-#include "playback.hpp"
+#include "viewer/model/playback.hpp"
 
 #include <algorithm>
 #include <cmath>

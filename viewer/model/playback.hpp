@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trace_model.hpp"
+#include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
 

@@ -1,5 +1,5 @@
 // stats.cpp — traffic totals, the cost model, and per-buffer bandwidth (stats.hpp).
-#include "stats.hpp"
+#include "viewer/model/stats.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>

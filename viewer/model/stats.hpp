@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "playback.hpp"
-#include "trace_model.hpp"
+#include "viewer/model/playback.hpp"
+#include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
 

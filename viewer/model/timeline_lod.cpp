@@ -1,5 +1,5 @@
 // timeline_lod.cpp — culling and merging for the Timeline panel (timeline_lod.hpp).
-#include "timeline_lod.hpp"
+#include "viewer/model/timeline_lod.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "trace_model.hpp"
+#include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
 

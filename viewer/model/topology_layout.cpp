@@ -1,5 +1,5 @@
 // topology_layout.cpp — rank and packet positions in a unit square (topology_layout.hpp).
-#include "topology_layout.hpp"
+#include "viewer/model/topology_layout.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 //   4. messages: flows joined with the send / deliver spans
 //   5. parse_trace_model / load_trace_model
 //   6. shard replay
-#include "trace_model.hpp"
+#include "viewer/model/trace_model.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -20,8 +20,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "core/check.hpp"
-#include "core/trace_writer.hpp"
+#include "core/base/check.hpp"
+#include "core/trace/format.hpp"
 
 namespace distlab::viewer {
 
@@ -38,8 +38,7 @@ const char* to_string(SpanKind k) {
 }
 
 const char* memory_category_name(int k) {
-  static const char* const kNames[kMemoryCategories] = {"params", "grads", "optimizer", "activations", "comm", "data"};
-  return k >= 0 && k < kMemoryCategories ? kNames[k] : "?";
+  return k >= 0 && k < kMemoryCategories ? distlab::kCategoryNames[static_cast<std::size_t>(k)] : "?";
 }
 
 int TraceModel::rank_of_pid(int pid) const {

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/trace/format.hpp"
+
 namespace distlab::viewer {
 
 enum class SpanKind : std::uint8_t { compute, send, recv, deliver };
@@ -93,7 +95,7 @@ struct StepFrame {
   double ts = 0;                   // earliest start of the step on any rank
 };
 
-inline constexpr int kMemoryCategories = 6;  // params, grads, optimizer, activations, comm, data
+inline constexpr int kMemoryCategories = distlab::kCategories;  // format.hpp: params, grads, ...
 const char* memory_category_name(int k);
 
 struct MemorySample {

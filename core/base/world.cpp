@@ -1,0 +1,8 @@
+#include "core/base/world.hpp"
+
+namespace distlab {
+
+const char* to_string(Mode m) { return m == Mode::threads ? "threads" : "mpi"; }
+const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+}  // namespace distlab

@@ -1,0 +1,74 @@
+// algo.hpp — the names of the collectives and of the all-reduce algorithms, without their code.
+//
+// The cost model, the benchmark and the lessons' options pick an algorithm by name; only the
+// code that runs one includes all_reduce.hpp (and through it comm, ops and the transports).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/base/check.hpp"
+
+namespace distlab {
+
+// The collectives distlab-bench measures and the cost model predicts.
+enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+inline const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "allreduce";
+    case Collective::all_gather: return "allgather";
+    case Collective::reduce_scatter: return "reducescatter";
+    case Collective::broadcast: return "broadcast";
+    case Collective::reduce: return "reduce";
+  }
+  return "?";
+}
+
+}  // namespace distlab
+
+namespace distlab::coll {
+
+enum class AllReduceAlgo {
+  reduce_broadcast,
+  sequential,
+  parallel,
+  ring,
+  ring_chunked,
+  recursive_doubling,
+  recursive_halving,
+  library,
+};
+
+inline const std::vector<AllReduceAlgo>& all_reduce_algos() {
+  static const std::vector<AllReduceAlgo> all = {
+      AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,         AllReduceAlgo::parallel,
+      AllReduceAlgo::ring,             AllReduceAlgo::ring_chunked,       AllReduceAlgo::recursive_doubling,
+      AllReduceAlgo::recursive_halving, AllReduceAlgo::library};
+  return all;
+}
+
+inline const char* to_string(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::reduce_broadcast: return "reduce_broadcast";
+    case AllReduceAlgo::sequential: return "sequential";
+    case AllReduceAlgo::parallel: return "parallel";
+    case AllReduceAlgo::ring: return "ring";
+    case AllReduceAlgo::ring_chunked: return "ring_chunked";
+    case AllReduceAlgo::recursive_doubling: return "recursive_doubling";
+    case AllReduceAlgo::recursive_halving: return "recursive_halving";
+    case AllReduceAlgo::library: return "library";
+  }
+  return "?";
+}
+
+// "ring_chunked" -> AllReduceAlgo::ring_chunked; throws UsageError naming the choices.
+inline AllReduceAlgo parse_all_reduce_algo(const std::string& name) {
+  std::string choices;
+  for (AllReduceAlgo a : all_reduce_algos()) {
+    if (name == to_string(a)) return a;
+    choices += std::string(choices.empty() ? "" : ", ") + to_string(a);
+  }
+  throw UsageError("'" + name + "' is not an all-reduce algorithm; use one of " + choices);
+}
+
+}  // namespace distlab::coll

@@ -1,0 +1,177 @@
+// cost_model.cpp — the alpha-beta-gamma formulas, one per algorithm, read off the step loops.
+//
+// Each formula counts what lies on the critical path of distlab's own implementation (the
+// files in collectives/), in the form Thakur, Rabenseifner & Gropp (2005) write them:
+//   messages       sequential message start-ups on the busiest path    (x alpha)
+//   bytes_moved    bytes that path pushes through one rank's link       (x beta)
+//   bytes_reduced  bytes that path adds                                 (x gamma)
+// p is the number of ranks, n the buffer's bytes. A message of m bytes costs alpha + m beta.
+#include "core/cost/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "core/cost/calibration.hpp"
+#include "core/base/check.hpp"
+#include "core/ops/ops.hpp"
+
+namespace distlab {
+
+namespace {
+
+// The fold of fold.hpp (p not a power of two): the extra ranks send their whole buffer to a
+// partner, which adds it (alpha + n beta + n gamma); at the end the partner sends the result
+// back (alpha + n beta). p2 is the largest power of two <= p.
+Cost fold(int p, double n) {
+  if (std::has_single_bit(static_cast<unsigned>(p))) return {};
+  return {2, 2 * n, n};
+}
+
+int floor_pow2(int p) { return static_cast<int>(std::bit_floor(static_cast<unsigned>(p))); }
+int log2_floor(int p) { return std::countr_zero(static_cast<unsigned>(floor_pow2(p))); }
+
+Cost operator+(Cost a, const Cost& b) {
+  a.messages += b.messages;
+  a.bytes_moved += b.bytes_moved;
+  a.bytes_reduced += b.bytes_reduced;
+  return a;
+}
+
+}  // namespace
+
+Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n) {
+  DL_CHECK(p >= 1, "a world has at least one rank, not {}", p);
+  if (p == 1) return {};  // nothing to send, nothing to add
+  const double q = p - 1;
+  using A = coll::AllReduceAlgo;
+  switch (algo) {
+    case A::reduce_broadcast:
+      // reduce: rank 0 receives p-1 whole buffers one after another and adds each;
+      // broadcast: rank 0 sends p-1 whole buffers one after another.
+      return {2 * q, 2 * q * n, q * n};
+    case A::sequential:
+      // p rounds; in round i rank i sends its whole buffer p-1 times, one send after another,
+      // and the next round's speaker must have received and added it first. The rounds run
+      // back to back: p(p-1) messages of n bytes on the path, p-1 adds between rounds.
+      return {p * q, p * q * n, q * n};
+    case A::parallel:
+      // One step, but every rank posts p-1 sends and p-1 receives of n bytes at once. They
+      // share the rank's one link, so their bytes queue: (p-1) n beta. Their start-ups are
+      // made one after another by one CPU, so we count p-1 alphas too (a model that lets the
+      // start-ups overlap would count 1; for the sizes where alpha matters the difference is
+      // small next to the (p-1) n beta). Then p-1 buffers are added: (p-1) n gamma.
+      return {q, q * n, q * n};
+    case A::ring:
+      // p-1 steps; each passes a whole buffer right, takes one from the left and adds it.
+      return {q, q * n, q * n};
+    case A::ring_chunked:
+    case A::library:  // MPI_Allreduce is predicted as the bandwidth-optimal ring
+      // reduce-scatter, p-1 steps of n/p (add each), then all-gather, p-1 steps of n/p.
+      return {2 * q, 2 * q / p * n, q / p * n};
+    case A::recursive_doubling: {
+      // lg p2 steps, each a whole-buffer exchange and an add; plus the fold.
+      const double k = log2_floor(p);
+      return Cost{k, k * n, k * n} + fold(p, n);
+    }
+    case A::recursive_halving: {
+      // Rabenseifner: reduce-scatter by halving (lg p2 steps: n/2, n/4, .., n/p2, each added)
+      // then all-gather by doubling (the same sizes back up): (p2-1)/p2 n each way.
+      const double k = log2_floor(p), p2 = floor_pow2(p), share = (p2 - 1) / p2 * n;
+      return Cost{2 * k, 2 * share, share} + fold(p, n);
+    }
+  }
+  return {};
+}
+
+Cost predict_collective(Collective c, bool ring, int p, double n) {
+  DL_CHECK(p >= 1, "a world has at least one rank, not {}", p);
+  if (p == 1) return {};
+  const double q = p - 1;
+  switch (c) {
+    case Collective::all_reduce:
+      return predict_all_reduce(ring ? coll::AllReduceAlgo::ring_chunked : coll::AllReduceAlgo::reduce_broadcast, p, n);
+    case Collective::all_gather:
+      // ring: p-1 steps of one chunk (n/p). Else gather (the root takes p-1 chunks, one after
+      // another) then broadcast (the root sends p-1 whole results).
+      if (ring) return {q, q / p * n, 0};
+      return {2 * q, q / p * n + q * n, 0};
+    case Collective::reduce_scatter:
+      // ring: p-1 steps of one chunk, each added. Else reduce (p-1 whole buffers to the
+      // root, each added) then scatter (the root sends p-1 chunks).
+      if (ring) return {q, q / p * n, q / p * n};
+      return {2 * q, q * n + q / p * n, q * n};
+    case Collective::broadcast:
+      // Linear: the root sends p-1 whole buffers one after another.
+      return {q, q * n, 0};
+    case Collective::reduce:
+      // Linear: the root receives p-1 whole buffers one after another and adds each.
+      return {q, q * n, q * n};
+  }
+  return {};
+}
+
+std::optional<double> streaming_beta(const Calibration& calibration, double min_bytes) {
+  std::vector<std::pair<double, double>> large;
+  for (const auto& point : calibration.points)
+    if (point.first >= min_bytes) large.push_back(point);
+  if (large.size() < 2) return std::nullopt;
+  const double beta = fit_alpha_beta(large).beta_s_per_byte;
+  if (!(beta > 0)) return std::nullopt;
+  return beta;
+}
+
+double measure_gamma() {
+  // 16 MiB per operand: three streams (two read, one written) of 16 MiB leave any cache, so
+  // this is the rate a large reduction really gets from memory.
+  constexpr std::size_t kCount = std::size_t{4} << 20;
+  constexpr int kRuns = 5;
+  std::vector<float> dst(kCount, 1.0f), src(kCount, 0.0f);  // src zero: dst stays bounded
+  const View<float> d{dst.data(), kCount, Device::cpu};
+  const View<const float> s{src.data(), kCount, Device::cpu};
+  ops::add(d, s);  // first touch and page faults out of the timing
+  std::vector<double> seconds;
+  for (int i = 0; i < kRuns; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::add(d, s);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + kRuns / 2, seconds.end());
+  return seconds[kRuns / 2] / double(kCount * sizeof(float));
+}
+
+double core_sharing(const World& world) {
+  int local = world.size;
+  if (world.mode == Mode::mpi)
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+      if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
+        local = std::atoi(v);
+        break;
+      }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1.0, static_cast<double>(local) / cores);
+}
+
+CostParams load_cost_params(const std::string& calibration_path, const std::string& key,
+                            double fallback_alpha_s, double fallback_beta_s_per_byte) {
+  CostParams c;
+  if (auto cal = load_calibration(calibration_path, key)) {
+    // A least-squares fit over noisy small sizes can land a hair below zero; no time is negative.
+    c.alpha_s = std::max(0.0, cal->alpha_s);
+    c.beta_s_per_byte = std::max(0.0, cal->beta_s_per_byte);
+    c.source = fmt::format("\"{}\" in {}", key, calibration_path);
+  } else {
+    c.alpha_s = fallback_alpha_s;
+    c.beta_s_per_byte = fallback_beta_s_per_byte;
+    c.source = fmt::format("defaults (no \"{}\" in {}; run lesson 01 to calibrate)", key, calibration_path);
+  }
+  c.gamma_s_per_byte = measure_gamma();
+  return c;
+}
+
+}  // namespace distlab

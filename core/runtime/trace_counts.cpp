@@ -1,0 +1,73 @@
+#include "core/runtime/trace_counts.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace distlab {
+
+namespace {
+
+// A send is in flight from its post to its completion; at each send's start, count the same
+// rank's sends that have started and not yet finished (itself included).
+int most_in_flight(const std::vector<const SpanEvent*>& sends) {
+  int most = 0;
+  for (const SpanEvent* s : sends) {
+    int now = 0;
+    for (const SpanEvent* o : sends)
+      if (o == s || (o->t0 <= s->t0 && o->t1 > s->t0)) ++now;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+}  // namespace
+
+StepCounts count_steps(const RunResult& run, int first_step, int last_step, const std::string& phase) {
+  StepCounts c;
+  c.ranks = run.traffic(first_step, last_step);
+  std::map<int, std::uint64_t> step_all;  // step -> bytes all ranks sent in it
+  std::set<int> steps;
+  for (const auto& log : run.logs) {
+    std::map<int, std::uint64_t> step_mine;
+    std::vector<const SpanEvent*> sends;
+    for (const auto& e : log.spans) {
+      if (e.kind == SpanEvent::Kind::plain) {
+        if (!phase.empty() && e.name == phase) c.seconds = std::max(c.seconds, (e.t1 - e.t0) * 1e-6);
+        continue;
+      }
+      if (e.meta.step < first_step || e.meta.step > last_step) continue;
+      steps.insert(e.meta.step);
+      if (e.kind != SpanEvent::Kind::send) continue;
+      step_mine[e.meta.step] += e.bytes;
+      step_all[e.meta.step] += e.bytes;
+      sends.push_back(&e);
+    }
+    for (const auto& [s, b] : step_mine) c.peak.rank = std::max(c.peak.rank, b);
+    c.in_flight = std::max(c.in_flight, most_in_flight(sends));
+  }
+  for (const auto& [s, b] : step_all) c.peak.all = std::max(c.peak.all, b);
+  c.steps = static_cast<int>(steps.size());
+  for (const auto& t : c.ranks) {
+    c.max_sent = std::max(c.max_sent, t.bytes_sent);
+    c.all_links += t.bytes_sent;
+    c.max_msgs = std::max(c.max_msgs, t.msgs_sent);
+  }
+  return c;
+}
+
+RunResult only_steps(const RunResult& run, int first_step, int last_step) {
+  RunResult out;
+  out.world = run.world;
+  for (const auto& log : run.logs) {
+    RankLog l;
+    l.rank = log.rank;
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first_step && e.meta.step <= last_step)
+        l.spans.push_back(e);
+    out.logs.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace distlab

@@ -1,0 +1,128 @@
+// model_reference.cpp — the float64 Eigen twin of the MLP (model_reference.hpp).
+#include "core/training/model_reference.hpp"
+
+#include <cmath>
+
+#include "core/base/check.hpp"
+
+namespace distlab::model {
+
+namespace {
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kCubic = 0.044715;
+
+using Map = Eigen::Map<const RowMatrix>;
+
+// W_l as a (dims[l], dims[l+1]) matrix and b_l as a row, views into the flat vector.
+Map weight(const MlpShape& s, const Eigen::VectorXd& p, std::size_t l) {
+  return Map(p.data() + s.weight_offset(l), Eigen::Index(s.dims[l]), Eigen::Index(s.dims[l + 1]));
+}
+Eigen::Map<const Eigen::RowVectorXd> bias(const MlpShape& s, const Eigen::VectorXd& p, std::size_t l) {
+  return Eigen::Map<const Eigen::RowVectorXd>(p.data() + s.bias_offset(l), Eigen::Index(s.dims[l + 1]));
+}
+
+// The forward pass, keeping every layer's pre-activation z_l and output h_l (h_{L-1} = y).
+void forward_all(const MlpShape& s, const Eigen::VectorXd& p, const RowMatrix& x, std::vector<RowMatrix>& z,
+                 std::vector<RowMatrix>& h) {
+  DL_CHECK(x.cols() == Eigen::Index(s.in()), "reference: input has {} columns, the model takes {}", x.cols(), s.in());
+  DL_CHECK(p.size() == Eigen::Index(s.params()), "reference: {} parameters, the model has {}", p.size(), s.params());
+  const std::size_t L = s.layers();
+  z.assign(L, {});
+  h.assign(L, {});
+  for (std::size_t l = 0; l < L; ++l) {
+    const RowMatrix& in = l == 0 ? x : h[l - 1];
+    z[l] = (in * weight(s, p, l)).rowwise() + bias(s, p, l);
+    h[l] = l + 1 < L ? RowMatrix(z[l].unaryExpr(&reference_gelu)) : z[l];
+  }
+}
+
+}  // namespace
+
+double reference_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x))); }
+
+double reference_gelu_grad(double x) {
+  const double t = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kCubic * x * x);
+}
+
+RowMatrix reference_forward(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x) {
+  std::vector<RowMatrix> z, h;
+  forward_all(shape, params, x, z, h);
+  return h.back();
+}
+
+double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x, const RowMatrix& t,
+                      Eigen::VectorXd* grad) {
+  std::vector<RowMatrix> z, h;
+  forward_all(shape, params, x, z, h);
+  DL_CHECK(t.rows() == x.rows() && t.cols() == Eigen::Index(shape.out()), "reference: targets are {}x{}, want {}x{}",
+           t.rows(), t.cols(), x.rows(), shape.out());
+  const double count = double(t.size());
+  const RowMatrix diff = h.back() - t;
+  const double loss = diff.squaredNorm() / count;
+  if (!grad) return loss;
+
+  grad->setZero(Eigen::Index(shape.params()));
+  RowMatrix dz = 2.0 * diff / count;  // dL/dz of the last layer (no activation there)
+  for (std::size_t l = shape.layers(); l-- > 0;) {
+    const RowMatrix& in = l == 0 ? x : h[l - 1];
+    Eigen::Map<RowMatrix>(grad->data() + shape.weight_offset(l), Eigen::Index(shape.dims[l]),
+                          Eigen::Index(shape.dims[l + 1])) = in.transpose() * dz;
+    Eigen::Map<Eigen::RowVectorXd>(grad->data() + shape.bias_offset(l), Eigen::Index(shape.dims[l + 1])) =
+        dz.colwise().sum();
+    if (l == 0) break;
+    const RowMatrix dh = dz * weight(shape, params, l).transpose();
+    dz = dh.cwiseProduct(RowMatrix(z[l - 1].unaryExpr(&reference_gelu_grad)));
+  }
+  return loss;
+}
+
+ReferenceOptimizer::ReferenceOptimizer(std::size_t n, OptimizerConfig config)
+    : config_(config), m_(Eigen::VectorXd::Zero(Eigen::Index(n))), v_(Eigen::VectorXd::Zero(Eigen::Index(n))) {}
+
+void ReferenceOptimizer::step(Eigen::VectorXd& params, const Eigen::VectorXd& grad) {
+  ++t_;
+  const double lr = config_.lr;
+  if (config_.kind == OptimizerKind::sgd) {
+    params -= lr * grad;
+    return;
+  }
+  const double b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
+  m_ = b1 * m_ + (1.0 - b1) * grad;
+  v_ = b2 * v_ + (1.0 - b2) * grad.cwiseProduct(grad);
+  const double c1 = 1.0 / (1.0 - std::pow(b1, t_)), c2 = 1.0 / (1.0 - std::pow(b2, t_));
+  for (Eigen::Index i = 0; i < params.size(); ++i)
+    params[i] -= lr * (m_[i] * c1) / (std::sqrt(v_[i] * c2) + eps);
+}
+
+ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher, const std::vector<float>& initial,
+                             std::size_t batch, int steps, const OptimizerConfig& config) {
+  ReferenceRun run;
+  run.params = widen(initial);
+  ReferenceOptimizer opt(shape.params(), config);
+  Eigen::VectorXd grad;
+  for (int k = 0; k < steps; ++k) {
+    const std::size_t first = std::size_t(k) * batch;
+    const RowMatrix x = widen(teacher.inputs(first, batch), batch, shape.in());
+    const RowMatrix t = widen(teacher.targets(first, batch), batch, shape.out());
+    run.losses.push_back(reference_loss(shape, run.params, x, t, &grad));
+    opt.step(run.params, grad);
+  }
+  return run;
+}
+
+Eigen::VectorXd widen(const std::vector<float>& v) {
+  Eigen::VectorXd out(Eigen::Index(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) out[Eigen::Index(i)] = v[i];
+  return out;
+}
+
+RowMatrix widen(const std::vector<float>& v, std::size_t rows, std::size_t cols) {
+  DL_CHECK(v.size() == rows * cols, "widen: {} values for a {}x{} matrix", v.size(), rows, cols);
+  RowMatrix out(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  for (std::size_t i = 0; i < v.size(); ++i) out.data()[i] = v[i];
+  return out;
+}
+
+}  // namespace distlab::model

@@ -1,0 +1,67 @@
+// tensor_parallel.hpp — what lessons 12 (MLP) and 13 (attention) share: Megatron's operators f
+// and g (Shoeybi et al., 2019), the tensors every rank can make from the seed, the checks of a
+// split layer against its unsplit float64 reference, and the report of its communication.
+//
+//   f   forward: identity (every rank already holds X)     backward: all-reduce of dL/dX
+//   g   forward: all-reduce of the partial outputs Y_i     backward: identity (dL/dY is everyone's)
+// A block split the Megatron way (columns first, rows second) needs one g and one f: one
+// all-reduce in each direction, of the block's input size (rows x hidden).
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/comm/comm.hpp"
+#include "core/runtime/runtime.hpp"
+
+namespace distlab::tp {
+
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A (rows, cols) matrix of data.hpp values in [-1, 1) times `scale`, the same on every rank:
+// `stream` tells the tensors apart (X, A, B, dY ...).
+std::vector<float> make_tensor(std::uint64_t seed, int stream, std::size_t rows, std::size_t cols, double scale = 1);
+RowMatrix as_matrix(const std::vector<float>& v, std::size_t rows, std::size_t cols);
+// Columns [c0, c0 + count) of a (rows, cols) row-major matrix.
+std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols, std::size_t c0,
+                           std::size_t count);
+
+// The step ids an all-reduce took, for counting its bytes in the trace.
+struct AllReduceSteps {
+  int first = 0, last = -1;
+};
+// g, forward: partial becomes the sum over the ranks (ring all-reduce, phase "g: all-reduce").
+AllReduceSteps g_forward(Comm& comm, View<float> partial);
+// f, backward: the input gradient's partial sums become the whole (phase "f: all-reduce").
+AllReduceSteps f_backward(Comm& comm, View<float> partial);
+
+// One tensor of the split layer against the reference: max |got - want| / max |want|.
+struct Compared {
+  std::string name;
+  double error = 0;
+  bool ok = false;
+};
+Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want, double tol);
+// Element by element against an error bound: error = max over elements of |got - want| / bound
+// (the caller's error model), ok when at most 1.
+Compared compare_within(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want,
+                        const RowMatrix& bound);
+
+// What rank 0 keeps of a run for the report.
+struct Outcome {
+  AllReduceSteps forward, backward;
+  std::vector<Compared> compared;  // rank 0's
+  std::string error_measure = "max |error| / max |value|";  // what Compared::error is
+};
+
+// The report's shared part: the all-reduces found in forward and backward on every rank (count
+// of g and f phases, bytes from the trace) against one each of `elements` floats, and the weight
+// bytes on every rank's ledger against its share: the split part of the unsplit layer's
+// `unsplit_bytes` over N ranks, plus the `replicated_bytes` every rank keeps whole.
+void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t unsplit_bytes,
+            std::uint64_t replicated_bytes = 0);
+
+}  // namespace distlab::tp

@@ -1,0 +1,345 @@
+#include "core/transport/mpi.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/base/check.hpp"
+#include "core/base/clock.hpp"
+#include "core/transport/mpi_check.hpp"
+
+namespace distlab {
+
+namespace {
+
+constexpr int kAskTag = 1;     // on the control communicator: "are you progressing?"
+constexpr int kAnswerTag = 5;  // ... and the answer (tags 2-4 carry clocks and logs)
+constexpr double kAnswerWaitUs = 1e6;  // a rank that does not answer within this is computing
+constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are int: send >1 GiB in pieces
+
+struct MpiReq : RequestState {
+  std::vector<MPI_Request> reqs;
+  std::vector<MPI_Status> statuses;
+};
+
+}  // namespace
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+MpiTransport::MpiTransport(double deadlock_timeout_s)
+    : timeout_us_(deadlock_timeout_s * 1e6), last_progress_us_(now_us()) {
+  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &data_));
+  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
+  MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(data_, &rank_);
+  MPI_Comm_size(data_, &size_);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  host_.assign(name, static_cast<std::size_t>(len));
+  estimate_clock_offsets();
+}
+
+MpiTransport::~MpiTransport() {
+  if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+  if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
+}
+
+// Ranks on rank 0's host share its clock. For the others, rank 0 runs a few ping-pongs and
+// keeps the offset of the round with the smallest round trip (Cristian's method).
+void MpiTransport::estimate_clock_offsets() {
+  std::vector<char> hosts(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME, 0);
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, 0);
+  std::copy(host_.begin(), host_.end(), mine.begin());
+  MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, control_);
+  auto host_of = [&](int r) { return std::string(&hosts[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]); };
+  const std::string root_host = host_of(0);
+  for (int r = 1; r < size_; ++r) {
+    if (host_of(r) == root_host) continue;
+    if (rank_ == 0) {
+      double best_rtt = 1e300, best_offset = 0;
+      for (int round = 0; round < 8; ++round) {
+        const double t0 = now_us();
+        double remote = 0;
+        MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, control_);
+        MPI_Recv(&remote, 1, MPI_DOUBLE, r, 2, control_, MPI_STATUS_IGNORE);
+        const double t1 = now_us();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          best_offset = (t0 + t1) / 2 - remote;
+        }
+      }
+      MPI_Send(&best_offset, 1, MPI_DOUBLE, r, 3, control_);
+    } else if (rank_ == r) {
+      for (int round = 0; round < 8; ++round) {
+        double t0 = 0;
+        MPI_Recv(&t0, 1, MPI_DOUBLE, 0, 2, control_, MPI_STATUS_IGNORE);
+        const double t = now_us();
+        MPI_Send(&t, 1, MPI_DOUBLE, 0, 2, control_);
+      }
+      MPI_Recv(&clock_offset_us_, 1, MPI_DOUBLE, 0, 3, control_, MPI_STATUS_IGNORE);
+    }
+  }
+}
+
+// Posts one message as pieces of at most 1 GiB (MPI counts are int), in order.
+Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
+  auto req = std::make_shared<MpiReq>();
+  req->is_send = is_send;
+  req->peer = peer;
+  req->tag = tag;
+  req->mem = mem;
+  req->t_post = now_us();
+  auto* p = static_cast<char*>(mem.ptr);
+  std::size_t off = 0;
+  do {
+    const int n = static_cast<int>(std::min(kPiece, mem.bytes - off));
+    MPI_Request& r = req->reqs.emplace_back();
+    if (is_send) DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    else DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    off += static_cast<std::size_t>(n);
+  } while (off < mem.bytes);
+  return req;
+}
+
+Request MpiTransport::isend(const MemRef& mem, int dst, int tag) { return post(true, mem, dst, tag); }
+Request MpiTransport::irecv(const MemRef& mem, int src, int tag) { return post(false, mem, src, tag); }
+
+std::string MpiTransport::Waiting::line(int rank, double since, double now) const {
+  return what.empty() ? describe_wait(rank, request, since, now) : describe_wait(rank, what, since, now);
+}
+
+// What a rank tells a rank that asks (after its wait passed the timeout): how long since it
+// last progressed, and its wait as a line of the report.
+struct MpiTransport::Answer {
+  int round = 0;
+  double quiet_s = 0;
+  char line[240] = {};
+};
+
+std::string MpiTransport::my_line(const Waiting& waiting, double since) const {
+  const bool idle = !waiting.request && waiting.what.empty();
+  return finished_ && idle ? fmt::format("r{} has finished and waits for the others at the end", rank_)
+                           : waiting.line(rank_, since, now_us());
+}
+
+void MpiTransport::progressed() { last_progress_us_ = now_us(); }
+
+// Answers every question that has arrived: "are you progressing?".
+void MpiTransport::poll_control(const Waiting& waiting, double since) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, control_, &flag, &st);
+    if (!flag) return;
+    int round = 0;
+    MPI_Recv(&round, 1, MPI_INT, st.MPI_SOURCE, kAskTag, control_, MPI_STATUS_IGNORE);
+    Answer a;
+    a.round = round;
+    a.quiet_s = (now_us() - last_progress_us_) * 1e-6;
+    const std::string line = my_line(waiting, since);
+    std::snprintf(a.line, sizeof a.line, "%s", line.c_str());
+    MPI_Send(&a, sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, control_);
+    last_asked_us_ = now_us();
+  }
+}
+
+// This rank's wait passed the timeout. Under mpirun no rank sees the others, so it asks them:
+// each rank in a wait answers with how long ago it last progressed (a message completed, a
+// barrier opened, its body finished) and what it waits for; a rank that does not answer
+// within a second is computing, and a rank that computes is progressing. If anyone progressed
+// within the timeout the run goes on (one line says so); if every rank answered and none did,
+// the report of every rank comes out once and the run ends (exit 3). A rank that another rank asked within the timeout leaves the asking to that one.
+void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
+  const double now = now_us();
+  if (now - last_asked_us_ < timeout_us_) {
+    since = now;  // someone is looking already; they end the run if it must end
+    return;
+  }
+  // Ranks that time out together: the lowest asks, the others hear it meanwhile.
+  const double ask_at = now + std::min(rank_, 25) * 20e3;
+  while (now_us() < ask_at) {
+    poll_control(waiting, since);
+    if (now_us() - last_asked_us_ < timeout_us_) {
+      since = now_us();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int round = ++round_;
+  std::vector<MPI_Request> asks;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) MPI_Isend(&round_, 1, MPI_INT, r, kAskTag, control_, &asks.emplace_back());
+  std::vector<std::string> lines(static_cast<std::size_t>(size_));
+  std::vector<char> answered(static_cast<std::size_t>(size_), 0);
+  lines[static_cast<std::size_t>(rank_)] = my_line(waiting, since);
+  answered[static_cast<std::size_t>(rank_)] = 1;
+  int missing = size_ - 1, progressing = -1;
+  double progressed_ago = 0;
+  const double until = now_us() + kAnswerWaitUs;
+  while (missing > 0 && now_us() < until) {
+    poll_control(waiting, since);  // another rank may be asking at the same time
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, control_, &flag, &st);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    Answer a;
+    MPI_Recv(&a, sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, control_, MPI_STATUS_IGNORE);
+    const auto who = static_cast<std::size_t>(st.MPI_SOURCE);
+    if (a.round != round || answered[who]) continue;  // a late answer to an earlier question
+    answered[who] = 1;
+    --missing;
+    a.line[sizeof a.line - 1] = 0;
+    lines[who] = a.line;
+    if (a.quiet_s * 1e6 < timeout_us_ && (progressing < 0 || a.quiet_s < progressed_ago)) {
+      progressing = st.MPI_SOURCE;
+      progressed_ago = a.quiet_s;
+    }
+  }
+  for (auto& ask : asks) MPI_Request_free(&ask);  // small messages: sent or dropped with the run
+  for (int r = 0; r < size_ && progressing < 0; ++r)
+    if (!answered[static_cast<std::size_t>(r)]) progressing = r;  // computing, outside any wait
+  if (progressing >= 0 && !answered[static_cast<std::size_t>(progressing)]) {
+    std::fprintf(stderr, "distlab: %s; r%d is computing (it did not answer from a wait), so the run goes on\n",
+                 waiting.line(rank_, since, now_us()).c_str(), progressing);
+    std::fflush(stderr);
+    since = now_us();
+    return;
+  }
+  if (progressing >= 0) {
+    std::fprintf(stderr, "distlab: %s; r%d progressed %.1f s ago, so the run goes on\n",
+                 waiting.line(rank_, since, now_us()).c_str(), progressing, progressed_ago);
+    std::fflush(stderr);
+    since = now_us();
+    return;
+  }
+  std::string report = fmt::format(
+      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no message "
+      "completed and no rank finished. Who waits for whom:",
+      timeout_us_ * 1e-6);
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    report += "\n  " + lines[i];
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", report.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::exit(3);
+}
+
+void MpiTransport::poll(const std::function<bool()>& ready, const Waiting& waiting) {
+  double since = now_us();
+  long spins = 0;
+  while (!ready()) {
+    poll_control(waiting, since);
+    if (now_us() - since > timeout_us_ && now_us() - last_progress_us_ > timeout_us_) on_timeout(waiting, since);
+    poll_backoff(spins);
+  }
+  progressed();
+}
+
+void MpiTransport::wait_until(const std::function<bool()>& ready, const std::string& what) {
+  poll(ready, Waiting{nullptr, what});
+}
+
+void MpiTransport::wait_until(const std::function<bool()>& ready, const RequestState& waiting) {
+  poll(ready, Waiting{&waiting, {}});
+}
+
+bool MpiTransport::test(RequestState& request) {
+  if (request.done.load(std::memory_order_acquire)) return true;
+  auto& r = static_cast<MpiReq&>(request);
+  r.statuses.resize(r.reqs.size());
+  int flag = 0;
+  const int rc = MPI_Testall(static_cast<int>(r.reqs.size()), r.reqs.data(), &flag, r.statuses.data());
+  if (rc == MPI_ERR_IN_STATUS) {
+    for (auto& st : r.statuses)
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
+        if (st.MPI_ERROR == MPI_ERR_TRUNCATE)
+          throw Error(fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects", r.peer,
+                                  rank_, r.tag, r.mem.bytes));
+        throw Error(fmt::format("MPI message failed: {}", mpi_error_string(st.MPI_ERROR)));
+      }
+  } else if (rc != MPI_SUCCESS) {
+    DL_FAIL("MPI_Testall failed: {}", mpi_error_string(rc));
+  }
+  if (!flag) return false;
+  r.t_done = now_us();
+  if (!r.is_send) {
+    std::size_t got = 0;
+    for (auto& st : r.statuses) {
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      got += static_cast<std::size_t>(count);
+    }
+    if (got != r.mem.bytes)
+      throw Error(fmt::format("message r{} -> r{} (tag {}) has {} B but the receive expects {} B", r.peer, rank_,
+                              r.tag, got, r.mem.bytes));
+  }
+  r.done.store(true, std::memory_order_release);
+  return true;
+}
+
+void MpiTransport::wait(RequestState& request) {
+  if (request.done.load(std::memory_order_acquire)) return;
+  poll([&] { return test(request); }, Waiting{&request, {}});
+}
+
+void MpiTransport::barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  DL_MPI_CHECK(MPI_Ibarrier(data_, &req));
+  poll([&] {
+    int flag = 0;
+    DL_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }, Waiting{});
+}
+
+std::vector<std::vector<char>> MpiTransport::gather_bytes(const std::vector<char>& mine, int root) {
+  long long n = static_cast<long long>(mine.size());
+  std::vector<long long> sizes(static_cast<std::size_t>(size_));
+  DL_MPI_CHECK(MPI_Gather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, root, data_));
+  std::vector<std::vector<char>> out;
+  // Point-to-point per rank keeps each log under MPI's int count limit on its own.
+  if (rank_ == root) {
+    out.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      auto& buf = out[static_cast<std::size_t>(r)];
+      buf.resize(static_cast<std::size_t>(sizes[static_cast<std::size_t>(r)]));
+      if (r == root) buf = mine;
+      else
+        DL_MPI_CHECK(MPI_Recv(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, r, 4, control_, MPI_STATUS_IGNORE));
+    }
+  } else {
+    DL_MPI_CHECK(MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, root, 4, control_));
+  }
+  return out;
+}
+
+int MpiTransport::broadcast_int(int value, int root) {
+  DL_MPI_CHECK(MPI_Bcast(&value, 1, MPI_INT, root, data_));
+  return value;
+}
+
+void MpiTransport::abort_all(const std::string& message, int exit_code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "distlab: %s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace distlab

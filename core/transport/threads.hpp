@@ -1,0 +1,188 @@
+// threads.hpp — in-process ranks: one thread per rank, messages by direct copy.
+//
+// Every rank has a mailbox of unmatched sends addressed to it and unmatched receives it has
+// posted. Whichever side arrives second finds its partner (first match by (source, tag), in
+// posting order) and copies the sender's buffer straight into the receiver's: one memcpy, no
+// staging. A send therefore completes when the receiver has its data (rendezvous), so two
+// ranks that both send first to each other deadlock exactly as they might under MPI.
+//
+// With --device cuda the one copy is a cudaMemcpyPeerAsync between the two ranks' device
+// buffers, ordered by events and waited for by polling (peer_copy.hpp says how and why).
+#pragma once
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device/allocator.hpp"
+#include "core/transport/transport.hpp"
+
+namespace distlab {
+
+// Shared by all in-process ranks of one run. It sees every rank, so a deadlock is a fact it
+// reads off the wait-for graph, not a timeout: when a rank is blocked on a message whose peer
+// has finished, or on a peer that is itself stuck (a cycle of waits), no rank can ever match
+// it, and the run ends at once with the cycle (exit 3). A rank that computes, or whose message
+// can still be matched by a running rank, is never part of a deadlock. The timeout is for what
+// the graph cannot see (a rank stuck computing, a wait on the GPU): it fires only when no
+// message has been matched and no rank has finished for that long.
+// True when the kernel holds thread `tid` of this process runnable (state R in
+// /proc/self/task/TID/stat: on a core, or ready and waiting for one) or busy for it in an
+// uninterruptible wait (D: mapping memory, I/O). The hang check counts such a rank as
+// progressing: on a loaded machine it waits for a core or for the kernel, it is not stuck.
+bool thread_runnable(pid_t tid);
+
+class ThreadHub {
+ public:
+  ThreadHub(int size, double deadlock_timeout_s);
+
+  int size() const { return size_; }
+  bool aborting() const { return aborting_.load(std::memory_order_acquire); }
+
+  // Records the first failure (later ones are dropped) and wakes every waiting rank.
+  void fail(int rank, const std::string& message, int exit_code);
+  bool failed() const;
+  std::string failure() const;
+  int exit_code() const;
+
+  double timeout_s() const { return timeout_us_ * 1e-6; }
+  // True when every rank but `rank` has finished its body.
+  bool others_finished(int rank) const;
+  // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
+  // id of the library collectives); it lives as long as the hub.
+  std::shared_ptr<void> shared(const std::string& key,
+                               const std::function<std::shared_ptr<void>()>& make);
+
+  // The deadlock report when the wait-for graph holds a rank no one can ever release: its
+  // message waits on a finished rank, or on a cycle of blocked ranks. Empty otherwise.
+  struct Deadlock {
+    std::string report;
+    bool settled = false;  // no rank was running: the report names every wait there will be
+  };
+  std::optional<Deadlock> deadlock() const;
+
+ private:
+  friend class ThreadTransport;
+  struct Req;
+  struct Slot {
+    std::mutex mailbox;                      // guards sends and recvs
+    std::deque<std::shared_ptr<Req>> sends;  // unmatched sends addressed to this rank
+    std::deque<std::shared_ptr<Req>> recvs;  // unmatched receives this rank posted
+    std::mutex wake;                         // the owner sleeps on cv under this mutex
+    std::condition_variable cv;
+    std::mutex registry;  // what the owner is blocked on, for the graph and the report
+    const RequestState* blocked = nullptr;
+    std::string blocked_what;  // ... or a wait that is not a message (wait_until)
+    bool in_barrier = false;
+    unsigned long barrier_generation = 0;  // the barrier it waits in
+    double blocked_since = 0;
+    bool finished = false;
+    clockid_t cpu_clock{};  // the rank thread's CPU clock (started()), for the hang check
+    bool has_clock = false;
+    pid_t tid = 0;        // its kernel thread id, for its scheduler state (runnable)
+    bool exited = false;  // finished, and its thread is gone (its clock no longer reads)
+    std::atomic<std::int64_t> watch_ns{0};  // CPU time its thread spent in check(): not work
+    double cpu_seen_us = 0;                 // its reading at the last look
+    // GPU runs: copies into this rank's memory are enqueued on its copy stream by any rank's
+    // thread; one at a time, so that a copy's timing events bracket that copy alone.
+    std::mutex copies;
+  };
+  class Blocked;    // registers a rank as blocked for as long as it lives
+  struct Watching;  // charges check()'s own CPU time to the calling rank (not work)
+  static thread_local Slot* tl_slot_;
+  static std::string wait_line(int r, const Slot& s, double now);
+
+  void complete(Req& r);
+  void progressed();  // a message matched, a barrier opened or a rank finished
+  void wake_all();
+  // Ends the run when the graph shows a deadlock, or when nothing progressed for the timeout.
+  // `eager`: look at the graph now rather than at most every few tens of milliseconds.
+  void check(bool eager);
+  // True when `rank`, about to block on `peer` (-1: the barrier), may have closed a deadlock:
+  // nobody runs any more, the peer has finished, or the peer waits for `rank` (a cycle of two).
+  // Longer cycles are found by the look every waiter takes every few tens of milliseconds.
+  bool worth_a_look(int rank, int peer) const;
+  [[noreturn]] void report_hang();
+  double quiet_us(
+      double now);  // time without a message matched, a rank finished or a rank computing
+  // Records a deadlock as the run's failure (once), after giving running ranks a moment to block.
+  void end_in_deadlock(Deadlock found);
+
+  int size_;
+  double timeout_us_;
+  std::atomic<bool> aborting_{false};
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<int> active_;  // ranks neither blocked on a message or barrier nor finished
+  std::atomic<std::uint64_t> progress_{0};
+  std::atomic<double> last_progress_us_;
+  std::atomic<double> last_scan_us_{0};
+  mutable std::mutex scan_m_;  // one look at the graph at a time
+  std::atomic<bool> reporting_{false};
+  std::mutex quiet_m_;
+  double last_cpu_look_us_ = 0;
+
+  std::mutex barrier_m_;
+  std::condition_variable barrier_cv_;
+  int barrier_arrived_ = 0;
+  std::atomic<unsigned long> barrier_generation_{0};
+
+  mutable std::mutex fail_m_;
+  bool failed_ = false;
+  std::string failure_;
+  int exit_code_ = 0;
+
+  std::mutex shared_m_;
+  std::map<std::string, std::shared_ptr<void>> shared_;
+};
+
+// The endpoint one rank uses. It also tells the allocator which of the rank's memory its
+// messages still name (InFlight), so that a rank unwinding from an exception holds those
+// blocks back until its messages are cancelled or done.
+class ThreadTransport : public Transport, public InFlight {
+ public:
+  ThreadTransport(ThreadHub& hub, int rank) : hub_(hub), rank_(rank) {}
+  const char* name() const override { return "threads"; }
+  Request isend(const MemRef& mem, int dst, int tag) override;
+  Request irecv(const MemRef& mem, int src, int tag) override;
+  void wait(RequestState& request) override;
+  void barrier() override;
+  void finished() override;
+  // Called on the rank's own thread when it starts: the hang check reads its CPU clock.
+  void started();
+  void wait_until(const std::function<bool()>& ready, const std::string& what) override;
+  bool in_flight(const void* ptr, std::size_t bytes) const override;
+
+  // The way down: takes this rank's unmatched messages out of every mailbox, and waits for
+  // those another rank is copying right now. After it no thread touches this rank's memory.
+  void cancel_pending() noexcept;
+
+  ThreadHub& hub() { return hub_; }
+  int rank() const { return rank_; }
+
+ private:
+  std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
+  void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
+  void wait_for_match(RequestState& request);
+  void barrier_wait();
+  // Polls ready() while registered as blocked on `request` (or on `what`), answering aborts
+  // and the timeout like a wait for a partner.
+  void poll(const std::function<bool()>& ready, const RequestState* request,
+            const std::string& what);
+  ThreadHub& hub_;
+  int rank_;
+  std::vector<std::shared_ptr<ThreadHub::Req>>
+      pending_;  // posted, not yet seen done (this thread only)
+};
+
+}  // namespace distlab

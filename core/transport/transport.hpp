@@ -1,0 +1,97 @@
+// transport.hpp — point-to-point messages between ranks, one interface for every mode.
+//
+// isend / irecv post a message and return a Request; wait completes it. Matching is by
+// (source, tag) in posting order, as in MPI: two messages from one source with one tag are
+// never overtaken. A receive must name exactly the bytes that were sent.
+//
+// Implementations: transport_threads (in-process ranks, one copy straight from the sender's
+// buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI), and
+// under mpirun with --device cuda transport_nccl (ncclSend / ncclRecv) or transport_staged
+// (MPI through pinned host buffers). A deadlock ends every rank with who waits for whom: on
+// in-process ranks as soon as the wait-for graph shows one, under mpirun once a wait passes
+// the timeout and no rank still progresses (threads.hpp, mpi.hpp).
+//
+// On a GPU a completed wait means what it means on the CPU: the data is in place (receive)
+// or the buffer may be reused (send), for the host and for any stream. A message's data is
+// taken as it stands on the sender's stream when isend is called.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/device/device_timing.hpp"
+#include "core/trace/recorder.hpp"
+#include "core/base/dtype.hpp"
+#include "core/base/world.hpp"
+
+namespace distlab {
+
+// Raised on ranks that are told to stop because another rank failed or deadlocked.
+class Aborted : public std::exception {
+ public:
+  const char* what() const noexcept override { return "aborted because another rank failed"; }
+};
+
+// Memory a message reads from or writes to.
+struct MemRef {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  DType dtype = DType::u8;
+  Device device = Device::cpu;
+};
+
+// One posted send or receive. Transports derive their own state from it.
+struct RequestState {
+  bool is_send = false;
+  int peer = -1;
+  int tag = -1;
+  MemRef mem;
+  double t_post = 0;  // when it was posted (us)
+  double t_done = 0;  // when the data had moved (us), set by the transport
+  std::atomic<bool> done{false};
+  std::string error;  // set when the match failed (size or type mismatch)
+  // Filled by Comm for the trace: data-flow metadata and the message's sequence number.
+  MsgMeta meta;
+  std::uint64_t seq = 0;
+  bool traced = false;
+  // GPU transports: the device work that moved the data, on this rank's GPU (the trace's gpu
+  // lane); null on the CPU and where another rank's GPU did the work.
+  std::shared_ptr<DeviceWork> device_work;
+  virtual ~RequestState() = default;
+};
+using Request = std::shared_ptr<RequestState>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual Request isend(const MemRef& mem, int dst, int tag) = 0;
+  virtual Request irecv(const MemRef& mem, int src, int tag) = 0;
+  // Blocks until the request completes; throws Error on a failed match, Aborted when the
+  // run is being torn down; reports and ends the run on a deadlock or when nothing progresses.
+  virtual void wait(RequestState& request) = 0;
+  virtual void barrier() = 0;
+  // Called once when the rank's body returns (the deadlock report lists finished ranks).
+  virtual void finished() {}
+  // Blocks until ready() is true, polling as wait() does: Aborted when another rank failed;
+  // after the deadlock timeout the run reports who waits for whom, this rank as waiting in
+  // `what` ("ncclAllReduce"). The host waits for GPU work (NCCL calls, copies) through here.
+  virtual void wait_until(const std::function<bool()>& ready, const std::string& what) = 0;
+};
+
+// Largest tag a transport must accept (MPI guarantees at least 32767).
+inline constexpr int kMaxTag = 32767;
+
+// One line of a deadlock report: "r0 waits in recv from r1 (tag 7, 8 B, f32) for 2.0 s".
+std::string describe_wait(int rank, const RequestState* waiting, double since_us, double now);
+// The same for a wait that is not a message: "r0 waits in ncclAllReduce for 2.0 s".
+std::string describe_wait(int rank, const std::string& what, double since_us, double now);
+
+// Polls with a backoff that sleeps a little longer the longer a wait lasts: ranks may share a
+// core (oversubscribed), and a GPU event cannot wake a sleeping thread.
+void poll_backoff(long& spins);
+
+}  // namespace distlab

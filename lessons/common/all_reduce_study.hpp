@@ -1,0 +1,57 @@
+// all_reduce_study.hpp — what lessons 06 and 07 share: several all-reduce algorithms run on
+// the same inputs, each verified and timed, and the cost model's parameters to predict them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cost/calibration.hpp"
+#include "core/collectives/all_reduce.hpp"
+#include "core/cost/cost_model.hpp"
+#include "core/runtime/runtime.hpp"
+
+namespace distlab {
+
+// Filled on rank 0 while the study runs.
+struct AllReduceStudy {
+  std::vector<std::pair<int, int>> step_range;  // each algorithm's step ids [first, last]
+  FoundCalibration calibration;                 // alpha and beta: lesson 01's file, or measured now
+};
+
+// The options lessons 06 and 07 share, added to `lesson`: --algo (all, or one of `menu`) and
+// --calibration (lesson 01's file). Once the world is known, `algos` holds the algorithms to
+// run in `menu`'s order: library (MPI_Allreduce) only under mpirun, where it is also appended
+// as the comparison; the trace names them. `number` is the lesson's, for the error sentences.
+struct StudyOptions {
+  std::string algo = "all";
+  std::string calibration_path;
+  std::vector<coll::AllReduceAlgo> algos;
+};
+void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<coll::AllReduceAlgo>& menu);
+
+// --algo `choice` resolved against `menu` (throws UsageError with a sentence); see above.
+std::vector<coll::AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi,
+                                             const std::vector<coll::AllReduceAlgo>& menu, const std::string& number);
+
+// On every rank:
+//   STEP 1: fill this rank's input of `length` float32 (data.hpp); print the inputs when tiny.
+//   STEP 2: the independent reference, the float64 sum of every rank's input; under mpirun
+//           MPI_Allreduce must give it too.
+//   STEP 3: alpha and beta for the predictions (find_or_measure_calibration).
+//   STEP 4: each algorithm in turn: an untraced warm-up (so the timed run finds its workspace
+//           allocated and the caches warm), a barrier, then the traced run in a phase named
+//           after the algorithm, reducing a logical buffer of that name; its result checked
+//           against the reference on every rank (and against MPI's under mpirun).
+void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos, std::size_t length,
+                          std::uint64_t seed, const std::string& calibration_path, AllReduceStudy& study);
+
+// On rank 0 after the run: the model's parameters for `bytes`-byte buffers. alpha and beta
+// from the study's calibration (fixed defaults when there was none and no second rank), beta
+// refitted on the large ping-pongs for buffers of 4 MiB and more, gamma timed now, and the
+// ranks-per-core factor; `source` says where alpha and beta came from.
+CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study, const std::string& calibration_path,
+                             std::uint64_t bytes);
+
+}  // namespace distlab

@@ -1,0 +1,33 @@
+// zero_lesson.hpp — the program lessons 08 (ZeRO-1), 09 (ZeRO-2) and 10 (ZeRO-3 / FSDP)
+// share: their options, the training run and its checks, and the report. Each lesson's main.cpp
+// names its stage and says what it teaches; this runs it (core/training/zero.hpp does the training).
+//
+// On every rank: train the stage (traced), then train plain data parallel on the same data on a
+// ledger of its own (not traced), and check
+//   - the model state on the ledger after the last step equals the stage's formula, exactly
+//     (with the padding of zero.hpp), category by category;
+//   - ZeRO-3: the peak of the parameters is my shards plus one layer's full weights;
+//   - my part of the master weights equals plain data parallel's (bit for bit with
+//     --deterministic) and the float64 reference's (zero::reference).
+// On rank 0, the report: memory per rank and category next to the formula, bytes per
+// parameter, the largest model that fits in --gpu-memory, communication per step against
+// 2 Psi or 3 Psi (counted from the trace, exactly), and the lecture's table at N = 64.
+#pragma once
+
+#include <string>
+
+#include "core/runtime/runtime.hpp"
+#include "core/training/zero.hpp"
+
+namespace distlab::zero {
+
+struct LessonText {
+  std::string title;        // for --help and the trace
+  std::string concept_text; // Lesson::set_text
+  std::string look_at;
+};
+
+int run_lesson(int argc, char** argv, Stage stage, const std::string& number, const std::string& name,
+               const LessonText& text);
+
+}  // namespace distlab::zero

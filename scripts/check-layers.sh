@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# check-layers.sh — every #include under core/, lessons/, viewer/ and bench/ goes down the layers.
+#
+#   scripts/check-layers.sh [ROOT]     (ROOT: the source tree, default: this script's checkout)
+#
+# A file's layer is its folder (core/<layer>/, lessons/common/, a numbered lesson, viewer/model/,
+# viewer/app/, bench/). A quoted include must name a file from the tree's root ("core/comm/comm.hpp",
+# one style everywhere) and land in the file's own layer or in one the table below allows.
+# Anything else fails, naming file:line; docs/architecture.md draws the same table.
+set -euo pipefail
+root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+cd "$root"
+
+# layer: the layers it may include (besides itself). core's layers are in order, bottom first.
+declare -A allowed=(
+  [core/base]=""
+  [core/trace]="core/base"
+  [core/device]="core/base core/trace"
+  [core/ops]="core/base core/trace core/device"
+  [core/transport]="core/base core/trace core/device"
+  [core/comm]="core/base core/trace core/device core/transport"
+  [core/collectives]="core/base core/trace core/device core/ops core/transport core/comm"
+  [core/cost]="core/base core/trace core/device core/ops core/transport core/comm core/collectives"
+  [core/runtime]="core/base core/trace core/device core/ops core/transport core/comm core/collectives core/cost"
+  [core/training]="core/base core/trace core/device core/ops core/transport core/comm core/collectives core/cost core/runtime"
+  [lessons/common]="core"
+  [lessons]="core lessons/common"
+  [bench]="core lessons/common viewer/model"
+  [viewer/model]="core/base core/trace"
+  [viewer/app]="core/base core/trace viewer/model"
+)
+
+# The layer of a path under the tree's root ("" when it is in none).
+layer_of() {
+  case "$1" in
+    core/*/*) local rest="${1#core/}"; echo "core/${rest%%/*}" ;;
+    lessons/common/*) echo lessons/common ;;
+    lessons/[0-9][0-9]_*/*) echo lessons ;;
+    viewer/model/*) echo viewer/model ;;
+    viewer/app/*) echo viewer/app ;;
+    bench/*) echo bench ;;
+    *) echo "" ;;
+  esac
+}
+
+# True when layer $1 may include layer $2 ("core" in a table entry allows every core layer).
+may_include() {
+  local from="$1" to="$2" a
+  [[ "$from" == "$to" ]] && return 0
+  for a in ${allowed[$from]}; do
+    [[ "$a" == "$to" || ("$a" == core && "$to" == core/*) ]] && return 0
+  done
+  return 1
+}
+
+failures=0
+fail() {
+  echo "check-layers: $1" >&2
+  failures=$((failures + 1))
+}
+
+while IFS= read -r file; do
+  from=$(layer_of "$file")
+  if [[ -z "$from" ]]; then
+    fail "$file: a source file outside every layer (core/ holds folders only)"
+    continue
+  fi
+  if [[ -z "${allowed[$from]+set}" ]]; then
+    fail "$file: layer '$from' is not in the table"
+    continue
+  fi
+  while IFS=: read -r line target; do
+    if [[ ! -f "$target" ]]; then
+      fail "$file:$line: #include \"$target\" does not name a file from the tree's root"
+      continue
+    fi
+    to=$(layer_of "$target")
+    if [[ -z "$to" ]]; then
+      fail "$file:$line: #include \"$target\" is outside every layer"
+    elif ! may_include "$from" "$to"; then
+      fail "$file:$line: #include \"$target\": $from may not include $to (allowed: ${allowed[$from]:-nothing})"
+    fi
+  done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" |
+    sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/' || true)
+done < <(find core lessons viewer bench -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) | sort)
+
+if ((failures)); then
+  echo "check-layers: $failures include(s) against the layers (the table is at the top of scripts/check-layers.sh)" >&2
+  exit 1
+fi
+echo "check-layers: every include goes down the layers"
