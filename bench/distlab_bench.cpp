@@ -37,23 +37,23 @@
 #include <thread>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
+#include "core/base/units.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/collectives/baseline.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
-#include "core/collectives/baseline.hpp"
 #include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
 namespace {
 
-constexpr int kTagResults = 9000;  // timings to rank 0; no collective uses it
-constexpr int kRoot = 0;           // root of broadcast and reduce
+constexpr int kTagResults = 9000;         // timings to rank 0; no collective uses it
+constexpr int kRoot = 0;                  // root of broadcast and reduce
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
 
 // --- what can be measured --------------------------------------------------------------------
@@ -65,10 +65,10 @@ const std::vector<Collective> kCollectives = {Collective::all_reduce, Collective
 // One row of the table: a collective done one way.
 struct Candidate {
   Collective collective;
-  std::string name;                                               // the algorithm column
+  std::string name;                                              // the algorithm column
   coll::AllReduceAlgo algo = coll::AllReduceAlgo::ring_chunked;  // all-reduce only
-  bool library = false;                                           // the MPI library's own call
-  bool ring = false;                                              // the model's ring or linear form
+  bool library = false;                                          // the MPI library's own call
+  bool ring = false;                                             // the model's ring or linear form
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
   bool in_place() const { return ring && !library; }
 };
@@ -77,11 +77,13 @@ std::vector<Candidate> candidates_of(Collective c) {
   switch (c) {
     case Collective::all_reduce: {
       std::vector<Candidate> out;
-      for (auto a : coll::all_reduce_algos()) out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
+      for (auto a : coll::all_reduce_algos())
+        out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
       return out;
     }
     case Collective::all_gather:
-      return {{c, "ring", {}, false, true}, {c, "gather_broadcast"}, {c, "library", {}, true, true}};
+      return {
+          {c, "ring", {}, false, true}, {c, "gather_broadcast"}, {c, "library", {}, true, true}};
     case Collective::reduce_scatter:
       return {{c, "ring", {}, false, true}, {c, "reduce_scatter"}, {c, "library", {}, true, true}};
     case Collective::broadcast:
@@ -99,11 +101,14 @@ Cost predict(const Candidate& k, int p, double bytes) {
 // nccl-tests' bus bandwidth factor: busbw = algbw x factor (docs/performance.md derives them).
 double bus_factor(Collective c, int p) {
   switch (c) {
-    case Collective::all_reduce: return 2.0 * (p - 1) / p;
+    case Collective::all_reduce:
+      return 2.0 * (p - 1) / p;
     case Collective::all_gather:
-    case Collective::reduce_scatter: return double(p - 1) / p;
+    case Collective::reduce_scatter:
+      return double(p - 1) / p;
     case Collective::broadcast:
-    case Collective::reduce: return 1.0;
+    case Collective::reduce:
+      return 1.0;
   }
   return 1.0;
 }
@@ -126,22 +131,30 @@ std::vector<std::string> split_commas(const std::string& text) {
 // Buffers of one (collective, size); every candidate reuses them.
 struct Case {
   Collective collective;
-  std::size_t count = 0;     // float32 elements in the whole buffer
+  std::size_t count = 0;  // float32 elements in the whole buffer
   Partition part;
-  Buffer<float> input;       // this rank's input (all-gather: only my chunk filled in)
-  Buffer<float> work;        // in-place algorithms work here; whole-buffer results land here
-  Buffer<float> out;         // reduce-scatter by reduce + scatter / library: my chunk of the sum
-  std::vector<float> want;   // the reference for what I must hold afterwards (float64 sums, rounded)
-  double tol = 0;            // 0 for copies, sum_tolerance(N) for sums
+  Buffer<float> input;      // this rank's input (all-gather: only my chunk filled in)
+  Buffer<float> work;       // in-place algorithms work here; whole-buffer results land here
+  Buffer<float> out;        // reduce-scatter by reduce + scatter / library: my chunk of the sum
+  std::vector<float> want;  // the reference for what I must hold afterwards (float64 sums, rounded)
+  double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
 };
 
 Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) {
   const int p = comm.size(), me = comm.rank();
-  Case k{c, count, Partition{count, p}, comm.alloc<float>(count, Category::data),
-         comm.alloc<float>(count, Category::data), Buffer<float>(), {}, 0};
+  Case k{c,
+         count,
+         Partition{count, p},
+         comm.alloc<float>(count, Category::data),
+         comm.alloc<float>(count, Category::data),
+         Buffer<float>(),
+         {},
+         0};
   const std::size_t b = k.part.begin(me), m = k.part.size(me);
-  if (c == Collective::all_gather) fill_input(k.input.sub(b, m), seed, me, b);
-  else fill_input(k.input.view(), seed, me);
+  if (c == Collective::all_gather)
+    fill_input(k.input.sub(b, m), seed, me, b);
+  else
+    fill_input(k.input.view(), seed, me);
   if (c == Collective::reduce_scatter) k.out = comm.alloc<float>(m, Category::data);
 
   // The reference, from the inputs only: value(seed, rank, i) for any rank (data.hpp).
@@ -159,7 +172,8 @@ Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) 
     case Collective::all_gather:  // chunk r of the result is chunk r of rank r's input
       k.want.resize(count);
       for (int r = 0; r < p; ++r)
-        for (std::size_t i = k.part.begin(r); i < k.part.end(r); ++i) k.want[i] = input_value<float>(seed, r, i);
+        for (std::size_t i = k.part.begin(r); i < k.part.end(r); ++i)
+          k.want[i] = input_value<float>(seed, r, i);
       break;
     case Collective::reduce_scatter:
       k.want.resize(m);
@@ -191,8 +205,10 @@ void reset(Case& k, const Candidate& cand) {
       ops::copy(k.work.view(), View<const float>(k.input.view()));
       break;
     case Collective::reduce_scatter:
-      if (cand.in_place()) ops::copy(k.work.view(), View<const float>(k.input.view()));
-      else ops::fill(k.out.view(), 0.0f);
+      if (cand.in_place())
+        ops::copy(k.work.view(), View<const float>(k.input.view()));
+      else
+        ops::fill(k.out.view(), 0.0f);
       break;
     case Collective::reduce:
       ops::fill(k.work.view(), 0.0f);
@@ -209,26 +225,38 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
   switch (k.collective) {
     case Collective::all_reduce:
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
-      if (cand.library) baseline::all_reduce(comm, in, k.work.data(), k.count, f32);
-      else coll::all_reduce(comm, k.work.view(), cand.algo);
+      if (cand.library)
+        baseline::all_reduce(comm, in, k.work.data(), k.count, f32);
+      else
+        coll::all_reduce(comm, k.work.view(), cand.algo);
       return;
     case Collective::all_gather:
-      if (cand.library) baseline::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
-      else if (cand.ring) coll::all_gather_ring(comm, k.work.view());
-      else coll::all_gather_gather_broadcast(comm, my_chunk, k.work.view());
+      if (cand.library)
+        baseline::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
+      else if (cand.ring)
+        coll::all_gather_ring(comm, k.work.view());
+      else
+        coll::all_gather_gather_broadcast(comm, my_chunk, k.work.view());
       return;
     case Collective::reduce_scatter:
-      if (cand.library) baseline::reduce_scatter(comm, in, k.out.data(), k.count, f32);
-      else if (cand.ring) coll::reduce_scatter_ring(comm, k.work.view());
-      else coll::reduce_scatter_reduce_scatter(comm, input, k.out.view());
+      if (cand.library)
+        baseline::reduce_scatter(comm, in, k.out.data(), k.count, f32);
+      else if (cand.ring)
+        coll::reduce_scatter_ring(comm, k.work.view());
+      else
+        coll::reduce_scatter_reduce_scatter(comm, input, k.out.view());
       return;
     case Collective::broadcast:
-      if (cand.library) baseline::broadcast(comm, k.work.data(), k.count, f32, kRoot);
-      else coll::broadcast(comm, k.work.view(), kRoot);
+      if (cand.library)
+        baseline::broadcast(comm, k.work.data(), k.count, f32, kRoot);
+      else
+        coll::broadcast(comm, k.work.view(), kRoot);
       return;
     case Collective::reduce:
-      if (cand.library) baseline::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
-      else coll::reduce(comm, input, k.work.view(), kRoot);
+      if (cand.library)
+        baseline::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
+      else
+        coll::reduce(comm, input, k.work.view(), kRoot);
       return;
   }
 }
@@ -238,7 +266,8 @@ std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
   if (k.want.empty()) return 0;
   View<float> result = k.work.view();
   if (k.collective == Collective::reduce_scatter)
-    result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size()) : k.out.view();
+    result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size())
+                             : k.out.view();
   if (comm.inject_fault()) inject_fault_into(result);
   const std::vector<float> got = to_host(result);  // a GPU result is checked on the host
   std::uint64_t wrong = 0;
@@ -255,11 +284,17 @@ double memory_needed(const Candidate& c, int p, int ranks_here, double bytes) {
   double buffers = 3;  // input, work, reference
   if (c.collective == Collective::all_reduce) {
     switch (c.algo) {
-      case coll::AllReduceAlgo::parallel: buffers += p; break;  // N-1 incoming and the sum
+      case coll::AllReduceAlgo::parallel:
+        buffers += p;
+        break;  // N-1 incoming and the sum
       case coll::AllReduceAlgo::sequential:
       case coll::AllReduceAlgo::ring:
-      case coll::AllReduceAlgo::recursive_doubling: buffers += 2; break;
-      default: buffers += 1; break;
+      case coll::AllReduceAlgo::recursive_doubling:
+        buffers += 2;
+        break;
+      default:
+        buffers += 1;
+        break;
     }
   } else {
     buffers += 1;
@@ -273,7 +308,6 @@ double physical_memory() {
 
 // --- alpha and beta, measured on the spot when no calibration has them --------------------------
 
-
 // --- the table ---------------------------------------------------------------------------------
 
 struct Row {
@@ -285,24 +319,28 @@ struct Row {
 };
 
 void print_header() {
-  fmt::print("\n#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "size", "count", "type",
-             "collective", "algorithm", "time", "algbw", "busbw", "predicted", "#wrong");
-  fmt::print("#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "(B)", "(elements)", "", "", "",
-             "(us)", "(GB/s)", "(GB/s)", "(us)", "");
+  fmt::print("\n#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "size",
+             "count", "type", "collective", "algorithm", "time", "algbw", "busbw", "predicted",
+             "#wrong");
+  fmt::print("#{:>11} {:>11} {:>6} {:>14} {:>19} {:>11} {:>8} {:>8} {:>11} {:>7}\n", "(B)",
+             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "");
 }
 
 void print_row(const Row& r) {
-  fmt::print(" {:>11} {:>11} {:>6} {:>14} {:>19} {:>11.1f} {:>8.2f} {:>8.2f} {:>11.1f} {:>7}\n", r.bytes, r.count,
-             "float", r.collective, r.algorithm, r.time_s * 1e6, r.algbw, r.busbw, r.predicted_s * 1e6, r.wrong);
+  fmt::print(" {:>11} {:>11} {:>6} {:>14} {:>19} {:>11.1f} {:>8.2f} {:>8.2f} {:>11.1f} {:>7}\n",
+             r.bytes, r.count, "float", r.collective, r.algorithm, r.time_s * 1e6, r.algbw, r.busbw,
+             r.predicted_s * 1e6, r.wrong);
   std::fflush(stdout);
 }
 
 std::string csv_line(const Row& r) {
-  return fmt::format("{},{},float,{},{},{},{},{:.3f},{:.4f},{:.4f},{:.3f},{}\n", r.bytes, r.count, r.collective,
-                     r.algorithm, r.ranks, r.mode, r.time_s * 1e6, r.algbw, r.busbw, r.predicted_s * 1e6, r.wrong);
+  return fmt::format("{},{},float,{},{},{},{},{:.3f},{:.4f},{:.4f},{:.3f},{}\n", r.bytes, r.count,
+                     r.collective, r.algorithm, r.ranks, r.mode, r.time_s * 1e6, r.algbw, r.busbw,
+                     r.predicted_s * 1e6, r.wrong);
 }
 constexpr const char* kCsvHeader =
-    "size_bytes,count,type,collective,algorithm,ranks,mode,time_us,algbw_GBps,busbw_GBps,predicted_us,wrong\n";
+    "size_bytes,count,type,collective,algorithm,ranks,mode,time_us,algbw_GBps,busbw_GBps,predicted_"
+    "us,wrong\n";
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -326,30 +364,41 @@ std::vector<char*> default_no_trace(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson bench({"bench", "collectives", "nccl-tests-style tables for every collective and algorithm", 4, 0});
-  std::string min_text = "4K", max_text = "64M", algos_text = "all", collectives_text = "all", csv_path;
+  Lesson bench(
+      {"bench", "collectives", "nccl-tests-style tables for every collective and algorithm", 4, 0});
+  std::string min_text = "4K", max_text = "64M", algos_text = "all", collectives_text = "all",
+              csv_path;
   double step_factor = 4;
   int iters = 10, warmup = 2;
   std::string calibration_path = path_beside(bench.options().trace_path, "calibration.json");
   auto& app = bench.app();
-  app.add_option("--min-bytes", min_text, "smallest buffer in bytes (K, M, G: powers of 1024)")->capture_default_str();
+  app.add_option("--min-bytes", min_text, "smallest buffer in bytes (K, M, G: powers of 1024)")
+      ->capture_default_str();
   app.add_option("--max-bytes", max_text, "largest buffer in bytes")->capture_default_str();
   app.add_option("--step-factor", step_factor, "each size is this many times the last")
       ->check(CLI::Range(1.01, 1024.0))
       ->capture_default_str();
-  app.add_option("--iters", iters, "timed iterations per size")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed iterations first")->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--iters", iters, "timed iterations per size")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   app.add_option("--algos", algos_text,
-                 "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, ring, ring_chunked, "
-                 "recursive_doubling, recursive_halving; all-gather and reduce-scatter: ring, gather_broadcast, "
-                 "reduce_scatter; broadcast and reduce: linear; library: MPI's call under mpirun, NCCL's with "
+                 "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
+                 "ring, ring_chunked, "
+                 "recursive_doubling, recursive_halving; all-gather and reduce-scatter: ring, "
+                 "gather_broadcast, "
+                 "reduce_scatter; broadcast and reduce: linear; library: MPI's call under mpirun, "
+                 "NCCL's with "
                  "--device cuda and a GPU per rank)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
                  "comma list of allreduce, allgather, reducescatter, broadcast, reduce")
       ->capture_default_str();
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
-  app.add_option("--calibration", calibration_path, "alpha and beta for the predicted column (lesson 01's file)")
+  app.add_option("--calibration", calibration_path,
+                 "alpha and beta for the predicted column (lesson 01's file)")
       ->capture_default_str();
 
   std::size_t min_bytes = 0, max_bytes = 0;
@@ -359,26 +408,32 @@ int main(int argc, char** argv) {
     min_bytes = parse_size(min_text);
     max_bytes = parse_size(max_text);
     if (min_bytes < sizeof(float) || max_bytes < min_bytes)
-      throw UsageError(fmt::format("sizes must satisfy 4 <= --min-bytes <= --max-bytes (got {} and {})", min_bytes,
-                                   max_bytes));
+      throw UsageError(
+          fmt::format("sizes must satisfy 4 <= --min-bytes <= --max-bytes (got {} and {})",
+                      min_bytes, max_bytes));
     const auto wanted = split_commas(collectives_text);
     for (auto c : kCollectives)
       if (listed(wanted, to_string(c))) collectives.push_back(c);
     for (const auto& name : wanted)
-      if (std::none_of(kCollectives.begin(), kCollectives.end(), [&](Collective c) { return name == to_string(c); }))
-        throw UsageError(fmt::format("--collectives: '{}' is not one of allreduce, allgather, reducescatter, "
-                                     "broadcast, reduce",
-                                     name));
+      if (std::none_of(kCollectives.begin(), kCollectives.end(),
+                       [&](Collective c) { return name == to_string(c); }))
+        throw UsageError(
+            fmt::format("--collectives: '{}' is not one of allreduce, allgather, reducescatter, "
+                        "broadcast, reduce",
+                        name));
     algos = split_commas(algos_text);
     for (const auto& name : algos) {
       bool known = false;
       for (auto c : collectives)
         for (const auto& k : candidates_of(c)) known = known || k.name == name;
       if (!known)
-        throw UsageError(fmt::format("--algos: '{}' is not an algorithm of the chosen collectives (see --help)", name));
+        throw UsageError(fmt::format(
+            "--algos: '{}' is not an algorithm of the chosen collectives (see --help)", name));
     }
-    if (w.mode != Mode::mpi && w.device == Device::cpu && algos.size() == 1 && algos[0] == "library")
-      throw UsageError("--algos library on the CPU calls the MPI library's collectives: run under mpirun");
+    if (w.mode != Mode::mpi && w.device == Device::cpu && algos.size() == 1 &&
+        algos[0] == "library")
+      throw UsageError(
+          "--algos library on the CPU calls the MPI library's collectives: run under mpirun");
   });
 
   std::vector<Row> rows;  // rank 0's table, for the summary
@@ -395,7 +450,8 @@ int main(int argc, char** argv) {
     }
     if (!ratio.empty()) {
       fmt::print("\npredicted / measured at sizes >= 1 MiB (1 = the model is exact):\n");
-      for (const auto& [key, mm] : ratio) fmt::print("  {:<34} {:>6.2f} .. {:.2f}\n", key, mm.first, mm.second);
+      for (const auto& [key, mm] : ratio)
+        fmt::print("  {:<34} {:>6.2f} .. {:.2f}\n", key, mm.first, mm.second);
     }
     // The library's all-reduce against ours, size by size.
     std::map<std::size_t, std::map<std::string, double>> busbw;
@@ -427,12 +483,15 @@ int main(int argc, char** argv) {
     // The model's parameters, on rank 0 (the others wait while it times ops::add alone):
     // alpha and beta from lesson 01's file, else from a ping-pong now; from kStreamBytes on,
     // buffers no longer fit in cache and rows use beta refitted on the large ping-pongs.
-    const std::string key = fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device()));
-    const FoundCalibration found = find_or_measure_calibration(comm, calibration_path, key, std::size_t{64} << 20, 4);
+    const std::string key =
+        fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device()));
+    const FoundCalibration found =
+        find_or_measure_calibration(comm, calibration_path, key, std::size_t{64} << 20, 4);
     const std::optional<Calibration> cal = found.fit;
-    const std::string source = found.from_file ? fmt::format("\"{}\" in {}", key, calibration_path)
-                                               : fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})", key,
-                                                             calibration_path);
+    const std::string source = found.from_file
+                                   ? fmt::format("\"{}\" in {}", key, calibration_path)
+                                   : fmt::format("a ping-pong r0 <-> r1 just now (no \"{}\" in {})",
+                                                 key, calibration_path);
     CostParams small, large;
     if (me == 0) {
       small = load_cost_params(calibration_path, key, 0, 0);  // measures gamma
@@ -443,20 +502,28 @@ int main(int argc, char** argv) {
       }
       small.sharing = core_sharing(comm.world());  // ranks sharing a core take turns
       large = small;
-      if (cal) large.beta_s_per_byte = streaming_beta(*cal, kStreamBytes).value_or(small.beta_s_per_byte);
-      comm.say("distlab-bench: {} ranks ({}, {}), float32, {} timed + {} warm-up iterations per size, "
-               "candidates in turn\n",
-               p, comm.world().transport, to_string(comm.device()), iters, warmup);
+      if (cal)
+        large.beta_s_per_byte = streaming_beta(*cal, kStreamBytes).value_or(small.beta_s_per_byte);
+      comm.say(
+          "distlab-bench: {} ranks ({}, {}), float32, {} timed + {} warm-up iterations per size, "
+          "candidates in turn\n",
+          p, comm.world().transport, to_string(comm.device()), iters, warmup);
       auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1e-9 / s_per_byte : 0.0; };
-      comm.say("  model: alpha {:.2f} us and beta {:.4f} ns/B ({:.2f} GB/s) from {};\n", small.alpha_s * 1e6,
-               small.beta_s_per_byte * 1e9, rate(small.beta_s_per_byte), small.source);
-      comm.say("         beta {:.4f} ns/B ({:.2f} GB/s) for buffers of {} and more (the fit over ping-pongs that "
-               "large);\n         gamma {:.4f} ns/B ({:.2f} GB/s), ops::add on 16 MiB timed now\n",
-               large.beta_s_per_byte * 1e9, rate(large.beta_s_per_byte), format_bytes(kStreamBytes),
-               small.gamma_s_per_byte * 1e9, rate(small.gamma_s_per_byte));
+      comm.say("  model: alpha {:.2f} us and beta {:.4f} ns/B ({:.2f} GB/s) from {};\n",
+               small.alpha_s * 1e6, small.beta_s_per_byte * 1e9, rate(small.beta_s_per_byte),
+               small.source);
+      comm.say(
+          "         beta {:.4f} ns/B ({:.2f} GB/s) for buffers of {} and more (the fit over "
+          "ping-pongs that "
+          "large);\n         gamma {:.4f} ns/B ({:.2f} GB/s), ops::add on 16 MiB timed now\n",
+          large.beta_s_per_byte * 1e9, rate(large.beta_s_per_byte), format_bytes(kStreamBytes),
+          small.gamma_s_per_byte * 1e9, rate(small.gamma_s_per_byte));
       if (small.sharing > 1)
-        comm.say("  note: {:.1f} ranks per core on this machine; they take turns, so the model stretches its byte "
-                 "terms by {:.1f}\n", small.sharing, small.sharing);
+        comm.say(
+            "  note: {:.1f} ranks per core on this machine; they take turns, so the model "
+            "stretches its byte "
+            "terms by {:.1f}\n",
+            small.sharing, small.sharing);
     }
     comm.barrier();
 
@@ -469,7 +536,8 @@ int main(int argc, char** argv) {
     const int ranks_here = mpi ? 1 : p;
     // float32 elements per size: min, min x factor, .. up to max (each size once).
     std::vector<std::size_t> counts;
-    for (double size = double(min_bytes); size <= double(max_bytes) * (1 + 1e-9); size *= step_factor)
+    for (double size = double(min_bytes); size <= double(max_bytes) * (1 + 1e-9);
+         size *= step_factor)
       if (counts.empty() || std::size_t(size) / sizeof(float) != counts.back())
         counts.push_back(std::size_t(size) / sizeof(float));
     // The library's calls: MPI's under mpirun, NCCL's on GPUs; left out, with the reason, where
@@ -493,16 +561,19 @@ int main(int argc, char** argv) {
         for (int a = 0; a < ncand; ++a)
           if (memory_needed(cands[a], p, ranks_here, double(bytes)) > 0.5 * physical_memory()) {
             runs[std::size_t(a)] = false;
-            comm.say("  ({} {} at {} skipped: it would need {} of memory here)\n", to_string(c), cands[a].name,
-                     format_bytes(double(bytes)), format_bytes(memory_needed(cands[a], p, ranks_here, double(bytes))));
+            comm.say("  ({} {} at {} skipped: it would need {} of memory here)\n", to_string(c),
+                     cands[a].name, format_bytes(double(bytes)),
+                     format_bytes(memory_needed(cands[a], p, ranks_here, double(bytes))));
           }
         Case k = make_case(comm, c, count, bench.options().seed);
 
-        // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per candidate.
+        // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per
+        // candidate.
         std::vector<double> mine(std::size_t(iters * ncand + ncand), 0.0);
         for (int i = -warmup; i < iters; ++i) {
           for (int j = 0; j < ncand; ++j) {
-            const int a = (j + std::max(i, 0)) % ncand;  // a different candidate goes first each time
+            const int a =
+                (j + std::max(i, 0)) % ncand;  // a different candidate goes first each time
             if (!runs[std::size_t(a)]) continue;
             reset(k, cands[a]);
             comm.recorder().set_enabled(tracing && i == -warmup);  // the first warm-up is traced
@@ -512,7 +583,8 @@ int main(int argc, char** argv) {
             const double dt = (now_us() - t0) * 1e-6;
             comm.recorder().set_enabled(false);
             if (i >= 0) mine[std::size_t(i * ncand + a)] = dt;
-            if (i == iters - 1) mine[std::size_t(iters * ncand + a)] = double(count_wrong(comm, k, cands[a]));
+            if (i == iters - 1)
+              mine[std::size_t(iters * ncand + a)] = double(count_wrong(comm, k, cands[a]));
           }
         }
 
@@ -523,7 +595,8 @@ int main(int argc, char** argv) {
           for (int r = 1; r < p; ++r) {
             comm.recv(View<double>{theirs.data(), theirs.size(), Device::cpu}, r, kTagResults);
             for (std::size_t i = 0; i < mine.size(); ++i)
-              slowest[i] = i < std::size_t(iters * ncand) ? std::max(slowest[i], theirs[i]) : slowest[i] + theirs[i];
+              slowest[i] = i < std::size_t(iters * ncand) ? std::max(slowest[i], theirs[i])
+                                                          : slowest[i] + theirs[i];
           }
           for (int a = 0; a < ncand; ++a) {
             if (!runs[std::size_t(a)]) continue;
@@ -539,7 +612,8 @@ int main(int argc, char** argv) {
             row.time_s = median(t);
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
-            row.predicted_s = predict(cands[a], p, double(bytes)).seconds(bytes >= kStreamBytes ? large : small);
+            row.predicted_s =
+                predict(cands[a], p, double(bytes)).seconds(bytes >= kStreamBytes ? large : small);
             row.wrong = std::uint64_t(slowest[std::size_t(iters * ncand + a)]);
             wrong_total[row.collective + " " + row.algorithm] += row.wrong;
             print_row(row);
@@ -552,7 +626,8 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& [name, wrong] : wrong_total)
-      comm.check(name + ": #wrong is 0 at every size", wrong == 0, fmt::format("{} wrong elements", wrong));
+      comm.check(name + ": #wrong is 0 at every size", wrong == 0,
+                 fmt::format("{} wrong elements", wrong));
     if (me == 0 && csv.is_open()) comm.say("\nrows written to {}\n", csv_path);
     comm.recorder().set_enabled(true);
   });

@@ -1,4 +1,5 @@
-// distlab_ops_bench — the ops (core/ops/ops.hpp) against what the same machine gives in the same run.
+// distlab_ops_bench — the ops (core/ops/ops.hpp) against what the same machine gives in the same
+// run.
 //
 // Elementwise ops and reductions are memory-bound: their yardstick is a plain copy of the same
 // size (cudaMemcpyAsync device to device on a GPU, memcpy on the CPU). GB/s counts every byte
@@ -28,14 +29,14 @@
 #include <string>
 #include <vector>
 
-#include "core/device/buffer.hpp"
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
-#include "core/device/allocator.hpp"
 #include "core/base/half.hpp"
-#include "core/ops/ops.hpp"
 #include "core/base/units.hpp"
+#include "core/device/allocator.hpp"
+#include "core/device/buffer.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
+#include "core/ops/ops.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cublas_v2.h>

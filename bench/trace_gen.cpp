@@ -44,7 +44,9 @@ struct Gen {
   double iter_start(std::int64_t i) const { return 10.0 + double(i) * (steps() * kStepUs + 10.0); }
   double step_start(std::int64_t i, int s) const { return iter_start(i) + 2.0 + s * kStepUs; }
   // Ranks post their sends a little apart, the same way every time.
-  double send_start(std::int64_t i, int s, int r) const { return step_start(i, s) + 0.1 * ((r * 7 + s) % 5); }
+  double send_start(std::int64_t i, int s, int r) const {
+    return step_start(i, s) + 0.1 * ((r * 7 + s) % 5);
+  }
   std::int64_t global_step(std::int64_t i, int s) const { return i * steps() + s + 1; }
   std::uint64_t msg_id(std::int64_t i, int s, int src) const {
     return static_cast<std::uint64_t>((i * steps() + s) * ranks + src + 1);
@@ -72,12 +74,14 @@ struct Gen {
     const int chunk = ((reduce ? src - k : src + 1 - k) % ranks + ranks) % ranks;
     const int contributions = reduce ? k + 1 : ranks;
     std::uint64_t mask = 0;  // ranks src, src-1, ..., src-k (all of them in the all-gather)
-    for (int j = 0; j < contributions && ranks <= 64; ++j) mask |= std::uint64_t{1} << ((src - j + ranks) % ranks);
-    fmt::format_to(std::back_inserter(buf),
-                   R"(,"args":{{"peer":{},"bytes":{},"tag":{},"step":{},"buffer":"data","chunk":{},"chunk_end":{},)"
-                   R"("apply":"{}","contributions":{})",
-                   peer, chunk_bytes(chunk), s, global_step(i, s), chunk, chunk + 1, reduce ? "reduce" : "copy",
-                   contributions);
+    for (int j = 0; j < contributions && ranks <= 64; ++j)
+      mask |= std::uint64_t{1} << ((src - j + ranks) % ranks);
+    fmt::format_to(
+        std::back_inserter(buf),
+        R"(,"args":{{"peer":{},"bytes":{},"tag":{},"step":{},"buffer":"data","chunk":{},"chunk_end":{},)"
+        R"("apply":"{}","contributions":{})",
+        peer, chunk_bytes(chunk), s, global_step(i, s), chunk, chunk + 1,
+        reduce ? "reduce" : "copy", contributions);
     if (mask) fmt::format_to(std::back_inserter(buf), R"(,"contrib_mask":"0x{:x}")", mask);
     if (with_msg) fmt::format_to(std::back_inserter(buf), R"(,"msg":{})", msg_id(i, s, src));
     buf.append(std::string_view("}}"));
@@ -85,52 +89,65 @@ struct Gen {
 
   void rank(int r) {
     const int pid = r + 1, left = (r + ranks - 1) % ranks, right = (r + 1) % ranks;
-    event(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {} [gen]"}}}})", pid, r);
-    event(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", pid, pid);
+    event(
+        R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {} [gen]"}}}})",
+        pid, r);
+    event(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+          pid, pid);
     const char* lanes[] = {"compute", "send", "recv"};
     for (int l = 0; l < 3; ++l) {
-      event(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid, l + 1, lanes[l]);
-      event(R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})", pid, l + 1,
-            l * 100);
+      event(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
+            l + 1, lanes[l]);
+      event(
+          R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+          pid, l + 1, l * 100);
     }
     // Compute lane: the all-reduce, and an add after each reduce-scatter receive.
     for (std::int64_t i = 0; i < iters; ++i) {
       const double t0 = iter_start(i) + 1.0, t1 = step_start(i, steps()) + 1.0;
-      event(R"({{"ph":"X","name":"all-reduce","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":{:.3f}}})", pid, t0,
-            t1 - t0);
+      event(
+          R"({{"ph":"X","name":"all-reduce","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":{:.3f}}})",
+          pid, t0, t1 - t0);
       for (int s = 0; s < ranks - 1; ++s)
-        event(R"({{"ph":"X","name":"add","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":0.800}})", pid,
-              send_start(i, s, left) + kTransferUs + 0.1);
+        event(
+            R"({{"ph":"X","name":"add","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":0.800}})",
+            pid, send_start(i, s, left) + kTransferUs + 0.1);
     }
     // Send lane: the send span, then its flow start at the same time.
     for (std::int64_t i = 0; i < iters; ++i)
       for (int s = 0; s < steps(); ++s) {
         const double t0 = send_start(i, s, r);
-        event(R"({{"ph":"X","name":"send","cat":"send","pid":{},"tid":2,"ts":{:.3f},"dur":{:.3f})", pid, t0, kSendUs);
+        event(R"({{"ph":"X","name":"send","cat":"send","pid":{},"tid":2,"ts":{:.3f},"dur":{:.3f})",
+              pid, t0, kSendUs);
         message_args(i, s, r, right, true);
-        event(R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":2,"ts":{:.3f}}})", msg_id(i, s, r),
-              pid, t0);
+        event(
+            R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":2,"ts":{:.3f}}})",
+            msg_id(i, s, r), pid, t0);
       }
     // Recv lane: posted at the step's start, complete when the left neighbour's data is in.
     for (std::int64_t i = 0; i < iters; ++i)
       for (int s = 0; s < steps(); ++s) {
         const double t0 = step_start(i, s), sent = send_start(i, s, left), t1 = sent + kTransferUs;
         const double d0 = std::min(t1, std::max(std::max(t0, t1 - kDeliverUs), sent));
-        event(R"({{"ph":"X","name":"recv","cat":"recv","pid":{},"tid":3,"ts":{:.3f},"dur":{:.3f})", pid, t0, t1 - t0);
+        event(R"({{"ph":"X","name":"recv","cat":"recv","pid":{},"tid":3,"ts":{:.3f},"dur":{:.3f})",
+              pid, t0, t1 - t0);
         message_args(i, s, left, left, false);
-        event(R"({{"ph":"X","name":"deliver","cat":"deliver","pid":{},"tid":3,"ts":{:.3f},"dur":{:.3f})", pid, d0,
-              t1 - d0);
+        event(
+            R"({{"ph":"X","name":"deliver","cat":"deliver","pid":{},"tid":3,"ts":{:.3f},"dur":{:.3f})",
+            pid, d0, t1 - d0);
         message_args(i, s, left, left, true);
-        event(R"({{"ph":"f","bp":"e","name":"message","cat":"message","id":{},"pid":{},"tid":3,"ts":{:.3f}}})",
-              msg_id(i, s, left), pid, d0);
+        event(
+            R"({{"ph":"f","bp":"e","name":"message","cat":"message","id":{},"pid":{},"tid":3,"ts":{:.3f}}})",
+            msg_id(i, s, left), pid, d0);
       }
     // Memory: the data buffer all along, a comm buffer of one chunk during each all-reduce.
     const std::int64_t data = 4 * size, comm = chunk_bytes(0);
     for (std::int64_t i = 0; i < iters; ++i)
       for (const std::int64_t c : {comm, std::int64_t{0}})
-        event(R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{"params_bytes":0,"grads_bytes":0,)"
-              R"("optimizer_bytes":0,"activations_bytes":0,"comm_bytes":{},"data_bytes":{},"total_bytes":{}}}}})",
-              pid, c ? iter_start(i) + 0.5 : step_start(i, steps()) + 2.0, c, data, c + data);
+        event(
+            R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{"params_bytes":0,"grads_bytes":0,)"
+            R"("optimizer_bytes":0,"activations_bytes":0,"comm_bytes":{},"data_bytes":{},"total_bytes":{}}}}})",
+            pid, c ? iter_start(i) + 0.5 : step_start(i, steps()) + 2.0, c, data, c + data);
   }
 
   void write() {
@@ -138,11 +155,13 @@ struct Gen {
     for (int r = 0; r < ranks; ++r) rank(r);
     for (std::int64_t i = 0; i < iters; ++i)
       for (int s = 0; s < steps(); ++s)
-        event(R"({{"ph":"i","s":"g","name":"step frame","pid":1,"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
-              step_start(i, s), global_step(i, s));
+        event(
+            R"({{"ph":"i","s":"g","name":"step frame","pid":1,"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
+            step_start(i, s), global_step(i, s));
     fmt::format_to(
         std::back_inserter(buf),
-        "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"schema\":\"distlab-trace\",\"schema_version\":1,"
+        "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"schema\":\"distlab-trace\",\"schema_"
+        "version\":1,"
         R"("lesson":"bench_trace_gen","title":"synthetic ring all-reduces","algorithm":"ring, synthetic",)"
         R"("world_size":{},"mode":"threads","device":"cpu","transport":"threads",)"
         R"("parameters":{{"ranks":{},"size":{},"iterations":{}}},)"
@@ -166,7 +185,9 @@ int main(int argc, char** argv) {
   app.add_option("--events", events, "write whole all-reduces until at least this many events")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34))
       ->capture_default_str();
-  app.add_option("--ranks", g.ranks, "ranks (pids 1..R)")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("--ranks", g.ranks, "ranks (pids 1..R)")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
   app.add_option("--size", g.size, "float32 elements in the all-reduced buffer")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
       ->capture_default_str();
@@ -179,7 +200,9 @@ int main(int argc, char** argv) {
   g.iters = std::max<std::int64_t>(1, (events - fixed + per_iter - 1) / per_iter);
   g.out = std::fopen(path.c_str(), "wb");
   if (!g.out) {
-    fmt::print(stderr, "distlab_trace_gen: cannot write {}; give a path in an existing, writable folder\n", path);
+    fmt::print(stderr,
+               "distlab_trace_gen: cannot write {}; give a path in an existing, writable folder\n",
+               path);
     return 2;
   }
   g.write();
@@ -188,6 +211,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "distlab_trace_gen: writing {} failed (disk full?)\n", path);
     return 1;
   }
-  fmt::print("wrote {}: {} events ({} all-reduces on {} ranks)\n", path, g.events, g.iters, g.ranks);
+  fmt::print("wrote {}: {} events ({} all-reduces on {} ranks)\n", path, g.events, g.iters,
+             g.ranks);
   return 0;
 }

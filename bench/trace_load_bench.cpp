@@ -1,4 +1,5 @@
-// distlab_trace_load_bench — how fast the viewer's trace model loads a file, and at what peak memory.
+// distlab_trace_load_bench — how fast the viewer's trace model loads a file, and at what peak
+// memory.
 //
 // Loads FILE once with load_trace_model (read, parse, build) and prints the wall time, the
 // events, the file size, the throughput and the process's peak resident memory (VmHWM), as a
@@ -64,7 +65,8 @@ double mb(double bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("distlab_trace_load_bench: time load_trace_model on one file and report its peak memory");
+  CLI::App app(
+      "distlab_trace_load_bench: time load_trace_model on one file and report its peak memory");
   std::string path;
   bool check = false;
   double max_seconds = 2.0, max_ratio = 3.0;
@@ -77,8 +79,10 @@ int main(int argc, char** argv) {
   std::error_code ec;
   const auto file_bytes = static_cast<double>(std::filesystem::file_size(path, ec));
   if (ec || file_bytes <= 0) {
-    fmt::print(stderr, "distlab_trace_load_bench: cannot read {} ({}); give an existing, non-empty trace file\n", path,
-               ec ? ec.message() : "empty");
+    fmt::print(
+        stderr,
+        "distlab_trace_load_bench: cannot read {} ({}); give an existing, non-empty trace file\n",
+        path, ec ? ec.message() : "empty");
     return 2;
   }
   const std::int64_t rss_before = std::max<std::int64_t>(0, proc_status_bytes("VmRSS"));
@@ -92,7 +96,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "distlab_trace_load_bench: {}\n", e.what());
     return 2;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double peak = static_cast<double>(peak_rss_bytes());
   const double load_peak = peak - static_cast<double>(rss_before);
 
@@ -102,8 +107,8 @@ int main(int argc, char** argv) {
   fmt::print("load time   {:10.3f} s       (target <= {} s)\n", seconds, max_seconds);
   fmt::print("throughput  {:10.1f} MB/s\n", mb(file_bytes) / seconds);
   fmt::print("peak RSS    {:10.1f} MB      {:.2f} x file\n", mb(peak), peak / file_bytes);
-  fmt::print("load peak   {:10.1f} MB      {:.2f} x file (target <= {} x)\n", mb(load_peak), load_peak / file_bytes,
-             max_ratio);
+  fmt::print("load peak   {:10.1f} MB      {:.2f} x file (target <= {} x)\n", mb(load_peak),
+             load_peak / file_bytes, max_ratio);
   if (!check) return 0;
   if (kSanitized) {
     fmt::print("sanitizer build: the targets are not checked\n");
@@ -111,11 +116,13 @@ int main(int argc, char** argv) {
   }
   int status = 0;
   if (seconds > max_seconds) {
-    fmt::print(stderr, "FAIL: loading took {:.3f} s, more than the {} s target\n", seconds, max_seconds);
+    fmt::print(stderr, "FAIL: loading took {:.3f} s, more than the {} s target\n", seconds,
+               max_seconds);
     status = 1;
   }
   if (load_peak / file_bytes > max_ratio) {
-    fmt::print(stderr, "FAIL: loading peaked at {:.2f} x the file size, more than the {} x target\n",
+    fmt::print(stderr,
+               "FAIL: loading peaked at {:.2f} x the file size, more than the {} x target\n",
                load_peak / file_bytes, max_ratio);
     status = 1;
   }

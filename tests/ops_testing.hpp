@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/device/buffer.hpp"
 #include "core/base/half.hpp"
+#include "core/device/buffer.hpp"
 
 namespace distlab::testing {
 
@@ -40,11 +40,13 @@ Buffer<T> random_buffer(Ledger& ledger, std::size_t n, std::uint32_t seed, float
 // with (alpha, beta) = (1, 0) (C overwritten) and (-0.5, 2) (C read and scaled).
 // f(m, n, k, trans_a, trans_b, alpha, beta).
 template <class F>
-void for_each_gemm_case(const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>& shapes, F f) {
+void for_each_gemm_case(
+    const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>& shapes, F f) {
   for (const auto& [m, n, k] : shapes)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
-        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) f(m, n, k, ta, tb, alpha, beta);
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}})
+          f(m, n, k, ta, tb, alpha, beta);
 }
 
 }  // namespace distlab::testing

@@ -12,8 +12,8 @@
 // Rank bodies only record into their own slot; every assertion runs on the test thread.
 #include <catch2/catch.hpp>
 
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <bit>
@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/base/partition.hpp"
 #include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
 #include "core/runtime/data.hpp"
-#include "core/base/partition.hpp"
 #include "core/runtime/verify.hpp"
 #include "thread_world.hpp"
 
@@ -55,14 +55,17 @@ std::vector<AllReduceAlgo> algos() {
   return out;
 }
 
-// Lengths {0, 1, N-1, 1000}; with `large`, also 2^20 (seconds on 2 cores, so one element type only).
+// Lengths {0, 1, N-1, 1000}; with `large`, also 2^20 (seconds on 2 cores, so one element type
+// only).
 std::vector<std::size_t> lengths(int n, bool large) {
   std::set<std::size_t> s = {0, 1, static_cast<std::size_t>(n - 1), 1000};
   if (large) s.insert(std::size_t{1} << 20);
   return {s.begin(), s.end()};
 }
 
-bool is_power_of_two(int n) { return (n & (n - 1)) == 0; }
+bool is_power_of_two(int n) {
+  return (n & (n - 1)) == 0;
+}
 int floor_power_of_two(int n) {
   int p = 1;
   while (2 * p <= n) p *= 2;
@@ -73,9 +76,15 @@ int log2_exact(int p) {
   while ((1 << k) < p) ++k;
   return k;
 }
-std::uint64_t bit(int r) { return std::uint64_t{1} << r; }
-std::uint64_t all(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
-int mod(int a, int n) { return ((a % n) + n) % n; }
+std::uint64_t bit(int r) {
+  return std::uint64_t{1} << r;
+}
+std::uint64_t all(int n) {
+  return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+}
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // Element-wise sum of every rank's input, elements [offset, offset + count), added in T.
 template <class T>
@@ -97,7 +106,8 @@ Eigen::VectorXd float64_sum(int n, std::size_t length) {
 // "" when equal, else where they first differ.
 template <class T>
 std::string difference(View<const T> got, const std::vector<T>& want) {
-  if (got.size() != want.size()) return fmt::format("{} elements, want {}", got.size(), want.size());
+  if (got.size() != want.size())
+    return fmt::format("{} elements, want {}", got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i)
     if (!(got[i] == want[i])) return fmt::format("element {} is {}, want {}", i, got[i], want[i]);
   return {};
@@ -130,30 +140,32 @@ struct RankCounts {
   }
 };
 std::ostream& operator<<(std::ostream& os, const RankCounts& c) {
-  return os << "sent " << c.bytes_sent << " B in " << c.msgs_sent << " msgs, received " << c.bytes_recv << " B in "
-            << c.msgs_recv << " msgs";
+  return os << "sent " << c.bytes_sent << " B in " << c.msgs_sent << " msgs, received "
+            << c.bytes_recv << " B in " << c.msgs_recv << " msgs";
 }
 
 struct TraceCounts {
   std::vector<RankCounts> ranks;
-  std::set<int> steps;         // distinct meta.step of every message of every rank
-  std::set<int> marked;        // steps some rank marked for the viewer
-  std::size_t unpaired = 0;    // sends without their receive, or receives without their send
+  std::set<int> steps;           // distinct meta.step of every message of every rank
+  std::set<int> marked;          // steps some rank marked for the viewer
+  std::size_t unpaired = 0;      // sends without their receive, or receives without their send
   std::size_t meta_differs = 0;  // pairs whose two sides disagree on bytes or metadata
-  std::size_t bad_meta = 0;    // contributions != popcount(mask), or no buffer name
+  std::size_t bad_meta = 0;      // contributions != popcount(mask), or no buffer name
 };
 
 TraceCounts count(const test::ThreadRun& run) {
   TraceCounts t;
   t.ranks.resize(run.logs.size());
-  std::map<std::tuple<int, int, int, std::uint64_t>, const SpanEvent*> sends, recvs;  // src, dst, tag, seq
+  std::map<std::tuple<int, int, int, std::uint64_t>, const SpanEvent*> sends,
+      recvs;  // src, dst, tag, seq
   for (const auto& log : run.logs) {
     auto& c = t.ranks[static_cast<std::size_t>(log.rank)];
     for (const auto& s : log.steps) t.marked.insert(s.step);
     for (const auto& e : log.spans) {
       if (e.kind == SpanEvent::Kind::plain) continue;
       t.steps.insert(e.meta.step);
-      if (e.meta.buffer.empty() || e.meta.contributions != std::popcount(e.meta.contrib_mask)) ++t.bad_meta;
+      if (e.meta.buffer.empty() || e.meta.contributions != std::popcount(e.meta.contrib_mask))
+        ++t.bad_meta;
       if (e.kind == SpanEvent::Kind::send) {
         c.bytes_sent += e.bytes, ++c.msgs_sent;
         sends[{log.rank, e.peer, e.tag, e.seq}] = &e;
@@ -190,7 +202,8 @@ int max_concurrent_sends(const RankLog& log) {
   for (std::size_t i = 0; i < spans.size(); ++i) {
     int in_flight = 1;
     for (std::size_t j = 0; j < spans.size(); ++j)
-      if (j != i && spans[j].first <= spans[i].first && spans[j].second > spans[i].first) ++in_flight;
+      if (j != i && spans[j].first <= spans[i].first && spans[j].second > spans[i].first)
+        ++in_flight;
     most = std::max(most, in_flight);
   }
   return most;
@@ -243,7 +256,9 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
   const int p2 = floor_power_of_two(n), rem = n - p2, L = log2_exact(p2);
   const int fold_steps = rem > 0 ? 2 : 0;
   // Bytes of chunk k when the buffer is cut into `parts` chunks.
-  const auto chunk = [&](int parts, int k) { return Partition{length, parts}.size(mod(k, parts)) * elem; };
+  const auto chunk = [&](int parts, int k) {
+    return Partition{length, parts}.size(mod(k, parts)) * elem;
+  };
   // Bytes of chunks [first, first + width) of p2 chunks.
   const auto block = [&](int first, int width) {
     std::uint64_t b = 0;
@@ -255,8 +270,9 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
     switch (algo) {
       case AllReduceAlgo::reduce_broadcast:  // rank 0 takes N-1 buffers in, sends N-1 out
         x.steps = 2 * (n - 1);
-        c = r == 0 ? RankCounts{(n - 1) * S, (n - 1) * S, std::uint64_t(n - 1), std::uint64_t(n - 1)}
-                   : RankCounts{S, S, 1, 1};
+        c = r == 0
+                ? RankCounts{(n - 1) * S, (n - 1) * S, std::uint64_t(n - 1), std::uint64_t(n - 1)}
+                : RankCounts{S, S, 1, 1};
         break;
       case AllReduceAlgo::sequential:  // N rounds; each rank speaks N-1 times in its own round
         x.steps = n;
@@ -279,8 +295,10 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
         break;
       case AllReduceAlgo::recursive_doubling:
         x.steps = L + fold_steps;
-        if (r >= p2) c = {S, S, 1, 1};  // fold in, fold out
-        else c = {L * S, L * S, std::uint64_t(L), std::uint64_t(L)};
+        if (r >= p2)
+          c = {S, S, 1, 1};  // fold in, fold out
+        else
+          c = {L * S, L * S, std::uint64_t(L), std::uint64_t(L)};
         if (r < rem) c = {c.bytes_sent + S, c.bytes_recv + S, c.msgs_sent + 1, c.msgs_recv + 1};
         break;
       case AllReduceAlgo::recursive_halving:
@@ -299,29 +317,34 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
         }
         if (r < rem) c = {c.bytes_sent + S, c.bytes_recv + S, c.msgs_sent + 1, c.msgs_recv + 1};
         break;
-      case AllReduceAlgo::library: break;
+      case AllReduceAlgo::library:
+        break;
     }
   }
   return x;
 }
 
 // Real ranks whose data virtual rank u holds after the fold: u, and u + p2 when u < rem.
-std::uint64_t weight_mask(int u, int rem, int p2) { return bit(u) | (u < rem ? bit(u + p2) : 0); }
+std::uint64_t weight_mask(int u, int rem, int p2) {
+  return bit(u) | (u < rem ? bit(u + p2) : 0);
+}
 
 }  // namespace
 
 // --- results ---------------------------------------------------------------------------------
 
-TEST_CASE("all-reduce: every algorithm gives every rank the exact int64 sum", "[all_reduce][int64]") {
+TEST_CASE("all-reduce: every algorithm gives every rank the exact int64 sum",
+          "[all_reduce][int64]") {
   for (int n : kWorlds)
     for (std::size_t length : lengths(n, /*large=*/true)) {
       const auto want = sum_of_inputs<std::int64_t>(n, 0, length);
       for (AllReduceAlgo algo : algos()) {
         RUN_INFO(algo, n, length);
         std::vector<std::string> diff(static_cast<std::size_t>(n), "not run");
-        auto run = run_all_reduce<std::int64_t>(algo, n, length, [&](int r, View<const std::int64_t> got) {
-          diff[static_cast<std::size_t>(r)] = difference(got, want);
-        });
+        auto run =
+            run_all_reduce<std::int64_t>(algo, n, length, [&](int r, View<const std::int64_t> got) {
+              diff[static_cast<std::size_t>(r)] = difference(got, want);
+            });
         REQUIRE_FALSE(run.failed);
         for (int r = 0; r < n; ++r) {
           INFO("result on r" << r);
@@ -331,7 +354,8 @@ TEST_CASE("all-reduce: every algorithm gives every rank the exact int64 sum", "[
     }
 }
 
-TEST_CASE("all-reduce: every algorithm gives every rank the exact double sum", "[all_reduce][double]") {
+TEST_CASE("all-reduce: every algorithm gives every rank the exact double sum",
+          "[all_reduce][double]") {
   for (int n : kWorlds)
     for (std::size_t length : lengths(n, /*large=*/false)) {
       const auto want = sum_of_inputs<double>(n, 0, length);
@@ -350,9 +374,10 @@ TEST_CASE("all-reduce: every algorithm gives every rank the exact double sum", "
     }
 }
 
-TEST_CASE("all-reduce: float32 sums lie within sum_tolerance, with identical bits on every rank "
-          "for all but the lecture ring",
-          "[all_reduce][float][bits]") {
+TEST_CASE(
+    "all-reduce: float32 sums lie within sum_tolerance, with identical bits on every rank "
+    "for all but the lecture ring",
+    "[all_reduce][float][bits]") {
   for (int n : kWorlds)
     for (std::size_t length : {std::size_t{1000}, std::size_t{4099}}) {
       const Eigen::VectorXd want = float64_sum(n, length);
@@ -385,12 +410,14 @@ TEST_CASE("all-reduce: float32 sums lie within sum_tolerance, with identical bit
 
 // --- counts from the trace -------------------------------------------------------------------
 
-TEST_CASE("all-reduce: steps, bytes and messages per rank match the formulas", "[all_reduce][counts]") {
+TEST_CASE("all-reduce: steps, bytes and messages per rank match the formulas",
+          "[all_reduce][counts]") {
   for (int n : kWorlds)
     for (std::size_t length : lengths(n, /*large=*/false))
       for (AllReduceAlgo algo : algos()) {
         RUN_INFO(algo, n, length);
-        auto run = run_all_reduce<std::int64_t>(algo, n, length, [](int, View<const std::int64_t>) {});
+        auto run =
+            run_all_reduce<std::int64_t>(algo, n, length, [](int, View<const std::int64_t>) {});
         REQUIRE_FALSE(run.failed);
         const TraceCounts got = count(run);
         const Expected want = expected(algo, n, length, sizeof(std::int64_t));
@@ -451,11 +478,13 @@ TEST_CASE("all-reduce: parallel keeps N-1 sends in flight, every other algorithm
 
 // --- data flow -------------------------------------------------------------------------------
 
-TEST_CASE("all-reduce: ring_chunked's reduce-scatter sends chunks with s+1 contributions, "
-          "its all-gather chunks with all N",
-          "[all_reduce][ring_chunked][meta]") {
+TEST_CASE(
+    "all-reduce: ring_chunked's reduce-scatter sends chunks with s+1 contributions, "
+    "its all-gather chunks with all N",
+    "[all_reduce][ring_chunked][meta]") {
   for (int n : kWorlds)
-    for (std::size_t length : {std::size_t{0}, std::size_t{1000}, static_cast<std::size_t>(n + 1)}) {
+    for (std::size_t length :
+         {std::size_t{0}, std::size_t{1000}, static_cast<std::size_t>(n + 1)}) {
       RUN_INFO(AllReduceAlgo::ring_chunked, n, length);
       auto run = run_all_reduce<std::int64_t>(AllReduceAlgo::ring_chunked, n, length,
                                               [](int, View<const std::int64_t>) {});
@@ -476,12 +505,14 @@ TEST_CASE("all-reduce: ring_chunked's reduce-scatter sends chunks with s+1 contr
         if (!reduce_scatter) mask = all(n);
         const Apply apply = reduce_scatter ? Apply::reduce : Apply::copy;
         (reduce_scatter ? rs : ag)++;
-        if (e->peer != mod(src + 1, n) || m.chunk_begin != c || m.chunk_end != c + 1 || m.apply != apply ||
-            m.contributions != contributions || m.contrib_mask != mask || e->bytes != part.size(c) * 8)
-          wrong.add(fmt::format("step {} r{} -> r{}: chunks [{}, {}) {} {} contributions mask 0x{:x} {} B",
-                                m.step, src, e->peer, m.chunk_begin, m.chunk_end,
-                                m.apply == Apply::reduce ? "reduce" : "copy", m.contributions,
-                                m.contrib_mask, e->bytes));
+        if (e->peer != mod(src + 1, n) || m.chunk_begin != c || m.chunk_end != c + 1 ||
+            m.apply != apply || m.contributions != contributions || m.contrib_mask != mask ||
+            e->bytes != part.size(c) * 8)
+          wrong.add(fmt::format(
+              "step {} r{} -> r{}: chunks [{}, {}) {} {} contributions mask 0x{:x} {} B", m.step,
+              src, e->peer, m.chunk_begin, m.chunk_end,
+              m.apply == Apply::reduce ? "reduce" : "copy", m.contributions, m.contrib_mask,
+              e->bytes));
       }
       INFO(wrong);
       CHECK(wrong.count == 0);
@@ -501,7 +532,7 @@ TEST_CASE("all-reduce: recursive halving's chunk ranges halve each step, then do
                                             [](int, View<const std::int64_t>) {});
     REQUIRE_FALSE(run.failed);
     const int p2 = floor_power_of_two(n), rem = n - p2, L = log2_exact(p2);
-    const int first = rem > 0 ? 2 : 1;  // after the fold-in step
+    const int first = rem > 0 ? 2 : 1;    // after the fold-in step
     std::map<int, std::set<int>> widths;  // step -> chunk widths of its messages
     Wrong wrong;
     for (const auto& [src, e] : sends_of(run)) {
@@ -522,11 +553,11 @@ TEST_CASE("all-reduce: recursive halving's chunk ranges halve each step, then do
         if (u % (2 * d) == src % (2 * d)) mask |= weight_mask(u, rem, p2);
       if (!halving) mask = all(n);
       const Apply apply = halving ? Apply::reduce : Apply::copy;
-      if (e->peer != (src ^ d) || m.chunk_begin != begin || m.chunk_end != begin + d || m.apply != apply ||
-          m.contrib_mask != mask)
-        wrong.add(fmt::format("step {} r{} -> r{}: chunks [{}, {}) {} mask 0x{:x}", m.step, src, e->peer,
-                              m.chunk_begin, m.chunk_end, m.apply == Apply::reduce ? "reduce" : "copy",
-                              m.contrib_mask));
+      if (e->peer != (src ^ d) || m.chunk_begin != begin || m.chunk_end != begin + d ||
+          m.apply != apply || m.contrib_mask != mask)
+        wrong.add(fmt::format("step {} r{} -> r{}: chunks [{}, {}) {} mask 0x{:x}", m.step, src,
+                              e->peer, m.chunk_begin, m.chunk_end,
+                              m.apply == Apply::reduce ? "reduce" : "copy", m.contrib_mask));
     }
     INFO(wrong);
     CHECK(wrong.count == 0);
@@ -561,22 +592,24 @@ TEST_CASE("all-reduce: recursive doubling's partners are rank ^ 2^k and groups d
       std::uint64_t mask = 0;
       for (int u = 0; u < p2; ++u)
         if ((u >> k) == (src >> k)) mask |= weight_mask(u, rem, p2);
-      if (e->peer != (src ^ d) || m.chunk_begin != 0 || m.chunk_end != 1 || m.apply != Apply::reduce ||
-          m.contrib_mask != mask || e->bytes != 8000)
-        wrong.add(fmt::format("step {} r{} -> r{}: mask 0x{:x} {} B", m.step, src, e->peer, m.contrib_mask,
-                              e->bytes));
+      if (e->peer != (src ^ d) || m.chunk_begin != 0 || m.chunk_end != 1 ||
+          m.apply != Apply::reduce || m.contrib_mask != mask || e->bytes != 8000)
+        wrong.add(fmt::format("step {} r{} -> r{}: mask 0x{:x} {} B", m.step, src, e->peer,
+                              m.contrib_mask, e->bytes));
     }
     INFO(wrong);
     CHECK(wrong.count == 0);
   }
 }
 
-TEST_CASE("all-reduce: fold messages exist only when N is not a power of two", "[all_reduce][fold][meta]") {
+TEST_CASE("all-reduce: fold messages exist only when N is not a power of two",
+          "[all_reduce][fold][meta]") {
   for (AllReduceAlgo algo : {AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving})
     for (int n : kWorlds) {
       const std::size_t length = 1000;
       RUN_INFO(algo, n, length);
-      auto run = run_all_reduce<std::int64_t>(algo, n, length, [](int, View<const std::int64_t>) {});
+      auto run =
+          run_all_reduce<std::int64_t>(algo, n, length, [](int, View<const std::int64_t>) {});
       REQUIRE_FALSE(run.failed);
       const int p2 = floor_power_of_two(n), rem = n - p2;
       const int chunks = algo == AllReduceAlgo::recursive_halving ? p2 : 1;
@@ -585,14 +618,17 @@ TEST_CASE("all-reduce: fold messages exist only when N is not a power of two", "
       // the last step: i hands the finished sum back, which p2 + i copies.
       std::set<std::string> got, want;
       for (int i = 0; i < rem; ++i) {
-        want.insert(fmt::format("step 1 r{} -> r{} [0, {}) reduce mask 0x{:x} 8000 B", p2 + i, i, chunks, bit(p2 + i)));
-        want.insert(fmt::format("step {} r{} -> r{} [0, {}) copy mask 0x{:x} 8000 B", last, i, p2 + i, chunks, all(n)));
+        want.insert(fmt::format("step 1 r{} -> r{} [0, {}) reduce mask 0x{:x} 8000 B", p2 + i, i,
+                                chunks, bit(p2 + i)));
+        want.insert(fmt::format("step {} r{} -> r{} [0, {}) copy mask 0x{:x} 8000 B", last, i,
+                                p2 + i, chunks, all(n)));
       }
       for (const auto& [src, e] : sends_of(run))
         if (e->tag == coll::kTagFold)
-          got.insert(fmt::format("step {} r{} -> r{} [{}, {}) {} mask 0x{:x} {} B", e->meta.step, src, e->peer,
-                                 e->meta.chunk_begin, e->meta.chunk_end,
-                                 e->meta.apply == Apply::reduce ? "reduce" : "copy", e->meta.contrib_mask, e->bytes));
+          got.insert(fmt::format("step {} r{} -> r{} [{}, {}) {} mask 0x{:x} {} B", e->meta.step,
+                                 src, e->peer, e->meta.chunk_begin, e->meta.chunk_end,
+                                 e->meta.apply == Apply::reduce ? "reduce" : "copy",
+                                 e->meta.contrib_mask, e->bytes));
       CHECK(got == want);
       CHECK(got.empty() == is_power_of_two(n));
     }
@@ -600,7 +636,8 @@ TEST_CASE("all-reduce: fold messages exist only when N is not a power of two", "
 
 // --- the two halves of ring_chunked on their own -----------------------------------------------
 
-TEST_CASE("reduce_scatter_ring: rank r holds chunk r of the sum", "[all_reduce][reduce_scatter_ring]") {
+TEST_CASE("reduce_scatter_ring: rank r holds chunk r of the sum",
+          "[all_reduce][reduce_scatter_ring]") {
   for (int n : kWorlds)
     for (std::size_t length : lengths(n, /*large=*/false)) {
       INFO("ranks " << n << ", length " << length);
@@ -623,8 +660,8 @@ TEST_CASE("reduce_scatter_ring: rank r holds chunk r of the sum", "[all_reduce][
         CHECK(diff[static_cast<std::size_t>(r)] == "");
         // Every chunk but my own goes right; every chunk but my left neighbour's comes in.
         const std::uint64_t S = length * 8;
-        const RankCounts want{S - part.size(r) * 8, S - part.size(mod(r - 1, n)) * 8, std::uint64_t(n - 1),
-                              std::uint64_t(n - 1)};
+        const RankCounts want{S - part.size(r) * 8, S - part.size(mod(r - 1, n)) * 8,
+                              std::uint64_t(n - 1), std::uint64_t(n - 1)};
         CHECK(t.ranks[static_cast<std::size_t>(r)] == want);
       }
       CHECK(t.unpaired == 0);
@@ -640,7 +677,8 @@ TEST_CASE("all_gather_ring: every rank ends with chunk k of rank k's input, for 
       const Partition part{length, n};
       std::vector<std::int64_t> want(length);
       for (int k = 0; k < n; ++k)
-        for (std::size_t i = part.begin(k); i < part.end(k); ++i) want[i] = input_value<std::int64_t>(kSeed, k, i);
+        for (std::size_t i = part.begin(k); i < part.end(k); ++i)
+          want[i] = input_value<std::int64_t>(kSeed, k, i);
       std::vector<std::string> diff(static_cast<std::size_t>(n), "not run");
       auto run = test::run_ranks(n, [&](Comm& comm) {
         const int me = comm.rank();
@@ -648,7 +686,8 @@ TEST_CASE("all_gather_ring: every rank ends with chunk k of rank k's input, for 
         ops::fill(data.view(), kUnwritten);
         fill_input(data.sub(part.begin(me), part.size(me)), kSeed, me, part.begin(me));
         coll::all_gather_ring(comm, data.view());
-        diff[static_cast<std::size_t>(me)] = difference(View<const std::int64_t>(data.view()), want);
+        diff[static_cast<std::size_t>(me)] =
+            difference(View<const std::int64_t>(data.view()), want);
       });
       REQUIRE_FALSE(run.failed);
       const TraceCounts t = count(run);
@@ -658,8 +697,8 @@ TEST_CASE("all_gather_ring: every rank ends with chunk k of rank k's input, for 
         CHECK(diff[static_cast<std::size_t>(r)] == "");
         // Every chunk but my right neighbour's goes right; every chunk but mine comes in.
         const std::uint64_t S = length * 8;
-        const RankCounts want_counts{S - part.size(mod(r + 1, n)) * 8, S - part.size(r) * 8, std::uint64_t(n - 1),
-                                     std::uint64_t(n - 1)};
+        const RankCounts want_counts{S - part.size(mod(r + 1, n)) * 8, S - part.size(r) * 8,
+                                     std::uint64_t(n - 1), std::uint64_t(n - 1)};
         CHECK(t.ranks[static_cast<std::size_t>(r)] == want_counts);
       }
       // Not reduced: each chunk carries its one owner's data and is copied.

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/cost/calibration.hpp"
 #include "core/base/json.hpp"
+#include "core/cost/calibration.hpp"
 
 using namespace distlab;
 
@@ -41,13 +41,16 @@ TEST_CASE("calibration: fewer than two sizes or a non-positive time is refused",
   CHECK_THROWS_WITH(fit_alpha_beta({{8, 1e-6}, {16, 0.0}}), Catch::Contains("must be positive"));
 }
 
-TEST_CASE("calibration: save keeps other transports' entries and load reads them back", "[calibration]") {
+TEST_CASE("calibration: save keeps other transports' entries and load reads them back",
+          "[calibration]") {
   const std::string path = temp_path("calibration.json");
   std::remove(path.c_str());
   CHECK_FALSE(load_calibration(path, "threads-cpu").has_value());
-  save_calibration(path, "threads-cpu", Calibration{1e-6, 1e-10, {{8, 1.0008e-6}, {1024, 1.1024e-6}}});
+  save_calibration(path, "threads-cpu",
+                   Calibration{1e-6, 1e-10, {{8, 1.0008e-6}, {1024, 1.1024e-6}}});
   save_calibration(path, "mpi-cpu", Calibration{3e-6, 2e-10, {}});
-  save_calibration(path, "threads-cpu", Calibration{2e-6, 5e-11, {{8, 2e-6}}});  // replaces the first
+  save_calibration(path, "threads-cpu",
+                   Calibration{2e-6, 5e-11, {{8, 2e-6}}});  // replaces the first
   const auto threads = load_calibration(path, "threads-cpu");
   const auto mpi = load_calibration(path, "mpi-cpu");
   REQUIRE(threads.has_value());

@@ -9,8 +9,8 @@
 // both the send and the receive side.
 #include <catch2/catch.hpp>
 
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <bit>
@@ -90,7 +90,8 @@ std::vector<T> sum_of_inputs(int n, std::size_t offset, std::size_t count) {
 
 // "" when equal, else where they first differ.
 std::string difference(const std::vector<T>& got, const std::vector<T>& want) {
-  if (got.size() != want.size()) return fmt::format("{} elements, want {}", got.size(), want.size());
+  if (got.size() != want.size())
+    return fmt::format("{} elements, want {}", got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i)
     if (got[i] != want[i]) return fmt::format("element {} is {}, want {}", i, got[i], want[i]);
   return {};
@@ -121,8 +122,8 @@ struct Msg {
 
 std::string describe(const Msg& m) {
   return fmt::format("step {} r{} -> r{} chunks [{}, {}) {} mask 0x{:x} {} B", m.step, m.src, m.dst,
-                     m.chunk_begin, m.chunk_end, m.apply == Apply::reduce ? "reduce" : "copy", m.mask,
-                     m.bytes);
+                     m.chunk_begin, m.chunk_end, m.apply == Apply::reduce ? "reduce" : "copy",
+                     m.mask, m.bytes);
 }
 
 // Checks every recorded message against `want`: the schedule, the bytes, the metadata on
@@ -141,9 +142,10 @@ void check_messages(const test::ThreadRun& run, std::vector<Msg> want, int steps
   for (const auto& log : run.logs)
     for (const auto& e : log.spans) {
       if (e.kind != SpanEvent::Kind::send) continue;
-      sent.push_back({log.rank, e.peer, e.meta.step, e.meta.chunk_begin, e.meta.chunk_end, e.meta.apply,
-                      e.meta.contrib_mask, e.bytes});
-      if (e.meta.buffer != "data" || e.meta.contributions != std::popcount(e.meta.contrib_mask)) ++bad_meta;
+      sent.push_back({log.rank, e.peer, e.meta.step, e.meta.chunk_begin, e.meta.chunk_end,
+                      e.meta.apply, e.meta.contrib_mask, e.bytes});
+      if (e.meta.buffer != "data" || e.meta.contributions != std::popcount(e.meta.contrib_mask))
+        ++bad_meta;
       auto it = recvs.find({log.rank, e.peer, e.tag, e.seq});
       if (it == recvs.end()) {
         ++unmatched;
@@ -181,8 +183,12 @@ void check_messages(const test::ThreadRun& run, std::vector<Msg> want, int steps
   CHECK(got_text == want_text);
 }
 
-std::uint64_t bit(int r) { return std::uint64_t{1} << r; }
-std::uint64_t all(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
+std::uint64_t bit(int r) {
+  return std::uint64_t{1} << r;
+}
+std::uint64_t all(int n) {
+  return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+}
 
 // The messages of the linear algorithms (step numbers from `first`).
 std::vector<Msg> scatter_msgs(int n, std::size_t length, int root, int first, std::uint64_t mask) {
@@ -199,11 +205,13 @@ std::vector<Msg> gather_msgs(int n, std::size_t length, int root, int first) {
   const auto sizes = chunk_sizes(length, n);
   for (int s = 1; s < n; ++s) {
     const int src = (root + s) % n;
-    m.push_back({src, root, first + s - 1, src, src + 1, Apply::copy, bit(src), sizes[src] * sizeof(T)});
+    m.push_back(
+        {src, root, first + s - 1, src, src + 1, Apply::copy, bit(src), sizes[src] * sizeof(T)});
   }
   return m;
 }
-std::vector<Msg> broadcast_msgs(int n, std::size_t length, int root, int first, std::uint64_t mask) {
+std::vector<Msg> broadcast_msgs(int n, std::size_t length, int root, int first,
+                                std::uint64_t mask) {
   std::vector<Msg> m;
   for (int s = 1; s < n; ++s)
     m.push_back({root, (root + s) % n, first + s - 1, 0, n, Apply::copy, mask, length * sizeof(T)});
@@ -226,7 +234,8 @@ std::vector<Msg> operator+(std::vector<Msg> a, const std::vector<Msg>& b) {
 template <class Body>
 test::ThreadRun run_case(const Case& c, std::vector<std::vector<T>>& out, Body body) {
   out.assign(static_cast<std::size_t>(c.n), {});
-  return test::run_ranks(c.n, [&](Comm& comm) { body(comm, out[static_cast<std::size_t>(comm.rank())]); });
+  return test::run_ranks(
+      c.n, [&](Comm& comm) { body(comm, out[static_cast<std::size_t>(comm.rank())]); });
 }
 
 #define CASE_INFO(c) INFO("ranks " << (c).n << ", length " << (c).length << ", root " << (c).root)
@@ -238,7 +247,8 @@ void check_results(const std::vector<std::vector<T>>& out, int rank, const std::
 
 }  // namespace
 
-TEST_CASE("collectives: scatter gives rank k chunk k of the root's buffer", "[collectives][scatter]") {
+TEST_CASE("collectives: scatter gives rank k chunk k of the root's buffer",
+          "[collectives][scatter]") {
   for (const Case c : cases(true)) {
     CASE_INFO(c);
     std::vector<std::vector<T>> out;
@@ -257,7 +267,8 @@ TEST_CASE("collectives: scatter gives rank k chunk k of the root's buffer", "[co
   }
 }
 
-TEST_CASE("collectives: gather puts every rank's chunk in rank order on the root", "[collectives][gather]") {
+TEST_CASE("collectives: gather puts every rank's chunk in rank order on the root",
+          "[collectives][gather]") {
   for (const Case c : cases(true)) {
     CASE_INFO(c);
     std::vector<std::vector<T>> out;
@@ -281,7 +292,8 @@ TEST_CASE("collectives: gather puts every rank's chunk in rank order on the root
   }
 }
 
-TEST_CASE("collectives: broadcast copies the root's buffer to every rank", "[collectives][broadcast]") {
+TEST_CASE("collectives: broadcast copies the root's buffer to every rank",
+          "[collectives][broadcast]") {
   for (const Case c : cases(true)) {
     CASE_INFO(c);
     std::vector<std::vector<T>> out;
@@ -339,9 +351,9 @@ TEST_CASE("collectives: all-gather as gather + broadcast gives every rank every 
       want.insert(want.end(), part.begin(), part.end());
     }
     for (int k = 0; k < c.n; ++k) check_results(out, k, want);
-    check_messages(run,
-                   gather_msgs(c.n, c.length, 0, 1) + broadcast_msgs(c.n, c.length, 0, c.n, all(c.n)),
-                   2 * (c.n - 1));
+    check_messages(
+        run, gather_msgs(c.n, c.length, 0, 1) + broadcast_msgs(c.n, c.length, 0, c.n, all(c.n)),
+        2 * (c.n - 1));
   }
 }
 
@@ -380,9 +392,9 @@ TEST_CASE("collectives: all-reduce as reduce + broadcast gives every rank the su
     REQUIRE_FALSE(run.failed);
     const auto want = sum_of_inputs(c.n, 0, c.length);
     for (int k = 0; k < c.n; ++k) check_results(out, k, want);
-    check_messages(run,
-                   reduce_msgs(c.n, c.length, 0, 1) + broadcast_msgs(c.n, c.length, 0, c.n, all(c.n)),
-                   2 * (c.n - 1));
+    check_messages(
+        run, reduce_msgs(c.n, c.length, 0, 1) + broadcast_msgs(c.n, c.length, 0, c.n, all(c.n)),
+        2 * (c.n - 1));
   }
 }
 
@@ -397,7 +409,8 @@ TEST_CASE("collectives: float32 reduce and all-reduce agree with a float64 Eigen
       for (std::size_t i = 0; i < length; ++i)
         want[static_cast<Eigen::Index>(i)] += static_cast<double>(input_value<float>(kSeed, r, i));
     const double tol = sum_tolerance(n);
-    std::vector<Comparison> reduced(static_cast<std::size_t>(n)), all_reduced(static_cast<std::size_t>(n));
+    std::vector<Comparison> reduced(static_cast<std::size_t>(n)),
+        all_reduced(static_cast<std::size_t>(n));
     auto run = test::run_ranks(n, [&](Comm& comm) {
       const auto me = static_cast<std::size_t>(comm.rank());
       auto in = comm.alloc<float>(length, Category::data);

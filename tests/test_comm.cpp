@@ -56,8 +56,10 @@ TEST_CASE("comm: each message is one span on each side, paired by (peer, tag, se
     m.contributions = 1;
     m.contrib_mask = 1;
     for (int k = 0; k < 3; ++k) {
-      if (comm.rank() == 0) comm.send(View<const std::int32_t>(b.view()), 1, 9, m);
-      else comm.recv(b.view(), 0, 9, m);
+      if (comm.rank() == 0)
+        comm.send(View<const std::int32_t>(b.view()), 1, 9, m);
+      else
+        comm.recv(b.view(), 0, 9, m);
     }
   });
   REQUIRE_FALSE(run.failed);
@@ -93,7 +95,8 @@ TEST_CASE("comm: each message is one span on each side, paired by (peer, tag, se
 TEST_CASE("comm: waiting twice on a request traces it once", "[comm]") {
   auto run = run_ranks(2, [](Comm& comm) {
     auto b = comm.alloc<float>(1, Category::data);
-    Request r = comm.rank() == 0 ? comm.isend(View<const float>(b.view()), 1, 0) : comm.irecv(b.view(), 0, 0);
+    Request r = comm.rank() == 0 ? comm.isend(View<const float>(b.view()), 1, 0)
+                                 : comm.irecv(b.view(), 0, 0);
     comm.wait(r);
     comm.wait(r);
     Request none;

@@ -12,8 +12,8 @@
 #include <map>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
 #include "thread_world.hpp"
@@ -34,7 +34,8 @@ void check_cost(const Cost& c, double messages, double moved, double reduced) {
 }
 
 Cost minus(const Cost& a, const Cost& b) {
-  return {a.messages - b.messages, a.bytes_moved - b.bytes_moved, a.bytes_reduced - b.bytes_reduced};
+  return {a.messages - b.messages, a.bytes_moved - b.bytes_moved,
+          a.bytes_reduced - b.bytes_reduced};
 }
 
 // What one rank's part of a traced run looks like step by step: a step costs one message
@@ -54,7 +55,8 @@ PathCount busiest_rank(const std::vector<RankLog>& logs) {
     }
     PathCount mine{int(per_step.size()), 0};
     for (const auto& [step, sr] : per_step) mine.bytes += std::max(sr.first, sr.second);
-    if (mine.bytes > best.bytes || (mine.bytes == best.bytes && mine.steps > best.steps)) best = mine;
+    if (mine.bytes > best.bytes || (mine.bytes == best.bytes && mine.steps > best.steps))
+      best = mine;
   }
   return best;
 }
@@ -85,8 +87,10 @@ TEST_CASE("cost model: every all-reduce's terms for p = 4 and p = 8", "[cost_mod
 }
 
 TEST_CASE("cost model: one rank costs nothing, and a world needs a rank", "[cost_model]") {
-  for (AllReduceAlgo a : coll::all_reduce_algos()) check_cost(predict_all_reduce(a, 1, 4096), 0, 0, 0);
-  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::broadcast, Collective::reduce})
+  for (AllReduceAlgo a : coll::all_reduce_algos())
+    check_cost(predict_all_reduce(a, 1, 4096), 0, 0, 0);
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::broadcast,
+                       Collective::reduce})
     for (bool ring : {true, false}) check_cost(predict_collective(c, ring, 1, 4096), 0, 0, 0);
   CHECK_THROWS(predict_all_reduce(AllReduceAlgo::ring, 0, 8));
 }
@@ -112,7 +116,8 @@ TEST_CASE("cost model: off powers of two the recursive algorithms pay the fold",
     }
     for (int p : {2, 4, 8, 16}) {  // powers of two: no fold, just log2 p (or 2 log2 p) steps
       const double k = std::countr_zero(unsigned(p));
-      CHECK(predict_all_reduce(a, p, n).messages == (a == AllReduceAlgo::recursive_doubling ? k : 2 * k));
+      CHECK(predict_all_reduce(a, p, n).messages ==
+            (a == AllReduceAlgo::recursive_doubling ? k : 2 * k));
     }
   }
   // p = 6: r4 and r5 fold into r0 and r1, four ranks run 2 steps (4 for halving), then fold out.
@@ -130,9 +135,12 @@ TEST_CASE("cost model: what the lectures claim about the orderings", "[cost_mode
     const Cost lecture_ring = predict_all_reduce(AllReduceAlgo::ring, p, n);
     const Cost naive = predict_all_reduce(AllReduceAlgo::reduce_broadcast, p, n);
     // Rabenseifner moves fewer bytes than recursive doubling from 4 ranks on (equal at 2 and 3).
-    if (p >= 4) CHECK(halving.bytes_moved < doubling.bytes_moved);
-    else CHECK(halving.bytes_moved == doubling.bytes_moved);
-    // The chunked ring moves under 2 n whatever p is; the lecture's ring and the naive one grow with p.
+    if (p >= 4)
+      CHECK(halving.bytes_moved < doubling.bytes_moved);
+    else
+      CHECK(halving.bytes_moved == doubling.bytes_moved);
+    // The chunked ring moves under 2 n whatever p is; the lecture's ring and the naive one grow
+    // with p.
     CHECK(ring.bytes_moved < 2 * n);
     CHECK(lecture_ring.bytes_moved == Approx((p - 1) * n));
     CHECK(naive.bytes_moved == Approx(2 * (p - 1) * n));
@@ -153,7 +161,8 @@ TEST_CASE("cost model: the other collectives, ring and linear", "[cost_model]") 
   check_cost(predict_collective(Collective::all_gather, true, 4, n), 3, 0.75 * n, 0);
   check_cost(predict_collective(Collective::reduce_scatter, true, 4, n), 3, 0.75 * n, 0.75 * n);
   check_cost(predict_collective(Collective::all_gather, false, 4, n), 6, 0.75 * n + 3 * n, 0);
-  check_cost(predict_collective(Collective::reduce_scatter, false, 4, n), 6, 3 * n + 0.75 * n, 3 * n);
+  check_cost(predict_collective(Collective::reduce_scatter, false, 4, n), 6, 3 * n + 0.75 * n,
+             3 * n);
   check_cost(predict_collective(Collective::broadcast, false, 4, n), 3, 3 * n, 0);
   check_cost(predict_collective(Collective::reduce, false, 4, n), 3, 3 * n, 3 * n);
   for (int p : {2, 3, 5, 8}) {
@@ -161,7 +170,8 @@ TEST_CASE("cost model: the other collectives, ring and linear", "[cost_model]") 
     const Cost rs = predict_collective(Collective::reduce_scatter, true, p, n);
     const Cost ag = predict_collective(Collective::all_gather, true, p, n);
     const Cost ar = predict_collective(Collective::all_reduce, true, p, n);
-    check_cost(ar, rs.messages + ag.messages, rs.bytes_moved + ag.bytes_moved, rs.bytes_reduced + ag.bytes_reduced);
+    check_cost(ar, rs.messages + ag.messages, rs.bytes_moved + ag.bytes_moved,
+               rs.bytes_reduced + ag.bytes_reduced);
     const Cost naive = predict_collective(Collective::all_reduce, false, p, n);
     const Cost rb = predict_all_reduce(AllReduceAlgo::reduce_broadcast, p, n);
     CHECK(naive.messages == rb.messages);
@@ -171,14 +181,16 @@ TEST_CASE("cost model: the other collectives, ring and linear", "[cost_model]") 
   CHECK(std::string(to_string(Collective::all_reduce)) == "allreduce");
 }
 
-TEST_CASE("cost model: the terms are what the algorithms send, read from the trace", "[cost_model]") {
+TEST_CASE("cost model: the terms are what the algorithms send, read from the trace",
+          "[cost_model]") {
   // For every algorithm whose critical path is one rank's steps: the busiest rank takes
   // `messages` steps and pushes `bytes_moved` through its link (per step the larger of what it
   // sends and receives). Lengths divisible by every p below, so chunks are equal.
   const std::size_t length = 840 * 64;
   const double n = double(length * sizeof(float));
-  for (AllReduceAlgo a : {AllReduceAlgo::reduce_broadcast, AllReduceAlgo::ring, AllReduceAlgo::ring_chunked,
-                          AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving}) {
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::reduce_broadcast, AllReduceAlgo::ring, AllReduceAlgo::ring_chunked,
+        AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving}) {
     for (int p : {2, 3, 4, 5, 6, 7, 8}) {
       INFO(coll::to_string(a) << " on " << p << " ranks");
       const auto run = test::run_ranks(p, [&](Comm& comm) {
@@ -230,7 +242,8 @@ TEST_CASE("cost model: gamma is measured and plausible", "[cost_model]") {
   CHECK(g < 1e-8);
 }
 
-TEST_CASE("cost model: alpha and beta come from the calibration file, else the defaults", "[cost_model]") {
+TEST_CASE("cost model: alpha and beta come from the calibration file, else the defaults",
+          "[cost_model]") {
   const std::string path = temp_path("cost_model_calibration.json");
   std::remove(path.c_str());
 
@@ -256,12 +269,14 @@ TEST_CASE("cost model: alpha and beta come from the calibration file, else the d
   std::remove(path.c_str());
 }
 
-TEST_CASE("cost model: the streaming beta is the slope of the large ping-pongs alone", "[cost_model]") {
+TEST_CASE("cost model: the streaming beta is the slope of the large ping-pongs alone",
+          "[cost_model]") {
   // Cache-sized messages at 40 GB/s, from 4 MiB on at 10 GB/s (as lesson 01 sees on a laptop).
   Calibration cal;
   const double alpha = 1e-6, fast = 1.0 / 40e9, slow = 1.0 / 10e9, knee = 4 << 20;
   for (double n = 8; n <= (64 << 20); n *= 4)
-    cal.points.emplace_back(n, n < knee ? alpha + fast * n : alpha + fast * knee + slow * (n - knee));
+    cal.points.emplace_back(n,
+                            n < knee ? alpha + fast * n : alpha + fast * knee + slow * (n - knee));
   cal.beta_s_per_byte = fit_alpha_beta(cal.points).beta_s_per_byte;
   const auto beta = streaming_beta(cal, knee);
   REQUIRE(beta.has_value());
@@ -273,7 +288,8 @@ TEST_CASE("cost model: the streaming beta is the slope of the large ping-pongs a
   CHECK_FALSE(streaming_beta(Calibration{}, 1).has_value());
 }
 
-TEST_CASE("cost model: ranks sharing cores stretch the byte terms, not the latency", "[cost_model]") {
+TEST_CASE("cost model: ranks sharing cores stretch the byte terms, not the latency",
+          "[cost_model]") {
   const Cost c{2, 1000, 500};
   CostParams one;
   one.alpha_s = 1e-6, one.beta_s_per_byte = 1e-9, one.gamma_s_per_byte = 2e-9;

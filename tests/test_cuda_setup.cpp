@@ -14,8 +14,8 @@
 #include <cuda_runtime_api.h>
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/transport/nccl_calls.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/transport/nccl_calls.hpp"
 #endif
 
 using namespace distlab;
@@ -23,7 +23,8 @@ using Catch::Contains;
 
 #ifdef DISTLAB_HAVE_CUDA
 
-TEST_CASE("cuda probe: no driver or no device is 'no device'; any other error is a setup failure", "[device]") {
+TEST_CASE("cuda probe: no driver or no device is 'no device'; any other error is a setup failure",
+          "[device]") {
   // No libcuda at all (a machine without GPU): the runtime answers insufficient driver, and
   // the driver's version is 0.
   const CudaProbe none = classify_cuda(cudaErrorInsufficientDriver, 0, 0, 13000);
@@ -48,11 +49,13 @@ TEST_CASE("cuda probe: no driver or no device is 'no device'; any other error is
   CHECK(one.failure.empty());
 }
 
-TEST_CASE("cuda probe: this machine's answer is one of the three, and --device follows it", "[device]") {
+TEST_CASE("cuda probe: this machine's answer is one of the three, and --device follows it",
+          "[device]") {
   const CudaProbe& p = cuda_probe();
   if (!p.failure.empty()) {
     CHECK(p.devices == 0);
-    CHECK_THROWS_WITH(resolve_device("cuda"), Contains("CUDA does not start") && Contains(p.failure));
+    CHECK_THROWS_WITH(resolve_device("cuda"),
+                      Contains("CUDA does not start") && Contains(p.failure));
   } else if (p.devices == 0) {
     CHECK_THROWS_WITH(resolve_device("cuda"), Contains("no CUDA device answers"));
     CHECK(resolve_device("auto") == Device::cpu);
@@ -67,8 +70,10 @@ TEST_CASE("cuda errors: a sticky error says it poisons the process; others do no
   CHECK_FALSE(cuda_error_is_sticky(cudaErrorInvalidValue));
   CHECK_FALSE(cuda_error_is_sticky(cudaErrorMemoryAllocation));
   CHECK_THAT(cuda_error_text(cudaErrorIllegalAddress),
-             Contains("cudaErrorIllegalAddress") && Contains("poisons the CUDA context of the whole process"));
-  CHECK_THAT(cuda_error_text(cudaErrorInvalidValue), Contains("cudaErrorInvalidValue") && !Contains("poisons"));
+             Contains("cudaErrorIllegalAddress") &&
+                 Contains("poisons the CUDA context of the whole process"));
+  CHECK_THAT(cuda_error_text(cudaErrorInvalidValue),
+             Contains("cudaErrorInvalidValue") && !Contains("poisons"));
 }
 
 #else

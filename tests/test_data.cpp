@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <set>
 
-#include "core/runtime/data.hpp"
 #include "core/device/memory_ledger.hpp"
+#include "core/runtime/data.hpp"
 
 using namespace distlab;
 
@@ -15,11 +15,13 @@ TEST_CASE("input_value is deterministic and depends on seed, rank and index", "[
   std::set<float> values;
   for (std::uint64_t seed : {1ull, 2ull})
     for (int rank : {0, 1, 2})
-      for (std::uint64_t i : {0ull, 1ull, 1000ull}) values.insert(input_value<float>(seed, rank, i));
+      for (std::uint64_t i : {0ull, 1ull, 1000ull})
+        values.insert(input_value<float>(seed, rank, i));
   CHECK(values.size() >= 17);  // 18 draws; a collision or two is possible, a constant is not
 }
 
-TEST_CASE("input_value ranges: floats in -1..1 exact in float32, integers whole in -32..31", "[data]") {
+TEST_CASE("input_value ranges: floats in -1..1 exact in float32, integers whole in -32..31",
+          "[data]") {
   bool float_ok = true, double_ok = true, int_ok = true;
   std::set<std::int64_t> ints;
   for (int rank = 0; rank < 4; ++rank)

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "core/base/check.hpp"
-#include "core/device/allocator.hpp"
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
+#include "core/device/allocator.hpp"
 
 using namespace distlab;
 
-TEST_CASE("device_alloc on the CPU gives 64-byte aligned memory, zero bytes give null", "[device]") {
+TEST_CASE("device_alloc on the CPU gives 64-byte aligned memory, zero bytes give null",
+          "[device]") {
   CHECK(device_alloc(Device::cpu, 0) == nullptr);
   for (std::size_t bytes : {1ul, 63ul, 64ul, 65ul, 4096ul, 1ul << 20}) {
     void* p = device_alloc(Device::cpu, bytes);
@@ -32,13 +33,15 @@ TEST_CASE("device_copy copies host to host, zero bytes touch nothing", "[device]
   device_copy(nullptr, Device::cpu, nullptr, Device::cpu, 0);
 }
 
-TEST_CASE("resolve_device: cpu is the CPU, auto the GPU when one answers, anything else a usage error",
-          "[device]") {
+TEST_CASE(
+    "resolve_device: cpu is the CPU, auto the GPU when one answers, anything else a usage error",
+    "[device]") {
   const bool gpu = built_with_cuda() && cuda_device_count() > 0;
   CHECK(resolve_device("cpu") == Device::cpu);
   CHECK(resolve_device("auto") == (gpu ? Device::cuda : Device::cpu));
   CHECK_THROWS_AS(resolve_device("gpu"), UsageError);
-  CHECK_THROWS_WITH(resolve_device("gpu"), Catch::Contains("auto, cpu or cuda") && Catch::Contains("'gpu'"));
+  CHECK_THROWS_WITH(resolve_device("gpu"),
+                    Catch::Contains("auto, cpu or cuda") && Catch::Contains("'gpu'"));
 }
 
 TEST_CASE("resolve_device: cuda says why it cannot be used on this build and machine", "[device]") {
@@ -50,9 +53,11 @@ TEST_CASE("resolve_device: cuda says why it cannot be used on this build and mac
     return;
   }
   // The sentence names the actual reason, and the way out.
-  const char* why = !built_with_cuda() ? "this build has no CUDA support" : "no CUDA device answers";
+  const char* why =
+      !built_with_cuda() ? "this build has no CUDA support" : "no CUDA device answers";
   CHECK_THROWS_AS(resolve_device("cuda"), UsageError);
-  CHECK_THROWS_WITH(resolve_device("cuda"), Catch::Contains(why) && Catch::Contains("--device cpu"));
+  CHECK_THROWS_WITH(resolve_device("cuda"),
+                    Catch::Contains(why) && Catch::Contains("--device cpu"));
 }
 
 TEST_CASE("element types: dtype_of, dtype_size and names agree", "[world]") {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/collectives/baseline.hpp"
 #include "core/comm/comm.hpp"
 #include "core/device/device_timing.hpp"
-#include "core/collectives/baseline.hpp"
 #include "core/trace/reader.hpp"
 #include "core/trace/writer.hpp"
 #include "thread_world.hpp"

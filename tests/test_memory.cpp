@@ -3,14 +3,15 @@
 
 #include <utility>
 
-#include "core/device/buffer.hpp"
 #include "core/base/check.hpp"
+#include "core/device/buffer.hpp"
 #include "core/device/memory_ledger.hpp"
 #include "core/trace/recorder.hpp"
 
 using namespace distlab;
 
-TEST_CASE("ledger: charge and release track current and peak per category and in total", "[memory]") {
+TEST_CASE("ledger: charge and release track current and peak per category and in total",
+          "[memory]") {
   Ledger ledger;
   ledger.charge(Category::params, 100);
   ledger.charge(Category::grads, 40);
@@ -41,7 +42,8 @@ TEST_CASE("ledger: releasing more than is charged is an error naming the categor
   Ledger ledger;
   ledger.charge(Category::comm, 10);
   CHECK_THROWS_AS(ledger.release(Category::comm, 11), Error);
-  CHECK_THROWS_WITH(ledger.release(Category::comm, 11), Catch::Contains("comm") && Catch::Contains("11"));
+  CHECK_THROWS_WITH(ledger.release(Category::comm, 11),
+                    Catch::Contains("comm") && Catch::Contains("11"));
   CHECK_THROWS_AS(ledger.release(Category::params, 1), Error);
   CHECK(ledger.current(Category::comm) == 10);  // a refused release changes nothing
   ledger.release(Category::comm, 10);
@@ -89,7 +91,8 @@ TEST_CASE("buffer: charges on construction, releases on destruction", "[memory][
   CHECK(ledger.peak_total() == 480);
 }
 
-TEST_CASE("buffer: a move transfers the charge once, move-assignment releases the old one", "[memory][buffer]") {
+TEST_CASE("buffer: a move transfers the charge once, move-assignment releases the old one",
+          "[memory][buffer]") {
   Ledger ledger;
   Buffer<float> a(ledger, Category::grads, 16);
   a[3] = 7.0f;

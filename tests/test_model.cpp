@@ -26,7 +26,9 @@ Eigen::VectorXd as_vector(View<const float> v) {
   return out;
 }
 
-std::vector<float> floats(const Buffer<float>& b) { return std::vector<float>(b.view().ptr, b.view().ptr + b.size()); }
+std::vector<float> floats(const Buffer<float>& b) {
+  return std::vector<float>(b.view().ptr, b.view().ptr + b.size());
+}
 
 }  // namespace
 
@@ -48,9 +50,11 @@ TEST_CASE("the reference's gradient matches central finite differences in float6
   const Teacher teacher(s, 7);
   const std::size_t batch = 5;
   const RowMatrix x = widen(teacher.inputs(0, batch), batch, s.in());
-  const RowMatrix t = widen(teacher.targets(0, batch), batch, s.out()) * 0.5;  // not the teacher's own answer
+  const RowMatrix t =
+      widen(teacher.targets(0, batch), batch, s.out()) * 0.5;  // not the teacher's own answer
   Eigen::VectorXd p = widen(initial_params(s, 3));
-  for (Eigen::Index i = 0; i < p.size(); ++i) p[i] += 0.01 * std::sin(double(i));  // biases non-zero too
+  for (Eigen::Index i = 0; i < p.size(); ++i)
+    p[i] += 0.01 * std::sin(double(i));  // biases non-zero too
   Eigen::VectorXd grad;
   reference_loss(s, p, x, t, &grad);
   Eigen::VectorXd fd(p.size());
@@ -75,18 +79,22 @@ TEST_CASE("linear forward and backward equal their closed forms and finite diffe
   ops::fill(ones.view(), 1.0f);
   linear_forward(y.view(), x.view(), w.view(), b.view(), ones.view(), B, in, out);
 
-  const RowMatrix X = widen(floats(x), B, in), W = widen(floats(w), in, out), DY = widen(floats(dy), B, out);
+  const RowMatrix X = widen(floats(x), B, in), W = widen(floats(w), in, out),
+                  DY = widen(floats(dy), B, out);
   const Eigen::RowVectorXd bias = widen(floats(b)).transpose();
   const RowMatrix Y = (X * W).rowwise() + bias;
-  CHECK(relative_error(as_vector(y.view()), Eigen::Map<const Eigen::VectorXd>(Y.data(), Y.size())) < 1e-6);
+  CHECK(relative_error(as_vector(y.view()), Eigen::Map<const Eigen::VectorXd>(Y.data(), Y.size())) <
+        1e-6);
 
   Buffer<float> dx(ledger, Category::activations, B * in), dw(ledger, Category::grads, in * out),
       db(ledger, Category::grads, out);
   linear_backward(dx.view(), dw.view(), db.view(), dy.view(), x.view(), w.view(), B, in, out);
   const RowMatrix DW = X.transpose() * DY, DX = DY * W.transpose();
   const Eigen::RowVectorXd DB = DY.colwise().sum();
-  CHECK(relative_error(as_vector(dw.view()), Eigen::Map<const Eigen::VectorXd>(DW.data(), DW.size())) < 1e-6);
-  CHECK(relative_error(as_vector(dx.view()), Eigen::Map<const Eigen::VectorXd>(DX.data(), DX.size())) < 1e-6);
+  CHECK(relative_error(as_vector(dw.view()),
+                       Eigen::Map<const Eigen::VectorXd>(DW.data(), DW.size())) < 1e-6);
+  CHECK(relative_error(as_vector(dx.view()),
+                       Eigen::Map<const Eigen::VectorXd>(DX.data(), DX.size())) < 1e-6);
   CHECK(relative_error(as_vector(db.view()), DB.transpose()) < 1e-6);
 
   // f(W) = sum(dy * (x W + b)) is linear in W, so a float finite difference of it is dW up to
@@ -107,7 +115,8 @@ TEST_CASE("linear forward and backward equal their closed forms and finite diffe
     CHECK((up - down) / 0.5 == Approx(dw[i]).epsilon(1e-4).margin(1e-5));
   }
   // The first layer needs no dx: an empty view skips it.
-  CHECK_NOTHROW(linear_backward(View<float>{}, dw.view(), db.view(), dy.view(), x.view(), w.view(), B, in, out));
+  CHECK_NOTHROW(linear_backward(View<float>{}, dw.view(), db.view(), dy.view(), x.view(), w.view(),
+                                B, in, out));
 }
 
 TEST_CASE("gelu's backward matches finite differences and the reference's derivative", "[mlp]") {
@@ -117,7 +126,8 @@ TEST_CASE("gelu's backward matches finite differences and the reference's deriva
     CHECK(reference_gelu_grad(x) == Approx(fd).epsilon(1e-8).margin(1e-9));
     float in = float(x), out = 0, one = 1, grad = 0;
     ops::gelu_forward(View<float>{&out, 1}, View<const float>{&in, 1});
-    ops::gelu_backward(View<float>{&grad, 1}, View<const float>{&one, 1}, View<const float>{&in, 1});
+    ops::gelu_backward(View<float>{&grad, 1}, View<const float>{&one, 1},
+                       View<const float>{&in, 1});
     CHECK(out == Approx(reference_gelu(x)).epsilon(1e-6).margin(1e-7));
     CHECK(grad == Approx(reference_gelu_grad(x)).epsilon(1e-5).margin(1e-6));
   }
@@ -150,8 +160,10 @@ TEST_CASE("mse_loss: its value, its gradient, and shards of a batch that add up"
   // Two shards of the batch, each normalised by the whole batch, sum to the whole.
   const std::size_t first = 2;
   Buffer<float> la(ledger, Category::data, 1), lb(ledger, Category::data, 1);
-  Buffer<float> da(ledger, Category::grads, first * out), dbuf(ledger, Category::grads, (B - first) * out);
-  mse_loss(la.view(), da.view(), y.view().sub(0, first * out), t.view().sub(0, first * out), B, out);
+  Buffer<float> da(ledger, Category::grads, first * out),
+      dbuf(ledger, Category::grads, (B - first) * out);
+  mse_loss(la.view(), da.view(), y.view().sub(0, first * out), t.view().sub(0, first * out), B,
+           out);
   mse_loss(lb.view(), dbuf.view(), y.view().sub(first * out, (B - first) * out),
            t.view().sub(first * out, (B - first) * out), B, out);
   CHECK(la[0] + lb[0] == Approx(want).epsilon(1e-6));
@@ -168,7 +180,8 @@ TEST_CASE("the MLP's backward equals the reference's gradient, and finite differ
   const std::vector<float> p0 = initial_params(s, 22), xs = teacher.inputs(0, B);
   std::vector<float> ts = teacher.targets(0, B);
   for (float& v : ts) v = 0.5f * v + 0.1f;  // a target the student does not already meet
-  Buffer<float> params(ledger, Category::params, s.params()), grads(ledger, Category::grads, s.params());
+  Buffer<float> params(ledger, Category::params, s.params()),
+      grads(ledger, Category::grads, s.params());
   Buffer<float> x(ledger, Category::data, B * s.in()), t(ledger, Category::data, B * s.out());
   Buffer<float> dy(ledger, Category::activations, B * s.out()), loss(ledger, Category::data, 1);
   from_host(params.view(), p0);
@@ -186,7 +199,8 @@ TEST_CASE("the MLP's backward equals the reference's gradient, and finite differ
   mlp.backward(grads.view(), params.view(), x.view(), dy.view());
 
   Eigen::VectorXd want;
-  const double want_loss = reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
+  const double want_loss =
+      reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
   CHECK(l == Approx(want_loss).epsilon(1e-5));
   CHECK(relative_error(as_vector(grads.view()), want) < 1e-5);
 
@@ -212,7 +226,8 @@ TEST_CASE("SGD and Adam step like the reference optimizer", "[mlp]") {
     auto p = random_buffer<float>(ledger, n, 31);
     Eigen::VectorXd ref = as_vector(p.view());
     Optimizer opt(ledger, Device::cpu, n, config);
-    CHECK(ledger.current(Category::optimizer) == std::int64_t(kind == OptimizerKind::adam ? 8 * n : 0));
+    CHECK(ledger.current(Category::optimizer) ==
+          std::int64_t(kind == OptimizerKind::adam ? 8 * n : 0));
     ReferenceOptimizer ref_opt(n, config);
     for (int step = 0; step < 4; ++step) {
       auto g = random_buffer<float>(ledger, n, 40 + std::uint32_t(step));
@@ -255,12 +270,15 @@ TEST_CASE("the reference learns the teacher: its loss falls", "[mlp]") {
   }
 }
 
-TEST_CASE("an MLP cut in two stages (gelu on the first's output) equals the whole, gradients included", "[mlp]") {
+TEST_CASE(
+    "an MLP cut in two stages (gelu on the first's output) equals the whole, gradients included",
+    "[mlp]") {
   Ledger ledger;
   const MlpShape s = make_shape({5, 8, 7, 6, 3});  // 4 layers: stage A has 2, stage B has 2
   const Teacher teacher(s, 41);
   const std::size_t B = 6;
-  const std::vector<float> p0 = initial_params(s, 42), xs = teacher.inputs(0, B), ts = teacher.targets(0, B);
+  const std::vector<float> p0 = initial_params(s, 42), xs = teacher.inputs(0, B),
+                           ts = teacher.targets(0, B);
   const MlpShape a = make_shape({5, 8, 7}), b = make_shape({7, 6, 3});
   const std::size_t split = s.weight_offset(2);
   REQUIRE(split == a.params());
@@ -277,7 +295,8 @@ TEST_CASE("an MLP cut in two stages (gelu on the first's output) equals the whol
   mse_loss(loss.view(), dy.view(), y, t.view(), B, 3);
   Buffer<float> ga(ledger, Category::grads, a.params()), gb(ledger, Category::grads, b.params());
   Buffer<float> dh(ledger, Category::activations, B * 7);
-  second.backward(gb.view(), pb.view(), h, dy.view(), dh.view());  // dL/dh: what a pipeline sends back
+  second.backward(gb.view(), pb.view(), h, dy.view(),
+                  dh.view());  // dL/dh: what a pipeline sends back
   first.backward(ga.view(), pa.view(), x.view(), dh.view());
 
   Eigen::VectorXd want;

@@ -341,7 +341,8 @@ TEST_CASE("ops: adam_step matches a double implementation over five steps", "[op
                     Catch::Contains("step"));
 }
 
-TEST_CASE("ops: adam_step takes bf16 and f16 gradients as their f32 values (mixed precision)", "[ops]") {
+TEST_CASE("ops: adam_step takes bf16 and f16 gradients as their f32 values (mixed precision)",
+          "[ops]") {
   Ledger ledger;
   const std::size_t n = 41;
   const ops::AdamConfig config{.lr = 1e-2f};
@@ -356,8 +357,8 @@ TEST_CASE("ops: adam_step takes bf16 and f16 gradients as their f32 values (mixe
   ops::cast(wide_b.view(), gb.view());  // the 16-bit values, widened: what Adam must see
   ops::cast(wide_h.view(), gh.view());
   auto p = random_buffer<float>(ledger, n, 8);
-  Buffer<float> pb(ledger, Category::params, n), pw(ledger, Category::params, n), ph(ledger, Category::params, n),
-      pwh(ledger, Category::params, n);
+  Buffer<float> pb(ledger, Category::params, n), pw(ledger, Category::params, n),
+      ph(ledger, Category::params, n), pwh(ledger, Category::params, n);
   for (std::size_t i = 0; i < n; ++i) pb[i] = pw[i] = ph[i] = pwh[i] = p[i];
   std::vector<Buffer<float>> state;
   for (int k = 0; k < 8; ++k) state.emplace_back(ledger, Category::optimizer, n);
@@ -390,12 +391,14 @@ TEST_CASE(
   CHECK(p[2] == Approx(-0.01f).epsilon(1e-5));
 }
 
-TEST_CASE("ops: softmax_backward_rows matches finite differences of softmax, in place too", "[ops]") {
+TEST_CASE("ops: softmax_backward_rows matches finite differences of softmax, in place too",
+          "[ops]") {
   Ledger ledger;
   const std::size_t rows = 3, cols = 7;
   auto x = random_buffer<float>(ledger, rows * cols, 21);
   auto dy = random_buffer<float>(ledger, rows * cols, 22);
-  Buffer<float> y(ledger, Category::activations, rows * cols), dx(ledger, Category::activations, rows * cols);
+  Buffer<float> y(ledger, Category::activations, rows * cols),
+      dx(ledger, Category::activations, rows * cols);
   ops::softmax_rows(y.view(), x.view(), rows, cols);
   ops::softmax_backward_rows(dx.view(), y.view(), dy.view(), rows, cols);
   // L = sum(dy * softmax(x)): dL/dx by central differences in double.
@@ -405,7 +408,8 @@ TEST_CASE("ops: softmax_backward_rows matches finite differences of softmax, in 
       double top = -INFINITY, sum = 0;
       for (std::size_t c = 0; c < cols; ++c) top = std::max(top, xs[r * cols + c]);
       for (std::size_t c = 0; c < cols; ++c) sum += std::exp(xs[r * cols + c] - top);
-      for (std::size_t c = 0; c < cols; ++c) total += dy[r * cols + c] * std::exp(xs[r * cols + c] - top) / sum;
+      for (std::size_t c = 0; c < cols; ++c)
+        total += dy[r * cols + c] * std::exp(xs[r * cols + c] - top) / sum;
     }
     return total;
   };
@@ -546,8 +550,8 @@ TEMPLATE_TEST_CASE("ops: gemm in all four transpose combinations against float64
   Ledger ledger;
   const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> shapes = {
       {1, 1, 1}, {5, 7, 3}, {17, 13, 33}, {64, 48, 96}, {3, 4, 0}};
-  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, float alpha,
-                                 float beta) {
+  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb,
+                                 float alpha, float beta) {
     CAPTURE(m, n, k, ta, tb, alpha, beta);
     auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
     auto c = random_buffer<T>(ledger, m * n, 12);

@@ -44,9 +44,9 @@ TEST_CASE("options: defaults", "[options]") {
 }
 
 TEST_CASE("options: values given on the command line", "[options]") {
-  const Options o = parse({"--ranks", "3", "--device", "cpu", "--transport", "threads", "--size", "4K", "--seed",
-                           "7", "--trace", "/tmp/x.json", "--verbose", "--deadlock-timeout", "0.5",
-                           "--inject-fault"});
+  const Options o = parse({"--ranks", "3", "--device", "cpu", "--transport", "threads", "--size",
+                           "4K", "--seed", "7", "--trace", "/tmp/x.json", "--verbose",
+                           "--deadlock-timeout", "0.5", "--inject-fault"});
   CHECK(o.ranks == 3);
   CHECK(o.device == "cpu");
   CHECK(o.transport == "threads");
@@ -69,10 +69,12 @@ TEST_CASE("options: a bad --size is a usage error quoting it", "[options]") {
   CHECK_THROWS_AS(parse({"--size", "lots"}), UsageError);
 }
 
-TEST_CASE("options: a bad --device or --transport is a usage error listing the choices", "[options]") {
+TEST_CASE("options: a bad --device or --transport is a usage error listing the choices",
+          "[options]") {
   CHECK_THROWS_AS(parse({"--device", "gpu"}), UsageError);
   CHECK_THROWS_WITH(parse({"--device", "gpu"}), Contains("auto, cpu or cuda") && Contains("'gpu'"));
-  CHECK_THROWS_WITH(parse({"--transport", "gloo"}), Contains("auto, threads, mpi or nccl") && Contains("'gloo'"));
+  CHECK_THROWS_WITH(parse({"--transport", "gloo"}),
+                    Contains("auto, threads, mpi or nccl") && Contains("'gloo'"));
 }
 
 TEST_CASE("options: --deadlock-timeout must be positive", "[options]") {
@@ -86,7 +88,8 @@ TEST_CASE("options: an empty --trace needs --no-trace", "[options]") {
   CHECK_THROWS_WITH(parse({"--trace", ""}), Contains("--no-trace"));
 }
 
-TEST_CASE("options: CLI11 refuses --ranks out of range, non-numbers and unknown options", "[options]") {
+TEST_CASE("options: CLI11 refuses --ranks out of range, non-numbers and unknown options",
+          "[options]") {
   CHECK_THROWS_AS(parse({"--ranks", "0"}), CLI::ParseError);
   CHECK_THROWS_AS(parse({"--ranks", "2000"}), CLI::ParseError);
   CHECK_THROWS_AS(parse({"--ranks", "two"}), CLI::ParseError);

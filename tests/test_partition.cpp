@@ -25,7 +25,8 @@ void check_partition(std::size_t length, int parts) {
     smallest = std::min(smallest, p.size(i));
     largest = std::max(largest, p.size(i));
     // The first length % parts chunks are the larger ones.
-    const std::size_t want = length / parts + (static_cast<std::size_t>(i) < length % parts ? 1 : 0);
+    const std::size_t want =
+        length / parts + (static_cast<std::size_t>(i) < length % parts ? 1 : 0);
     REQUIRE(p.size(i) == want);
   }
   REQUIRE(covered == length);
@@ -42,8 +43,8 @@ TEST_CASE("partition covers 0..length without gaps, chunks differ by at most one
 
 TEST_CASE("partition of the header's example: 7 into 3 is 0-3, 3-5, 5-7", "[partition]") {
   const Partition p{7, 3};
-  CHECK(std::vector<std::size_t>{p.begin(0), p.end(0), p.begin(1), p.end(1), p.begin(2), p.end(2)} ==
-        std::vector<std::size_t>{0, 3, 3, 5, 5, 7});
+  CHECK(std::vector<std::size_t>{p.begin(0), p.end(0), p.begin(1), p.end(1), p.begin(2),
+                                 p.end(2)} == std::vector<std::size_t>{0, 3, 3, 5, 5, 7});
 }
 
 TEST_CASE("partition of a zero-length buffer gives empty chunks", "[partition]") {

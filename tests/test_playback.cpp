@@ -14,7 +14,8 @@ using distlab::testing::example_trace;
 namespace {
 
 const TraceModel& all_reduce_trace() {
-  static const TraceModel m = load_trace_model(example_trace("06_allreduce_sequential_ring_parallel"));
+  static const TraceModel m =
+      load_trace_model(example_trace("06_allreduce_sequential_ring_parallel"));
   return m;
 }
 
@@ -51,7 +52,8 @@ TEST_CASE("beats and times map onto each other through the step frames", "[playb
   // Inverse where the map is strictly increasing.
   for (double b = 0.5; b < last; b += 1.0) {
     const double t = time_at_beat(m, b);
-    if (time_at_beat(m, b - 0.5) < t && t < time_at_beat(m, b + 0.5)) CHECK(beat_at_time(m, t) == Approx(b).margin(1e-6));
+    if (time_at_beat(m, b - 0.5) < t && t < time_at_beat(m, b + 0.5))
+      CHECK(beat_at_time(m, t) == Approx(b).margin(1e-6));
   }
   // Out of range clamps.
   CHECK(time_at_beat(m, -3) == time_at_beat(m, 0));
@@ -158,7 +160,8 @@ TEST_CASE("link traffic so far adds up to every message at the end", "[playback]
   CHECK(messages == static_cast<int>(m.messages.size()));
 }
 
-TEST_CASE("shards at the end of a ring all-reduce: every rank holds every chunk from every rank", "[playback]") {
+TEST_CASE("shards at the end of a ring all-reduce: every rank holds every chunk from every rank",
+          "[playback]") {
   const TraceModel& m = all_reduce_trace();
   Playback p;
   p.reset(m);

@@ -20,7 +20,8 @@ using namespace distlab;
 
 namespace {
 
-int run_lesson(Lesson& lesson, std::vector<std::string> args, const std::function<void(Comm&)>& body) {
+int run_lesson(Lesson& lesson, std::vector<std::string> args,
+               const std::function<void(Comm&)>& body) {
   std::vector<std::string> all = {"lesson"};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -28,7 +29,9 @@ int run_lesson(Lesson& lesson, std::vector<std::string> args, const std::functio
   return lesson.run(static_cast<int>(argv.size()), argv.data(), body);
 }
 
-LessonInfo info() { return {"99", "unit", "a lesson made by the unit tests", 3, 10}; }
+LessonInfo info() {
+  return {"99", "unit", "a lesson made by the unit tests", 3, 10};
+}
 
 // Every rank all-reduces its input and checks the sum.
 void all_reduce_body(Comm& comm, std::uint64_t length) {
@@ -46,7 +49,8 @@ void all_reduce_body(Comm& comm, std::uint64_t length) {
 
 }  // namespace
 
-TEST_CASE("runtime: a run whose checks pass exits 0, the report sees steps and traffic", "[runtime]") {
+TEST_CASE("runtime: a run whose checks pass exits 0, the report sees steps and traffic",
+          "[runtime]") {
   Lesson lesson(info());
   int steps = -1, world = -1;
   std::vector<RankTraffic> reduce, bcast, everything;
@@ -58,8 +62,8 @@ TEST_CASE("runtime: a run whose checks pass exits 0, the report sees steps and t
     everything = r.traffic();
     r.check("report check", true);
   });
-  const int code =
-      run_lesson(lesson, {"--no-trace", "--size", "10"}, [&](Comm& comm) { all_reduce_body(comm, 10); });
+  const int code = run_lesson(lesson, {"--no-trace", "--size", "10"},
+                              [&](Comm& comm) { all_reduce_body(comm, 10); });
   CHECK(code == 0);
   CHECK(world == 3);
   CHECK(steps == 4);  // 2(N-1)
@@ -80,7 +84,8 @@ TEST_CASE("runtime: a run whose checks pass exits 0, the report sees steps and t
 
 TEST_CASE("runtime: a failed check exits 1", "[runtime]") {
   Lesson lesson(info());
-  CHECK(run_lesson(lesson, {"--no-trace"}, [](Comm& comm) { comm.check("wrong", comm.rank() != 1); }) == 1);
+  CHECK(run_lesson(lesson, {"--no-trace"},
+                   [](Comm& comm) { comm.check("wrong", comm.rank() != 1); }) == 1);
 }
 
 TEST_CASE("runtime: a failed report check exits 1", "[runtime]") {
@@ -97,10 +102,11 @@ TEST_CASE("runtime: a run with no checks at all is not verified", "[runtime]") {
 TEST_CASE("runtime: --inject-fault corrupts the last rank, and the check catches it", "[runtime]") {
   Lesson lesson(info());
   std::atomic<int> faulty{0};
-  const int code = run_lesson(lesson, {"--no-trace", "--inject-fault", "--ranks", "4"}, [&](Comm& comm) {
-    if (comm.inject_fault()) faulty += 1 + comm.rank();
-    comm.check("no fault", !comm.inject_fault());
-  });
+  const int code =
+      run_lesson(lesson, {"--no-trace", "--inject-fault", "--ranks", "4"}, [&](Comm& comm) {
+        if (comm.inject_fault()) faulty += 1 + comm.rank();
+        comm.check("no fault", !comm.inject_fault());
+      });
   CHECK(code == 1);
   CHECK(faulty == 4);  // rank 3 only
 }
@@ -114,13 +120,15 @@ TEST_CASE("runtime: an exception on a rank exits 1", "[runtime]") {
         }) == 1);
 }
 
-TEST_CASE("runtime: a deadlock exits 3 from the wait-for graph, long before --deadlock-timeout", "[runtime]") {
+TEST_CASE("runtime: a deadlock exits 3 from the wait-for graph, long before --deadlock-timeout",
+          "[runtime]") {
   Lesson lesson(info());
   const auto t0 = std::chrono::steady_clock::now();
-  const int code = run_lesson(lesson, {"--no-trace", "--ranks", "2", "--deadlock-timeout", "30"}, [](Comm& comm) {
-    auto b = comm.alloc<float>(1, Category::data);
-    comm.recv(b.view(), 1 - comm.rank(), 0);
-  });
+  const int code = run_lesson(lesson, {"--no-trace", "--ranks", "2", "--deadlock-timeout", "30"},
+                              [](Comm& comm) {
+                                auto b = comm.alloc<float>(1, Category::data);
+                                comm.recv(b.view(), 1 - comm.rank(), 0);
+                              });
   CHECK(code == 3);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
 }
@@ -169,7 +177,8 @@ TEST_CASE("runtime: --help exits 0 without running", "[runtime]") {
 }
 
 TEST_CASE("runtime: the trace a verified run writes holds every invariant", "[runtime][trace]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("distlab_rt_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("distlab_rt_" + std::to_string(::getpid()));
   const std::string path = (dir / "run.json").string();
   Lesson lesson(info());
   lesson.set_algorithm("reduce+broadcast");

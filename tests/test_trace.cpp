@@ -18,8 +18,8 @@
 #include "core/base/check.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
 #include "core/runtime/data.hpp"
-#include "core/trace/recorder.hpp"
 #include "core/trace/reader.hpp"
+#include "core/trace/recorder.hpp"
 #include "core/trace/writer.hpp"
 #include "thread_world.hpp"
 
@@ -81,7 +81,8 @@ std::string joined(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-TEST_CASE("trace: a real run writes a trace that parses back with every invariant holding", "[trace]") {
+TEST_CASE("trace: a real run writes a trace that parses back with every invariant holding",
+          "[trace]") {
   const auto s = small_run();
   REQUIRE_FALSE(s.run.failed);
   const LoadedTrace t = parse_trace(s.json);
@@ -111,7 +112,8 @@ TEST_CASE("trace: event phases are only X s f C i M, and all of them appear", "[
   const auto s = small_run();
   std::set<std::string> phases;
   const std::regex ph(R"re("ph":"([^"]*)")re");
-  for (auto it = std::sregex_iterator(s.json.begin(), s.json.end(), ph); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(s.json.begin(), s.json.end(), ph);
+       it != std::sregex_iterator(); ++it)
     phases.insert((*it)[1]);
   CHECK(phases == std::set<std::string>{"C", "M", "X", "f", "i", "s"});
   // pids and tids are written as integers.
@@ -185,7 +187,8 @@ TEST_CASE("trace: steps, counters and memory peaks reach the file", "[trace]") {
 
 TEST_CASE("trace: write_trace and load_trace go through a file", "[trace]") {
   const auto s = small_run();
-  const auto dir = std::filesystem::temp_directory_path() / ("distlab_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("distlab_test_" + std::to_string(::getpid()));
   const std::string path = (dir / "sub" / "t.json").string();
   write_trace(path, s.info, s.run.logs);  // creates the directories
   const LoadedTrace t = load_trace(path);
@@ -218,10 +221,13 @@ TEST_CASE("trace: overlapping spans on one lane move to sub-lanes, nested ones s
   CHECK(tid["inner"] == 1);
   CHECK(tid["crossing"] == 11);  // compute lane, second sub-lane
   // The epoch is the earliest start: times are relative to it.
-  CHECK(std::min_element(t.spans.begin(), t.spans.end(), [](auto& a, auto& b) { return a.ts < b.ts; })->ts == 0.0);
+  CHECK(std::min_element(t.spans.begin(), t.spans.end(), [](auto& a, auto& b) {
+          return a.ts < b.ts;
+        })->ts == 0.0);
 }
 
-TEST_CASE("trace: spans less than a nanosecond apart still nest once printed to the nanosecond", "[trace]") {
+TEST_CASE("trace: spans less than a nanosecond apart still nest once printed to the nanosecond",
+          "[trace]") {
   // The trace prints times to the nanosecond. A span that starts a fraction of a nanosecond
   // after its neighbour ends (a receive's deliver slice after the previous wait, say) is
   // disjoint in the rank's clock but touches it once printed, and the reader adds ts and dur
@@ -240,10 +246,10 @@ TEST_CASE("trace: spans less than a nanosecond apart still nest once printed to 
     SpanEvent a;
     a.name = "a";
     a.t0 = t;
-    a.t1 = t + 0.5 + next();           // ends somewhere inside a nanosecond
+    a.t1 = t + 0.5 + next();  // ends somewhere inside a nanosecond
     SpanEvent b;
     b.name = "b";
-    b.t0 = a.t1 + next() * 9e-4;       // starts less than a nanosecond after it
+    b.t0 = a.t1 + next() * 9e-4;  // starts less than a nanosecond after it
     b.t1 = b.t0 + 0.3 + next();
     t = b.t1 + next() * 9e-4;
     log.spans.push_back(a);
@@ -324,11 +330,13 @@ TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
   CHECK(back.peak_total > 0);
 }
 
-TEST_CASE("trace: a lesson's values are counter tracks of their own, apart from memory", "[trace]") {
+TEST_CASE("trace: a lesson's values are counter tracks of their own, apart from memory",
+          "[trace]") {
   RankLog log;
   log.rank = 0;
   log.counters.push_back({1.0, {100, 0, 0, 0, 0, 0}});
-  log.values = {{2.0, "loss", 0.5}, {3.0, "loss", 0.25}, {4.0, "loss", std::nan("")}};  // NaN: left out
+  log.values = {
+      {2.0, "loss", 0.5}, {3.0, "loss", 0.25}, {4.0, "loss", std::nan("")}};  // NaN: left out
   TraceInfo info;
   info.world.size = 1;
   const std::string json = trace_json(info, {log});
@@ -357,8 +365,10 @@ TEST_CASE("trace: a truncated RankLog is an error, not garbage", "[trace]") {
 TEST_CASE("trace: parse_trace refuses what is not a distlab trace", "[trace]") {
   CHECK_THROWS_WITH(parse_trace("{not json"), Contains("not valid JSON"));
   CHECK_THROWS_WITH(parse_trace(R"({"traceEvents":[]})"), Contains("not a distlab trace"));
-  CHECK_THROWS_WITH(parse_trace(R"({"traceEvents":[],"otherData":{"schema_version":99}})"), Contains("newer"));
-  CHECK_THROWS_WITH(parse_trace(R"({"otherData":{"schema_version":1}})"), Contains("no traceEvents"));
+  CHECK_THROWS_WITH(parse_trace(R"({"traceEvents":[],"otherData":{"schema_version":99}})"),
+                    Contains("newer"));
+  CHECK_THROWS_WITH(parse_trace(R"({"otherData":{"schema_version":1}})"),
+                    Contains("no traceEvents"));
 }
 
 // --- hand-written traces: one good, then each rule broken once ------------------------------
@@ -391,12 +401,18 @@ std::string broken(const std::string& from, const std::string& to) {
   return s;
 }
 
-std::string problems_of(const std::string& json) { return joined(check_invariants(parse_trace(json))); }
+std::string problems_of(const std::string& json) {
+  return joined(check_invariants(parse_trace(json)));
+}
 
-const std::string kWorkSpan = R"({"ph":"X","name":"work","cat":"compute","pid":1,"tid":1,"ts":6.000,"dur":3.000},)";
-const std::string kInnerSpan = R"({"ph":"X","name":"inner","cat":"compute","pid":1,"tid":1,"ts":7.000,"dur":1.000},)";
-const std::string kFlowStart = R"({"ph":"s","name":"message","cat":"message","id":1,"pid":1,"tid":2,"ts":1.000},)";
-const std::string kFlowFinish = R"({"ph":"f","bp":"e","name":"message","cat":"message","id":1,"pid":2,"tid":3,"ts":5.000},)";
+const std::string kWorkSpan =
+    R"({"ph":"X","name":"work","cat":"compute","pid":1,"tid":1,"ts":6.000,"dur":3.000},)";
+const std::string kInnerSpan =
+    R"({"ph":"X","name":"inner","cat":"compute","pid":1,"tid":1,"ts":7.000,"dur":1.000},)";
+const std::string kFlowStart =
+    R"({"ph":"s","name":"message","cat":"message","id":1,"pid":1,"tid":2,"ts":1.000},)";
+const std::string kFlowFinish =
+    R"({"ph":"f","bp":"e","name":"message","cat":"message","id":1,"pid":2,"tid":3,"ts":5.000},)";
 
 }  // namespace
 
@@ -428,12 +444,14 @@ TEST_CASE("trace invariants: a flow finish without its start", "[trace][invarian
 }
 
 TEST_CASE("trace invariants: a flow that arrives before it was sent", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(R"("id":1,"pid":2,"tid":3,"ts":5.000)", R"("id":1,"pid":2,"tid":3,"ts":0.900)")),
+  CHECK_THAT(problems_of(broken(R"("id":1,"pid":2,"tid":3,"ts":5.000)",
+                                R"("id":1,"pid":2,"tid":3,"ts":0.900)")),
              Contains("flow 1 arrives at 0.900 us, before it was sent at 1.000 us"));
 }
 
 TEST_CASE("trace invariants: a flow with two starts", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(kFlowStart, kFlowStart + kFlowStart)), Contains("flow 1 has more than one start"));
+  CHECK_THAT(problems_of(broken(kFlowStart, kFlowStart + kFlowStart)),
+             Contains("flow 1 has more than one start"));
 }
 
 TEST_CASE("trace invariants: a flow finish not bound with bp:e", "[trace][invariants]") {
@@ -441,30 +459,39 @@ TEST_CASE("trace invariants: a flow finish not bound with bp:e", "[trace][invari
 }
 
 TEST_CASE("trace invariants: a span pid outside 1..N", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)", R"("name":"work","cat":"compute","pid":3)")),
+  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)",
+                                R"("name":"work","cat":"compute","pid":3)")),
              Contains("a span has pid 3 outside 1..2"));
-  CHECK_THAT(problems_of(broken(R"("pid":2,"tid":0,"args":{"name":"rank 1"})", R"("pid":0,"tid":0,"args":{"name":"rank 1"})")),
+  CHECK_THAT(problems_of(broken(R"("pid":2,"tid":0,"args":{"name":"rank 1"})",
+                                R"("pid":0,"tid":0,"args":{"name":"rank 1"})")),
              Contains("pid 0 is outside 1..2") && Contains("rank 1 (pid 2) has no process_name"));
 }
 
-TEST_CASE("trace invariants: counter, flow and step events with a pid outside 1..N", "[trace][invariants]") {
+TEST_CASE("trace invariants: counter, flow and step events with a pid outside 1..N",
+          "[trace][invariants]") {
   // The header's rule is "pids are 1..world_size": it holds for every event, not only spans.
-  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)", R"("ph":"C","name":"memory","pid":9)")),
+  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)",
+                                R"("ph":"C","name":"memory","pid":9)")),
              Contains("pid 9"));
-  CHECK_THAT(problems_of(broken(R"("id":1,"pid":1,"tid":2,"ts":1.000)", R"("id":1,"pid":9,"tid":2,"ts":1.000)")),
+  CHECK_THAT(problems_of(broken(R"("id":1,"pid":1,"tid":2,"ts":1.000)",
+                                R"("id":1,"pid":9,"tid":2,"ts":1.000)")),
              Contains("pid 9"));
-  CHECK_THAT(problems_of(broken(R"("name":"step frame","pid":1)", R"("name":"step frame","pid":9)")),
-             Contains("pid 9"));
+  CHECK_THAT(
+      problems_of(broken(R"("name":"step frame","pid":1)", R"("name":"step frame","pid":9)")),
+      Contains("pid 9"));
 }
 
 TEST_CASE("trace invariants: a missing process name", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(R"({"ph":"M","name":"process_name","pid":2,"tid":0,"args":{"name":"rank 1"}},)", "")),
-             Contains("rank 1 (pid 2) has no process_name"));
+  CHECK_THAT(
+      problems_of(broken(
+          R"({"ph":"M","name":"process_name","pid":2,"tid":0,"args":{"name":"rank 1"}},)", "")),
+      Contains("rank 1 (pid 2) has no process_name"));
 }
 
 TEST_CASE("trace invariants: a partial overlap on one lane", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(R"("ts":7.000,"dur":1.000)", R"("ts":7.000,"dur":5.000)")),
-             Contains("pid 1 tid 1: span 'inner' at 7.000 us overlaps its neighbour without nesting"));
+  CHECK_THAT(
+      problems_of(broken(R"("ts":7.000,"dur":1.000)", R"("ts":7.000,"dur":5.000)")),
+      Contains("pid 1 tid 1: span 'inner' at 7.000 us overlaps its neighbour without nesting"));
 }
 
 TEST_CASE("trace invariants: spans on one lane out of order", "[trace][invariants]") {
@@ -473,20 +500,25 @@ TEST_CASE("trace invariants: spans on one lane out of order", "[trace][invariant
 }
 
 TEST_CASE("trace invariants: an unknown phase 'B'", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(kWorkSpan, kWorkSpan + R"({"ph":"B","name":"begin","pid":1,"tid":1,"ts":6.5},)")),
+  CHECK_THAT(problems_of(broken(
+                 kWorkSpan, kWorkSpan + R"({"ph":"B","name":"begin","pid":1,"tid":1,"ts":6.5},)")),
              Contains("event phase 'B' is not one of X, s, f, C, i, M"));
 }
 
 TEST_CASE("trace invariants: a pid that is not an integer", "[trace][invariants]") {
-  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)", R"("ph":"C","name":"memory","pid":"1")")),
+  CHECK_THAT(problems_of(broken(R"("ph":"C","name":"memory","pid":1)",
+                                R"("ph":"C","name":"memory","pid":"1")")),
              Contains("a 'C' event has no integer pid and tid"));
-  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)", R"("name":"work","cat":"compute","pid":1.5)")),
+  CHECK_THAT(problems_of(broken(R"("name":"work","cat":"compute","pid":1)",
+                                R"("name":"work","cat":"compute","pid":1.5)")),
              Contains("a 'X' event has no integer pid and tid"));
 }
 
-TEST_CASE("trace invariants: different bytes at the sender and the receiver", "[trace][invariants]") {
+TEST_CASE("trace invariants: different bytes at the sender and the receiver",
+          "[trace][invariants]") {
   CHECK_THAT(problems_of(broken(R"("bytes":64,"tag":0,"step":1,"msg":1}},
-{"ph":"f")", R"("bytes":32,"tag":0,"step":1,"msg":1}},
+{"ph":"f")",
+                                R"("bytes":32,"tag":0,"step":1,"msg":1}},
 {"ph":"f")")),
              Contains("message 1 has 64 B at the sender and 32 B at the receiver"));
 }

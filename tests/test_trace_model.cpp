@@ -24,7 +24,8 @@ using Catch::Contains;
 
 namespace {
 
-std::string traced(int n, const std::string& lesson, const std::function<void(distlab::Comm&)>& body) {
+std::string traced(int n, const std::string& lesson,
+                   const std::function<void(distlab::Comm&)>& body) {
   const distlab::RunResult run = distlab::run_in_process(n, body);
   distlab::TraceInfo info;
   info.lesson = lesson;
@@ -37,7 +38,8 @@ std::string traced(int n, const std::string& lesson, const std::function<void(di
   return distlab::trace_json(info, run.logs);
 }
 
-// N ranks, a ring_chunked all-reduce of 64 floats: steps 1..N-1 reduce-scatter, N..2(N-1) all-gather.
+// N ranks, a ring_chunked all-reduce of 64 floats: steps 1..N-1 reduce-scatter, N..2(N-1)
+// all-gather.
 std::string ring_trace(int n) {
   return traced(n, "99_ring", [](distlab::Comm& comm) {
     auto data = comm.alloc<float>(64, distlab::Category::grads);
@@ -91,8 +93,10 @@ TEST_CASE("model: a ring all-reduce trace loads ranks, lanes, spans and otherDat
   int sends = 0;
   for (const Lane& l : m.lanes) {
     CHECK(l.name != "");
-    for (std::uint32_t i = l.span_begin; i + 1 < l.span_end; ++i) CHECK(m.spans[i].start <= m.spans[i + 1].start);
-    for (std::uint32_t i = l.span_begin; i < l.span_end; ++i) CHECK(m.spans[i].lane == &l - m.lanes.data());
+    for (std::uint32_t i = l.span_begin; i + 1 < l.span_end; ++i)
+      CHECK(m.spans[i].start <= m.spans[i + 1].start);
+    for (std::uint32_t i = l.span_begin; i < l.span_end; ++i)
+      CHECK(m.spans[i].lane == &l - m.lanes.data());
   }
   for (const Span& s : m.spans) {
     CHECK(s.dur >= 0);
@@ -149,7 +153,8 @@ TEST_CASE("model: flows pair into messages with send and arrival", "[model]") {
   CHECK(ids.size() == m.messages.size());
 }
 
-TEST_CASE("model: a ring all-reduce ends with every chunk everywhere, all N contributions", "[model]") {
+TEST_CASE("model: a ring all-reduce ends with every chunk everywhere, all N contributions",
+          "[model]") {
   for (int n : {2, 3, 4, 5}) {
     const TraceModel m = parse_trace_model(ring_trace(n));
     const std::uint64_t all = (std::uint64_t{1} << n) - 1;
@@ -253,26 +258,32 @@ TEST_CASE("model: a Chrome trace from another tool loads its spans and flows", "
   CHECK(state_at_step(m, 5).buffers.empty());
 
   // The JSON array form, with no otherData at all.
-  const TraceModel bare = parse_trace_model(R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1},
+  const TraceModel bare =
+      parse_trace_model(R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1},
                                                 {"ph":"X","name":"b","pid":3,"tid":1,"ts":1,"dur":1}])");
   CHECK(bare.world_size() == 2);
   CHECK(bare.spans.size() == 2);
 }
 
 TEST_CASE("model: malformed, truncated and empty traces raise Error with a sentence", "[model]") {
-  CHECK_THROWS_MATCHES(parse_trace_model(""), Error, Catch::Matchers::Exception::ExceptionMessageMatcher(
-                                                         "the trace is empty (0 bytes); a trace is a Chrome Trace "
-                                                         "Event JSON object {\"traceEvents\": [...]} or an array of events"));
+  CHECK_THROWS_MATCHES(parse_trace_model(""), Error,
+                       Catch::Matchers::Exception::ExceptionMessageMatcher(
+                           "the trace is empty (0 bytes); a trace is a Chrome Trace "
+                           "Event JSON object {\"traceEvents\": [...]} or an array of events"));
   CHECK_THROWS_WITH(parse_trace_model("  \n"), Contains("empty"));
-  CHECK_THROWS_WITH(parse_trace_model("{\"traceEvents\": [{\"ph\":\"X\",\"pid\":1"), Contains("not valid JSON"));
-  CHECK_THROWS_WITH(parse_trace_model("{\"traceEvents\": [] } trailing"), Contains("not valid JSON"));
+  CHECK_THROWS_WITH(parse_trace_model("{\"traceEvents\": [{\"ph\":\"X\",\"pid\":1"),
+                    Contains("not valid JSON"));
+  CHECK_THROWS_WITH(parse_trace_model("{\"traceEvents\": [] } trailing"),
+                    Contains("not valid JSON"));
   CHECK_THROWS_WITH(parse_trace_model("not json at all"), Contains("not a JSON object or array"));
   CHECK_THROWS_WITH(parse_trace_model("42"), Contains("not a JSON object or array"));
   CHECK_THROWS_WITH(parse_trace_model("[{\"ph\":\"X\",]"), Contains("not valid JSON"));
   CHECK_THROWS_WITH(parse_trace_model("{\"foo\": 1}"), Contains("no traceEvents"));
   CHECK_THROWS_WITH(parse_trace_model("{\"traceEvents\": {}}"), Contains("not an array"));
-  CHECK_THROWS_WITH(parse_trace_model(R"({"traceEvents":[],"otherData":{"schema":"distlab-trace","schema_version":7}})"),
-                    Contains("schema version 7 is newer"));
+  CHECK_THROWS_WITH(
+      parse_trace_model(
+          R"({"traceEvents":[],"otherData":{"schema":"distlab-trace","schema_version":7}})"),
+      Contains("schema version 7 is newer"));
   CHECK_THROWS_WITH(load_trace_model("/nonexistent/trace.json"), Contains("cannot open trace"));
 
   // Every prefix of a real trace either loads or raises Error: never a crash.
@@ -287,7 +298,8 @@ TEST_CASE("model: malformed, truncated and empty traces raise Error with a sente
   }
   CHECK(errors > 0);
   // Odd but valid JSON in the events is skipped, not fatal.
-  const TraceModel odd = parse_trace_model(R"({"traceEvents":[1,"x",null,{"ph":"X"},{"ph":"X","pid":"a"},
+  const TraceModel odd =
+      parse_trace_model(R"({"traceEvents":[1,"x",null,{"ph":"X"},{"ph":"X","pid":"a"},
       {"ph":"X","pid":1,"tid":1,"ts":"soon","dur":-3,"args":{"bytes":"many","contrib_mask":"0xzz"}}]})");
   REQUIRE(odd.spans.size() == 1);
   CHECK(odd.spans[0].dur == 0);
@@ -303,7 +315,8 @@ TEST_CASE("schema 2: the lesson's text and memory formula", "[trace_model]") {
   REQUIRE(m.info.memory_expected_bytes.size() == 2);
   CHECK(m.info.memory_expected_bytes[1] == 50.5);
   // A version 1 trace has neither and still loads.
-  const TraceModel old = parse_trace_model(R"({"traceEvents":[],"otherData":{"schema":"distlab-trace","schema_version":1}})");
+  const TraceModel old = parse_trace_model(
+      R"({"traceEvents":[],"otherData":{"schema":"distlab-trace","schema_version":1}})");
   CHECK(old.info.concept_text.empty());
   CHECK(old.info.memory_expected_bytes.empty());
 }
@@ -332,8 +345,8 @@ TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Err
     ++seeds;
   }
   CHECK(seeds >= 10);
-  CHECK(loaded >= 3);      // the tiny distlab trace, the foreign one, the array form
-  CHECK(loaded < seeds);   // and the broken ones are refused
+  CHECK(loaded >= 3);     // the tiny distlab trace, the foreign one, the array form
+  CHECK(loaded < seeds);  // and the broken ones are refused
 
   int examples = 0;
   for (const auto& entry : fs::directory_iterator(root / "traces/examples")) {
@@ -346,7 +359,8 @@ TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Err
     for (int k = 1; k < 15; ++k) cuts.push_back(full.size() * k / 15);
     for (const std::size_t cut : cuts) {
       INFO("cut at byte " << cut << " of " << full.size());
-      CHECK_THROWS_WITH(parse_trace_model(std::string_view(full).substr(0, cut)), Contains("truncated"));
+      CHECK_THROWS_WITH(parse_trace_model(std::string_view(full).substr(0, cut)),
+                        Contains("truncated"));
     }
     ++examples;
   }

@@ -24,8 +24,8 @@ TEST_CASE("parse_size reads plain counts and power-of-1024 suffixes", "[units]")
 }
 
 TEST_CASE("parse_size rejects what is not a size with a UsageError", "[units]") {
-  for (const char* bad : {"", "K", "-1", "+4", " 4", "4 ", "4KB", "4T", "4Kx", "1.5M", "0x10", "four",
-                          "4KiB", "1e6", "99999999999999999"}) {
+  for (const char* bad : {"", "K", "-1", "+4", " 4", "4 ", "4KB", "4T", "4Kx", "1.5M", "0x10",
+                          "four", "4KiB", "1e6", "99999999999999999"}) {
     INFO("input '" << bad << "'");
     CHECK_THROWS_AS(parse_size(bad), UsageError);
   }
@@ -42,7 +42,7 @@ TEST_CASE("parse_size refuses an 'i' with no K, M or G before it", "[units]") {
 TEST_CASE("parse_size refuses sizes that overflow 64 bits instead of wrapping", "[units]") {
   // 15 digits pass the length guard, but 999999999999999 * 2^30 is about 1.07e24 > 2^64.
   CHECK_THROWS_AS(parse_size("999999999999999G"), UsageError);
-  CHECK_THROWS_AS(parse_size("17179869184G"), UsageError);  // exactly 2^64
+  CHECK_THROWS_AS(parse_size("17179869184G"), UsageError);    // exactly 2^64
   CHECK(parse_size("17179869183G") == 17179869183ull << 30);  // the largest that fits
 }
 

@@ -38,13 +38,15 @@ TEST_CASE("compare: one wrong element fails and is named in the detail", "[verif
   CHECK(c.max_error == Approx(0.5));
   CHECK(c.got == 2.5);
   CHECK(c.want == 2.0);
-  CHECK_THAT(c.detail(), Catch::Contains("[1]") && Catch::Contains("got 2.5") && Catch::Contains("want 2"));
+  CHECK_THAT(c.detail(),
+             Catch::Contains("[1]") && Catch::Contains("got 2.5") && Catch::Contains("want 2"));
 }
 
 TEST_CASE("compare: the tolerance is relative to 1 + |want|", "[verify]") {
   Eigen::VectorXd want(1);
   want << 1000.0;
-  const std::vector<double> inside = {1000.0 + 0.9 * 1e-3 * 1001.0}, outside = {1000.0 + 1.1 * 1e-3 * 1001.0};
+  const std::vector<double> inside = {1000.0 + 0.9 * 1e-3 * 1001.0},
+                            outside = {1000.0 + 1.1 * 1e-3 * 1001.0};
   CHECK(compare(view_of(inside), want, 1e-3).ok);
   CHECK_FALSE(compare(view_of(outside), want, 1e-3).ok);
 }

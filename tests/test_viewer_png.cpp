@@ -1,8 +1,8 @@
 // viewer/app/headless.hpp: the whole viewer rendered with no display (EGL surfaceless on Mesa)
 // into a PNG, read back and checked: its size, and that it is a picture, not a blank frame.
-#include <catch2/catch.hpp>
 #include <backends/imgui_impl_opengl3.h>
 #include <stb_image.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +16,8 @@ using namespace distlab::viewer;
 
 TEST_CASE("the viewer renders a trace into a PNG with no display", "[png]") {
   constexpr int kWidth = 960, kHeight = 540;
-  HeadlessGl gl(kWidth, kHeight);  // throws with a sentence when EGL is missing: that fails the test
+  HeadlessGl gl(kWidth,
+                kHeight);  // throws with a sentence when EGL is missing: that fails the test
   distlab::testing::HeadlessImGui gui(kWidth, kHeight);
   REQUIRE(ImGui_ImplOpenGL3_Init("#version 330"));
 

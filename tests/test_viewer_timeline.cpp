@@ -344,7 +344,7 @@ TEST_CASE("timeline panel: every example trace draws its lanes at several moment
       doc.playback.seek_beat(doc.model, beat);
       const int timeline = draw_panel_frame(gui, PanelId::timeline, doc);
       CHECK(timeline > 400);
-      CHECK_FALSE(doc.timeline.fit);  // the first frame fitted the view to the whole trace
+      CHECK_FALSE(doc.timeline.fit);           // the first frame fitted the view to the whole trace
       for (const Span& s : doc.model.spans) {  // every span in view
         CHECK(doc.timeline.view_begin <= s.start);
         CHECK(doc.timeline.view_end >= s.end());

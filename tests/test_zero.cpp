@@ -6,9 +6,9 @@
 #include <numeric>
 #include <vector>
 
+#include "core/base/half.hpp"
 #include "core/collectives/reduce_scatter_ordered.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
-#include "core/base/half.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/training/teacher.hpp"
 #include "core/training/zero.hpp"
@@ -19,7 +19,9 @@ using namespace distlab::zero;
 namespace {
 
 // 16 -> 64 -> 64 -> 8: layers of 1088, 4160 and 520 parameters, 5768 in all.
-model::MlpShape test_shape() { return model::make_shape({16, 64, 64, 8}); }
+model::MlpShape test_shape() {
+  return model::make_shape({16, 64, 64, 8});
+}
 
 Config test_config(Stage stage, bool deterministic) {
   Config c;
@@ -71,12 +73,14 @@ TEST_CASE("zero: units pad each sharded unit to a multiple of N", "[zero]") {
   CHECK(z3[2].shard == 9);
 }
 
-TEST_CASE("zero: model state bytes are 16, 4 + 12/N, 2 + 14/N, 16/N per parameter without padding", "[zero]") {
+TEST_CASE("zero: model state bytes are 16, 4 + 12/N, 2 + 14/N, 16/N per parameter without padding",
+          "[zero]") {
   // 4 divides every layer of the test shape and the whole: the formulas hold exactly.
   const auto s = test_shape();
   const double P = double(s.params());
   for (Stage stage : {Stage::dp, Stage::zero1, Stage::zero2, Stage::zero3})
-    CHECK(double(state_bytes(stage, s, 4).total()) / P == Approx(bytes_per_param(stage, 4)).epsilon(1e-12));
+    CHECK(double(state_bytes(stage, s, 4).total()) / P ==
+          Approx(bytes_per_param(stage, 4)).epsilon(1e-12));
   CHECK(bytes_per_param(Stage::zero1, 64) == Approx(4.1875));
   CHECK(bytes_per_param(Stage::zero2, 64) == Approx(2.21875));
   CHECK(bytes_per_param(Stage::zero3, 64) == Approx(0.25));
@@ -93,7 +97,8 @@ TEST_CASE("zero: communication per step is 2 Psi, or 3 Psi for ZeRO-3, times (N-
   CHECK(step_bytes_sent(Stage::zero1, s, 4, 0) == 2 * 3 * (5768 / 4) * 2);
   CHECK(step_bytes_sent(Stage::zero2, s, 4, 2) == step_bytes_sent(Stage::zero1, s, 4, 2));
   CHECK(step_bytes_sent(Stage::zero3, s, 4, 1) * 2 == step_bytes_sent(Stage::zero1, s, 4, 1) * 3);
-  CHECK(step_bytes_sent(Stage::dp, s, 4, 3) == step_bytes_sent(Stage::zero1, s, 4, 3));  // an all-reduce = RS + AG
+  CHECK(step_bytes_sent(Stage::dp, s, 4, 3) ==
+        step_bytes_sent(Stage::zero1, s, 4, 3));  // an all-reduce = RS + AG
   CHECK(step_bytes_sent(Stage::zero3, s, 1, 0) == 0);
 }
 
@@ -104,8 +109,10 @@ TEST_CASE("zero: master positions cover every parameter once, padding marked", "
     int padding = 0;
     for (int r = 0; r < 7; ++r)
       for (std::int64_t p : master_positions(stage, s, 7, r)) {
-        if (p < 0) ++padding;
-        else ++seen[std::size_t(p)];
+        if (p < 0)
+          ++padding;
+        else
+          ++seen[std::size_t(p)];
       }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
     std::uint64_t padded = 0;
@@ -114,7 +121,8 @@ TEST_CASE("zero: master positions cover every parameter once, padding marked", "
   }
 }
 
-TEST_CASE("reduce_scatter_ordered sums in rank order, one step, the ring's bytes", "[zero][collectives]") {
+TEST_CASE("reduce_scatter_ordered sums in rank order, one step, the ring's bytes",
+          "[zero][collectives]") {
   const int n = 5;
   const std::size_t length = 23;  // chunks of 5, 5, 5, 4, 4
   // bf16 inputs whose sum depends on the order: 1, then tiny values that vanish one by one.
@@ -151,7 +159,8 @@ TEST_CASE("reduce_scatter_ordered sums in rank order, one step, the ring's bytes
   CHECK(result.steps() == 1 + (n - 1));
 }
 
-TEST_CASE("zero: every stage trains to the same weights; with --deterministic bit for bit", "[zero]") {
+TEST_CASE("zero: every stage trains to the same weights; with --deterministic bit for bit",
+          "[zero]") {
   const auto s = test_shape();
   for (int n : {2, 3}) {
     std::map<Stage, std::vector<float>> weights;
@@ -178,8 +187,10 @@ TEST_CASE("zero: ZeRO-3 holds one layer's gathered weights at most", "[zero]") {
   const int n = 4;
   const auto runs = train_all(test_config(Stage::zero3, false), n);
   std::uint64_t widest = 0;
-  for (const Unit& u : units(Stage::zero3, s, n)) widest = std::max<std::uint64_t>(widest, u.padded);
-  for (const Run& r : runs) CHECK(r.params_peak == state_bytes(Stage::zero3, s, n).params + 2 * widest);
+  for (const Unit& u : units(Stage::zero3, s, n))
+    widest = std::max<std::uint64_t>(widest, u.padded);
+  for (const Run& r : runs)
+    CHECK(r.params_peak == state_bytes(Stage::zero3, s, n).params + 2 * widest);
 }
 
 TEST_CASE("zero: the float64 reference agrees with a deterministic run", "[zero]") {
@@ -195,5 +206,6 @@ TEST_CASE("zero: the float64 reference agrees with a deterministic run", "[zero]
   }
   CHECK(std::sqrt(err2 / moved2) < 2e-3);
   REQUIRE(runs[0].losses.size() == ref.losses.size());
-  for (std::size_t k = 0; k < ref.losses.size(); ++k) CHECK(runs[0].losses[k] == Approx(ref.losses[k]).epsilon(1e-2));
+  for (std::size_t k = 0; k < ref.losses.size(); ++k)
+    CHECK(runs[0].losses[k] == Approx(ref.losses[k]).epsilon(1e-2));
 }

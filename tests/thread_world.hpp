@@ -20,12 +20,12 @@
 namespace distlab::test {
 
 struct ThreadRun {
-  std::vector<RankLog> logs;         // one per rank, in rank order
-  std::vector<std::string> errors;   // what each rank threw ("" none, "aborted" for Aborted)
-  bool failed = false;               // the hub recorded a failure
-  std::string failure;               // its text
-  int exit_code = 0;                 // the exit status Lesson::run would return
-  double seconds = 0;                // wall time of the whole run
+  std::vector<RankLog> logs;        // one per rank, in rank order
+  std::vector<std::string> errors;  // what each rank threw ("" none, "aborted" for Aborted)
+  bool failed = false;              // the hub recorded a failure
+  std::string failure;              // its text
+  int exit_code = 0;                // the exit status Lesson::run would return
+  double seconds = 0;               // wall time of the whole run
 };
 
 inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,

@@ -29,8 +29,8 @@ class UsageError : public Error {
 
 }  // namespace distlab
 
-#define DL_CHECK(cond, ...)                                                      \
-  do {                                                                           \
+#define DL_CHECK(cond, ...)                                                          \
+  do {                                                                               \
     if (!(cond)) ::distlab::fail_at(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 

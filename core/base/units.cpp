@@ -12,21 +12,27 @@ std::uint64_t parse_size(const std::string& text) {
   std::size_t pos = 0;
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
   if (pos == 0) {
-    throw UsageError("'" + text + "' is not a size; write a whole number with an optional suffix K, M or G, e.g. 1000, 4K, 64M");
+    throw UsageError("'" + text +
+                     "' is not a size; write a whole number with an optional suffix K, M or G, "
+                     "e.g. 1000, 4K, 64M");
   }
   std::string suffix = text.substr(pos);
   for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (suffix.size() == 2 && suffix[1] == 'I') suffix.pop_back();  // "Ki" == "K"
   std::uint64_t scale = 1;
-  if (suffix == "K") scale = 1ull << 10;
-  else if (suffix == "M") scale = 1ull << 20;
-  else if (suffix == "G") scale = 1ull << 30;
+  if (suffix == "K")
+    scale = 1ull << 10;
+  else if (suffix == "M")
+    scale = 1ull << 20;
+  else if (suffix == "G")
+    scale = 1ull << 30;
   else if (!suffix.empty())
     throw UsageError("'" + text + "' has an unknown suffix; use K, M or G (powers of 1024)");
   const std::string digits = text.substr(0, pos);
   if (digits.size() > 15) throw UsageError("'" + text + "' is too large a size");
   const std::uint64_t value = std::stoull(digits);
-  if (value > std::numeric_limits<std::uint64_t>::max() / scale) throw UsageError("'" + text + "' is too large a size");
+  if (value > std::numeric_limits<std::uint64_t>::max() / scale)
+    throw UsageError("'" + text + "' is too large a size");
   return value * scale;
 }
 

@@ -2,7 +2,11 @@
 
 namespace distlab {
 
-const char* to_string(Mode m) { return m == Mode::threads ? "threads" : "mpi"; }
-const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+const char* to_string(Mode m) {
+  return m == Mode::threads ? "threads" : "mpi";
+}
+const char* to_string(Device d) {
+  return d == Device::cpu ? "cpu" : "cuda";
+}
 
 }  // namespace distlab

@@ -15,11 +15,16 @@ namespace distlab {
 enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
 inline const char* to_string(Collective c) {
   switch (c) {
-    case Collective::all_reduce: return "allreduce";
-    case Collective::all_gather: return "allgather";
-    case Collective::reduce_scatter: return "reducescatter";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce: return "reduce";
+    case Collective::all_reduce:
+      return "allreduce";
+    case Collective::all_gather:
+      return "allgather";
+    case Collective::reduce_scatter:
+      return "reducescatter";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
   }
   return "?";
 }
@@ -41,22 +46,31 @@ enum class AllReduceAlgo {
 
 inline const std::vector<AllReduceAlgo>& all_reduce_algos() {
   static const std::vector<AllReduceAlgo> all = {
-      AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,         AllReduceAlgo::parallel,
-      AllReduceAlgo::ring,             AllReduceAlgo::ring_chunked,       AllReduceAlgo::recursive_doubling,
+      AllReduceAlgo::reduce_broadcast,  AllReduceAlgo::sequential,
+      AllReduceAlgo::parallel,          AllReduceAlgo::ring,
+      AllReduceAlgo::ring_chunked,      AllReduceAlgo::recursive_doubling,
       AllReduceAlgo::recursive_halving, AllReduceAlgo::library};
   return all;
 }
 
 inline const char* to_string(AllReduceAlgo a) {
   switch (a) {
-    case AllReduceAlgo::reduce_broadcast: return "reduce_broadcast";
-    case AllReduceAlgo::sequential: return "sequential";
-    case AllReduceAlgo::parallel: return "parallel";
-    case AllReduceAlgo::ring: return "ring";
-    case AllReduceAlgo::ring_chunked: return "ring_chunked";
-    case AllReduceAlgo::recursive_doubling: return "recursive_doubling";
-    case AllReduceAlgo::recursive_halving: return "recursive_halving";
-    case AllReduceAlgo::library: return "library";
+    case AllReduceAlgo::reduce_broadcast:
+      return "reduce_broadcast";
+    case AllReduceAlgo::sequential:
+      return "sequential";
+    case AllReduceAlgo::parallel:
+      return "parallel";
+    case AllReduceAlgo::ring:
+      return "ring";
+    case AllReduceAlgo::ring_chunked:
+      return "ring_chunked";
+    case AllReduceAlgo::recursive_doubling:
+      return "recursive_doubling";
+    case AllReduceAlgo::recursive_halving:
+      return "recursive_halving";
+    case AllReduceAlgo::library:
+      return "library";
   }
   return "?";
 }

@@ -13,7 +13,8 @@ namespace distlab::coll {
 
 // send: this rank's chunk; recv: the whole result, on every rank.
 template <class T>
-void all_gather_gather_broadcast(Comm& comm, View<const T> send, View<T> recv, const std::string& buffer = "data") {
+void all_gather_gather_broadcast(Comm& comm, View<const T> send, View<T> recv,
+                                 const std::string& buffer = "data") {
   gather(comm, send, recv, 0, buffer);
   broadcast(comm, recv, 0, buffer, all_ranks(comm.size()));
 }

@@ -13,7 +13,8 @@ namespace distlab::coll {
 // data: the whole buffer, with this rank's chunk filled in; afterwards every chunk is.
 // `reduced`: the chunks are already sums over every rank (as in ring_chunked), for the trace.
 template <class T>
-void all_gather_ring(Comm& comm, View<T> data, const std::string& buffer = "data", bool reduced = false) {
+void all_gather_ring(Comm& comm, View<T> data, const std::string& buffer = "data",
+                     bool reduced = false) {
   const int n = comm.size(), me = comm.rank();
   const int right = (me + 1) % n, left = (me - 1 + n) % n;
   const Partition part{data.size(), n};

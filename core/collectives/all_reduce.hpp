@@ -13,7 +13,6 @@
 // the extra ranks into partners (one more step before and after).
 #pragma once
 
-#include "core/collectives/baseline.hpp"
 #include "core/collectives/algo.hpp"
 #include "core/collectives/all_reduce_parallel.hpp"
 #include "core/collectives/all_reduce_recursive_doubling.hpp"
@@ -22,6 +21,7 @@
 #include "core/collectives/all_reduce_ring.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/collectives/all_reduce_sequential.hpp"
+#include "core/collectives/baseline.hpp"
 
 namespace distlab::coll {
 
@@ -30,13 +30,20 @@ namespace distlab::coll {
 template <class T>
 void all_reduce(Comm& comm, View<T> data, AllReduceAlgo algo, const std::string& buffer = "data") {
   switch (algo) {
-    case AllReduceAlgo::reduce_broadcast: return all_reduce_reduce_broadcast(comm, data, buffer);
-    case AllReduceAlgo::sequential: return all_reduce_sequential(comm, data, buffer);
-    case AllReduceAlgo::parallel: return all_reduce_parallel(comm, data, buffer);
-    case AllReduceAlgo::ring: return all_reduce_ring(comm, data, buffer);
-    case AllReduceAlgo::ring_chunked: return all_reduce_ring_chunked(comm, data, buffer);
-    case AllReduceAlgo::recursive_doubling: return all_reduce_recursive_doubling(comm, data, buffer);
-    case AllReduceAlgo::recursive_halving: return all_reduce_recursive_halving(comm, data, buffer);
+    case AllReduceAlgo::reduce_broadcast:
+      return all_reduce_reduce_broadcast(comm, data, buffer);
+    case AllReduceAlgo::sequential:
+      return all_reduce_sequential(comm, data, buffer);
+    case AllReduceAlgo::parallel:
+      return all_reduce_parallel(comm, data, buffer);
+    case AllReduceAlgo::ring:
+      return all_reduce_ring(comm, data, buffer);
+    case AllReduceAlgo::ring_chunked:
+      return all_reduce_ring_chunked(comm, data, buffer);
+    case AllReduceAlgo::recursive_doubling:
+      return all_reduce_recursive_doubling(comm, data, buffer);
+    case AllReduceAlgo::recursive_halving:
+      return all_reduce_recursive_halving(comm, data, buffer);
     case AllReduceAlgo::library:
       baseline::all_reduce(comm, data.data(), data.data(), data.size(), dtype_of<T>());
       return;

@@ -24,15 +24,20 @@ void all_reduce_parallel(Comm& comm, View<T> data, const std::string& buffer = "
   std::vector<Request> requests;
   for (int k = 0; k < n; ++k) {
     incoming.push_back(comm.scratch<T>(k == me ? 0 : data.size()));
-    if (k != me) requests.push_back(comm.irecv(incoming[k].view(), k, kTagParallel, meta(step, buffer, 0, 1, Apply::reduce, rank_bit(k))));
+    if (k != me)
+      requests.push_back(comm.irecv(incoming[k].view(), k, kTagParallel,
+                                    meta(step, buffer, 0, 1, Apply::reduce, rank_bit(k))));
   }
   for (int k = 0; k < n; ++k)
-    if (k != me) requests.push_back(comm.isend(cview(data), k, kTagParallel, meta(step, buffer, 0, 1, Apply::reduce, rank_bit(me))));
+    if (k != me)
+      requests.push_back(comm.isend(cview(data), k, kTagParallel,
+                                    meta(step, buffer, 0, 1, Apply::reduce, rank_bit(me))));
   comm.wait_all(requests);
   auto add = comm.phase("add");
   Buffer<T> sum = comm.scratch<T>(data.size());
   ops::fill(sum.view(), T{});
-  for (int k = 0; k < n; ++k) ops::add(sum.view(), k == me ? cview(data) : cview(incoming[k].view()));
+  for (int k = 0; k < n; ++k)
+    ops::add(sum.view(), k == me ? cview(data) : cview(incoming[k].view()));
   ops::copy(data, cview(sum.view()));
 }
 

@@ -26,12 +26,14 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
   int step = comm.next_steps(2 * f.log2_p2() + f.extra_steps());
   comm.declare_buffer(buffer, data.size(), p2);
   // Chunks [c0, c1) as elements of data.
-  auto chunks = [&](int c0, int c1) { return data.sub(part.begin(c0), part.begin(c1) - part.begin(c0)); };
+  auto chunks = [&](int c0, int c1) {
+    return data.sub(part.begin(c0), part.begin(c1) - part.begin(c0));
+  };
 
   if (f.rem) fold_in(comm, data, f, step++, buffer, p2);
   if (f.takes_part(me)) {
     Buffer<T> incoming = comm.scratch<T>(part.begin(p2 / 2));  // the larger half
-    int lo = 0, hi = p2;  // the chunks I own
+    int lo = 0, hi = p2;                                       // the chunks I own
     int exchanged = 0;
     // Reduce-scatter by recursive halving.
     for (int d = p2 / 2; d >= 1; d /= 2, ++step) {
@@ -43,9 +45,10 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
       View<T> keep = chunks(keep_lo, keep_hi);
       View<T> got = incoming.sub(0, keep.size());
       comm.mark_step(step);
-      comm.sendrecv(cview(chunks(give_lo, give_hi)), partner, got, partner, kTagRecursive,
-                    meta(step, buffer, give_lo, give_hi, Apply::reduce, f.contributors(me, exchanged)),
-                    meta(step, buffer, keep_lo, keep_hi, Apply::reduce, f.contributors(partner, exchanged)));
+      comm.sendrecv(
+          cview(chunks(give_lo, give_hi)), partner, got, partner, kTagRecursive,
+          meta(step, buffer, give_lo, give_hi, Apply::reduce, f.contributors(me, exchanged)),
+          meta(step, buffer, keep_lo, keep_hi, Apply::reduce, f.contributors(partner, exchanged)));
       auto add = comm.phase("add");
       ops::add(keep, cview(got));
       lo = keep_lo, hi = keep_hi;
@@ -58,8 +61,8 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
       const int partner = me ^ d, width = hi - lo;
       const int their_lo = (me & d) ? lo - width : hi, their_hi = their_lo + width;
       comm.mark_step(step);
-      comm.sendrecv(cview(chunks(lo, hi)), partner, chunks(their_lo, their_hi), partner, kTagRecursive,
-                    meta(step, buffer, lo, hi, Apply::copy, all_ranks(f.n)),
+      comm.sendrecv(cview(chunks(lo, hi)), partner, chunks(their_lo, their_hi), partner,
+                    kTagRecursive, meta(step, buffer, lo, hi, Apply::copy, all_ranks(f.n)),
                     meta(step, buffer, their_lo, their_hi, Apply::copy, all_ranks(f.n)));
       lo = std::min(lo, their_lo), hi = std::max(hi, their_hi);
     }

@@ -21,7 +21,7 @@ void all_reduce_ring(Comm& comm, View<T> data, const std::string& buffer = "data
   const int right = (me + 1) % n, left = (me - 1 + n) % n;
   const int first_step = comm.next_steps(n - 1);
   comm.declare_buffer(buffer, data.size(), 1);
-  Buffer<T> passing = comm.scratch<T>(data.size());   // the buffer I pass on next
+  Buffer<T> passing = comm.scratch<T>(data.size());  // the buffer I pass on next
   Buffer<T> incoming = comm.scratch<T>(data.size());
   ops::copy(passing.view(), cview(data));
   for (int s = 1; s < n; ++s) {

@@ -3,8 +3,8 @@
 #include "core/collectives/baseline.hpp"
 
 #include "core/base/check.hpp"
-#include "core/collectives/baseline_detail.hpp"
 #include "core/base/partition.hpp"
+#include "core/collectives/baseline_detail.hpp"
 
 #ifdef DISTLAB_HAVE_MPI
 #include <mpi.h>
@@ -21,10 +21,14 @@ namespace distlab::baseline {
 using namespace detail;
 
 namespace {
-bool on_gpu(const Comm& comm) { return comm.device() == Device::cuda; }
+bool on_gpu(const Comm& comm) {
+  return comm.device() == Device::cuda;
+}
 }  // namespace
 
-bool available(const Comm& comm) { return unavailable_reason(comm).empty(); }
+bool available(const Comm& comm) {
+  return unavailable_reason(comm).empty();
+}
 
 std::string unavailable_reason(const Comm& comm) {
   std::string why;
@@ -40,30 +44,37 @@ std::string unavailable_reason(const Comm& comm) {
 #endif
 }
 
-std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                    int root) {
   return on_gpu(comm) ? gpu_scatter(comm, send, recv, length, dtype, root)
                       : mpi_scatter(comm, send, recv, length, dtype, root);
 }
-std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                   int root) {
   return on_gpu(comm) ? gpu_gather(comm, send, recv, length, dtype, root)
                       : mpi_gather(comm, send, recv, length, dtype, root);
 }
 std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
-  return on_gpu(comm) ? gpu_broadcast(comm, data, length, dtype, root) : mpi_broadcast(comm, data, length, dtype, root);
+  return on_gpu(comm) ? gpu_broadcast(comm, data, length, dtype, root)
+                      : mpi_broadcast(comm, data, length, dtype, root);
 }
-std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                   int root) {
   return on_gpu(comm) ? gpu_reduce(comm, send, recv, length, dtype, root)
                       : mpi_reduce(comm, send, recv, length, dtype, root);
 }
 std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
-  return on_gpu(comm) ? gpu_all_gather(comm, send, recv, length, dtype) : mpi_all_gather(comm, send, recv, length, dtype);
+  return on_gpu(comm) ? gpu_all_gather(comm, send, recv, length, dtype)
+                      : mpi_all_gather(comm, send, recv, length, dtype);
 }
-std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
   return on_gpu(comm) ? gpu_reduce_scatter(comm, send, recv, length, dtype)
                       : mpi_reduce_scatter(comm, send, recv, length, dtype);
 }
 std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
-  return on_gpu(comm) ? gpu_all_reduce(comm, send, recv, length, dtype) : mpi_all_reduce(comm, send, recv, length, dtype);
+  return on_gpu(comm) ? gpu_all_reduce(comm, send, recv, length, dtype)
+                      : mpi_all_reduce(comm, send, recv, length, dtype);
 }
 
 }  // namespace distlab::baseline
@@ -73,13 +84,27 @@ namespace distlab::baseline::detail {
 #ifndef DISTLAB_HAVE_MPI
 
 #define DL_NO_MPI DL_FAIL("the MPI library is not in this build")
-std::string mpi_scatter(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string mpi_gather(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string mpi_broadcast(Comm&, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string mpi_reduce(Comm&, const void*, void*, std::size_t, DType, int) { DL_NO_MPI; }
-std::string mpi_all_gather(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
-std::string mpi_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
-std::string mpi_all_reduce(Comm&, const void*, void*, std::size_t, DType) { DL_NO_MPI; }
+std::string mpi_scatter(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_MPI;
+}
+std::string mpi_gather(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_MPI;
+}
+std::string mpi_broadcast(Comm&, void*, std::size_t, DType, int) {
+  DL_NO_MPI;
+}
+std::string mpi_reduce(Comm&, const void*, void*, std::size_t, DType, int) {
+  DL_NO_MPI;
+}
+std::string mpi_all_gather(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_MPI;
+}
+std::string mpi_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_MPI;
+}
+std::string mpi_all_reduce(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_MPI;
+}
 
 #else
 
@@ -87,7 +112,8 @@ namespace {
 
 // The MPI communicator under the data transport (MPI itself, or the GPU transports over it).
 MPI_Comm mpi_comm(Comm& comm) {
-  DL_CHECK(comm.world().mode == Mode::mpi, "the MPI library collectives need the lesson to run under mpirun");
+  DL_CHECK(comm.world().mode == Mode::mpi,
+           "the MPI library collectives need the lesson to run under mpirun");
   auto* t = dynamic_cast<MpiTransport*>(&comm.transport());
   return t ? t->comm() : MPI_COMM_WORLD;
 }
@@ -95,11 +121,16 @@ MPI_Comm mpi_comm(Comm& comm) {
 // MPI's type for moving elements; a reduction needs arithmetic MPI has for it.
 MPI_Datatype mpi_type(DType t, bool reduce = false) {
   switch (t) {
-    case DType::u8: return MPI_UNSIGNED_CHAR;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
+    case DType::u8:
+      return MPI_UNSIGNED_CHAR;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
     case DType::f16:
     case DType::bf16:
       DL_CHECK(!reduce, "MPI cannot sum {} elements; compare in f32", to_string(t));
@@ -109,7 +140,8 @@ MPI_Datatype mpi_type(DType t, bool reduce = false) {
 }
 
 int as_count(std::size_t n) {
-  DL_CHECK(n <= static_cast<std::size_t>(INT32_MAX), "{} elements is more than one MPI call can count", n);
+  DL_CHECK(n <= static_cast<std::size_t>(INT32_MAX),
+           "{} elements is more than one MPI call can count", n);
   return static_cast<int>(n);
 }
 
@@ -134,31 +166,37 @@ const char* chunk_at(const void* base, std::size_t elements, DType t) {
 
 }  // namespace
 
-std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string mpi_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                        int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
   // The root's chunk left where it is in `send`: MPI_IN_PLACE, never one buffer passed twice.
-  if (me == root && recv == chunk_at(send, l.displs[static_cast<std::size_t>(me)], dtype)) recv = MPI_IN_PLACE;
+  if (me == root && recv == chunk_at(send, l.displs[static_cast<std::size_t>(me)], dtype))
+    recv = MPI_IN_PLACE;
   if (l.equal) {
     DL_MPI_CHECK(MPI_Scatter(send, mine, t, recv, mine, t, root, mpi_comm(comm)));
     return "MPI_Scatter";
   }
-  DL_MPI_CHECK(MPI_Scatterv(send, l.counts.data(), l.displs.data(), t, recv, mine, t, root, mpi_comm(comm)));
+  DL_MPI_CHECK(
+      MPI_Scatterv(send, l.counts.data(), l.displs.data(), t, recv, mine, t, root, mpi_comm(comm)));
   return "MPI_Scatterv";
 }
 
-std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string mpi_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
   // The root's own chunk already in its place in `recv`.
-  if (me == root && send == chunk_at(recv, l.displs[static_cast<std::size_t>(me)], dtype)) send = MPI_IN_PLACE;
+  if (me == root && send == chunk_at(recv, l.displs[static_cast<std::size_t>(me)], dtype))
+    send = MPI_IN_PLACE;
   if (l.equal) {
     DL_MPI_CHECK(MPI_Gather(send, mine, t, recv, mine, t, root, mpi_comm(comm)));
     return "MPI_Gather";
   }
-  DL_MPI_CHECK(MPI_Gatherv(send, mine, t, recv, l.counts.data(), l.displs.data(), t, root, mpi_comm(comm)));
+  DL_MPI_CHECK(
+      MPI_Gatherv(send, mine, t, recv, l.counts.data(), l.displs.data(), t, root, mpi_comm(comm)));
   return "MPI_Gatherv";
 }
 
@@ -167,13 +205,16 @@ std::string mpi_broadcast(Comm& comm, void* data, std::size_t length, DType dtyp
   return "MPI_Bcast";
 }
 
-std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root) {
+std::string mpi_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                       int root) {
   if (comm.rank() == root && send == recv) send = MPI_IN_PLACE;  // the root's input is its output
-  DL_MPI_CHECK(MPI_Reduce(send, recv, as_count(length), mpi_type(dtype, true), MPI_SUM, root, mpi_comm(comm)));
+  DL_MPI_CHECK(MPI_Reduce(send, recv, as_count(length), mpi_type(dtype, true), MPI_SUM, root,
+                          mpi_comm(comm)));
   return "MPI_Reduce";
 }
 
-std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype);
   const int me = comm.rank(), mine = l.counts[static_cast<std::size_t>(me)];
@@ -182,11 +223,13 @@ std::string mpi_all_gather(Comm& comm, const void* send, void* recv, std::size_t
     DL_MPI_CHECK(MPI_Allgather(send, mine, t, recv, mine, t, mpi_comm(comm)));
     return "MPI_Allgather";
   }
-  DL_MPI_CHECK(MPI_Allgatherv(send, mine, t, recv, l.counts.data(), l.displs.data(), t, mpi_comm(comm)));
+  DL_MPI_CHECK(
+      MPI_Allgatherv(send, mine, t, recv, l.counts.data(), l.displs.data(), t, mpi_comm(comm)));
   return "MPI_Allgatherv";
 }
 
-std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                               DType dtype) {
   const Layout l(length, comm.size());
   const MPI_Datatype t = mpi_type(dtype, true);
   const std::size_t me = static_cast<std::size_t>(comm.rank());
@@ -200,7 +243,8 @@ std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
     into = apart.data();
   }
   std::string name = "MPI_Reduce_scatter_block";
-  if (l.equal) DL_MPI_CHECK(MPI_Reduce_scatter_block(send, into, l.counts[0], t, MPI_SUM, mpi_comm(comm)));
+  if (l.equal)
+    DL_MPI_CHECK(MPI_Reduce_scatter_block(send, into, l.counts[0], t, MPI_SUM, mpi_comm(comm)));
   else {
     DL_MPI_CHECK(MPI_Reduce_scatter(send, into, l.counts.data(), t, MPI_SUM, mpi_comm(comm)));
     name = "MPI_Reduce_scatter";
@@ -209,10 +253,11 @@ std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
   return name;
 }
 
-std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
   // send == recv: in place, as MPI spells it.
-  DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length), mpi_type(dtype, true),
-                             MPI_SUM, mpi_comm(comm)));
+  DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length),
+                             mpi_type(dtype, true), MPI_SUM, mpi_comm(comm)));
   return "MPI_Allreduce";
 }
 

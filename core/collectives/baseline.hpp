@@ -34,12 +34,16 @@ std::string unavailable_reason(const Comm& comm);
 // with recv at the root's own chunk of send, gather with send at the root's chunk of recv,
 // all_gather with send at the rank's chunk of recv, reduce_scatter with recv at the rank's
 // chunk of send (MPI_IN_PLACE where MPI has it; one buffer is never passed as two).
-std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
-std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
+std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                    int root);
+std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                   int root);
 std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root);
-std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype, int root);
+std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
+                   int root);
 std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
-std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
+std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
 std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
 
 }  // namespace distlab::baseline

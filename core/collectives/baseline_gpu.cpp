@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
-#include "core/device/allocator.hpp"
-#include "core/collectives/baseline_detail.hpp"
 #include "core/base/partition.hpp"
+#include "core/collectives/baseline_detail.hpp"
+#include "core/device/allocator.hpp"
+#include "core/device/cuda_context.hpp"
 #include "core/transport/threads.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
@@ -25,8 +25,8 @@
 
 #include "core/transport/nccl_calls.hpp"
 #ifdef DISTLAB_HAVE_MPI
-#include "core/transport/nccl.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/transport/nccl.hpp"
 #endif
 #endif
 
@@ -36,7 +36,9 @@ namespace {
 thread_local bool t_chunked_forms = false;
 }  // namespace
 
-void set_nccl_chunked_forms(bool on) { t_chunked_forms = on; }
+void set_nccl_chunked_forms(bool on) {
+  t_chunked_forms = on;
+}
 
 #ifndef DISTLAB_HAVE_CUDA
 
@@ -179,9 +181,11 @@ std::string nccl_run(Comm& comm, const Nccl& n, const std::string& name, Enqueue
   const std::string what =
       n.launched_before == 0
           ? name
-          : fmt::format("{} (launched behind {} queued GPU message{}: each holds this stream until its partner "
-                        "is posted, so a peer that posts it only after its own {} hangs both)",
-                        name, n.launched_before, n.launched_before == 1 ? "" : "s", name);
+          : fmt::format(
+                "{} (launched behind {} queued GPU message{}: each holds this stream until its "
+                "partner "
+                "is posted, so a peer that posts it only after its own {} hangs both)",
+                name, n.launched_before, n.launched_before == 1 ? "" : "s", name);
   nccl_wait(n.comm, *work, what, *n.waiter);
   comm.record_device_work(work);
   return name;
@@ -199,7 +203,8 @@ void nccl_group(const Nccl& n, Calls calls) {
 // One NCCL call per non-empty chunk r of `part` (call(r, comm, stream)), all in one group and
 // one launch: the unequal-chunk forms of the collectives that NCCL gives a single count.
 template <class Call>
-std::string nccl_per_chunk(Comm& comm, const Nccl& nc, const std::string& name, const Partition& part, Call call) {
+std::string nccl_per_chunk(Comm& comm, const Nccl& nc, const std::string& name,
+                           const Partition& part, Call call) {
   return nccl_run(comm, nc, name, [&](ncclComm_t c, cudaStream_t s) {
     nccl_group(nc, [&] {
       for (int r = 0; r < comm.size(); ++r)
@@ -236,31 +241,36 @@ constexpr int kScatterGather = 22800;
 // chunks, or (equal ones) an NCCL without `call`.
 std::string point_to_point(const char* what, const char* call, std::size_t length, int n) {
   if (!equal_chunks(length, n)) return fmt::format("ncclSend/ncclRecv ({})", what);
-  return fmt::format("ncclSend/ncclRecv ({}; NCCL {} has no {})", what, nccl_version_text(nccl_runtime_version()), call);
+  return fmt::format("ncclSend/ncclRecv ({}; NCCL {} has no {})", what,
+                     nccl_version_text(nccl_runtime_version()), call);
 }
 
 // Scatter or gather of unequal chunks (NCCL's scatter and gather take one count): the root
 // exchanges each rank's chunk of `whole` with it point to point and copies its own.
 // to_root: gather (chunks come in to `whole`), else scatter (they go out of it).
-std::string nccl_root_chunks(Comm& comm, const Nccl& nc, const std::string& name, bool to_root, void* whole,
-                             void* mine, const Partition& part, DType dtype, int root) {
+std::string nccl_root_chunks(Comm& comm, const Nccl& nc, const std::string& name, bool to_root,
+                             void* whole, void* mine, const Partition& part, DType dtype,
+                             int root) {
   const int n = comm.size(), me = comm.rank();
   const ncclDataType_t t = nccl_type(dtype);
   return nccl_run(comm, nc, name, [&](ncclComm_t c, cudaStream_t s) {
     if (me == root && part.size(root) > 0) {
       char* slot = at(whole, part.begin(root), dtype);
-      DL_CUDA_CHECK(cudaMemcpyAsync(to_root ? slot : mine, to_root ? mine : slot, bytes_of(part.size(root), dtype),
-                                    cudaMemcpyDeviceToDevice, s));
+      DL_CUDA_CHECK(cudaMemcpyAsync(to_root ? slot : mine, to_root ? mine : slot,
+                                    bytes_of(part.size(root), dtype), cudaMemcpyDeviceToDevice, s));
     }
     // One peer's chunk: into `buf` when it comes to this rank, out of it when it leaves.
     auto exchange = [&](void* buf, std::size_t count, int peer, bool incoming) {
-      if (incoming) nccl_check_queued(c, ncclRecv(buf, count, t, peer, c, s), "ncclRecv");
-      else nccl_check_queued(c, ncclSend(buf, count, t, peer, c, s), "ncclSend");
+      if (incoming)
+        nccl_check_queued(c, ncclRecv(buf, count, t, peer, c, s), "ncclRecv");
+      else
+        nccl_check_queued(c, ncclSend(buf, count, t, peer, c, s), "ncclSend");
     };
     nccl_group(nc, [&] {
       if (me == root) {
         for (int r = 0; r < n; ++r)
-          if (r != root && part.size(r) > 0) exchange(at(whole, part.begin(r), dtype), part.size(r), r, to_root);
+          if (r != root && part.size(r) > 0)
+            exchange(at(whole, part.begin(r), dtype), part.size(r), r, to_root);
       } else if (part.size(me) > 0) {
         exchange(mine, part.size(me), root, !to_root);
       }
@@ -308,7 +318,8 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
     if (equal_chunks(length, n)) {
-      if (const auto scatter = reinterpret_cast<decltype(&ncclScatter)>(nccl_function("ncclScatter", kScatterGather))) {
+      if (const auto scatter = reinterpret_cast<decltype(&ncclScatter)>(
+              nccl_function("ncclScatter", kScatterGather))) {
         const void* from = send ? send : recv;  // sendbuff is unused off the root; never pass null
         return nccl_run(comm, nc, "ncclScatter", [&](ncclComm_t c, cudaStream_t s) {
           DL_NCCL_CALL(nc, scatter(from, recv, part.size(me), t, root, c, s));
@@ -317,8 +328,8 @@ std::string gpu_scatter(Comm& comm, const void* send, void* recv, std::size_t le
     }
     // Unequal chunks (NCCL's scatter takes one count), or an NCCL without ncclScatter: the root
     // sends each its own.
-    return nccl_root_chunks(comm, nc, point_to_point("scatter", "ncclScatter", length, n), false, const_cast<void*>(send), recv,
-                            part, dtype, root);
+    return nccl_root_chunks(comm, nc, point_to_point("scatter", "ncclScatter", length, n), false,
+                            const_cast<void*>(send), recv, part, dtype, root);
   }
 #endif
   return staged(
@@ -336,15 +347,16 @@ std::string gpu_gather(Comm& comm, const void* send, void* recv, std::size_t len
   if (nccl_of(comm, nc)) {
     const ncclDataType_t t = nccl_type(dtype);
     if (equal_chunks(length, n)) {
-      if (const auto gather = reinterpret_cast<decltype(&ncclGather)>(nccl_function("ncclGather", kScatterGather))) {
+      if (const auto gather = reinterpret_cast<decltype(&ncclGather)>(
+              nccl_function("ncclGather", kScatterGather))) {
         void* into = recv ? recv : const_cast<void*>(send);  // recvbuff is unused off the root
         return nccl_run(comm, nc, "ncclGather", [&](ncclComm_t c, cudaStream_t s) {
           DL_NCCL_CALL(nc, gather(send, into, part.size(me), t, root, c, s));
         });
       }
     }
-    return nccl_root_chunks(comm, nc, point_to_point("gather", "ncclGather", length, n), true, recv, const_cast<void*>(send), part,
-                            dtype, root);
+    return nccl_root_chunks(comm, nc, point_to_point("gather", "ncclGather", length, n), true, recv,
+                            const_cast<void*>(send), part, dtype, root);
   }
 #endif
   return staged(
@@ -399,10 +411,13 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
         DL_NCCL_CALL(nc, ncclAllGather(send, recv, part.size(me), t, c, s));
       });
     // Unequal chunks: each rank broadcasts its own into place.
-    return nccl_per_chunk(comm, nc, "ncclBroadcast x N (all-gather)", part, [&](int r, ncclComm_t c, cudaStream_t s) {
-      char* place = at(recv, part.begin(r), dtype);
-      nccl_check_queued(c, ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s), "ncclBroadcast");
-    });
+    return nccl_per_chunk(
+        comm, nc, "ncclBroadcast x N (all-gather)", part, [&](int r, ncclComm_t c, cudaStream_t s) {
+          char* place = at(recv, part.begin(r), dtype);
+          nccl_check_queued(c,
+                            ncclBroadcast(r == me ? send : place, place, part.size(r), t, r, c, s),
+                            "ncclBroadcast");
+        });
   }
 #endif
   return staged(send, bytes_of(part.size(me), dtype), recv, bytes_of(length, dtype),
@@ -423,11 +438,14 @@ std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
         DL_NCCL_CALL(nc, ncclReduceScatter(send, recv, part.size(me), t, ncclSum, c, s));
       });
     // Unequal chunks: chunk r is reduced onto rank r.
-    return nccl_per_chunk(comm, nc, "ncclReduce x N (reduce-scatter)", part, [&](int r, ncclComm_t c, cudaStream_t s) {
-      const char* chunk = at(send, part.begin(r), dtype);
-      void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
-      nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s), "ncclReduce");
-    });
+    return nccl_per_chunk(
+        comm, nc, "ncclReduce x N (reduce-scatter)", part,
+        [&](int r, ncclComm_t c, cudaStream_t s) {
+          const char* chunk = at(send, part.begin(r), dtype);
+          void* into = r == me ? recv : const_cast<char*>(chunk);  // unused off the root
+          nccl_check_queued(c, ncclReduce(chunk, into, part.size(r), t, ncclSum, r, c, s),
+                            "ncclReduce");
+        });
   }
 #endif
   return staged(

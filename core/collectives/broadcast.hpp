@@ -11,7 +11,8 @@ namespace distlab::coll {
 
 // data: the root's input; the output everywhere. `contributors`: whose data it holds.
 template <class T>
-void broadcast(Comm& comm, View<T> data, int root, const std::string& buffer = "data", std::uint64_t contributors = 0) {
+void broadcast(Comm& comm, View<T> data, int root, const std::string& buffer = "data",
+               std::uint64_t contributors = 0) {
   const int n = comm.size(), me = comm.rank();
   const int first_step = comm.next_steps(n - 1);
   if (contributors == 0) contributors = rank_bit(root);
@@ -20,11 +21,13 @@ void broadcast(Comm& comm, View<T> data, int root, const std::string& buffer = "
       // step s: the whole buffer to rank (root + s)
       const int dst = (root + s) % n;
       comm.mark_step(first_step + s - 1);
-      comm.send(View<const T>(data), dst, kTagBroadcast, meta(first_step + s - 1, buffer, 0, n, Apply::copy, contributors));
+      comm.send(View<const T>(data), dst, kTagBroadcast,
+                meta(first_step + s - 1, buffer, 0, n, Apply::copy, contributors));
     }
   } else {
     const int s = (me - root + n) % n;
-    comm.recv(data, root, kTagBroadcast, meta(first_step + s - 1, buffer, 0, n, Apply::copy, contributors));
+    comm.recv(data, root, kTagBroadcast,
+              meta(first_step + s - 1, buffer, 0, n, Apply::copy, contributors));
   }
 }
 

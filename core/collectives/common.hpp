@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
 #include "core/ops/ops.hpp"
-#include "core/base/partition.hpp"
 
 namespace distlab::coll {
 
@@ -26,8 +26,12 @@ inline constexpr int kTagRecursive = 900;
 inline constexpr int kTagFold = 910;
 
 // Bit r when rank r's data is in a payload (the trace carries masks while the world <= 64).
-inline std::uint64_t rank_bit(int r) { return r < 64 ? std::uint64_t{1} << r : 0; }
-inline std::uint64_t all_ranks(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
+inline std::uint64_t rank_bit(int r) {
+  return r < 64 ? std::uint64_t{1} << r : 0;
+}
+inline std::uint64_t all_ranks(int n) {
+  return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+}
 
 // Ranks r, r-1, ..., r-count+1 (mod n): whose data a ring has summed after count hops.
 inline std::uint64_t ring_mask(int r, int count, int n) {
@@ -42,8 +46,8 @@ View<const T> cview(View<T> v) {
 }
 
 // Metadata of one message: step, the chunks of `buffer` it carries, and whose data is in it.
-inline MsgMeta meta(int step, const std::string& buffer, int chunk_begin, int chunk_end, Apply apply,
-                    std::uint64_t contributors) {
+inline MsgMeta meta(int step, const std::string& buffer, int chunk_begin, int chunk_end,
+                    Apply apply, std::uint64_t contributors) {
   MsgMeta m;
   m.step = step;
   m.buffer = buffer;

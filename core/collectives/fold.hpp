@@ -15,7 +15,10 @@ namespace distlab::coll {
 
 struct Fold {
   int n = 1, p2 = 1, rem = 0;
-  explicit Fold(int size) : n(size), p2(size > 0 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(size))) : 1), rem(size - p2) {}
+  explicit Fold(int size)
+      : n(size),
+        p2(size > 0 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(size))) : 1),
+        rem(size - p2) {}
 
   int log2_p2() const { return std::countr_zero(static_cast<unsigned>(p2)); }
   bool takes_part(int rank) const { return rank < p2; }
@@ -26,7 +29,8 @@ struct Fold {
   std::uint64_t contributors(int v, int group_bits) const {
     std::uint64_t m = 0;
     for (int u = 0; u < p2; ++u)
-      if ((u & ~group_bits) == (v & ~group_bits)) m |= rank_bit(u) | (u < rem ? rank_bit(u + p2) : 0);
+      if ((u & ~group_bits) == (v & ~group_bits))
+        m |= rank_bit(u) | (u < rem ? rank_bit(u + p2) : 0);
     return m;
   }
 };
@@ -34,15 +38,18 @@ struct Fold {
 // Step `step`: extra ranks send their whole buffer to their partner, which adds it in.
 // `chunks`: how many chunks the buffer was declared with (the message carries all of them).
 template <class T>
-void fold_in(Comm& comm, View<T> data, const Fold& f, int step, const std::string& buffer, int chunks) {
+void fold_in(Comm& comm, View<T> data, const Fold& f, int step, const std::string& buffer,
+             int chunks) {
   if (f.rem == 0) return;
   const int me = comm.rank();
   if (me >= f.p2) {
     comm.mark_step(step);
-    comm.send(cview(data), me - f.p2, kTagFold, meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me)));
+    comm.send(cview(data), me - f.p2, kTagFold,
+              meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me)));
   } else if (me < f.rem) {
     Buffer<T> incoming = comm.scratch<T>(data.size());
-    comm.recv(incoming.view(), me + f.p2, kTagFold, meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me + f.p2)));
+    comm.recv(incoming.view(), me + f.p2, kTagFold,
+              meta(step, buffer, 0, chunks, Apply::reduce, rank_bit(me + f.p2)));
     auto add = comm.phase("add");
     ops::add(data, cview(incoming.view()));
   }
@@ -50,7 +57,8 @@ void fold_in(Comm& comm, View<T> data, const Fold& f, int step, const std::strin
 
 // Step `step`: partners hand the finished result back to their extra rank.
 template <class T>
-void fold_out(Comm& comm, View<T> data, const Fold& f, int step, const std::string& buffer, int chunks) {
+void fold_out(Comm& comm, View<T> data, const Fold& f, int step, const std::string& buffer,
+              int chunks) {
   if (f.rem == 0) return;
   const int me = comm.rank();
   const MsgMeta m = meta(step, buffer, 0, chunks, Apply::copy, all_ranks(f.n));

@@ -12,7 +12,8 @@ namespace distlab::coll {
 
 // send: this rank's chunk; recv: the whole result on the root (ignored elsewhere).
 template <class T>
-void gather(Comm& comm, View<const T> send, View<T> recv, int root, const std::string& buffer = "data") {
+void gather(Comm& comm, View<const T> send, View<T> recv, int root,
+            const std::string& buffer = "data") {
   const int n = comm.size(), me = comm.rank();
   const int first_step = comm.next_steps(n - 1);
   if (me == root) {
@@ -27,7 +28,8 @@ void gather(Comm& comm, View<const T> send, View<T> recv, int root, const std::s
     }
   } else {
     const int s = (me - root + n) % n;
-    comm.send(send, root, kTagGather, meta(first_step + s - 1, buffer, me, me + 1, Apply::copy, rank_bit(me)));
+    comm.send(send, root, kTagGather,
+              meta(first_step + s - 1, buffer, me, me + 1, Apply::copy, rank_bit(me)));
   }
 }
 

@@ -12,7 +12,8 @@ namespace distlab::coll {
 
 // send: this rank's input; recv: the sum on the root (may be the same memory as send there).
 template <class T>
-void reduce(Comm& comm, View<const T> send, View<T> recv, int root, const std::string& buffer = "data") {
+void reduce(Comm& comm, View<const T> send, View<T> recv, int root,
+            const std::string& buffer = "data") {
   const int n = comm.size(), me = comm.rank();
   const int first_step = comm.next_steps(n - 1);
   if (me == root) {
@@ -22,13 +23,15 @@ void reduce(Comm& comm, View<const T> send, View<T> recv, int root, const std::s
       // step s: receive rank (root + s)'s buffer and add it in
       const int src = (root + s) % n;
       comm.mark_step(first_step + s - 1);
-      comm.recv(incoming.view(), src, kTagReduce, meta(first_step + s - 1, buffer, 0, n, Apply::reduce, rank_bit(src)));
+      comm.recv(incoming.view(), src, kTagReduce,
+                meta(first_step + s - 1, buffer, 0, n, Apply::reduce, rank_bit(src)));
       auto add = comm.phase("add");
       ops::add(recv, View<const T>(incoming.view()));
     }
   } else {
     const int s = (me - root + n) % n;
-    comm.send(send, root, kTagReduce, meta(first_step + s - 1, buffer, 0, n, Apply::reduce, rank_bit(me)));
+    comm.send(send, root, kTagReduce,
+              meta(first_step + s - 1, buffer, 0, n, Apply::reduce, rank_bit(me)));
   }
 }
 

@@ -13,7 +13,8 @@ namespace distlab::coll {
 
 // send: this rank's whole input; recv: this rank's chunk of the sum.
 template <class T>
-void reduce_scatter_reduce_scatter(Comm& comm, View<const T> send, View<T> recv, const std::string& buffer = "data") {
+void reduce_scatter_reduce_scatter(Comm& comm, View<const T> send, View<T> recv,
+                                   const std::string& buffer = "data") {
   Buffer<T> sum = comm.scratch<T>(comm.rank() == 0 ? send.size() : 0);  // the full sum, on rank 0
   reduce(comm, send, sum.view(), 0, buffer);
   scatter(comm, View<const T>(sum.view()), recv, 0, buffer, all_ranks(comm.size()));

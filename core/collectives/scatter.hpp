@@ -14,8 +14,8 @@ namespace distlab::coll {
 // send: the root's whole buffer (ignored elsewhere); recv: this rank's chunk.
 // `contributors` says whose data the chunks hold (default: the root's), for the trace.
 template <class T>
-void scatter(Comm& comm, View<const T> send, View<T> recv, int root, const std::string& buffer = "data",
-             std::uint64_t contributors = 0) {
+void scatter(Comm& comm, View<const T> send, View<T> recv, int root,
+             const std::string& buffer = "data", std::uint64_t contributors = 0) {
   const int n = comm.size(), me = comm.rank();
   const int first_step = comm.next_steps(n - 1);
   if (contributors == 0) contributors = rank_bit(root);
@@ -31,7 +31,8 @@ void scatter(Comm& comm, View<const T> send, View<T> recv, int root, const std::
     }
   } else {
     const int s = (me - root + n) % n;  // this rank's chunk goes out at step s
-    comm.recv(recv, root, kTagScatter, meta(first_step + s - 1, buffer, me, me + 1, Apply::copy, contributors));
+    comm.recv(recv, root, kTagScatter,
+              meta(first_step + s - 1, buffer, me, me + 1, Apply::copy, contributors));
   }
 }
 

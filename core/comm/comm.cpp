@@ -3,8 +3,8 @@
 #include <mutex>
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/base/units.hpp"
+#include "core/device/cuda_context.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>  // header-only NVTX v3: ranges show in Nsight Systems
@@ -16,19 +16,23 @@ namespace {
 std::mutex g_print_mutex;  // --verbose lines from many rank threads stay whole
 
 std::uint64_t pair_key(int peer, int tag) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(peer)) << 32) | static_cast<std::uint32_t>(tag);
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(peer)) << 32) |
+         static_cast<std::uint32_t>(tag);
 }
 }  // namespace
 
 Comm::Comm(World world, Transport& transport, bool verbose)
-    : world_(std::move(world)), transport_(transport), recorder_(world_.rank), ledger_(&recorder_),
+    : world_(std::move(world)),
+      transport_(transport),
+      recorder_(world_.rank),
+      ledger_(&recorder_),
       verbose_(verbose) {
   if (world_.device == Device::cuda) gpu_ = std::make_unique<GpuTimeline>();
 }
 
 Request Comm::post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta meta) {
-  DL_CHECK(peer >= 0 && peer < world_.size, "r{}: peer rank {} is outside the world of {} ranks", world_.rank,
-           peer, world_.size);
+  DL_CHECK(peer >= 0 && peer < world_.size, "r{}: peer rank {} is outside the world of {} ranks",
+           world_.rank, peer, world_.size);
   DL_CHECK(tag >= 0 && tag <= kMaxTag, "r{}: tag {} is outside [0, {}]", world_.rank, tag, kMaxTag);
   auto& seqs = is_send ? send_seq_ : recv_seq_;
   const std::uint64_t seq = seqs[pair_key(peer, tag)]++;
@@ -36,8 +40,9 @@ Request Comm::post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta m
     std::string line = fmt::format("r{} -> r{}", world_.rank, peer);
     if (meta.step >= 0) line += fmt::format(" | step {}", meta.step);
     if (meta.chunk_begin >= 0)
-      line += meta.chunk_end == meta.chunk_begin + 1 ? fmt::format(" | chunk {}", meta.chunk_begin)
-                                                     : fmt::format(" | chunks {}-{}", meta.chunk_begin, meta.chunk_end - 1);
+      line += meta.chunk_end == meta.chunk_begin + 1
+                  ? fmt::format(" | chunk {}", meta.chunk_begin)
+                  : fmt::format(" | chunks {}-{}", meta.chunk_begin, meta.chunk_end - 1);
     line += fmt::format(" | {}", format_bytes(static_cast<double>(mem.bytes)));
     if (meta.apply == Apply::reduce) line += " | reduce";
     std::lock_guard lk(g_print_mutex);
@@ -82,7 +87,8 @@ void Comm::finish_device_trace() {
   if (gpu_ && cuda_rank().device >= 0) gpu_->collect(recorder_, true);
 }
 
-Comm::Phase::Phase(Comm& comm, std::string name) : comm_(comm), name_(std::move(name)), t0_(now_us()) {
+Comm::Phase::Phase(Comm& comm, std::string name)
+    : comm_(comm), name_(std::move(name)), t0_(now_us()) {
   if (!comm_.gpu_ || cuda_rank().device < 0) return;
 #ifdef DISTLAB_HAVE_CUDA
   nvtxRangePushA(name_.c_str());

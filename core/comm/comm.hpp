@@ -23,13 +23,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/base/dtype.hpp"
+#include "core/base/world.hpp"
 #include "core/device/buffer.hpp"
 #include "core/device/device_timing.hpp"
 #include "core/device/memory_ledger.hpp"
 #include "core/trace/recorder.hpp"
 #include "core/transport/transport.hpp"
-#include "core/base/dtype.hpp"
-#include "core/base/world.hpp"
 
 namespace distlab {
 
@@ -59,7 +59,8 @@ class Comm {
   // A collective's workspace: charged to Category::comm, not zero-filled (write before reading).
   template <class T>
   Buffer<T> scratch(std::size_t n) {
-    return Buffer<T>(scratch_ledger_ ? *scratch_ledger_ : ledger_, Category::comm, n, world_.device, /*zero=*/false);
+    return Buffer<T>(scratch_ledger_ ? *scratch_ledger_ : ledger_, Category::comm, n, world_.device,
+                     /*zero=*/false);
   }
   // Charges collectives' workspaces to `ledger` instead of this rank's (nullptr: back to it), for
   // a comparison run that must leave the rank's memory figures alone.
@@ -68,12 +69,13 @@ class Comm {
   // --- point-to-point ------------------------------------------------------------------
   template <class T>
   Request isend(View<const T> data, int dst, int tag, MsgMeta meta = {}) {
-    return post(true, {const_cast<T*>(data.ptr), data.bytes(), dtype_of<T>(), data.device}, dst, tag,
-                std::move(meta));
+    return post(true, {const_cast<T*>(data.ptr), data.bytes(), dtype_of<T>(), data.device}, dst,
+                tag, std::move(meta));
   }
   template <class T>
   Request irecv(View<T> data, int src, int tag, MsgMeta meta = {}) {
-    return post(false, {data.ptr, data.bytes(), dtype_of<T>(), data.device}, src, tag, std::move(meta));
+    return post(false, {data.ptr, data.bytes(), dtype_of<T>(), data.device}, src, tag,
+                std::move(meta));
   }
   template <class T>
   void send(View<const T> data, int dst, int tag, MsgMeta meta = {}) {
@@ -89,7 +91,8 @@ class Comm {
   template <class T>
   void sendrecv(View<const T> out, int dst, View<T> in, int src, int tag, MsgMeta send_meta = {},
                 MsgMeta recv_meta = {}) {
-    Request r[2] = {irecv(in, src, tag, std::move(recv_meta)), isend(out, dst, tag, std::move(send_meta))};
+    Request r[2] = {irecv(in, src, tag, std::move(recv_meta)),
+                    isend(out, dst, tag, std::move(send_meta))};
     wait_all(r);
   }
   void wait(Request& r);

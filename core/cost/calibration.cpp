@@ -1,8 +1,8 @@
 #include "core/cost/calibration.hpp"
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <simdjson.h>
+#include <Eigen/Dense>
 
 #include <algorithm>
 #include <fstream>
@@ -10,16 +10,18 @@
 #include <sstream>
 
 #include "core/base/check.hpp"
-#include "core/comm/comm.hpp"
 #include "core/base/clock.hpp"
-#include "core/base/json.hpp"
 #include "core/base/file.hpp"
+#include "core/base/json.hpp"
+#include "core/comm/comm.hpp"
 
 namespace distlab {
 
 Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
-  DL_CHECK(points.size() >= 2, "fitting alpha and beta needs at least two sizes, got {}", points.size());
-  // Rows [w, w n] [alpha beta]^T = w t with w = 1 / t: minimises the sum of squared relative errors.
+  DL_CHECK(points.size() >= 2, "fitting alpha and beta needs at least two sizes, got {}",
+           points.size());
+  // Rows [w, w n] [alpha beta]^T = w t with w = 1 / t: minimises the sum of squared relative
+  // errors.
   Eigen::MatrixXd A(static_cast<Eigen::Index>(points.size()), 2);
   Eigen::VectorXd b(static_cast<Eigen::Index>(points.size()));
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -42,7 +44,8 @@ Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor,
   Buffer<std::uint8_t> msg = comm.alloc<std::uint8_t>(max_bytes, Category::comm);
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= std::max<std::size_t>(factor, 2)) {
     View<std::uint8_t> v = msg.sub(0, bytes);
-    const int reps = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 30));
+    const int reps =
+        static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 30));
     std::vector<double> times;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
       const double t0 = now_us();
@@ -51,14 +54,16 @@ Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor,
       if (me == 1) comm.send(View<const std::uint8_t>(v), other, tag);
       if (rep >= 0) times.push_back((now_us() - t0) * 0.5e-6);
     }
-    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2),
+                     times.end());
     points.emplace_back(static_cast<double>(bytes), times[times.size() / 2]);
   }
   return fit_alpha_beta(points);
 }
 
-FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path, const std::string& key,
-                                             std::size_t max_bytes, std::size_t factor) {
+FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path,
+                                             const std::string& key, std::size_t max_bytes,
+                                             std::size_t factor) {
   constexpr int kTagFound = 32001;
   const int me = comm.rank();
   FoundCalibration found;
@@ -71,8 +76,10 @@ FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path
   comm.recorder().set_enabled(false);  // housekeeping, not part of the lesson's trace
   Buffer<std::int32_t> flag = comm.alloc<std::int32_t>(1, Category::comm);
   flag[0] = found.from_file ? 1 : 0;
-  if (me == 0) comm.send(View<const std::int32_t>(flag.view()), 1, kTagFound);
-  else comm.recv(flag.view(), 0, kTagFound);
+  if (me == 0)
+    comm.send(View<const std::int32_t>(flag.view()), 1, kTagFound);
+  else
+    comm.recv(flag.view(), 0, kTagFound);
   if (flag[0] == 0) {
     Calibration fit = ping_pong_fit(comm, max_bytes, factor);
     if (me == 0) found.fit = std::move(fit);
@@ -86,10 +93,12 @@ namespace {
 std::string entry_json(const Calibration& c) {
   std::string pts;
   for (std::size_t i = 0; i < c.points.size(); ++i)
-    pts += fmt::format("{}[{},{}]", i ? "," : "", json_number(c.points[i].first), json_number(c.points[i].second));
-  return fmt::format(R"({{"alpha_s":{},"beta_s_per_byte":{},"bandwidth_bytes_per_s":{},"points":[{}]}})",
-                     json_number(c.alpha_s), json_number(c.beta_s_per_byte),
-                     json_number(c.beta_s_per_byte > 0 ? 1.0 / c.beta_s_per_byte : 0.0), pts);
+    pts += fmt::format("{}[{},{}]", i ? "," : "", json_number(c.points[i].first),
+                       json_number(c.points[i].second));
+  return fmt::format(
+      R"({{"alpha_s":{},"beta_s_per_byte":{},"bandwidth_bytes_per_s":{},"points":[{}]}})",
+      json_number(c.alpha_s), json_number(c.beta_s_per_byte),
+      json_number(c.beta_s_per_byte > 0 ? 1.0 / c.beta_s_per_byte : 0.0), pts);
 }
 
 std::map<std::string, Calibration> read_all(const std::string& path) {
@@ -106,14 +115,16 @@ std::map<std::string, Calibration> read_all(const std::string& path) {
   for (auto [key, value] : entries) {
     Calibration c;
     double a = 0, b = 0;
-    if (value["alpha_s"].get_double().get(a) || value["beta_s_per_byte"].get_double().get(b)) continue;
+    if (value["alpha_s"].get_double().get(a) || value["beta_s_per_byte"].get_double().get(b))
+      continue;
     c.alpha_s = a;
     c.beta_s_per_byte = b;
     simdjson::dom::array pts;
     if (!value["points"].get_array().get(pts))
       for (auto p : pts) {
         double n = 0, t = 0;
-        if (!p.at(0).get_double().get(n) && !p.at(1).get_double().get(t)) c.points.emplace_back(n, t);
+        if (!p.at(0).get_double().get(n) && !p.at(1).get_double().get(t))
+          c.points.emplace_back(n, t);
       }
     out[std::string(key)] = c;
   }
@@ -125,7 +136,8 @@ std::map<std::string, Calibration> read_all(const std::string& path) {
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c) {
   auto all = read_all(path);
   all[key] = c;
-  std::string text = "{\"schema_version\":1,\"model\":\"t = alpha + beta * bytes\",\"calibrations\":{\n";
+  std::string text =
+      "{\"schema_version\":1,\"model\":\"t = alpha + beta * bytes\",\"calibrations\":{\n";
   bool first = true;
   for (const auto& [k, v] : all) {
     text += fmt::format("{}  {}:{}", first ? "" : ",\n", json_string(k), entry_json(v));

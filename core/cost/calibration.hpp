@@ -14,8 +14,8 @@
 namespace distlab {
 
 struct Calibration {
-  double alpha_s = 0;          // seconds per message
-  double beta_s_per_byte = 0;  // seconds per byte
+  double alpha_s = 0;                             // seconds per message
+  double beta_s_per_byte = 0;                     // seconds per byte
   std::vector<std::pair<double, double>> points;  // (bytes, one-way seconds) the fit used
 };
 
@@ -28,7 +28,8 @@ class Comm;
 // Ranks 0 and 1 ping-pong messages of 8 B, 8 B * factor, ... up to max_bytes (median one-way
 // time of a few repetitions each, the first a warm-up) and fit alpha and beta; the other
 // ranks return at once with an empty result. Lesson 01 is the full, explained version.
-Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor = 4, int tag = 32000);
+Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor = 4,
+                          int tag = 32000);
 
 // Rank 0 looks `key` up in `path`; when it is not there, ranks 0 and 1 measure one now with
 // ping_pong_fit (untraced). Rank 0 tells rank 1 which, so ranks that see different files
@@ -38,8 +39,9 @@ struct FoundCalibration {
   std::optional<Calibration> fit;
   bool from_file = false;
 };
-FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path, const std::string& key,
-                                             std::size_t max_bytes, std::size_t factor);
+FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path,
+                                             const std::string& key, std::size_t max_bytes,
+                                             std::size_t factor);
 
 // Replaces the entry `key` in the file (keeping the others) or creates the file.
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c);

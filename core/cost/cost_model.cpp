@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
 #include "core/base/check.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/ops/ops.hpp"
 
 namespace distlab {
@@ -33,8 +33,12 @@ Cost fold(int p, double n) {
   return {2, 2 * n, n};
 }
 
-int floor_pow2(int p) { return static_cast<int>(std::bit_floor(static_cast<unsigned>(p))); }
-int log2_floor(int p) { return std::countr_zero(static_cast<unsigned>(floor_pow2(p))); }
+int floor_pow2(int p) {
+  return static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+}
+int log2_floor(int p) {
+  return std::countr_zero(static_cast<unsigned>(floor_pow2(p)));
+}
 
 Cost operator+(Cost a, const Cost& b) {
   a.messages += b.messages;
@@ -95,7 +99,8 @@ Cost predict_collective(Collective c, bool ring, int p, double n) {
   const double q = p - 1;
   switch (c) {
     case Collective::all_reduce:
-      return predict_all_reduce(ring ? coll::AllReduceAlgo::ring_chunked : coll::AllReduceAlgo::reduce_broadcast, p, n);
+      return predict_all_reduce(
+          ring ? coll::AllReduceAlgo::ring_chunked : coll::AllReduceAlgo::reduce_broadcast, p, n);
     case Collective::all_gather:
       // ring: p-1 steps of one chunk (n/p). Else gather (the root takes p-1 chunks, one after
       // another) then broadcast (the root sends p-1 whole results).
@@ -168,7 +173,8 @@ CostParams load_cost_params(const std::string& calibration_path, const std::stri
   } else {
     c.alpha_s = fallback_alpha_s;
     c.beta_s_per_byte = fallback_beta_s_per_byte;
-    c.source = fmt::format("defaults (no \"{}\" in {}; run lesson 01 to calibrate)", key, calibration_path);
+    c.source = fmt::format("defaults (no \"{}\" in {}; run lesson 01 to calibrate)", key,
+                           calibration_path);
   }
   c.gamma_s_per_byte = measure_gamma();
   return c;

@@ -38,7 +38,8 @@ struct Cost {
   double bytes_moved = 0;    // the bytes multiplying beta (on the busiest rank's path)
   double bytes_reduced = 0;  // the bytes multiplying gamma
   double seconds(const CostParams& c) const {
-    return messages * c.alpha_s + c.sharing * (bytes_moved * c.beta_s_per_byte + bytes_reduced * c.gamma_s_per_byte);
+    return messages * c.alpha_s +
+           c.sharing * (bytes_moved * c.beta_s_per_byte + bytes_reduced * c.gamma_s_per_byte);
   }
 };
 

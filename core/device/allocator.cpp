@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -26,7 +26,9 @@ bool built_with_cuda() {
 #endif
 }
 
-std::string cuda_version_text(int code) { return fmt::format("{}.{}", code / 1000, code % 1000 / 10); }
+std::string cuda_version_text(int code) {
+  return fmt::format("{}.{}", code / 1000, code % 1000 / 10);
+}
 
 CudaProbe classify_cuda(int error, int count, int driver_version, int runtime_version) {
   CudaProbe p;
@@ -36,12 +38,14 @@ CudaProbe classify_cuda(int error, int count, int driver_version, int runtime_ve
   const auto rc = static_cast<cudaError_t>(error);
   if (rc == cudaSuccess) {
     p.devices = count;
-  } else if (rc == cudaErrorNoDevice || (rc == cudaErrorInsufficientDriver && driver_version == 0)) {
+  } else if (rc == cudaErrorNoDevice ||
+             (rc == cudaErrorInsufficientDriver && driver_version == 0)) {
     // no device, or no driver at all: a machine without GPU
   } else {
-    p.failure = fmt::format("cudaGetDeviceCount failed: {} (driver {}, runtime {})", cuda_error_text(error),
-                            driver_version ? cuda_version_text(driver_version) : "none",
-                            cuda_version_text(runtime_version));
+    p.failure =
+        fmt::format("cudaGetDeviceCount failed: {} (driver {}, runtime {})", cuda_error_text(error),
+                    driver_version ? cuda_version_text(driver_version) : "none",
+                    cuda_version_text(runtime_version));
   }
 #else
   (void)error;
@@ -72,14 +76,17 @@ const CudaProbe& cuda_probe() {
   return probe;
 }
 
-int cuda_device_count() { return cuda_probe().devices; }
+int cuda_device_count() {
+  return cuda_probe().devices;
+}
 
 double cuda_free_bytes(int device) {
 #ifdef DISTLAB_HAVE_CUDA
   int previous = -1;
   if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
   std::size_t free = 0, total = 0;
-  const bool ok = cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess;
+  const bool ok =
+      cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess;
   if (previous >= 0) cudaSetDevice(previous);
   cudaGetLastError();
   return ok ? static_cast<double>(free) : -1.0;
@@ -95,15 +102,21 @@ Device resolve_device(const std::string& requested) {
   if (requested == "auto") {
     if (built_with_cuda() && cuda.devices > 0) return Device::cuda;
     if (!cuda.failure.empty())  // a GPU machine whose CUDA does not start: say so
-      fmt::print(stderr, "distlab: --device auto: CUDA does not start here ({}); running on the CPU\n", cuda.failure);
+      fmt::print(stderr,
+                 "distlab: --device auto: CUDA does not start here ({}); running on the CPU\n",
+                 cuda.failure);
     return Device::cpu;
   }
   if (requested == "cuda") {
     if (!built_with_cuda())
-      throw UsageError("--device cuda: this build has no CUDA support (nvcc was not found at configure time); use --device cpu");
+      throw UsageError(
+          "--device cuda: this build has no CUDA support (nvcc was not found at configure time); "
+          "use --device cpu");
     if (!cuda.failure.empty())
-      throw UsageError(fmt::format("--device cuda: CUDA does not start on this machine: {}; fix the driver or use --device cpu",
-                                   cuda.failure));
+      throw UsageError(
+          fmt::format("--device cuda: CUDA does not start on this machine: {}; fix the driver or "
+                      "use --device cpu",
+                      cuda.failure));
     if (cuda.devices == 0)
       throw UsageError("--device cuda: no CUDA device answers on this machine; use --device cpu");
     return Device::cuda;
@@ -113,7 +126,7 @@ Device resolve_device(const std::string& requested) {
 
 namespace {
 
-constexpr std::size_t kCacheMin = std::size_t{64} << 10;    // smaller blocks go straight to malloc
+constexpr std::size_t kCacheMin = std::size_t{64} << 10;   // smaller blocks go straight to malloc
 constexpr std::size_t kCacheLimit = std::size_t{1} << 30;  // per thread
 
 // Freed CPU blocks by size, for this thread's next allocation of that size.
@@ -126,7 +139,9 @@ struct BlockCache {
 };
 thread_local BlockCache t_cache;
 
-std::size_t rounded(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+std::size_t rounded(std::size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
 
 // Blocks device_free held back because a message still named them (InFlight).
 struct HeldBlock {
@@ -152,7 +167,9 @@ struct GpuBlockCache {
 };
 thread_local GpuBlockCache t_gpu_cache;
 
-std::size_t gpu_rounded(std::size_t bytes) { return (bytes + 511) / 512 * 512; }
+std::size_t gpu_rounded(std::size_t bytes) {
+  return (bytes + 511) / 512 * 512;
+}
 
 // True when `ptr` is memory of the GPU this thread's rank is bound to.
 bool on_bound_gpu(const void* ptr) {
@@ -217,7 +234,9 @@ void* device_alloc(Device device, std::size_t bytes) {
 #endif
 }
 
-void set_in_flight(const InFlight* guard) noexcept { t_in_flight = guard; }
+void set_in_flight(const InFlight* guard) noexcept {
+  t_in_flight = guard;
+}
 
 void release_held_blocks() noexcept {
   std::vector<HeldBlock> held;

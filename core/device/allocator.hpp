@@ -40,7 +40,8 @@ void release_held_blocks() noexcept;
 // Copies between any two places (host or device) and returns when the copy is done; on a rank
 // bound to a GPU the copy is ordered after the work already on the rank's stream. The CPU
 // build only knows host memory.
-void device_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device,
+                 std::size_t bytes);
 // Zero bytes: memset on the CPU, cudaMemsetAsync on the rank's stream on a GPU.
 void device_zero(Device device, void* ptr, std::size_t bytes);
 
@@ -50,8 +51,8 @@ void device_zero(Device device, void* ptr, std::size_t bytes);
 // as what it is and never as "no GPU here".
 struct CudaProbe {
   int devices = 0;
-  std::string failure;    // a setup failure, in CUDA's words with the versions; "" otherwise
-  int driver_version = 0;   // CUDA's code: 13000 is 13.0; 0 when no driver is installed
+  std::string failure;     // a setup failure, in CUDA's words with the versions; "" otherwise
+  int driver_version = 0;  // CUDA's code: 13000 is 13.0; 0 when no driver is installed
   int runtime_version = 0;
   // No GPU here (also in a build without CUDA), as against CUDA that does not start.
   bool no_device() const { return devices == 0 && failure.empty(); }

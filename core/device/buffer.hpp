@@ -30,8 +30,8 @@ struct View {
 
   // Elements [offset, offset + count).
   View sub(std::size_t offset, std::size_t count) const {
-    DL_CHECK(offset + count <= n, "view [{}, {}) is out of range of a buffer of {} elements", offset,
-             offset + count, n);
+    DL_CHECK(offset + count <= n, "view [{}, {}) is out of range of a buffer of {} elements",
+             offset, offset + count, n);
     return {ptr + offset, count, device};
   }
   operator View<const T>() const { return {ptr, n, device}; }
@@ -65,7 +65,8 @@ class Buffer {
  public:
   Buffer() = default;
   // zero: fill with T{} (CPU); a workspace that is written before it is read can skip it.
-  Buffer(Ledger& ledger, Category category, std::size_t n, Device device = Device::cpu, bool zero = true)
+  Buffer(Ledger& ledger, Category category, std::size_t n, Device device = Device::cpu,
+         bool zero = true)
       : ledger_(&ledger), category_(category), view_{nullptr, n, device} {
     view_.ptr = static_cast<T*>(device_alloc(device, n * sizeof(T)));
     if (zero && device == Device::cpu)

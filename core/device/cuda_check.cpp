@@ -37,8 +37,10 @@ std::string cuda_error_text(int code) {
   std::string text = fmt::format("{} ({})", cudaGetErrorString(rc), cudaGetErrorName(rc));
   if (cuda_error_is_sticky(code))
     text +=
-        "; this error poisons the CUDA context of the whole process: every in-process rank on this GPU fails "
-        "after it, and so does every later CUDA call in this process (run again in a fresh process)";
+        "; this error poisons the CUDA context of the whole process: every in-process rank on this "
+        "GPU fails "
+        "after it, and so does every later CUDA call in this process (run again in a fresh "
+        "process)";
   return text;
 #else
   return fmt::format("CUDA error {} in a build without CUDA", code);

@@ -20,19 +20,21 @@ bool cuda_error_is_sticky(int code);
 // CUDA, cuBLAS and NCCL calls: the macros expand only where those headers are included (CUDA
 // code), so this header needs none of them. A kernel launch is followed by
 // DL_CUDA_LAUNCH_CHECK(): the launch's error, without synchronizing the device.
-#define DL_CUDA_CHECK(call)                                                                     \
-  do {                                                                                          \
-    const cudaError_t dl_cuda_rc = (call);                                                      \
-    DL_CHECK(dl_cuda_rc == cudaSuccess, "{} failed: {}", #call, ::distlab::cuda_error_text(dl_cuda_rc)); \
+#define DL_CUDA_CHECK(call)                                     \
+  do {                                                          \
+    const cudaError_t dl_cuda_rc = (call);                      \
+    DL_CHECK(dl_cuda_rc == cudaSuccess, "{} failed: {}", #call, \
+             ::distlab::cuda_error_text(dl_cuda_rc));           \
   } while (0)
 #define DL_CUDA_LAUNCH_CHECK() DL_CUDA_CHECK(cudaGetLastError())
-#define DL_CUBLAS_CHECK(call)                                                                       \
-  do {                                                                                              \
-    const cublasStatus_t dl_cublas_rc = (call);                                                     \
-    DL_CHECK(dl_cublas_rc == CUBLAS_STATUS_SUCCESS, "{} failed: {}", #call, cublasGetStatusString(dl_cublas_rc)); \
+#define DL_CUBLAS_CHECK(call)                                               \
+  do {                                                                      \
+    const cublasStatus_t dl_cublas_rc = (call);                             \
+    DL_CHECK(dl_cublas_rc == CUBLAS_STATUS_SUCCESS, "{} failed: {}", #call, \
+             cublasGetStatusString(dl_cublas_rc));                          \
   } while (0)
-#define DL_NCCL_CHECK(call)                                                                     \
-  do {                                                                                          \
-    const ncclResult_t dl_nccl_rc = (call);                                                     \
+#define DL_NCCL_CHECK(call)                                                                      \
+  do {                                                                                           \
+    const ncclResult_t dl_nccl_rc = (call);                                                      \
     DL_CHECK(dl_nccl_rc == ncclSuccess, "{} failed: {}", #call, ncclGetErrorString(dl_nccl_rc)); \
   } while (0)

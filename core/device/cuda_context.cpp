@@ -26,7 +26,9 @@ namespace {
 thread_local CudaRank t_rank;
 }  // namespace
 
-CudaRank& cuda_rank() { return t_rank; }
+CudaRank& cuda_rank() {
+  return t_rank;
+}
 
 #ifdef DISTLAB_HAVE_CUDA
 
@@ -119,8 +121,10 @@ void cuda_enable_peer_access() {
     // hardware's peer limit copies still work, staged by the driver. Either error is cleared
     // so that the next launch check does not report it.
     const cudaError_t rc = cudaDeviceEnablePeerAccess(peer, 0);
-    if (rc == cudaErrorPeerAccessAlreadyEnabled || rc == cudaErrorTooManyPeers) cudaGetLastError();
-    else DL_CUDA_CHECK(rc);
+    if (rc == cudaErrorPeerAccessAlreadyEnabled || rc == cudaErrorTooManyPeers)
+      cudaGetLastError();
+    else
+      DL_CUDA_CHECK(rc);
   }
 }
 
@@ -143,7 +147,8 @@ void cuda_release_nccl(void* nccl_comm) noexcept {
   auto stream = static_cast<cudaStream_t>(t_rank.stream);
   const double drain_until = now_us() + 10e6;
   bool idle = !stream;
-  while (!failing && !idle && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) && now_us() < drain_until && !give_up())
+  while (!failing && !idle && !(idle = cudaStreamQuery(stream) != cudaErrorNotReady) &&
+         now_us() < drain_until && !give_up())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
@@ -167,8 +172,10 @@ void cuda_release_nccl(void* nccl_comm) noexcept {
   }
   // Destroy only a finalized communicator: on one whose kernels still wait for a rank that has
   // left, ncclCommDestroy would finalize it itself and block for ever. Anything else is aborted.
-  if (finalized) ncclCommDestroy(comm);
-  else ncclCommAbort(comm);
+  if (finalized)
+    ncclCommDestroy(comm);
+  else
+    ncclCommAbort(comm);
   cudaGetLastError();
 #else
   (void)nccl_comm;
@@ -186,8 +193,10 @@ void cuda_sync() {
 
 CudaDeviceScope::CudaDeviceScope(int device) {
   DL_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ == device) previous_ = -1;  // nothing to restore
-  else DL_CUDA_CHECK(cudaSetDevice(device));
+  if (previous_ == device)
+    previous_ = -1;  // nothing to restore
+  else
+    DL_CUDA_CHECK(cudaSetDevice(device));
 }
 
 CudaDeviceScope::~CudaDeviceScope() {
@@ -196,13 +205,21 @@ CudaDeviceScope::~CudaDeviceScope() {
 
 #else
 
-void cuda_bind_rank(int rank) { DL_FAIL("rank {}: this build has no CUDA support", rank); }
+void cuda_bind_rank(int rank) {
+  DL_FAIL("rank {}: this build has no CUDA support", rank);
+}
 void cuda_unbind_rank() noexcept {}
-void cuda_enable_peer_access() { DL_FAIL("peer access asked for in a build without CUDA"); }
+void cuda_enable_peer_access() {
+  DL_FAIL("peer access asked for in a build without CUDA");
+}
 void cuda_release_nccl(void*) noexcept {}
-void* cuda_stream() { DL_FAIL("CUDA stream requested in a build without CUDA"); }
+void* cuda_stream() {
+  DL_FAIL("CUDA stream requested in a build without CUDA");
+}
 void cuda_sync() {}
-void cuda_delay(double) { DL_FAIL("a GPU delay asked for in a build without CUDA"); }
+void cuda_delay(double) {
+  DL_FAIL("a GPU delay asked for in a build without CUDA");
+}
 CudaDeviceScope::CudaDeviceScope(int) {}
 CudaDeviceScope::~CudaDeviceScope() = default;
 

@@ -9,9 +9,9 @@
 // event recorded on the idle stream whose host time is measured once, here.
 //
 // The types are opaque here (void*), so C++ files that never touch CUDA need no CUDA headers;
-// CUDA code includes the CUDA headers and casts (checks: DL_CUDA_CHECK in cuda_check.hpp). Every function is a no-op or an
-// error in a build without CUDA (DISTLAB_HAVE_CUDA undefined). This header stays C++17: the
-// .cu files include it.
+// CUDA code includes the CUDA headers and casts (checks: DL_CUDA_CHECK in cuda_check.hpp). Every
+// function is a no-op or an error in a build without CUDA (DISTLAB_HAVE_CUDA undefined). This
+// header stays C++17: the .cu files include it.
 #pragma once
 
 #include <functional>
@@ -19,9 +19,9 @@
 namespace distlab {
 
 struct CudaRank {
-  int device = -1;          // the GPU this rank uses, -1 when not bound
-  void* stream = nullptr;   // cudaStream_t, non-blocking
-  void* cublas = nullptr;   // cublasHandle_t on `stream`, made on first use (core/ops/cuda/gemm.cu)
+  int device = -1;         // the GPU this rank uses, -1 when not bound
+  void* stream = nullptr;  // cudaStream_t, non-blocking
+  void* cublas = nullptr;  // cublasHandle_t on `stream`, made on first use (core/ops/cuda/gemm.cu)
   // In-process messages into this rank's memory are copied on this stream (transport_threads):
   // apart from `stream`, so a copy never queues behind the rank's own kernels, and the other
   // ranks' threads never enqueue on the stream the rank's ops use.

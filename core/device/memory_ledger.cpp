@@ -19,8 +19,9 @@ void Ledger::charge(Category c, std::uint64_t bytes) {
 void Ledger::release(Category c, std::uint64_t bytes) {
   if (bytes == 0) return;
   auto& cur = current_[idx(c)];
-  DL_CHECK(cur >= static_cast<std::int64_t>(bytes), "memory ledger: releasing {} B of {} but only {} B are charged",
-           bytes, to_string(c), cur);
+  DL_CHECK(cur >= static_cast<std::int64_t>(bytes),
+           "memory ledger: releasing {} B of {} but only {} B are charged", bytes, to_string(c),
+           cur);
   cur -= static_cast<std::int64_t>(bytes);
   total_ -= static_cast<std::int64_t>(bytes);
   if (recorder_) recorder_->counter(current_);

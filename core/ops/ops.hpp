@@ -25,9 +25,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/device/buffer.hpp"
 #include "core/base/check.hpp"
 #include "core/base/half.hpp"
+#include "core/device/buffer.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include "core/ops/cuda/ops_cuda.hpp"
@@ -244,8 +244,8 @@ struct AdamConfig {
 // One step; m and v start zeroed and persist between steps. The gradient may be f16 or bf16
 // (mixed precision: 16-bit gradients, f32 master weights and moments); it is widened to f32.
 template <FloatInput G>
-void adam_step(View<float> param, View<G> grad, View<float> m, View<float> v, const AdamConfig& config,
-               int step) {
+void adam_step(View<float> param, View<G> grad, View<float> m, View<float> v,
+               const AdamConfig& config, int step) {
   detail::same_shape(param, grad, "adam_step");
   detail::same_shape(param, m, "adam_step");
   detail::same_shape(param, v, "adam_step");
@@ -257,8 +257,8 @@ void adam_step(View<float> param, View<G> grad, View<float> m, View<float> v, co
   const auto& [lr, beta1, beta2, eps, weight_decay] = config;
 #ifdef DISTLAB_HAVE_CUDA
   if (param.device == Device::cuda)
-    return cuda::adam_step(param.ptr, grad.ptr, dtype_of<std::remove_const_t<G>>(), m.ptr, v.ptr, param.n, lr,
-                           beta1, beta2, eps, weight_decay, c1, c2);
+    return cuda::adam_step(param.ptr, grad.ptr, dtype_of<std::remove_const_t<G>>(), m.ptr, v.ptr,
+                           param.n, lr, beta1, beta2, eps, weight_decay, c1, c2);
 #endif
   for (std::size_t i = 0; i < param.n; ++i) {
     const auto g = static_cast<float>(grad[i]);
@@ -354,9 +354,11 @@ void softmax_backward_rows(View<T> dx, In<T> y, In<T> dy, std::size_t rows, std:
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t row = r * cols;
     double dot = 0;
-    for (std::size_t c = 0; c < cols; ++c) dot += double(static_cast<float>(y[row + c])) * static_cast<float>(dy[row + c]);
     for (std::size_t c = 0; c < cols; ++c)
-      dx[row + c] = T(static_cast<float>(y[row + c]) * (static_cast<float>(dy[row + c]) - static_cast<float>(dot)));
+      dot += double(static_cast<float>(y[row + c])) * static_cast<float>(dy[row + c]);
+    for (std::size_t c = 0; c < cols; ++c)
+      dx[row + c] = T(static_cast<float>(y[row + c]) *
+                      (static_cast<float>(dy[row + c]) - static_cast<float>(dot)));
   }
 }
 

@@ -23,9 +23,11 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
 // The i-th input element of `rank`, as a T.
 template <class T>
 T input_value(std::uint64_t seed, int rank, std::uint64_t i) {
-  const std::uint64_t h = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 0x100000001b3ull + i));
+  const std::uint64_t h =
+      splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) * 0x100000001b3ull + i));
   if constexpr (std::is_floating_point_v<T>)
-    return static_cast<T>(static_cast<float>(static_cast<double>(h >> 40) / static_cast<double>(1ull << 23) - 1.0));
+    return static_cast<T>(
+        static_cast<float>(static_cast<double>(h >> 40) / static_cast<double>(1ull << 23) - 1.0));
   else
     return static_cast<T>(static_cast<std::int64_t>(h >> 58) - 32);  // whole numbers in [-32, 32)
 }

@@ -5,15 +5,18 @@
 
 namespace distlab {
 
-void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size, const std::string& default_trace) {
+void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
+                        const std::string& default_trace) {
   o.size_text = format_count(default_size);
   o.trace_path = default_trace;
-  app.add_option("--ranks", o.ranks, "number of in-process ranks (threads); under mpirun leave it out or give -np")
+  app.add_option("--ranks", o.ranks,
+                 "number of in-process ranks (threads); under mpirun leave it out or give -np")
       ->check(CLI::Range(1, 1024));
   app.add_option("--device", o.device, "where the data lives: auto, cpu or cuda")
       ->capture_default_str();
   app.add_option("--transport", o.transport,
-                 "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when every rank has "
+                 "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when "
+                 "every rank has "
                  "its own GPU), threads, mpi (with --device cuda: through host memory), nccl")
       ->capture_default_str();
   app.add_option("--size", o.size_text,
@@ -24,11 +27,14 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size, c
       ->capture_default_str();
   app.add_flag("--no-trace", o.no_trace, "write no trace file");
   app.add_flag("--verbose", o.verbose, "log every message: r0 -> r1 | step 3 | chunk 2 | 1.0 MiB");
-  app.add_option("--deadlock-timeout", o.deadlock_timeout,
-                 "end the run (exit 3) when nothing progresses for S seconds: no message matched, no rank finished "
-                 "or computed. A deadlock needs no timeout: it is reported as soon as the waits form one")
+  app.add_option(
+         "--deadlock-timeout", o.deadlock_timeout,
+         "end the run (exit 3) when nothing progresses for S seconds: no message matched, no rank "
+         "finished "
+         "or computed. A deadlock needs no timeout: it is reported as soon as the waits form one")
       ->capture_default_str();
-  app.add_flag("--inject-fault", o.inject_fault, "corrupt the last rank's result (to see verification fail)")
+  app.add_flag("--inject-fault", o.inject_fault,
+               "corrupt the last rank's result (to see verification fail)")
       ->group("Testing");
 }
 
@@ -36,11 +42,13 @@ void finish_options(Options& o) {
   o.size = parse_size(o.size_text);
   if (!(o.deadlock_timeout > 0))
     throw UsageError("--deadlock-timeout must be a positive number of seconds");
-  if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi" && o.transport != "nccl")
+  if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi" &&
+      o.transport != "nccl")
     throw UsageError("--transport must be auto, threads, mpi or nccl, not '" + o.transport + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     throw UsageError("--device must be auto, cpu or cuda, not '" + o.device + "'");
-  if (o.trace_path.empty() && !o.no_trace) throw UsageError("--trace needs a path (or use --no-trace)");
+  if (o.trace_path.empty() && !o.no_trace)
+    throw UsageError("--trace needs a path (or use --no-trace)");
 }
 
 }  // namespace distlab

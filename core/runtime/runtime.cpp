@@ -8,26 +8,26 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
 #include <system_error>
 #include <thread>
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
-#include "core/device/allocator.hpp"
 #include "core/base/json.hpp"
+#include "core/base/units.hpp"
+#include "core/device/allocator.hpp"
+#include "core/device/cuda_context.hpp"
 #include "core/trace/writer.hpp"
 #include "core/transport/choice.hpp"
 #include "core/transport/threads.hpp"
-#include "core/base/units.hpp"
 
 #ifdef DISTLAB_HAVE_MPI
-#include "core/transport/open_mpi_gpu.hpp"
 #include "core/transport/mpi.hpp"
+#include "core/transport/open_mpi_gpu.hpp"
 #endif
 
 namespace distlab {
@@ -70,12 +70,18 @@ std::string path_beside(const std::string& path, const std::string& name) {
 }
 
 bool launched_by_mpi() {
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") || env("MPI_LOCALNRANKS");
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") ||
+         env("MPI_LOCALNRANKS");
 }
-int launcher_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
-int launcher_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0); }
+int launcher_size() {
+  return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+}
+int launcher_rank() {
+  return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0);
+}
 int launcher_local_rank() {
-  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, launcher_rank());
+  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+                 launcher_rank());
 }
 
 // --- memory ------------------------------------------------------------------------
@@ -99,7 +105,8 @@ double read_kib_field(const char* path, const char* key) {
   if (std::FILE* f = std::fopen(path, "r")) {
     char line[256];
     while (std::fgets(line, sizeof line, f))
-      if (std::strncmp(line, key, n) == 0 && line[n] == ':') bytes = std::strtod(line + n + 1, nullptr) * 1024;
+      if (std::strncmp(line, key, n) == 0 && line[n] == ':')
+        bytes = std::strtod(line + n + 1, nullptr) * 1024;
     std::fclose(f);
   }
   return bytes;
@@ -118,27 +125,36 @@ double memory_available() {
   return available;
 }
 
-double process_memory(const char* key) { return read_kib_field("/proc/self/status", key); }
+double process_memory(const char* key) {
+  return read_kib_field("/proc/self/status", key);
+}
 
-std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where) {
+std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available,
+                           const std::string& where) {
   if (available < 0) return {};  // nothing to compare with: the run goes ahead
   const double total = need.per_rank * ranks_here + need.once;
   // The other programs on the machine move: keep a tenth of what is free for them.
   if (total <= 0.9 * available) return {};
   return fmt::format(
-      "this run needs about {} of {} ({} rank{} x {} each{}), but {} is available; use {} or fewer ranks",
-      format_bytes(total), where, ranks_here, ranks_here == 1 ? "" : "s", format_bytes(need.per_rank),
-      need.once > 0 ? fmt::format(" + {} once", format_bytes(need.once)) : "", format_bytes(available), need.shrink);
+      "this run needs about {} of {} ({} rank{} x {} each{}), but {} is available; use {} or fewer "
+      "ranks",
+      format_bytes(total), where, ranks_here, ranks_here == 1 ? "" : "s",
+      format_bytes(need.per_rank),
+      need.once > 0 ? fmt::format(" + {} once", format_bytes(need.once)) : "",
+      format_bytes(available), need.shrink);
 }
 
 void Lesson::check_memory(const World& world) {
   MemoryNeed need = needs_memory_ ? needs_memory_(world) : MemoryNeed{};
-  const int here = world.mode == Mode::threads ? world.size : std::max(1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1));
+  const int here = world.mode == Mode::threads
+                       ? world.size
+                       : std::max(1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1));
   if (world.device == Device::cuda) {
     // The buffers live on the GPUs, shared round-robin by the ranks; the host keeps the rest.
     const int devices = std::max(1, cuda_device_count());
     const int per_device = (here + devices - 1) / devices;
-    const std::string gpu = memory_refusal({need.per_rank, 0, need.shrink}, per_device, cuda_free_bytes(0), "GPU memory on device 0");
+    const std::string gpu = memory_refusal({need.per_rank, 0, need.shrink}, per_device,
+                                           cuda_free_bytes(0), "GPU memory on device 0");
     if (!gpu.empty()) throw UsageError(gpu);
     need.per_rank = 0;
   }
@@ -201,7 +217,8 @@ void print_schedule(const RunResult& result, int max_ranks, int max_lines) {
   std::map<int, std::vector<std::pair<int, const SpanEvent*>>> by_step;
   for (const auto& log : result.logs)
     for (const auto& e : log.spans)
-      if (e.kind == SpanEvent::Kind::send && e.meta.step >= 0) by_step[e.meta.step].emplace_back(log.rank, &e);
+      if (e.kind == SpanEvent::Kind::send && e.meta.step >= 0)
+        by_step[e.meta.step].emplace_back(log.rank, &e);
   int lines = 0;
   for (auto& [step, sends] : by_step) {
     if (lines++ >= max_lines) {
@@ -214,8 +231,10 @@ void print_schedule(const RunResult& result, int max_ranks, int max_lines) {
       const auto& [src, e] = sends[i];
       line += fmt::format("{} r{} -> r{}", i ? "," : "", src, e->peer);
       if (e->meta.chunk_begin >= 0) {
-        if (e->meta.chunk_end == e->meta.chunk_begin + 1) line += fmt::format(" chunk {}", e->meta.chunk_begin);
-        else line += fmt::format(" chunks {}-{}", e->meta.chunk_begin, e->meta.chunk_end - 1);
+        if (e->meta.chunk_end == e->meta.chunk_begin + 1)
+          line += fmt::format(" chunk {}", e->meta.chunk_begin);
+        else
+          line += fmt::format(" chunks {}-{}", e->meta.chunk_begin, e->meta.chunk_end - 1);
       }
       line += fmt::format(" ({}{})", format_bytes(static_cast<double>(e->bytes)),
                           e->meta.apply == Apply::reduce ? ", reduce" : "");
@@ -227,25 +246,28 @@ void print_schedule(const RunResult& result, int max_ranks, int max_lines) {
 void print_traffic(const RunResult& result, const std::string& title) {
   fmt::print("\n{}:\n", title);
   const auto traffic = result.traffic();
-  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", "rank", "sent", "received", "msgs>",
-             "msgs<", "steps", "comm time");
+  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", "rank", "sent", "received",
+             "msgs>", "msgs<", "steps", "comm time");
   std::uint64_t sent = 0, recv = 0;
   for (std::size_t r = 0; r < traffic.size(); ++r) {
     const auto& t = traffic[r];
     fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}  {:>10}\n", fmt::format("r{}", r),
-               format_bytes(static_cast<double>(t.bytes_sent)), format_bytes(static_cast<double>(t.bytes_recv)),
-               t.msgs_sent, t.msgs_recv, t.steps, format_seconds(t.comm_seconds));
+               format_bytes(static_cast<double>(t.bytes_sent)),
+               format_bytes(static_cast<double>(t.bytes_recv)), t.msgs_sent, t.msgs_recv, t.steps,
+               format_seconds(t.comm_seconds));
     sent += t.bytes_sent;
     recv += t.bytes_recv;
   }
-  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}\n", "all", format_bytes(static_cast<double>(sent)),
-             format_bytes(static_cast<double>(recv)), "", "", result.steps());
+  fmt::print("  {:>4}  {:>12}  {:>12}  {:>6}  {:>6}  {:>5}\n", "all",
+             format_bytes(static_cast<double>(sent)), format_bytes(static_cast<double>(recv)), "",
+             "", result.steps());
 }
 
 // --- the lesson frame -----------------------------------------------------------------
 
 Lesson::Lesson(LessonInfo info)
-    : info_(std::move(info)), app_(fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title)) {
+    : info_(std::move(info)),
+      app_(fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title)) {
   const char* dir = env("DISTLAB_TRACE_DIR");
 #ifdef DISTLAB_TRACE_DIR_DEFAULT
   const std::string trace_dir = dir ? dir : DISTLAB_TRACE_DIR_DEFAULT;
@@ -260,7 +282,8 @@ void Lesson::add_root_option(int& root, const std::string& what) {
   app_.add_option("--root", root, what)->capture_default_str();
   on_world([&root](const World& w) {
     if (root < 0 || root >= w.size)
-      throw UsageError(fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
+      throw UsageError(
+          fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
   });
 }
 
@@ -278,13 +301,16 @@ void Lesson::set_metadata(const std::string& key, const std::string& json_value)
 }
 
 void Lesson::set_text(const std::string& concept_text, const std::string& look_at) {
-  set_metadata("text", fmt::format(R"({{"concept":{},"look_at":{}}})", json_string(concept_text), json_string(look_at)));
+  set_metadata("text", fmt::format(R"({{"concept":{},"look_at":{}}})", json_string(concept_text),
+                                   json_string(look_at)));
 }
 
-void Lesson::set_memory_formula(const std::string& label, const std::vector<double>& bytes_per_rank) {
+void Lesson::set_memory_formula(const std::string& label,
+                                const std::vector<double>& bytes_per_rank) {
   std::string values;
   for (double b : bytes_per_rank) values += (values.empty() ? "" : ",") + json_number(b);
-  set_metadata("memory_formula", fmt::format(R"({{"label":{},"bytes_per_rank":[{}]}})", json_string(label), values));
+  set_metadata("memory_formula",
+               fmt::format(R"({{"label":{},"bytes_per_rank":[{}]}})", json_string(label), values));
 }
 
 std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
@@ -295,9 +321,12 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
     name = name.substr(2);
     if (name == "help" || name == "inject-fault" || name == "verbose") continue;
     std::string value;
-    if (opt->get_expected_min() == 0) value = opt->count() > 0 ? "true" : "false";
-    else if (opt->count() > 0 && !opt->results().empty()) value = opt->results().back();
-    else value = opt->get_default_str();
+    if (opt->get_expected_min() == 0)
+      value = opt->count() > 0 ? "true" : "false";
+    else if (opt->count() > 0 && !opt->results().empty())
+      value = opt->results().back();
+    else
+      value = opt->get_default_str();
     out.emplace_back(name, json_value(value));
   }
   return out;
@@ -329,22 +358,29 @@ class CudaBinding {
 // What a rank that ran out of memory says (std::bad_alloc, or a container asked for more than
 // it can hold): the check before the run let it through, so the estimate was short.
 std::string out_of_memory(int rank) {
-  return fmt::format("rank {} ran out of memory: this run needs more than the {} available; use a smaller --size or "
-                     "fewer ranks", rank, format_bytes(memory_available()));
+  return fmt::format(
+      "rank {} ran out of memory: this run needs more than the {} available; use a smaller --size "
+      "or "
+      "fewer ranks",
+      rank, format_bytes(memory_available()));
 }
 
 // Runs one rank's body and records how it ended on the hub. The way down is memory-safe: a
 // rank that unwinds holds back every block its messages still name (InFlight), cancels those
 // messages or waits for the copies already under way, and only then lets the blocks go.
-void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function<void(Comm&)>& body, ThreadHub& hub) {
+void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function<void(Comm&)>& body,
+                     ThreadHub& hub) {
   RankLog& log = comm.recorder().log();
   log.t_start = now_us();
   set_in_flight(&transport);
   transport.started();
   try {
     CudaBinding gpu(comm.device(), comm.rank(), true);
-    if (comm.device() == Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
-      cuda_rank().nccl_give_up = [&hub, r = comm.rank()] { return hub.aborting() || hub.others_finished(r); };
+    if (comm.device() ==
+        Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
+      cuda_rank().nccl_give_up = [&hub, r = comm.rank()] {
+        return hub.aborting() || hub.others_finished(r);
+      };
     try {
       body(comm);
     } catch (...) {
@@ -380,8 +416,8 @@ struct ThreadRun {
   std::string failure;
   int exit_code = 0;
 };
-ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& body, double deadlock_timeout_s,
-                         bool verbose, bool inject_fault) {
+ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& body,
+                         double deadlock_timeout_s, bool verbose, bool inject_fault) {
   ThreadHub hub(world.size, deadlock_timeout_s);
   std::vector<std::unique_ptr<ThreadTransport>> transports;
   std::vector<std::unique_ptr<Comm>> comms;
@@ -402,7 +438,10 @@ ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& b
         run_thread_rank(*comms[i], *transports[i], body, hub);
       });
     } catch (const std::system_error& e) {  // the ranks already started see the abort and end
-      hub.fail(-1, fmt::format("could not start the thread of rank {} ({}); run fewer ranks", r, e.what()), 2);
+      hub.fail(
+          -1,
+          fmt::format("could not start the thread of rank {} ({}); run fewer ranks", r, e.what()),
+          2);
     }
   }
   for (auto& t : threads) t.join();
@@ -416,7 +455,8 @@ ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& b
 
 }  // namespace
 
-RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s, Device device) {
+RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body,
+                         double deadlock_timeout_s, Device device) {
   World world;
   world.size = ranks;
   world.device = device;
@@ -446,18 +486,26 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
   try {
     finish_options(options_);
     if (options_.transport == "mpi" && !under_mpi)
-      throw UsageError(fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab lesson {} --mpi 4",
-                                   info_.number));
+      throw UsageError(
+          fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab "
+                      "lesson {} --mpi 4",
+                      info_.number));
     if (options_.transport == "threads" && under_mpi)
-      throw UsageError("--transport threads cannot be used under mpirun; leave --transport out or run without mpirun");
+      throw UsageError(
+          "--transport threads cannot be used under mpirun; leave --transport out or run without "
+          "mpirun");
     world.mode = under_mpi ? Mode::mpi : Mode::threads;
     if (under_mpi) {
       world.size = launcher_size();
       if (options_.ranks != 0 && options_.ranks != world.size)
-        throw UsageError(fmt::format("--ranks {} disagrees with the {} processes mpirun started; leave --ranks out under mpirun",
-                                     options_.ranks, world.size));
+        throw UsageError(
+            fmt::format("--ranks {} disagrees with the {} processes mpirun started; leave --ranks "
+                        "out under mpirun",
+                        options_.ranks, world.size));
 #ifndef DISTLAB_HAVE_MPI
-      throw UsageError("this build has no MPI support (Open MPI was not found at configure time); run without mpirun");
+      throw UsageError(
+          "this build has no MPI support (Open MPI was not found at configure time); run without "
+          "mpirun");
 #endif
     } else {
       world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
@@ -472,12 +520,13 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
   }
 
   if (world.mode == Mode::threads) {
-    ThreadRun run = launch_threads(world, body, options_.deadlock_timeout, options_.verbose, options_.inject_fault);
+    ThreadRun run = launch_threads(world, body, options_.deadlock_timeout, options_.verbose,
+                                   options_.inject_fault);
     if (run.failed) {
       fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, run.failure);
       if (run.exit_code != 2)
-        fmt::print("lesson {} {}: FAILED ({} ranks, threads, {})\n", info_.number, info_.name, world.size,
-                   to_string(world.device));
+        fmt::print("lesson {} {}: FAILED ({} ranks, threads, {})\n", info_.number, info_.name,
+                   world.size, to_string(world.device));
       return run.exit_code;
     }
     RunResult result;
@@ -507,8 +556,11 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     MPI_Allreduce(&on_gpu, &gpu_anywhere, 1, MPI_INT, MPI_MAX, mpi.comm());
     if (gpu_everywhere != gpu_anywhere) {
       if (w.rank == 0)
-        fmt::print(stderr, "distlab lesson {}: --device {}: some ranks found a GPU and some did not; use --device cpu, "
-                           "or run where every rank has one\n", info_.number, options_.device);
+        fmt::print(stderr,
+                   "distlab lesson {}: --device {}: some ranks found a GPU and some did not; use "
+                   "--device cpu, "
+                   "or run where every rank has one\n",
+                   info_.number, options_.device);
       code = 2;
     } else if (w.device == Device::cuda) {
       try {
@@ -520,7 +572,8 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
         if (w.rank == 0) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
         code = 2;
       } catch (const std::exception& e) {
-        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
       }
     }
     if (code == 0) {
@@ -536,11 +589,14 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
       } catch (const UsageError& e) {
         MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, e.what()), 2);
       } catch (const std::bad_alloc&) {
-        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)), 2);
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)),
+                                2);
       } catch (const std::length_error&) {
-        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)), 2);
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", info_.number, out_of_memory(w.rank)),
+                                2);
       } catch (const std::exception& e) {
-        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed: {}", info_.number, w.rank, e.what()), 1);
       }
       log.t_end = now_us();
       log.peak = comm.ledger().peaks();
@@ -558,7 +614,9 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
         }
         code = mpi.broadcast_int(code, 0);
       } catch (const std::exception& e) {
-        MpiTransport::abort_all(fmt::format("lesson {}: rank {} failed at the end: {}", info_.number, w.rank, e.what()), 1);
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed at the end: {}", info_.number, w.rank, e.what()),
+            1);
       }
     }
     gpu_transport.reset();  // before the GPU is unbound: NCCL ends on it
@@ -601,7 +659,9 @@ int Lesson::finish(RunResult& result) {
   int code = result.verified ? 0 : 1;
   for (const auto& log : result.logs)
     for (const auto& c : log.checks)
-      if (!c.ok) fmt::print("check failed on r{}: {}{}{}\n", log.rank, c.name, c.detail.empty() ? "" : ": ", c.detail);
+      if (!c.ok)
+        fmt::print("check failed on r{}: {}{}{}\n", log.rank, c.name, c.detail.empty() ? "" : ": ",
+                   c.detail);
 
   std::string trace_note;
   if (!options_.no_trace) {
@@ -630,21 +690,23 @@ int Lesson::finish(RunResult& result) {
       code = 1;
     }
   }
-  const std::string where = fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
-                                        to_string(result.world.device));
+  const std::string where =
+      fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
+                  to_string(result.world.device));
   // The plan against what the process took (tests/memory_plan.sh): the growth from the start to
   // the resident peak should stay within the plan, or the check before the run protects nothing.
   if (options_.verbose && planned_bytes_ >= 0)
-    fmt::print("memory: planned {} for this process; resident {} at the start, peak {}\n", format_bytes(planned_bytes_),
-               format_bytes(resident_start_), format_bytes(process_memory("VmHWM")));
+    fmt::print("memory: planned {} for this process; resident {} at the start, peak {}\n",
+               format_bytes(planned_bytes_), format_bytes(resident_start_),
+               format_bytes(process_memory("VmHWM")));
   if (code == 0)
-    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name, result.checks, where,
-               result.wall_seconds, trace_note);
+    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name,
+               result.checks, where, result.wall_seconds, trace_note);
   else if (result.checks == 0)
     fmt::print("lesson {} {}: FAILED (no checks ran, {})\n", info_.number, info_.name, where);
   else
-    fmt::print("lesson {} {}: FAILED ({} of {} checks failed, {})\n", info_.number, info_.name, failed, result.checks,
-               where);
+    fmt::print("lesson {} {}: FAILED ({} of {} checks failed, {})\n", info_.number, info_.name,
+               failed, result.checks, where);
   std::fflush(stdout);
   return code;
 }

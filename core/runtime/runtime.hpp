@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/world.hpp"
 #include "core/comm/comm.hpp"
 #include "core/runtime/options.hpp"
 #include "core/trace/recorder.hpp"
-#include "core/base/world.hpp"
 
 namespace distlab {
 
@@ -75,15 +75,16 @@ void print_traffic(const RunResult& result, const std::string& title = "traffic 
 // each rank then bound to GPU rank % count as in a lesson) and returns what they recorded;
 // throws Error with the failing rank's message. For tables that need world sizes other than
 // the run's own (lesson 06 measures its scaling table this way, from the report).
-RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body, double deadlock_timeout_s = 30,
-                         Device device = Device::cpu);
+RunResult run_in_process(int ranks, const std::function<void(Comm&)>& body,
+                         double deadlock_timeout_s = 30, Device device = Device::cpu);
 
 // What a run allocates, for the check before any rank starts: each rank's own buffers
 // (per_rank: its data, copies, scratch and references) and what the process holds once besides.
 struct MemoryNeed {
   double per_rank = 0;
   double once = 0;
-  std::string shrink = "a smaller --size";  // what the refusal tells the user to change, besides fewer ranks
+  std::string shrink =
+      "a smaller --size";  // what the refusal tells the user to change, besides fewer ranks
 };
 // The memory this process may still take: /proc/meminfo's MemAvailable, lowered to what the
 // cgroup's memory.max leaves, where one is set. -1 when neither can be read.
@@ -97,7 +98,8 @@ inline constexpr double kRankOverheadBytes = 512.0 * 1024;
 // The refusal for a run that needs more than is available: one sentence with what it needs,
 // what is available and what to change; "" when it fits. `ranks_here` ranks share `available`
 // bytes (all of them in-process; those on this node under mpirun); `where` names the memory.
-std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available, const std::string& where);
+std::string memory_refusal(const MemoryNeed& need, int ranks_here, double available,
+                           const std::string& where);
 
 class Lesson {
  public:
@@ -144,7 +146,8 @@ class Lesson {
   std::vector<std::function<void(const World&)>> on_world_;
   std::function<void(RunResult&)> on_report_;
   std::function<MemoryNeed(const World&)> needs_memory_;
-  double planned_bytes_ = -1;   // this process's plan (check_memory): its ranks' buffers and the rest
+  double planned_bytes_ =
+      -1;  // this process's plan (check_memory): its ranks' buffers and the rest
   double resident_start_ = -1;  // VmRSS when the plan was made, before any rank started
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;

@@ -23,7 +23,8 @@ int most_in_flight(const std::vector<const SpanEvent*>& sends) {
 
 }  // namespace
 
-StepCounts count_steps(const RunResult& run, int first_step, int last_step, const std::string& phase) {
+StepCounts count_steps(const RunResult& run, int first_step, int last_step,
+                       const std::string& phase) {
   StepCounts c;
   c.ranks = run.traffic(first_step, last_step);
   std::map<int, std::uint64_t> step_all;  // step -> bytes all ranks sent in it
@@ -33,7 +34,8 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step, cons
     std::vector<const SpanEvent*> sends;
     for (const auto& e : log.spans) {
       if (e.kind == SpanEvent::Kind::plain) {
-        if (!phase.empty() && e.name == phase) c.seconds = std::max(c.seconds, (e.t1 - e.t0) * 1e-6);
+        if (!phase.empty() && e.name == phase)
+          c.seconds = std::max(c.seconds, (e.t1 - e.t0) * 1e-6);
         continue;
       }
       if (e.meta.step < first_step || e.meta.step > last_step) continue;

@@ -25,13 +25,14 @@ struct StepCounts {
   std::uint64_t all_links = 0;     // bytes all ranks sent
   std::uint64_t max_msgs = 0;      // messages the busiest rank sent
   PeakBytes peak;
-  int in_flight = 0;               // most sends of one rank overlapping in time
-  double seconds = 0;              // the longest any rank spent in the phase named
+  int in_flight = 0;   // most sends of one rank overlapping in time
+  double seconds = 0;  // the longest any rank spent in the phase named
 };
 
 // Counts the messages of steps [first_step, last_step]; `phase` names the compute-lane span
 // whose longest duration over the ranks is the time (empty: none).
-StepCounts count_steps(const RunResult& run, int first_step, int last_step, const std::string& phase = {});
+StepCounts count_steps(const RunResult& run, int first_step, int last_step,
+                       const std::string& phase = {});
 
 // The same run with only the messages of steps [first_step, last_step] (for print_schedule).
 RunResult only_steps(const RunResult& run, int first_step, int last_step);

@@ -6,8 +6,8 @@
 // compared with |got - want| <= tol * (1 + |want|) and copies must match exactly (tol 0).
 #pragma once
 
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 #include <cmath>
 #include <string>
@@ -27,15 +27,16 @@ struct Comparison {
 
   std::string detail() const {
     if (n == 0) return "empty";
-    return fmt::format("max |error| {:.3g} at [{}] (got {:.9g}, want {:.9g}) over {} elements", max_error, worst,
-                       got, want, n);
+    return fmt::format("max |error| {:.3g} at [{}] (got {:.9g}, want {:.9g}) over {} elements",
+                       max_error, worst, got, want, n);
   }
 };
 
 // Elements [0, count) of `rank`'s float32 input (data.hpp), in float64: a reference's start.
 inline Eigen::VectorXd reference_input(std::uint64_t seed, int rank, std::size_t count) {
   Eigen::VectorXd x(static_cast<Eigen::Index>(count));
-  for (std::size_t i = 0; i < count; ++i) x[static_cast<Eigen::Index>(i)] = input_value<float>(seed, rank, i);
+  for (std::size_t i = 0; i < count; ++i)
+    x[static_cast<Eigen::Index>(i)] = input_value<float>(seed, rank, i);
   return x;
 }
 
@@ -77,6 +78,8 @@ void inject_fault_into(View<T> v) {
 }
 
 // Tolerance for a float32 sum of `terms` values of magnitude about 1, against float64.
-inline double sum_tolerance(int terms) { return 4.0 * terms * std::ldexp(1.0, -24); }
+inline double sum_tolerance(int terms) {
+  return 4.0 * terms * std::ldexp(1.0, -24);
+}
 
 }  // namespace distlab

@@ -18,15 +18,21 @@ enum class Lane : std::uint8_t { compute = 0, send = 1, recv = 2, gpu = 3 };
 inline constexpr int kLanes = 4;
 
 // A lane's tid: 1 compute, 2 send, 3 recv, 4 gpu; sub-lane k of it is that plus 10 k.
-constexpr int lane_base_tid(Lane lane) { return static_cast<int>(lane) + 1; }
-constexpr int sub_lane_tid(Lane lane, int k) { return lane_base_tid(lane) + 10 * k; }
+constexpr int lane_base_tid(Lane lane) {
+  return static_cast<int>(lane) + 1;
+}
+constexpr int sub_lane_tid(Lane lane, int k) {
+  return lane_base_tid(lane) + 10 * k;
+}
 
 // Memory ledger categories (memory_ledger.hpp); one counter series each in the trace, named
 // "<name>_bytes" in the memory counter's args.
 enum class Category : std::uint8_t { params, grads, optimizer, activations, comm, data };
 inline constexpr int kCategories = 6;
-inline constexpr std::array<const char*, kCategories> kCategoryNames = {"params",      "grads", "optimizer",
-                                                                        "activations", "comm",  "data"};
-constexpr const char* to_string(Category c) { return kCategoryNames[static_cast<int>(c)]; }
+inline constexpr std::array<const char*, kCategories> kCategoryNames = {
+    "params", "grads", "optimizer", "activations", "comm", "data"};
+constexpr const char* to_string(Category c) {
+  return kCategoryNames[static_cast<int>(c)];
+}
 
 }  // namespace distlab

@@ -65,13 +65,16 @@ LoadedTrace parse_trace(const std::string& json) {
       t.checks = int_or(ver, "checks", 0);
     }
   }
-  if (t.schema_version == 0) throw Error("not a distlab trace (otherData.schema_version is missing)");
+  if (t.schema_version == 0)
+    throw Error("not a distlab trace (otherData.schema_version is missing)");
   if (t.schema_version > kTraceSchemaVersion)
-    throw Error(fmt::format("trace schema version {} is newer than this loader ({}); update distlab", t.schema_version,
-                            kTraceSchemaVersion));
+    throw Error(
+        fmt::format("trace schema version {} is newer than this loader ({}); update distlab",
+                    t.schema_version, kTraceSchemaVersion));
 
   simdjson::dom::array events;
-  if (root["traceEvents"].get_array().get(events) != simdjson::SUCCESS) throw Error("trace has no traceEvents array");
+  if (root["traceEvents"].get_array().get(events) != simdjson::SUCCESS)
+    throw Error("trace has no traceEvents array");
   for (element ev : events) {
     object o;
     if (ev.get_object().get(o) != simdjson::SUCCESS) {
@@ -80,7 +83,8 @@ LoadedTrace parse_trace(const std::string& json) {
     }
     const std::string ph = string_or(o, "ph");
     std::int64_t pid = 0, tid = 0;
-    if (o["pid"].get_int64().get(pid) != simdjson::SUCCESS || o["tid"].get_int64().get(tid) != simdjson::SUCCESS) {
+    if (o["pid"].get_int64().get(pid) != simdjson::SUCCESS ||
+        o["tid"].get_int64().get(tid) != simdjson::SUCCESS) {
       t.problems.push_back(fmt::format("a '{}' event has no integer pid and tid", ph));
       continue;
     }
@@ -109,14 +113,17 @@ LoadedTrace parse_trace(const std::string& json) {
       f.tid = static_cast<int>(tid);
       f.ts = ts;
       f.id = static_cast<std::uint64_t>(int_or(o, "id", 0));
-      if (!f.start && string_or(o, "bp") != "e") t.problems.push_back("a flow finish is not bound to its enclosing slice (bp:e)");
+      if (!f.start && string_or(o, "bp") != "e")
+        t.problems.push_back("a flow finish is not bound to its enclosing slice (bp:e)");
       t.flows.push_back(f);
-    } else if (ph == "C" && string_or(o, "name") == "memory") {  // other counters: a lesson's values
+    } else if (ph == "C" &&
+               string_or(o, "name") == "memory") {  // other counters: a lesson's values
       TraceCounter c;
       c.pid = static_cast<int>(pid);
       c.ts = ts;
       object args;
-      if (o["args"].get_object().get(args) == simdjson::SUCCESS) c.total_bytes = int_or(args, "total_bytes", 0);
+      if (o["args"].get_object().get(args) == simdjson::SUCCESS)
+        c.total_bytes = int_or(args, "total_bytes", 0);
       t.counters.push_back(c);
     } else if (ph == "C") {
       TraceValue v;
@@ -124,7 +131,8 @@ LoadedTrace parse_trace(const std::string& json) {
       v.ts = ts;
       v.name = string_or(o, "name");
       object args;
-      if (o["args"].get_object().get(args) == simdjson::SUCCESS) v.value = number_or(args, "value", 0);
+      if (o["args"].get_object().get(args) == simdjson::SUCCESS)
+        v.value = number_or(args, "value", 0);
       t.values.push_back(std::move(v));
     } else if (ph == "i") {
       object args;
@@ -161,7 +169,8 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
   // pids match the world size.
   std::set<int> named(t.named_pids.begin(), t.named_pids.end());
   for (int r = 1; r <= t.world_size; ++r)
-    if (!named.count(r)) bad.push_back(fmt::format("rank {} (pid {}) has no process_name", r - 1, r));
+    if (!named.count(r))
+      bad.push_back(fmt::format("rank {} (pid {}) has no process_name", r - 1, r));
   for (int pid : named)
     if (!pid_ok(pid)) bad.push_back(fmt::format("pid {} is outside 1..{}", pid, t.world_size));
   auto first_bad_pid = [&](const auto& events, const char* what) {
@@ -178,8 +187,12 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
 
   // Durations and timestamps.
   for (const auto& s : t.spans) {
-    if (s.dur < 0) bad.push_back(fmt::format("span '{}' on pid {} has a negative duration {}", s.name, s.pid, s.dur));
-    if (s.ts < 0) bad.push_back(fmt::format("span '{}' on pid {} starts before the epoch ({})", s.name, s.pid, s.ts));
+    if (s.dur < 0)
+      bad.push_back(
+          fmt::format("span '{}' on pid {} has a negative duration {}", s.name, s.pid, s.dur));
+    if (s.ts < 0)
+      bad.push_back(
+          fmt::format("span '{}' on pid {} starts before the epoch ({})", s.name, s.pid, s.ts));
   }
 
   // Flows: one start and one finish per id, the finish not before the start.
@@ -187,29 +200,35 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
   for (const auto& f : t.flows) {
     auto& side = f.start ? starts : finishes;
     if (!side.emplace(f.id, &f).second)
-      bad.push_back(fmt::format("flow {} has more than one {}", f.id, f.start ? "start" : "finish"));
+      bad.push_back(
+          fmt::format("flow {} has more than one {}", f.id, f.start ? "start" : "finish"));
   }
   for (const auto& [id, s] : starts) {
     auto it = finishes.find(id);
-    if (it == finishes.end()) bad.push_back(fmt::format("flow {} (from pid {}) has no finish", id, s->pid));
+    if (it == finishes.end())
+      bad.push_back(fmt::format("flow {} (from pid {}) has no finish", id, s->pid));
     else if (it->second->ts < s->ts)
-      bad.push_back(fmt::format("flow {} arrives at {:.3f} us, before it was sent at {:.3f} us", id, it->second->ts, s->ts));
+      bad.push_back(fmt::format("flow {} arrives at {:.3f} us, before it was sent at {:.3f} us", id,
+                                it->second->ts, s->ts));
   }
   for (const auto& [id, f] : finishes)
-    if (!starts.count(id)) bad.push_back(fmt::format("flow {} (to pid {}) has no start", id, f->pid));
+    if (!starts.count(id))
+      bad.push_back(fmt::format("flow {} (to pid {}) has no start", id, f->pid));
 
   // Bytes on both ends of each message.
   std::map<std::int64_t, const TraceSpan*> sends, delivers;
   for (const auto& s : t.spans) {
     if (s.msg == 0) continue;
-    if (s.cat == "send") sends[s.msg] = &s;
-    else if (s.cat == "deliver") delivers[s.msg] = &s;
+    if (s.cat == "send")
+      sends[s.msg] = &s;
+    else if (s.cat == "deliver")
+      delivers[s.msg] = &s;
   }
   for (const auto& [id, s] : sends) {
     auto it = delivers.find(id);
     if (it != delivers.end() && it->second->bytes != s->bytes)
-      bad.push_back(fmt::format("message {} has {} B at the sender and {} B at the receiver", id, s->bytes,
-                                it->second->bytes));
+      bad.push_back(fmt::format("message {} has {} B at the sender and {} B at the receiver", id,
+                                s->bytes, it->second->bytes));
   }
 
   // Strict nesting and order per lane.
@@ -220,8 +239,9 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
     double last_start = -1e300;
     for (const TraceSpan* s : spans) {
       if (s->ts < last_start) {
-        bad.push_back(fmt::format("pid {} tid {}: span '{}' at {:.3f} us is written after a later one", key.first,
-                                  key.second, s->name, s->ts));
+        bad.push_back(
+            fmt::format("pid {} tid {}: span '{}' at {:.3f} us is written after a later one",
+                        key.first, key.second, s->name, s->ts));
         break;
       }
       last_start = s->ts;
@@ -231,8 +251,9 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
       constexpr double kHalfNs = 5e-4;
       while (!open.empty() && open.back() <= s->ts + kHalfNs) open.pop_back();
       if (!open.empty() && end > open.back() + kHalfNs) {
-        bad.push_back(fmt::format("pid {} tid {}: span '{}' at {:.3f} us overlaps its neighbour without nesting",
-                                  key.first, key.second, s->name, s->ts));
+        bad.push_back(fmt::format(
+            "pid {} tid {}: span '{}' at {:.3f} us overlaps its neighbour without nesting",
+            key.first, key.second, s->name, s->ts));
         break;
       }
       open.push_back(end);

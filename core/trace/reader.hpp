@@ -62,7 +62,7 @@ struct LoadedTrace {
   std::vector<TraceCounter> counters;  // the memory ledger's
   std::vector<TraceValue> values;
   std::vector<TraceStep> steps;
-  std::vector<int> named_pids;   // pids with a process_name
+  std::vector<int> named_pids;        // pids with a process_name
   std::vector<std::string> problems;  // rules broken while reading (bad phase, non-integer pid)
 };
 

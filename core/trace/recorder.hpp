@@ -23,13 +23,13 @@ enum class Apply : std::uint8_t { copy = 0, reduce = 1 };
 // contributions are already summed into it. Replaying these tells, step by step, which
 // chunks each rank holds and how complete each is.
 struct MsgMeta {
-  int step = -1;                  // global step id (Comm::next_steps), -1 when none
-  std::string buffer;             // logical buffer the lesson declared ("" when none)
-  int chunk_begin = -1;           // chunk range [chunk_begin, chunk_end) of that buffer
+  int step = -1;         // global step id (Comm::next_steps), -1 when none
+  std::string buffer;    // logical buffer the lesson declared ("" when none)
+  int chunk_begin = -1;  // chunk range [chunk_begin, chunk_end) of that buffer
   int chunk_end = -1;
   Apply apply = Apply::copy;
-  int contributions = 0;          // how many ranks' data is summed into this payload
-  std::uint64_t contrib_mask = 0; // bit r set when rank r's data is in it (world <= 64)
+  int contributions = 0;           // how many ranks' data is summed into this payload
+  std::uint64_t contrib_mask = 0;  // bit r set when rank r's data is in it (world <= 64)
 };
 
 // A span on one of the rank's lanes. Messages are spans too: a send span carries the flow
@@ -39,10 +39,10 @@ struct SpanEvent {
   Kind kind = Kind::plain;
   Lane lane = Lane::compute;
   std::string name;
-  double t0 = 0, t1 = 0;      // microseconds on this rank's clock
+  double t0 = 0, t1 = 0;  // microseconds on this rank's clock
   int peer = -1, tag = -1;
   std::uint64_t bytes = 0;
-  std::uint64_t seq = 0;      // k-th message between (src, dst, tag): pairs send with recv
+  std::uint64_t seq = 0;  // k-th message between (src, dst, tag): pairs send with recv
   MsgMeta meta;
 };
 

@@ -33,15 +33,20 @@ struct Slice {
 // A time on the grid the trace prints (ns, as microseconds with 3 decimals). Slices are placed
 // on it before their nesting is decided: two that are disjoint by a fraction of a nanosecond
 // touch once printed, and must be treated as touching.
-double to_ns(double us) { return std::round(us * 1e3) / 1e3; }
-
+double to_ns(double us) {
+  return std::round(us * 1e3) / 1e3;
+}
 
 const char* lane_name(Lane lane) {
   switch (lane) {
-    case Lane::compute: return "compute";
-    case Lane::send: return "send";
-    case Lane::recv: return "recv";
-    case Lane::gpu: return "gpu";
+    case Lane::compute:
+      return "compute";
+    case Lane::send:
+      return "send";
+    case Lane::recv:
+      return "recv";
+    case Lane::gpu:
+      return "gpu";
   }
   return "?";
 }
@@ -75,8 +80,8 @@ void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flo
   if (!e.meta.buffer.empty()) out += fmt::format(R"(,"buffer":{})", json_string(e.meta.buffer));
   if (e.meta.chunk_begin >= 0)
     out += fmt::format(R"(,"chunk":{},"chunk_end":{})", e.meta.chunk_begin, e.meta.chunk_end);
-  out += fmt::format(R"(,"apply":"{}","contributions":{})", e.meta.apply == Apply::reduce ? "reduce" : "copy",
-                     e.meta.contributions);
+  out += fmt::format(R"(,"apply":"{}","contributions":{})",
+                     e.meta.apply == Apply::reduce ? "reduce" : "copy", e.meta.contributions);
   if (e.meta.contrib_mask) out += fmt::format(R"(,"contrib_mask":"0x{:x}")", e.meta.contrib_mask);
   if (flow) out += fmt::format(R"(,"msg":{})", flow);
   out += "}";
@@ -119,10 +124,11 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     const double off = log.clock_offset_us - epoch;
     std::string pname = fmt::format("rank {}", log.rank);
     if (!log.host.empty()) pname += " (" + log.host + ")";
-    event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})", pid,
-                      json_string(pname)));
-    event(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
-                      pid, pid));
+    event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
+                      pid, json_string(pname)));
+    event(fmt::format(
+        R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+        pid, pid));
 
     // Slices of this rank, per lane; every completed receive also gets its deliver slice.
     std::vector<Slice> slices;
@@ -146,16 +152,20 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     std::vector<Slice*> by_lane[kLanes];
     for (auto& s : slices) by_lane[static_cast<int>(s.src->lane)].push_back(&s);
     for (int l = 0; l < kLanes; ++l) {
-      if (l == static_cast<int>(Lane::gpu) && by_lane[l].empty()) continue;  // CPU runs: no gpu lane
+      if (l == static_cast<int>(Lane::gpu) && by_lane[l].empty())
+        continue;  // CPU runs: no gpu lane
       const Lane lane = static_cast<Lane>(l);
       const int subs = std::max(1, assign_sub_lanes(by_lane[l], lane));
       for (int k = 0; k < subs; ++k) {
         const int tid = sub_lane_tid(lane, k);
-        const std::string tname = k == 0 ? lane_name(lane) : fmt::format("{} {}", lane_name(lane), k + 1);
-        event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid, tid,
-                          json_string(tname)));
-        event(fmt::format(R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
-                          pid, tid, l * 100 + k));
+        const std::string tname =
+            k == 0 ? lane_name(lane) : fmt::format("{} {}", lane_name(lane), k + 1);
+        event(fmt::format(
+            R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid, tid,
+            json_string(tname)));
+        event(fmt::format(
+            R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+            pid, tid, l * 100 + k));
       }
     }
     // Spans, outermost first and sorted by start on each lane (assign_sub_lanes sorted them).
@@ -165,14 +175,16 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         const char* cat = s->deliver ? "deliver" : lane_name(e.lane);
         const std::string name = s->deliver ? "deliver" : e.name;
         const double t0 = s->t0, t1 = s->t1;  // on the nanosecond grid already
-        std::string text = fmt::format(R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
-                                       json_string(name), cat, pid, s->tid, t0, t1 - t0);
+        std::string text = fmt::format(
+            R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
+            json_string(name), cat, pid, s->tid, t0, t1 - t0);
         if (e.kind != SpanEvent::Kind::plain) append_message_args(text, e, s->flow);
         text += "}";
         event(text);
         if (s->flow && e.kind == SpanEvent::Kind::send)
-          event(fmt::format(R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
-                            s->flow, pid, s->tid, s->t0));
+          event(fmt::format(
+              R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
+              s->flow, pid, s->tid, s->t0));
         if (s->flow && s->deliver)
           event(fmt::format(
               R"({{"ph":"f","bp":"e","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
@@ -187,14 +199,16 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         args += fmt::format(R"("{}_bytes":{},)", to_string(static_cast<Category>(k)), c.bytes[k]);
         total += c.bytes[k];
       }
-      event(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{{}"total_bytes":{}}}}})",
-                        pid, c.ts + off, args, total));
+      event(fmt::format(
+          R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{{}"total_bytes":{}}}}})",
+          pid, c.ts + off, args, total));
     }
     // Values the lesson recorded (a loss): one counter track per name.
     for (const auto& v : log.values)
       if (std::isfinite(v.value))  // JSON has no NaN: a diverged loss leaves a gap
-        event(fmt::format(R"({{"ph":"C","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"value":{:.9g}}}}})",
-                          json_string(v.name), pid, v.ts + off, v.value));
+        event(fmt::format(
+            R"({{"ph":"C","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"value":{:.9g}}}}})",
+            json_string(v.name), pid, v.ts + off, v.value));
   }
 
   // Step frames: one global instant per step, at the earliest rank's start of that step.
@@ -206,19 +220,23 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       if (it == steps.end() || ts < it->second.first) steps[s.step] = {ts, log.rank + 1};
     }
   for (const auto& [step, at] : steps)
-    event(fmt::format(R"({{"ph":"i","s":"g","name":"step frame","pid":{},"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
-                      at.second, at.first, step));
+    event(fmt::format(
+        R"({{"ph":"i","s":"g","name":"step frame","pid":{},"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
+        at.second, at.first, step));
   out += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{";
 
   // otherData: the lesson's metadata and verification, for the viewer and the tests.
-  out += fmt::format(R"("schema":"distlab-trace","schema_version":{},"lesson":{},"title":{},"algorithm":{},)",
-                     kTraceSchemaVersion, json_string(info.lesson), json_string(info.title),
-                     json_string(info.algorithm));
-  out += fmt::format(R"("world_size":{},"mode":"{}","device":"{}","transport":{},)", info.world.size,
-                     to_string(info.world.mode), to_string(info.world.device), json_string(info.world.transport));
+  out += fmt::format(
+      R"("schema":"distlab-trace","schema_version":{},"lesson":{},"title":{},"algorithm":{},)",
+      kTraceSchemaVersion, json_string(info.lesson), json_string(info.title),
+      json_string(info.algorithm));
+  out += fmt::format(R"("world_size":{},"mode":"{}","device":"{}","transport":{},)",
+                     info.world.size, to_string(info.world.mode), to_string(info.world.device),
+                     json_string(info.world.transport));
   out += "\"parameters\":{";
   for (std::size_t i = 0; i < info.parameters.size(); ++i)
-    out += fmt::format("{}{}:{}", i ? "," : "", json_string(info.parameters[i].first), info.parameters[i].second);
+    out += fmt::format("{}{}:{}", i ? "," : "", json_string(info.parameters[i].first),
+                       info.parameters[i].second);
   out += "},";
   for (const auto& [k, v] : info.metadata) out += fmt::format("{}:{},", json_string(k), v);
   int checks = 0;
@@ -227,14 +245,15 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     for (const auto& c : log.checks) {
       ++checks;
       if (!c.ok)
-        failed += fmt::format(R"({}{{"rank":{},"name":{},"detail":{}}})", failed.empty() ? "" : ",", log.rank,
-                              json_string(c.name), json_string(c.detail));
+        failed += fmt::format(R"({}{{"rank":{},"name":{},"detail":{}}})", failed.empty() ? "" : ",",
+                              log.rank, json_string(c.name), json_string(c.detail));
     }
-  out += fmt::format(R"("verification":{{"verified":{},"checks":{},"failed":[{}]}},)", info.verified ? "true" : "false",
-                     checks, failed);
+  out += fmt::format(R"("verification":{{"verified":{},"checks":{},"failed":[{}]}},)",
+                     info.verified ? "true" : "false", checks, failed);
   out += "\"memory_peak_bytes\":[";
   for (std::size_t i = 0; i < logs.size(); ++i) {
-    out += fmt::format(R"({}{{"rank":{},"total":{})", i ? "," : "", logs[i].rank, logs[i].peak_total);
+    out +=
+        fmt::format(R"({}{{"rank":{},"total":{})", i ? "," : "", logs[i].rank, logs[i].peak_total);
     for (int k = 0; k < kCategories; ++k)
       out += fmt::format(R"(,"{}":{})", to_string(static_cast<Category>(k)), logs[i].peak[k]);
     out += "}";
@@ -244,10 +263,11 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
   for (const auto& log : logs)
     for (const auto& b : log.buffers)
       if (declared.insert(b.name).second)
-        out += fmt::format(R"({}{{"name":{},"length":{},"chunks":{}}})", declared.size() > 1 ? "," : "",
-                           json_string(b.name), b.length, b.chunks);
-  out += fmt::format(R"(],"steps":{},"messages":{},"wall_seconds":{},"cost_model":{}}}}})", steps.size(),
-                     flow_ids.size(), json_number(info.wall_seconds), info.cost_model);
+        out += fmt::format(R"({}{{"name":{},"length":{},"chunks":{}}})",
+                           declared.size() > 1 ? "," : "", json_string(b.name), b.length, b.chunks);
+  out +=
+      fmt::format(R"(],"steps":{},"messages":{},"wall_seconds":{},"cost_model":{}}}}})",
+                  steps.size(), flow_ids.size(), json_number(info.wall_seconds), info.cost_model);
   out += "\n";
   return out;
 }

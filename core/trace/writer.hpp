@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/trace/recorder.hpp"
 #include "core/base/world.hpp"
+#include "core/trace/recorder.hpp"
 
 namespace distlab {
 

@@ -11,7 +11,6 @@
 
 namespace distlab::model {
 
-
 // --- shape -------------------------------------------------------------------------------------
 
 std::size_t MlpShape::weight_offset(std::size_t l) const {
@@ -19,8 +18,12 @@ std::size_t MlpShape::weight_offset(std::size_t l) const {
   for (std::size_t k = 0; k < l; ++k) offset += dims[k] * dims[k + 1] + dims[k + 1];
   return offset;
 }
-std::size_t MlpShape::bias_offset(std::size_t l) const { return weight_offset(l) + dims[l] * dims[l + 1]; }
-std::size_t MlpShape::params() const { return weight_offset(layers()); }
+std::size_t MlpShape::bias_offset(std::size_t l) const {
+  return weight_offset(l) + dims[l] * dims[l + 1];
+}
+std::size_t MlpShape::params() const {
+  return weight_offset(layers());
+}
 
 std::string MlpShape::describe() const {
   std::string s;
@@ -37,20 +40,21 @@ MlpShape make_shape(std::vector<std::size_t> dims) {
 
 // --- layers ------------------------------------------------------------------------------------
 
-void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones, std::size_t batch,
-                    std::size_t in, std::size_t out) {
-  ops::gemm(y, x, w, batch, out, in);                             // y = x W
+void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones,
+                    std::size_t batch, std::size_t in, std::size_t out) {
+  ops::gemm(y, x, w, batch, out, in);                              // y = x W
   ops::gemm(y, ones, b, batch, out, 1, false, false, 1.0f, 1.0f);  // y += ones b^T
 }
 
-void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x, In<float> w,
-                     std::size_t batch, std::size_t in, std::size_t out) {
-  ops::gemm(dw, x, dy, in, out, batch, /*trans_a=*/true);  // dW = x^T dy
-  ops::col_sums(db, dy, batch, out);                        // db = 1^T dy
+void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x,
+                     In<float> w, std::size_t batch, std::size_t in, std::size_t out) {
+  ops::gemm(dw, x, dy, in, out, batch, /*trans_a=*/true);                            // dW = x^T dy
+  ops::col_sums(db, dy, batch, out);                                                 // db = 1^T dy
   if (dx.size() > 0) ops::gemm(dx, dy, w, batch, in, out, false, /*trans_b=*/true);  // dx = dy W^T
 }
 
-void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole, std::size_t out) {
+void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole,
+              std::size_t out) {
   DL_CHECK(whole > 0 && out > 0, "mse_loss: the batch and the output need at least one element");
   DL_CHECK(dy.ptr != y.ptr && dy.ptr != t.ptr, "mse_loss: dy may not alias y or t");
   const auto count = static_cast<float>(whole * out);
@@ -83,7 +87,8 @@ View<const float> Mlp::forward(In<float> params, In<float> x) {
   ops::detail::check_size("Mlp::forward", "params", params.size(), shape_.params());
   for (std::size_t l = 0; l < shape_.layers(); ++l) {
     const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
-    forward_layer(l, params.sub(shape_.weight_offset(l), in * out), params.sub(shape_.bias_offset(l), out), x);
+    forward_layer(l, params.sub(shape_.weight_offset(l), in * out),
+                  params.sub(shape_.bias_offset(l), out), x);
   }
   return output();
 }
@@ -107,13 +112,14 @@ void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> d
   }
   for (std::size_t l = shape_.layers(); l-- > 0;) {
     const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
-    dz = backward_layer(l, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out),
-                        params.sub(shape_.weight_offset(l), in * out), x, dz, l == 0 ? dx : View<float>{});
+    dz = backward_layer(
+        l, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out),
+        params.sub(shape_.weight_offset(l), in * out), x, dz, l == 0 ? dx : View<float>{});
   }
 }
 
-View<const float> Mlp::backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
-                                      In<float> dz, View<float> dx) {
+View<const float> Mlp::backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w,
+                                      In<float> x, In<float> dz, View<float> dx) {
   const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
   ops::detail::check_size("Mlp::backward", "dz", dz.size(), batch_ * out);
   const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
@@ -133,9 +139,12 @@ OptimizerKind parse_optimizer(const std::string& name) {
   throw UsageError(fmt::format("--optimizer '{}' is not one of sgd, adam", name));
 }
 
-const char* to_string(OptimizerKind k) { return k == OptimizerKind::sgd ? "sgd" : "adam"; }
+const char* to_string(OptimizerKind k) {
+  return k == OptimizerKind::sgd ? "sgd" : "adam";
+}
 
-Optimizer::Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConfig config) : config_(config) {
+Optimizer::Optimizer(Ledger& ledger, Device device, std::size_t n, OptimizerConfig config)
+    : config_(config) {
   const std::size_t state = config_.kind == OptimizerKind::adam ? n : 0;
   m_ = Buffer<float>(ledger, Category::optimizer, state, device);
   v_ = Buffer<float>(ledger, Category::optimizer, state, device);

@@ -35,10 +35,10 @@ struct MlpShape {
   std::size_t layers() const { return dims.size() - 1; }
   std::size_t in() const { return dims.front(); }
   std::size_t out() const { return dims.back(); }
-  std::size_t params() const;                       // every W and b
-  std::size_t weight_offset(std::size_t l) const;   // where W_l starts in the flat vector
-  std::size_t bias_offset(std::size_t l) const;     // where b_l starts
-  std::string describe() const;                     // "16 -> 64 -> 8 (1,608 parameters)"
+  std::size_t params() const;                      // every W and b
+  std::size_t weight_offset(std::size_t l) const;  // where W_l starts in the flat vector
+  std::size_t bias_offset(std::size_t l) const;    // where b_l starts
+  std::string describe() const;                    // "16 -> 64 -> 8 (1,608 parameters)"
 };
 
 // Checks the dims (>= 2 entries, none zero); throws UsageError with one sentence.
@@ -49,20 +49,21 @@ MlpShape make_shape(std::vector<std::size_t> dims);
 // y = x W + b for a batch of `batch` rows: x is (batch, in), W (in, out), b (out), y (batch, out).
 // `ones` holds `batch` ones: the bias is added as the rank-1 product ones b^T (one GEMM, so it
 // runs on either device with no kernel of its own).
-void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones, std::size_t batch,
-                    std::size_t in, std::size_t out);
+void linear_forward(View<float> y, In<float> x, In<float> w, In<float> b, In<float> ones,
+                    std::size_t batch, std::size_t in, std::size_t out);
 
 // From dy = dL/dy: dW = x^T dy, db = column sums of dy, and dx = dy W^T unless dx is empty
 // (the first layer needs no gradient for its input). Overwrites dW, db and dx.
-void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x, In<float> w,
-                     std::size_t batch, std::size_t in, std::size_t out);
+void linear_backward(View<float> dx, View<float> dw, View<float> db, In<float> dy, In<float> x,
+                     In<float> w, std::size_t batch, std::size_t in, std::size_t out);
 
 // The mean squared error over a whole batch of `whole` samples, computed on a shard of it:
 //   L = 1 / (whole * out) * sum over the shard's samples and outputs of (y - t)^2
 //   dy = dL/dy = 2 (y - t) / (whole * out)
 // Shards of one batch add up: the sum of their L and of their gradients is the whole batch's.
 // loss (one float) and dy stay on the device; dy may not alias y or t.
-void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole, std::size_t out);
+void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::size_t whole,
+              std::size_t out);
 
 // The MLP over a fixed batch size. Parameters and gradients are the caller's flat vectors
 // (shape.params() floats), so a lesson can shard, send and sum them as it likes.
@@ -70,7 +71,8 @@ class Mlp {
  public:
   // activate_output: gelu after the last layer too (a pipeline stage in the middle of a model,
   // whose output is the next stage's input); the default is a model's last layer, no activation.
-  Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch, bool activate_output = false);
+  Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch,
+      bool activate_output = false);
 
   const MlpShape& shape() const { return shape_; }
   std::size_t batch() const { return batch_; }
@@ -79,16 +81,19 @@ class Mlp {
   View<const float> forward(In<float> params, In<float> x);
   // The gradients of the forward just run, from dy = dL/dy; overwrites grads, and dx = dL/dx
   // (the input's gradient, which a pipeline sends to the stage before) unless dx is empty.
-  void backward(View<float> grads, In<float> params, In<float> x, In<float> dy, View<float> dx = {});
+  void backward(View<float> grads, In<float> params, In<float> x, In<float> dy,
+                View<float> dx = {});
 
   // Layer by layer, for lessons that fetch each layer's weights just in time (ZeRO-3). Layers
   // run forward 0, 1, ..., L-1 (x is the batch; later layers read what the one before kept),
   // then backward L-1, ..., 0, starting from dz = dy; backward_layer returns dL/dz of the layer
   // below (empty for layer 0), valid until the next call.
   void forward_layer(std::size_t l, In<float> w, In<float> b, In<float> x);
-  View<const float> output() const { return activate_output_ ? h_.back().view() : z_.back().view(); }
-  View<const float> backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w, In<float> x,
-                                   In<float> dz, View<float> dx = {});
+  View<const float> output() const {
+    return activate_output_ ? h_.back().view() : z_.back().view();
+  }
+  View<const float> backward_layer(std::size_t l, View<float> dw, View<float> db, In<float> w,
+                                   In<float> x, In<float> dz, View<float> dx = {});
 
  private:
   bool activated(std::size_t l) const { return l + 1 < shape_.layers() || activate_output_; }
@@ -108,7 +113,7 @@ const char* to_string(OptimizerKind k);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::sgd;
-  float lr = 0.05f;          // SGD: p -= lr g; Adam: ops::AdamConfig's lr
+  float lr = 0.05f;  // SGD: p -= lr g; Adam: ops::AdamConfig's lr
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
 };
 
@@ -124,13 +129,16 @@ class Optimizer {
     ++t_;
     if (config_.kind == OptimizerKind::adam)
       return ops::adam_step(params, grads, m_.view(), v_.view(), adam_config(), t_);
-    if constexpr (std::is_same_v<std::remove_const_t<G>, float>) return ops::axpy(params, -config_.lr, In<float>(grads));
+    if constexpr (std::is_same_v<std::remove_const_t<G>, float>)
+      return ops::axpy(params, -config_.lr, In<float>(grads));
     DL_FAIL("SGD takes f32 gradients; mixed precision here is Adam's");
   }
   int steps() const { return t_; }
 
  private:
-  ops::AdamConfig adam_config() const { return {config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0f}; }
+  ops::AdamConfig adam_config() const {
+    return {config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0f};
+  }
   OptimizerConfig config_;
   Buffer<float> m_, v_;
   int t_ = 0;

@@ -18,15 +18,19 @@ using Map = Eigen::Map<const RowMatrix>;
 Map weight(const MlpShape& s, const Eigen::VectorXd& p, std::size_t l) {
   return Map(p.data() + s.weight_offset(l), Eigen::Index(s.dims[l]), Eigen::Index(s.dims[l + 1]));
 }
-Eigen::Map<const Eigen::RowVectorXd> bias(const MlpShape& s, const Eigen::VectorXd& p, std::size_t l) {
-  return Eigen::Map<const Eigen::RowVectorXd>(p.data() + s.bias_offset(l), Eigen::Index(s.dims[l + 1]));
+Eigen::Map<const Eigen::RowVectorXd> bias(const MlpShape& s, const Eigen::VectorXd& p,
+                                          std::size_t l) {
+  return Eigen::Map<const Eigen::RowVectorXd>(p.data() + s.bias_offset(l),
+                                              Eigen::Index(s.dims[l + 1]));
 }
 
 // The forward pass, keeping every layer's pre-activation z_l and output h_l (h_{L-1} = y).
-void forward_all(const MlpShape& s, const Eigen::VectorXd& p, const RowMatrix& x, std::vector<RowMatrix>& z,
-                 std::vector<RowMatrix>& h) {
-  DL_CHECK(x.cols() == Eigen::Index(s.in()), "reference: input has {} columns, the model takes {}", x.cols(), s.in());
-  DL_CHECK(p.size() == Eigen::Index(s.params()), "reference: {} parameters, the model has {}", p.size(), s.params());
+void forward_all(const MlpShape& s, const Eigen::VectorXd& p, const RowMatrix& x,
+                 std::vector<RowMatrix>& z, std::vector<RowMatrix>& h) {
+  DL_CHECK(x.cols() == Eigen::Index(s.in()), "reference: input has {} columns, the model takes {}",
+           x.cols(), s.in());
+  DL_CHECK(p.size() == Eigen::Index(s.params()), "reference: {} parameters, the model has {}",
+           p.size(), s.params());
   const std::size_t L = s.layers();
   z.assign(L, {});
   h.assign(L, {});
@@ -39,25 +43,28 @@ void forward_all(const MlpShape& s, const Eigen::VectorXd& p, const RowMatrix& x
 
 }  // namespace
 
-double reference_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x))); }
+double reference_gelu(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+}
 
 double reference_gelu_grad(double x) {
   const double t = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kCubic * x * x);
 }
 
-RowMatrix reference_forward(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x) {
+RowMatrix reference_forward(const MlpShape& shape, const Eigen::VectorXd& params,
+                            const RowMatrix& x) {
   std::vector<RowMatrix> z, h;
   forward_all(shape, params, x, z, h);
   return h.back();
 }
 
-double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x, const RowMatrix& t,
-                      Eigen::VectorXd* grad) {
+double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x,
+                      const RowMatrix& t, Eigen::VectorXd* grad) {
   std::vector<RowMatrix> z, h;
   forward_all(shape, params, x, z, h);
-  DL_CHECK(t.rows() == x.rows() && t.cols() == Eigen::Index(shape.out()), "reference: targets are {}x{}, want {}x{}",
-           t.rows(), t.cols(), x.rows(), shape.out());
+  DL_CHECK(t.rows() == x.rows() && t.cols() == Eigen::Index(shape.out()),
+           "reference: targets are {}x{}, want {}x{}", t.rows(), t.cols(), x.rows(), shape.out());
   const double count = double(t.size());
   const RowMatrix diff = h.back() - t;
   const double loss = diff.squaredNorm() / count;
@@ -69,8 +76,8 @@ double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, cons
     const RowMatrix& in = l == 0 ? x : h[l - 1];
     Eigen::Map<RowMatrix>(grad->data() + shape.weight_offset(l), Eigen::Index(shape.dims[l]),
                           Eigen::Index(shape.dims[l + 1])) = in.transpose() * dz;
-    Eigen::Map<Eigen::RowVectorXd>(grad->data() + shape.bias_offset(l), Eigen::Index(shape.dims[l + 1])) =
-        dz.colwise().sum();
+    Eigen::Map<Eigen::RowVectorXd>(grad->data() + shape.bias_offset(l),
+                                   Eigen::Index(shape.dims[l + 1])) = dz.colwise().sum();
     if (l == 0) break;
     const RowMatrix dh = dz * weight(shape, params, l).transpose();
     dz = dh.cwiseProduct(RowMatrix(z[l - 1].unaryExpr(&reference_gelu_grad)));
@@ -79,7 +86,9 @@ double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, cons
 }
 
 ReferenceOptimizer::ReferenceOptimizer(std::size_t n, OptimizerConfig config)
-    : config_(config), m_(Eigen::VectorXd::Zero(Eigen::Index(n))), v_(Eigen::VectorXd::Zero(Eigen::Index(n))) {}
+    : config_(config),
+      m_(Eigen::VectorXd::Zero(Eigen::Index(n))),
+      v_(Eigen::VectorXd::Zero(Eigen::Index(n))) {}
 
 void ReferenceOptimizer::step(Eigen::VectorXd& params, const Eigen::VectorXd& grad) {
   ++t_;
@@ -96,8 +105,9 @@ void ReferenceOptimizer::step(Eigen::VectorXd& params, const Eigen::VectorXd& gr
     params[i] -= lr * (m_[i] * c1) / (std::sqrt(v_[i] * c2) + eps);
 }
 
-ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher, const std::vector<float>& initial,
-                             std::size_t batch, int steps, const OptimizerConfig& config) {
+ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
+                             const std::vector<float>& initial, std::size_t batch, int steps,
+                             const OptimizerConfig& config) {
   ReferenceRun run;
   run.params = widen(initial);
   ReferenceOptimizer opt(shape.params(), config);

@@ -22,12 +22,13 @@ double reference_gelu(double x);
 double reference_gelu_grad(double x);
 
 // y = the MLP of `params` (flat, MlpShape's layout) on x (batch, in).
-RowMatrix reference_forward(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x);
+RowMatrix reference_forward(const MlpShape& shape, const Eigen::VectorXd& params,
+                            const RowMatrix& x);
 
 // The whole batch's MSE loss (model.hpp's mse_loss with whole = x.rows()) and, when grad is
 // given, its gradient with respect to params by backpropagation.
-double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x, const RowMatrix& t,
-                      Eigen::VectorXd* grad = nullptr);
+double reference_loss(const MlpShape& shape, const Eigen::VectorXd& params, const RowMatrix& x,
+                      const RowMatrix& t, Eigen::VectorXd* grad = nullptr);
 
 // SGD or Adam (ops::adam_step's formula) on float64 parameters; Adam keeps its moments.
 class ReferenceOptimizer {
@@ -44,11 +45,12 @@ class ReferenceOptimizer {
 // Training on one device: step k takes samples [k * batch, (k + 1) * batch) of the teacher's
 // dataset, computes the loss and gradient of the whole batch, and steps the optimizer.
 struct ReferenceRun {
-  Eigen::VectorXd params;       // after the last step
-  std::vector<double> losses;   // losses[k]: step k's loss, before its update
+  Eigen::VectorXd params;      // after the last step
+  std::vector<double> losses;  // losses[k]: step k's loss, before its update
 };
-ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher, const std::vector<float>& initial,
-                             std::size_t batch, int steps, const OptimizerConfig& config);
+ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
+                             const std::vector<float>& initial, std::size_t batch, int steps,
+                             const OptimizerConfig& config);
 
 // Helpers: floats to float64 (a vector, or a (rows, cols) row-major matrix).
 Eigen::VectorXd widen(const std::vector<float>& v);

@@ -22,18 +22,22 @@ std::vector<double> random_params(const MlpShape& shape, std::uint64_t seed, int
   for (std::size_t l = 0; l < shape.layers(); ++l) {
     const double scale = 1.0 / std::sqrt(double(shape.dims[l]));
     const std::size_t begin = shape.weight_offset(l), count = shape.dims[l] * shape.dims[l + 1];
-    for (std::size_t i = begin; i < begin + count; ++i) p[i] = input_value<float>(seed, stream, i) * scale;
+    for (std::size_t i = begin; i < begin + count; ++i)
+      p[i] = input_value<float>(seed, stream, i) * scale;
   }
   return p;
 }
 }  // namespace
 
 Teacher::Teacher(MlpShape shape, std::uint64_t seed)
-    : shape_(std::move(shape)), seed_(seed), weights_(random_params(shape_, seed, kTeacherStream)) {}
+    : shape_(std::move(shape)),
+      seed_(seed),
+      weights_(random_params(shape_, seed, kTeacherStream)) {}
 
 std::vector<float> Teacher::inputs(std::size_t first, std::size_t count) const {
   std::vector<float> x(count * shape_.in());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = input_value<float>(seed_, kInputStream, first * shape_.in() + i);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = input_value<float>(seed_, kInputStream, first * shape_.in() + i);
   return x;
 }
 

@@ -7,13 +7,14 @@
 #include <cmath>
 
 #include "core/base/check.hpp"
+#include "core/base/units.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/runtime/data.hpp"
-#include "core/base/units.hpp"
 
 namespace distlab::tp {
 
-std::vector<float> make_tensor(std::uint64_t seed, int stream, std::size_t rows, std::size_t cols, double scale) {
+std::vector<float> make_tensor(std::uint64_t seed, int stream, std::size_t rows, std::size_t cols,
+                               double scale) {
   std::vector<float> out(rows * cols);
   for (std::size_t i = 0; i < out.size(); ++i)
     out[i] = static_cast<float>(input_value<float>(seed, stream, i) * scale);
@@ -26,17 +27,19 @@ RowMatrix as_matrix(const std::vector<float>& v, std::size_t rows, std::size_t c
   return m;
 }
 
-std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols, std::size_t c0,
-                           std::size_t count) {
+std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols,
+                           std::size_t c0, std::size_t count) {
   std::vector<float> out;
   out.reserve(rows * count);
   for (std::size_t r = 0; r < rows; ++r)
-    out.insert(out.end(), m.begin() + std::ptrdiff_t(r * cols + c0), m.begin() + std::ptrdiff_t(r * cols + c0 + count));
+    out.insert(out.end(), m.begin() + std::ptrdiff_t(r * cols + c0),
+               m.begin() + std::ptrdiff_t(r * cols + c0 + count));
   return out;
 }
 
 namespace {
-AllReduceSteps all_reduce(Comm& comm, View<float> data, const char* phase_name, const char* buffer) {
+AllReduceSteps all_reduce(Comm& comm, View<float> data, const char* phase_name,
+                          const char* buffer) {
   auto phase = comm.phase(phase_name);
   AllReduceSteps s;
   s.first = comm.next_steps(0);
@@ -54,7 +57,8 @@ AllReduceSteps f_backward(Comm& comm, View<float> partial) {
   return all_reduce(comm, partial, "f: all-reduce", "dX (f)");
 }
 
-Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want, double tol) {
+Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got,
+                        const RowMatrix& want, double tol) {
   const std::vector<float> host = to_host(got);
   Compared c{name, 0, host.size() == std::size_t(want.size())};
   double worst = 0, scale = 0;
@@ -65,14 +69,16 @@ Compared compare_tensor(Comm& comm, const std::string& name, View<const float> g
   }
   c.error = scale > 0 ? worst / scale : worst;
   c.ok = c.ok && c.error <= tol;
-  comm.check(fmt::format("{} equals the unsplit layer's (max error {:.2g} of its largest element, at most {:.0e})", name,
-                         c.error, tol),
-             c.ok);
+  comm.check(
+      fmt::format(
+          "{} equals the unsplit layer's (max error {:.2g} of its largest element, at most {:.0e})",
+          name, c.error, tol),
+      c.ok);
   return c;
 }
 
-Compared compare_within(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want,
-                        const RowMatrix& bound) {
+Compared compare_within(Comm& comm, const std::string& name, View<const float> got,
+                        const RowMatrix& want, const RowMatrix& bound) {
   const std::vector<float> host = to_host(got);
   Compared c{name, 0, host.size() == std::size_t(want.size()) && bound.size() == want.size()};
   for (Eigen::Index i = 0; c.ok && i < want.size(); ++i) {
@@ -81,8 +87,10 @@ Compared compare_within(Comm& comm, const std::string& name, View<const float> g
     c.error = std::isnan(err) ? INFINITY : std::max(c.error, ratio);
   }
   c.ok = c.ok && c.error <= 1;
-  comm.check(fmt::format("{} equals the unsplit layer's (worst error {:.2g} of its bound, at most 1)", name, c.error),
-             c.ok);
+  comm.check(
+      fmt::format("{} equals the unsplit layer's (worst error {:.2g} of its bound, at most 1)",
+                  name, c.error),
+      c.ok);
   return c;
 }
 
@@ -90,11 +98,12 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
             std::uint64_t replicated_bytes) {
   const int n = r.world.size;
   // The all-reduces: g phases in forward, f phases in backward, one each per rank.
-  fmt::print("\ncommunication per rank (ring all-reduces of {} floats, {}; from the trace):\n", format_count(elements),
-             format_bytes(double(elements * sizeof(float))));
-  fmt::print("  {:>4}  {:>4}  {:>4}  {:>14}  {:>14}  {:>14}\n", "rank", "g", "f", "forward sent", "backward sent",
-             "formula each");
-  const auto fwd = r.traffic(o.forward.first, o.forward.last), bwd = r.traffic(o.backward.first, o.backward.last);
+  fmt::print("\ncommunication per rank (ring all-reduces of {} floats, {}; from the trace):\n",
+             format_count(elements), format_bytes(double(elements * sizeof(float))));
+  fmt::print("  {:>4}  {:>4}  {:>4}  {:>14}  {:>14}  {:>14}\n", "rank", "g", "f", "forward sent",
+             "backward sent", "formula each");
+  const auto fwd = r.traffic(o.forward.first, o.forward.last),
+             bwd = r.traffic(o.backward.first, o.backward.last);
   bool one_each = true, bytes_ok = true;
   for (int k = 0; k < n; ++k) {
     int g = 0, f = 0;
@@ -104,25 +113,34 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
     }
     const std::uint64_t want = coll::ring_chunked_traffic(k, n, elements).sent * sizeof(float);
     one_each = one_each && g == 1 && f == 1;
-    bytes_ok = bytes_ok && fwd[std::size_t(k)].bytes_sent == want && bwd[std::size_t(k)].bytes_sent == want;
+    bytes_ok = bytes_ok && fwd[std::size_t(k)].bytes_sent == want &&
+               bwd[std::size_t(k)].bytes_sent == want;
     fmt::print("  {:>4}  {:>4}  {:>4}  {:>14}  {:>14}  {:>14}\n", fmt::format("r{}", k), g, f,
-               format_bytes(double(fwd[std::size_t(k)].bytes_sent)), format_bytes(double(bwd[std::size_t(k)].bytes_sent)),
-               format_bytes(double(want)));
+               format_bytes(double(fwd[std::size_t(k)].bytes_sent)),
+               format_bytes(double(bwd[std::size_t(k)].bytes_sent)), format_bytes(double(want)));
   }
-  fmt::print("  formula: one all-reduce forward (g) and one backward (f), 2(N-1)/N x {} sent by each rank\n",
-             format_bytes(double(elements * sizeof(float))));
-  r.check("exactly one all-reduce in forward (g) and one in backward (f) on every rank, from the trace", one_each);
+  fmt::print(
+      "  formula: one all-reduce forward (g) and one backward (f), 2(N-1)/N x {} sent by each "
+      "rank\n",
+      format_bytes(double(elements * sizeof(float))));
+  r.check(
+      "exactly one all-reduce in forward (g) and one in backward (f) on every rank, from the trace",
+      one_each);
   r.check("every rank's bytes in forward and in backward equal one ring all-reduce's", bytes_ok);
 
   // Weights: 1/N of the unsplit layer's (plus what is replicated) on every rank's ledger.
   const std::uint64_t split = unsplit_bytes - replicated_bytes;
-  DL_CHECK(split % std::uint64_t(n) == 0, "tp::report: {} bytes of split weights do not divide by {} ranks", split, n);
+  DL_CHECK(split % std::uint64_t(n) == 0,
+           "tp::report: {} bytes of split weights do not divide by {} ranks", split, n);
   const std::uint64_t per_rank_bytes = split / std::uint64_t(n) + replicated_bytes;
-  fmt::print("\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} over {} rank{}{}\n",
-             format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n, n == 1 ? "" : "s",
-             replicated_bytes > 0 && n > 1
-                 ? fmt::format(", plus {} kept whole on every rank", format_bytes(double(replicated_bytes)))
-                 : "");
+  fmt::print(
+      "\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} over {} "
+      "rank{}{}\n",
+      format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n,
+      n == 1 ? "" : "s",
+      replicated_bytes > 0 && n > 1 ? fmt::format(", plus {} kept whole on every rank",
+                                                  format_bytes(double(replicated_bytes)))
+                                    : "");
   bool weights_ok = true;
   std::string line = " ";
   for (const RankLog& log : r.logs) {
@@ -134,7 +152,8 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   r.check("every rank holds its share of the weights, as the formula says", weights_ok);
 
   fmt::print("\nagainst the unsplit layer in float64 ({}, rank 0's tensors):\n", o.error_measure);
-  for (const Compared& c : o.compared) fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
+  for (const Compared& c : o.compared)
+    fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
 }
 
 }  // namespace distlab::tp

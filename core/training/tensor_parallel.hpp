@@ -23,11 +23,12 @@ using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 
 // A (rows, cols) matrix of data.hpp values in [-1, 1) times `scale`, the same on every rank:
 // `stream` tells the tensors apart (X, A, B, dY ...).
-std::vector<float> make_tensor(std::uint64_t seed, int stream, std::size_t rows, std::size_t cols, double scale = 1);
+std::vector<float> make_tensor(std::uint64_t seed, int stream, std::size_t rows, std::size_t cols,
+                               double scale = 1);
 RowMatrix as_matrix(const std::vector<float>& v, std::size_t rows, std::size_t cols);
 // Columns [c0, c0 + count) of a (rows, cols) row-major matrix.
-std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols, std::size_t c0,
-                           std::size_t count);
+std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols,
+                           std::size_t c0, std::size_t count);
 
 // The step ids an all-reduce took, for counting its bytes in the trace.
 struct AllReduceSteps {
@@ -44,16 +45,17 @@ struct Compared {
   double error = 0;
   bool ok = false;
 };
-Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want, double tol);
+Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got,
+                        const RowMatrix& want, double tol);
 // Element by element against an error bound: error = max over elements of |got - want| / bound
 // (the caller's error model), ok when at most 1.
-Compared compare_within(Comm& comm, const std::string& name, View<const float> got, const RowMatrix& want,
-                        const RowMatrix& bound);
+Compared compare_within(Comm& comm, const std::string& name, View<const float> got,
+                        const RowMatrix& want, const RowMatrix& bound);
 
 // What rank 0 keeps of a run for the report.
 struct Outcome {
   AllReduceSteps forward, backward;
-  std::vector<Compared> compared;  // rank 0's
+  std::vector<Compared> compared;                           // rank 0's
   std::string error_measure = "max |error| / max |value|";  // what Compared::error is
 };
 

@@ -7,14 +7,14 @@
 #include <optional>
 
 #include "core/base/check.hpp"
+#include "core/base/half.hpp"
+#include "core/base/partition.hpp"
 #include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/collectives/reduce.hpp"
 #include "core/collectives/reduce_scatter_ordered.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
-#include "core/base/half.hpp"
 #include "core/training/model_reference.hpp"
-#include "core/base/partition.hpp"
 
 namespace distlab::zero {
 
@@ -22,20 +22,28 @@ using model::MlpShape;
 
 const char* to_string(Stage s) {
   switch (s) {
-    case Stage::dp: return "dp";
-    case Stage::zero1: return "zero1";
-    case Stage::zero2: return "zero2";
-    case Stage::zero3: return "zero3";
+    case Stage::dp:
+      return "dp";
+    case Stage::zero1:
+      return "zero1";
+    case Stage::zero2:
+      return "zero2";
+    case Stage::zero3:
+      return "zero3";
   }
   return "?";
 }
 
 const char* title(Stage s) {
   switch (s) {
-    case Stage::dp: return "plain data parallel";
-    case Stage::zero1: return "ZeRO-1";
-    case Stage::zero2: return "ZeRO-2";
-    case Stage::zero3: return "ZeRO-3 (FSDP)";
+    case Stage::dp:
+      return "plain data parallel";
+    case Stage::zero1:
+      return "ZeRO-1";
+    case Stage::zero2:
+      return "ZeRO-2";
+    case Stage::zero3:
+      return "ZeRO-3 (FSDP)";
   }
   return "?";
 }
@@ -43,7 +51,9 @@ const char* title(Stage s) {
 // --- layout and formulas ---------------------------------------------------------------------
 
 std::vector<Unit> units(Stage stage, const MlpShape& shape, int n) {
-  const auto rounded = [&](std::size_t c) { return (c + std::size_t(n) - 1) / std::size_t(n) * std::size_t(n); };
+  const auto rounded = [&](std::size_t c) {
+    return (c + std::size_t(n) - 1) / std::size_t(n) * std::size_t(n);
+  };
   const std::size_t P = shape.params();
   if (stage == Stage::dp) return {{0, P, P, P}};
   if (stage == Stage::zero1) return {{0, P, rounded(P), rounded(P) / std::size_t(n)}};
@@ -63,30 +73,42 @@ StateBytes state_bytes(Stage stage, const MlpShape& shape, int n) {
   }
   constexpr std::uint64_t half = sizeof(BFloat16), state = 3 * sizeof(float);  // master, m, v
   switch (stage) {
-    case Stage::dp: return {half * full, half * full, state * full};
-    case Stage::zero1: return {half * full, half * full, state * mine};
-    case Stage::zero2: return {half * full, half * mine, state * mine};
-    case Stage::zero3: return {half * mine, half * mine, state * mine};
+    case Stage::dp:
+      return {half * full, half * full, state * full};
+    case Stage::zero1:
+      return {half * full, half * full, state * mine};
+    case Stage::zero2:
+      return {half * full, half * mine, state * mine};
+    case Stage::zero3:
+      return {half * mine, half * mine, state * mine};
   }
   return {};
 }
 
 double bytes_per_param(Stage stage, int n) {
   switch (stage) {
-    case Stage::dp: return 16;
-    case Stage::zero1: return 4 + 12.0 / n;
-    case Stage::zero2: return 2 + 14.0 / n;
-    case Stage::zero3: return 16.0 / n;
+    case Stage::dp:
+      return 16;
+    case Stage::zero1:
+      return 4 + 12.0 / n;
+    case Stage::zero2:
+      return 2 + 14.0 / n;
+    case Stage::zero3:
+      return 16.0 / n;
   }
   return 0;
 }
 
 std::string bytes_per_param_formula(Stage stage) {
   switch (stage) {
-    case Stage::dp: return "2 + 2 + 12 = 16";
-    case Stage::zero1: return "4 + 12/N";
-    case Stage::zero2: return "2 + 14/N";
-    case Stage::zero3: return "16/N";
+    case Stage::dp:
+      return "2 + 2 + 12 = 16";
+    case Stage::zero1:
+      return "4 + 12/N";
+    case Stage::zero2:
+      return "2 + 14/N";
+    case Stage::zero3:
+      return "16/N";
   }
   return "?";
 }
@@ -96,16 +118,24 @@ std::uint64_t step_bytes_sent(Stage stage, const MlpShape& shape, int n, int k) 
   std::uint64_t elements = 0;
   for (const Unit& u : units(stage, shape, n)) {
     switch (stage) {
-      case Stage::dp: elements += coll::ring_chunked_traffic(k, n, u.count).sent; break;  // an all-reduce
+      case Stage::dp:
+        elements += coll::ring_chunked_traffic(k, n, u.count).sent;
+        break;  // an all-reduce
       case Stage::zero1:
-      case Stage::zero2: elements += 2 * std::uint64_t(n - 1) * u.shard; break;  // reduce-scatter + all-gather
-      case Stage::zero3: elements += 3 * std::uint64_t(n - 1) * u.shard; break;  // + the backward's all-gather
+      case Stage::zero2:
+        elements += 2 * std::uint64_t(n - 1) * u.shard;
+        break;  // reduce-scatter + all-gather
+      case Stage::zero3:
+        elements += 3 * std::uint64_t(n - 1) * u.shard;
+        break;  // + the backward's all-gather
     }
   }
   return elements * sizeof(BFloat16);
 }
 
-std::string step_bytes_formula(Stage stage) { return stage == Stage::zero3 ? "3 Psi" : "2 Psi"; }
+std::string step_bytes_formula(Stage stage) {
+  return stage == Stage::zero3 ? "3 Psi" : "2 Psi";
+}
 
 std::vector<std::int64_t> master_positions(Stage stage, const MlpShape& shape, int n, int rank) {
   std::vector<std::int64_t> out;
@@ -161,14 +191,16 @@ class Trainer {
     // The starting weights: my part of the master copy, and the bf16 weights I hold.
     const std::vector<float> initial = model::initial_params(c.shape, c.seed);
     std::vector<float> part;
-    for (std::int64_t p : master_positions(c.stage, c.shape, n_, me_)) part.push_back(p < 0 ? 0.0f : initial[std::size_t(p)]);
+    for (std::int64_t p : master_positions(c.stage, c.shape, n_, me_))
+      part.push_back(p < 0 ? 0.0f : initial[std::size_t(p)]);
     from_host(master_.view(), part);
     if (sharded_params()) {
       ops::cast(w16_.view(), View<const float>(master_.view()));
     } else {
       std::vector<float> full(w_len, 0.0f);
       for (std::size_t u = 0; u < units_.size(); ++u)
-        std::copy_n(initial.begin() + std::ptrdiff_t(units_[u].begin), units_[u].count, full.begin() + std::ptrdiff_t(w_offset_[u]));
+        std::copy_n(initial.begin() + std::ptrdiff_t(units_[u].begin), units_[u].count,
+                    full.begin() + std::ptrdiff_t(w_offset_[u]));
       Buffer<float> staged = alloc<float>(w_len, Category::data);
       from_host(staged.view(), full);
       ops::cast(w16_.view(), View<const float>(staged.view()));
@@ -190,8 +222,8 @@ class Trainer {
       auto phase = comm_.phase("forward");
       for (std::size_t l = 0; l < L; ++l) {
         const View<const float> w = layer_weights(l, "forward");
-        mlp_->forward_layer(l, w.sub(0, s.dims[l] * s.dims[l + 1]), w.sub(s.dims[l] * s.dims[l + 1], s.dims[l + 1]),
-                            x_.view());
+        mlp_->forward_layer(l, w.sub(0, s.dims[l] * s.dims[l + 1]),
+                            w.sub(s.dims[l] * s.dims[l + 1], s.dims[l + 1]), x_.view());
         gathered_.reset();  // ZeRO-3: the layer's gathered weights are freed as soon as it is done
       }
       model::mse_loss(loss_.view(), dy_.view(), mlp_->output(), t_.view(), c_.batch, s.out());
@@ -217,7 +249,8 @@ class Trainer {
     const int last = comm_.next_steps(0) - 1;
 
     // The step's loss on rank 0 (its own steps, left out of the byte counts).
-    coll::reduce(comm_, View<const float>(loss_.view()), me_ == 0 ? loss_sum_.view() : loss_.view(), 0, "loss");
+    coll::reduce(comm_, View<const float>(loss_.view()), me_ == 0 ? loss_sum_.view() : loss_.view(),
+                 0, "loss");
     if (me_ == 0) {
       const double total = to_host(View<const float>(loss_sum_.view()))[0];
       comm_.recorder().value("loss", total);
@@ -236,9 +269,13 @@ class Trainer {
   bool sharded_params() const { return c_.stage == Stage::zero3; }
   bool sharded_grads() const { return c_.stage == Stage::zero2 || c_.stage == Stage::zero3; }
   bool per_layer() const { return sharded_grads(); }  // zero2, zero3: a unit per layer
-  std::size_t layer_count(std::size_t l) const { return c_.shape.dims[l] * c_.shape.dims[l + 1] + c_.shape.dims[l + 1]; }
+  std::size_t layer_count(std::size_t l) const {
+    return c_.shape.dims[l] * c_.shape.dims[l + 1] + c_.shape.dims[l + 1];
+  }
   std::size_t unit_of(std::size_t l) const { return per_layer() ? l : 0; }
-  std::size_t offset_in_unit(std::size_t l) const { return per_layer() ? 0 : c_.shape.weight_offset(l); }
+  std::size_t offset_in_unit(std::size_t l) const {
+    return per_layer() ? 0 : c_.shape.weight_offset(l);
+  }
   std::string name(const char* what, std::size_t u) const {
     return units_.size() == 1 ? std::string(what) : fmt::format("{} L{}", what, u);
   }
@@ -289,8 +326,10 @@ class Trainer {
   }
 
   void reduce_scatter(View<BFloat16> data, const std::string& buffer) {
-    if (c_.deterministic) coll::reduce_scatter_ordered(comm_, data, buffer);
-    else coll::reduce_scatter_ring(comm_, data, buffer);
+    if (c_.deterministic)
+      coll::reduce_scatter_ordered(comm_, data, buffer);
+    else
+      coll::reduce_scatter_ring(comm_, data, buffer);
   }
 
   // After the backward: dp all-reduces the gradients, ZeRO-1 reduce-scatters them (ZeRO-2 and 3
@@ -325,7 +364,8 @@ class Trainer {
     }
     auto phase = comm_.phase("all-gather weights");
     for (std::size_t u = 0; u < units_.size(); ++u) {
-      ops::cast(my_chunk(w16(u), u), View<const float>(master_.view().sub(m_offset_[u], units_[u].shard)));
+      ops::cast(my_chunk(w16(u), u),
+                View<const float>(master_.view().sub(m_offset_[u], units_[u].shard)));
       coll::all_gather_ring(comm_, w16(u), name("params", u));
     }
   }
@@ -337,7 +377,8 @@ class Trainer {
   std::vector<Unit> units_;
   Partition samples_;
   model::Teacher teacher_;
-  std::vector<std::size_t> w_offset_, g_offset_, m_offset_;  // each unit's place in w16_, g16_, master_
+  std::vector<std::size_t> w_offset_, g_offset_,
+      m_offset_;  // each unit's place in w16_, g16_, master_
   Buffer<BFloat16> w16_, g16_;
   Buffer<float> master_;
   std::optional<model::Optimizer> adam_;
@@ -349,14 +390,17 @@ class Trainer {
 }  // namespace
 
 Run train(Comm& comm, const Config& config, Ledger* ledger) {
-  DL_CHECK(config.batch >= std::size_t(comm.size()), "zero::train: a batch of {} leaves some of {} ranks no sample",
-           config.batch, comm.size());
-  DL_CHECK(config.adam.kind == model::OptimizerKind::adam, "zero::train: mixed precision here is Adam's");
+  DL_CHECK(config.batch >= std::size_t(comm.size()),
+           "zero::train: a batch of {} leaves some of {} ranks no sample", config.batch,
+           comm.size());
+  DL_CHECK(config.adam.kind == model::OptimizerKind::adam,
+           "zero::train: mixed precision here is Adam's");
   Run run;
   Ledger& charged = ledger ? *ledger : comm.ledger();
   Trainer trainer(comm, config, charged);
   for (int k = 0; k < config.steps; ++k) trainer.step(k, run);
-  run.state = {std::uint64_t(charged.current(Category::params)), std::uint64_t(charged.current(Category::grads)),
+  run.state = {std::uint64_t(charged.current(Category::params)),
+               std::uint64_t(charged.current(Category::grads)),
                std::uint64_t(charged.current(Category::optimizer))};
   run.params_peak = std::uint64_t(charged.peak(Category::params));
   run.master = to_host(View<const float>(trainer.master()));
@@ -366,7 +410,9 @@ Run train(Comm& comm, const Config& config, Ledger* ledger) {
 // --- the float64 reference -------------------------------------------------------------------
 
 namespace {
-double to_bf16(double x) { return double(float(BFloat16(float(x)))); }
+double to_bf16(double x) {
+  return double(float(BFloat16(float(x))));
+}
 }  // namespace
 
 Reference reference(const Config& c, int n) {
@@ -389,7 +435,8 @@ Reference reference(const Config& c, int n) {
       loss += weight * model::reference_loss(s, w, x, t, &g);
       for (Eigen::Index i = 0; i < g.size(); ++i) {
         const double g16 = to_bf16(weight * g[i]);
-        sum[i] = r == 0 ? g16 : double(float(BFloat16(float(sum[i]) + float(g16))));  // one bf16 add
+        sum[i] =
+            r == 0 ? g16 : double(float(BFloat16(float(sum[i]) + float(g16))));  // one bf16 add
       }
     }
     out.losses.push_back(loss);

@@ -72,7 +72,7 @@ struct StateBytes {
   std::uint64_t total() const { return params + grads + optimizer; }
 };
 StateBytes state_bytes(Stage stage, const model::MlpShape& shape, int n);
-double bytes_per_param(Stage stage, int n);  // 16, 4 + 12/N, 2 + 14/N, 16/N
+double bytes_per_param(Stage stage, int n);        // 16, 4 + 12/N, 2 + 14/N, 16/N
 std::string bytes_per_param_formula(Stage stage);  // "4 + 12/N"
 // Bytes rank k sends (and receives: the same) in the exchanges of one step.
 std::uint64_t step_bytes_sent(Stage stage, const model::MlpShape& shape, int n, int k);
@@ -96,7 +96,8 @@ Run train(Comm& comm, const Config& config, Ledger* ledger = nullptr);
 // My part of the master weights (the padded units' shards, or everything for dp) as positions
 // in the flat parameter vector: element i of Run::master is parameter positions()[i], or a
 // padding element when it is -1.
-std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& shape, int n, int rank);
+std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& shape, int n,
+                                           int rank);
 
 // The single-device float64 twin: the same mixed-precision Adam on the whole batches. Each
 // step the weights are rounded to bf16 for the forward, each of the N ranks' shares of the

@@ -15,8 +15,8 @@ namespace distlab {
 
 namespace {
 
-constexpr int kAskTag = 1;     // on the control communicator: "are you progressing?"
-constexpr int kAnswerTag = 5;  // ... and the answer (tags 2-4 carry clocks and logs)
+constexpr int kAskTag = 1;             // on the control communicator: "are you progressing?"
+constexpr int kAnswerTag = 5;          // ... and the answer (tags 2-4 carry clocks and logs)
 constexpr double kAnswerWaitUs = 1e6;  // a rank that does not answer within this is computing
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are int: send >1 GiB in pieces
 
@@ -61,7 +61,9 @@ void MpiTransport::estimate_clock_offsets() {
   std::copy(host_.begin(), host_.end(), mine.begin());
   MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(), MPI_MAX_PROCESSOR_NAME,
                 MPI_CHAR, control_);
-  auto host_of = [&](int r) { return std::string(&hosts[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]); };
+  auto host_of = [&](int r) {
+    return std::string(&hosts[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  };
   const std::string root_host = host_of(0);
   for (int r = 1; r < size_; ++r) {
     if (host_of(r) == root_host) continue;
@@ -104,18 +106,25 @@ Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
   do {
     const int n = static_cast<int>(std::min(kPiece, mem.bytes - off));
     MPI_Request& r = req->reqs.emplace_back();
-    if (is_send) DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, peer, tag, data_, &r));
-    else DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    if (is_send)
+      DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+    else
+      DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag, data_, &r));
     off += static_cast<std::size_t>(n);
   } while (off < mem.bytes);
   return req;
 }
 
-Request MpiTransport::isend(const MemRef& mem, int dst, int tag) { return post(true, mem, dst, tag); }
-Request MpiTransport::irecv(const MemRef& mem, int src, int tag) { return post(false, mem, src, tag); }
+Request MpiTransport::isend(const MemRef& mem, int dst, int tag) {
+  return post(true, mem, dst, tag);
+}
+Request MpiTransport::irecv(const MemRef& mem, int src, int tag) {
+  return post(false, mem, src, tag);
+}
 
 std::string MpiTransport::Waiting::line(int rank, double since, double now) const {
-  return what.empty() ? describe_wait(rank, request, since, now) : describe_wait(rank, what, since, now);
+  return what.empty() ? describe_wait(rank, request, since, now)
+                      : describe_wait(rank, what, since, now);
 }
 
 // What a rank tells a rank that asks (after its wait passed the timeout): how long since it
@@ -128,11 +137,14 @@ struct MpiTransport::Answer {
 
 std::string MpiTransport::my_line(const Waiting& waiting, double since) const {
   const bool idle = !waiting.request && waiting.what.empty();
-  return finished_ && idle ? fmt::format("r{} has finished and waits for the others at the end", rank_)
-                           : waiting.line(rank_, since, now_us());
+  return finished_ && idle
+             ? fmt::format("r{} has finished and waits for the others at the end", rank_)
+             : waiting.line(rank_, since, now_us());
 }
 
-void MpiTransport::progressed() { last_progress_us_ = now_us(); }
+void MpiTransport::progressed() {
+  last_progress_us_ = now_us();
+}
 
 // Answers every question that has arrived: "are you progressing?".
 void MpiTransport::poll_control(const Waiting& waiting, double since) {
@@ -158,7 +170,8 @@ void MpiTransport::poll_control(const Waiting& waiting, double since) {
 // barrier opened, its body finished) and what it waits for; a rank that does not answer
 // within a second is computing, and a rank that computes is progressing. If anyone progressed
 // within the timeout the run goes on (one line says so); if every rank answered and none did,
-// the report of every rank comes out once and the run ends (exit 3). A rank that another rank asked within the timeout leaves the asking to that one.
+// the report of every rank comes out once and the run ends (exit 3). A rank that another rank asked
+// within the timeout leaves the asking to that one.
 void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
   const double now = now_us();
   if (now - last_asked_us_ < timeout_us_) {
@@ -212,8 +225,10 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
   for (int r = 0; r < size_ && progressing < 0; ++r)
     if (!answered[static_cast<std::size_t>(r)]) progressing = r;  // computing, outside any wait
   if (progressing >= 0 && !answered[static_cast<std::size_t>(progressing)]) {
-    std::fprintf(stderr, "distlab: %s; r%d is computing (it did not answer from a wait), so the run goes on\n",
-                 waiting.line(rank_, since, now_us()).c_str(), progressing);
+    std::fprintf(
+        stderr,
+        "distlab: %s; r%d is computing (it did not answer from a wait), so the run goes on\n",
+        waiting.line(rank_, since, now_us()).c_str(), progressing);
     std::fflush(stderr);
     since = now_us();
     return;
@@ -226,7 +241,8 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
     return;
   }
   std::string report = fmt::format(
-      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no message "
+      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no "
+      "message "
       "completed and no rank finished. Who waits for whom:",
       timeout_us_ * 1e-6);
   for (int r = 0; r < size_; ++r) {
@@ -245,7 +261,8 @@ void MpiTransport::poll(const std::function<bool()>& ready, const Waiting& waiti
   long spins = 0;
   while (!ready()) {
     poll_control(waiting, since);
-    if (now_us() - since > timeout_us_ && now_us() - last_progress_us_ > timeout_us_) on_timeout(waiting, since);
+    if (now_us() - since > timeout_us_ && now_us() - last_progress_us_ > timeout_us_)
+      on_timeout(waiting, since);
     poll_backoff(spins);
   }
   progressed();
@@ -264,13 +281,15 @@ bool MpiTransport::test(RequestState& request) {
   auto& r = static_cast<MpiReq&>(request);
   r.statuses.resize(r.reqs.size());
   int flag = 0;
-  const int rc = MPI_Testall(static_cast<int>(r.reqs.size()), r.reqs.data(), &flag, r.statuses.data());
+  const int rc =
+      MPI_Testall(static_cast<int>(r.reqs.size()), r.reqs.data(), &flag, r.statuses.data());
   if (rc == MPI_ERR_IN_STATUS) {
     for (auto& st : r.statuses)
       if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
         if (st.MPI_ERROR == MPI_ERR_TRUNCATE)
-          throw Error(fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects", r.peer,
-                                  rank_, r.tag, r.mem.bytes));
+          throw Error(
+              fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects",
+                          r.peer, rank_, r.tag, r.mem.bytes));
         throw Error(fmt::format("MPI message failed: {}", mpi_error_string(st.MPI_ERROR)));
       }
   } else if (rc != MPI_SUCCESS) {
@@ -286,8 +305,8 @@ bool MpiTransport::test(RequestState& request) {
       got += static_cast<std::size_t>(count);
     }
     if (got != r.mem.bytes)
-      throw Error(fmt::format("message r{} -> r{} (tag {}) has {} B but the receive expects {} B", r.peer, rank_,
-                              r.tag, got, r.mem.bytes));
+      throw Error(fmt::format("message r{} -> r{} (tag {}) has {} B but the receive expects {} B",
+                              r.peer, rank_, r.tag, got, r.mem.bytes));
   }
   r.done.store(true, std::memory_order_release);
   return true;
@@ -301,11 +320,13 @@ void MpiTransport::wait(RequestState& request) {
 void MpiTransport::barrier() {
   MPI_Request req = MPI_REQUEST_NULL;
   DL_MPI_CHECK(MPI_Ibarrier(data_, &req));
-  poll([&] {
-    int flag = 0;
-    DL_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
-    return flag != 0;
-  }, Waiting{});
+  poll(
+      [&] {
+        int flag = 0;
+        DL_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+        return flag != 0;
+      },
+      Waiting{});
 }
 
 std::vector<std::vector<char>> MpiTransport::gather_bytes(const std::vector<char>& mine, int root) {
@@ -319,9 +340,11 @@ std::vector<std::vector<char>> MpiTransport::gather_bytes(const std::vector<char
     for (int r = 0; r < size_; ++r) {
       auto& buf = out[static_cast<std::size_t>(r)];
       buf.resize(static_cast<std::size_t>(sizes[static_cast<std::size_t>(r)]));
-      if (r == root) buf = mine;
+      if (r == root)
+        buf = mine;
       else
-        DL_MPI_CHECK(MPI_Recv(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, r, 4, control_, MPI_STATUS_IGNORE));
+        DL_MPI_CHECK(MPI_Recv(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, r, 4, control_,
+                              MPI_STATUS_IGNORE));
     }
   } else {
     DL_MPI_CHECK(MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, root, 4, control_));

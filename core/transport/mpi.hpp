@@ -81,7 +81,7 @@ class MpiTransport : public Transport {
   MPI_Comm control_ = MPI_COMM_NULL;
   double timeout_us_;
   bool finished_ = false;
-  double last_progress_us_ = 0;  // this rank's last completed message, opened barrier or finish
+  double last_progress_us_ = 0;    // this rank's last completed message, opened barrier or finish
   double last_asked_us_ = -1e300;  // when another rank last asked whether we progress
   int round_ = 0;
   std::string host_;

@@ -14,8 +14,9 @@ std::string mpi_error_string(int code);
 }  // namespace distlab
 
 // Checks an MPI call: names the call and MPI's error string.
-#define DL_MPI_CHECK(call)                                                                  \
-  do {                                                                                      \
-    const int dl_mpi_rc = (call);                                                           \
-    DL_CHECK(dl_mpi_rc == MPI_SUCCESS, "{} failed: {}", #call, ::distlab::mpi_error_string(dl_mpi_rc)); \
+#define DL_MPI_CHECK(call)                                     \
+  do {                                                         \
+    const int dl_mpi_rc = (call);                              \
+    DL_CHECK(dl_mpi_rc == MPI_SUCCESS, "{} failed: {}", #call, \
+             ::distlab::mpi_error_string(dl_mpi_rc));          \
   } while (0)

@@ -7,8 +7,8 @@
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
 #include "core/transport/mpi_check.hpp"
 
 namespace distlab {

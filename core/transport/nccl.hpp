@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "core/transport/nccl_calls.hpp"
 #include "core/transport/mpi.hpp"
+#include "core/transport/nccl_calls.hpp"
 
 namespace distlab {
 

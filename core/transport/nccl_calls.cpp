@@ -9,26 +9,30 @@
 #include <cstring>
 
 #include "core/base/check.hpp"
+#include "core/device/cuda_check.hpp"
 #include "core/device/device_timing.hpp"
 #include "core/transport/transport.hpp"
-#include "core/device/cuda_check.hpp"
 
 namespace distlab {
 
 namespace {
 
-ncclComm_t nc(void* c) { return static_cast<ncclComm_t>(c); }
+ncclComm_t nc(void* c) {
+  return static_cast<ncclComm_t>(c);
+}
 
 std::string nccl_text(void* comm, ncclResult_t rc) {
   const char* last = ncclGetLastError(nc(comm));
-  return last && *last ? fmt::format("{} ({})", ncclGetErrorString(rc), last) : ncclGetErrorString(rc);
+  return last && *last ? fmt::format("{} ({})", ncclGetErrorString(rc), last)
+                       : ncclGetErrorString(rc);
 }
 
 }  // namespace
 
 void nccl_check_queued(void* comm, int result, const char* call) {
   const auto rc = static_cast<ncclResult_t>(result);
-  if (rc != ncclSuccess && rc != ncclInProgress) throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, rc)));
 }
 
 void nccl_settle(void* comm, int result, const char* call, Transport& waiter) {
@@ -40,7 +44,8 @@ void nccl_settle(void* comm, int result, const char* call, Transport& waiter) {
         ncclResult_t state = ncclSuccess;
         DL_NCCL_CHECK(ncclCommGetAsyncError(nc(comm), &state));
         if (state == ncclInProgress) return false;
-        if (state != ncclSuccess) throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, state)));
+        if (state != ncclSuccess)
+          throw Error(fmt::format("{} failed: {}", call, nccl_text(comm, state)));
         return true;
       },
       call);
@@ -95,7 +100,9 @@ int nccl_runtime_version() {
   return v;
 }
 
-int nccl_build_version() { return NCCL_VERSION_CODE; }
+int nccl_build_version() {
+  return NCCL_VERSION_CODE;
+}
 
 std::string nccl_version_text(int code) {
   // From 2.9 on the code is X*10000 + Y*100 + Z; before it, X*1000 + Y*100 + Z.

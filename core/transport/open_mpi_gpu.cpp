@@ -18,9 +18,9 @@
 #include "core/transport/staged.hpp"
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/transport/nccl.hpp"
 #include "core/device/cuda_check.hpp"
 #include "core/transport/mpi_check.hpp"
+#include "core/transport/nccl.hpp"
 #endif
 
 namespace distlab {

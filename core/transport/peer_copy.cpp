@@ -2,8 +2,8 @@
 #include "core/transport/peer_copy.hpp"
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>

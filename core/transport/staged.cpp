@@ -6,8 +6,8 @@
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
 
 namespace distlab {
 
@@ -49,8 +49,8 @@ void StagedTransport::give(void* block, std::size_t bytes) {
   spare_bytes_ += bytes;
 }
 
-std::shared_ptr<StagedTransport::Req> StagedTransport::make_request(bool is_send, const MemRef& mem, int peer,
-                                                                   int tag) {
+std::shared_ptr<StagedTransport::Req> StagedTransport::make_request(bool is_send, const MemRef& mem,
+                                                                    int peer, int tag) {
   auto r = std::make_shared<Req>();
   r->is_send = is_send;
   r->peer = peer;

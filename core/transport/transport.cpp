@@ -23,8 +23,10 @@ std::string describe_wait(int rank, const std::string& what, double since_us, do
 
 void poll_backoff(long& spins) {
   ++spins;
-  if (spins < 2000) std::this_thread::yield();
-  else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+  if (spins < 2000)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
 }
 
 }  // namespace distlab

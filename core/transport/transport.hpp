@@ -22,10 +22,10 @@
 #include <memory>
 #include <string>
 
-#include "core/device/device_timing.hpp"
-#include "core/trace/recorder.hpp"
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
+#include "core/device/device_timing.hpp"
+#include "core/trace/recorder.hpp"
 
 namespace distlab {
 

@@ -39,10 +39,10 @@ namespace {
 
 // What the user can change; the defaults are the lecture's inputs.
 struct Inputs {
-  double params = 175e9;        // GPT-3
-  double tokens = 300e9;        // GPT-3's training tokens
-  double flops = 0;             // --flops; 0: 6 x params x tokens
-  double gpu_tflops = 28;       // one V100's sustained rate, behind the lecture's 355 years
+  double params = 175e9;   // GPT-3
+  double tokens = 300e9;   // GPT-3's training tokens
+  double flops = 0;        // --flops; 0: 6 x params x tokens
+  double gpu_tflops = 28;  // one V100's sustained rate, behind the lecture's 355 years
   int gpus = 1024;
   double gpu_days = 10;         // the job the lecture spreads over 1024 GPUs
   double gpu_memory_gb = 80;    // A100 / H100; GB = 1e9 bytes, as the lecture counts
@@ -95,7 +95,8 @@ double largest_model_that_fits(double memory_bytes, double bytes_per_param) {
   while (fits(hi)) lo = hi, hi *= 2;
   while (hi - lo > 1) {
     const double mid = std::floor(lo + (hi - lo) / 2);
-    if (mid <= lo || mid >= hi) break;  // past 2^53 doubles skip whole numbers: lo is as close as they get
+    if (mid <= lo || mid >= hi)
+      break;  // past 2^53 doubles skip whole numbers: lo is as close as they get
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
@@ -195,41 +196,77 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
   const std::string time = "05-07: data parallelism", memory = "08-13: ZeRO, pipeline, tensor";
   std::vector<Row> r;
   const std::string compute_inputs =
-      flops_given ? "--flops" : fmt::format("6 x {} params x {} tokens", count(in.params), count(in.tokens));
-  r.push_back({.problem = "time", .question = "training compute", .inputs = compute_inputs,
-               .shown = flop, .unit = "FLOP", .formula = a.flops, .unit_chain = b.flops,
-               .lecture = lecture_if(!flops_given && in.params == lecture.params && in.tokens == lecture.tokens,
-                                     {kLectureFlops, 0.01, sci(kLectureFlops)}),
+      flops_given ? "--flops"
+                  : fmt::format("6 x {} params x {} tokens", count(in.params), count(in.tokens));
+  r.push_back({.problem = "time",
+               .question = "training compute",
+               .inputs = compute_inputs,
+               .shown = flop,
+               .unit = "FLOP",
+               .formula = a.flops,
+               .unit_chain = b.flops,
+               .lecture = lecture_if(
+                   !flops_given && in.params == lecture.params && in.tokens == lecture.tokens,
+                   {kLectureFlops, 0.01, sci(kLectureFlops)}),
                .fixed_by = "-"});
-  r.push_back({.problem = "time", .question = "training on one GPU",
+  r.push_back({.problem = "time",
+               .question = "training on one GPU",
                .inputs = fmt::format("{} / {} TFLOP/s", flop, plain(in.gpu_tflops)),
-               .shown = duration(a.years * 365 * 86400), .unit = "years", .formula = a.years, .unit_chain = b.years,
-               .lecture = lecture_if(near(a.flops, kLectureFlops, 0.01) && in.gpu_tflops == lecture.gpu_tflops,
-                                     {kLectureYears, 0.01, "355 years"}),
+               .shown = duration(a.years * 365 * 86400),
+               .unit = "years",
+               .formula = a.years,
+               .unit_chain = b.years,
+               .lecture = lecture_if(
+                   near(a.flops, kLectureFlops, 0.01) && in.gpu_tflops == lecture.gpu_tflops,
+                   {kLectureYears, 0.01, "355 years"}),
                .fixed_by = time});
-  r.push_back({.problem = "time", .question = fmt::format("a {}-GPU-day job on {}", plain(in.gpu_days), gpus),
+  r.push_back({.problem = "time",
+               .question = fmt::format("a {}-GPU-day job on {}", plain(in.gpu_days), gpus),
                .inputs = fmt::format("{} GPU-days / {}", plain(in.gpu_days), gpus),
-               .shown = duration(a.job_minutes * 60), .unit = "minutes", .formula = a.job_minutes,
+               .shown = duration(a.job_minutes * 60),
+               .unit = "minutes",
+               .formula = a.job_minutes,
                .unit_chain = b.job_minutes,
                .lecture = lecture_if(in.gpu_days == lecture.gpu_days && in.gpus == lecture.gpus,
                                      {kLectureMinutes, 0.05, "14 minutes"}),
                .fixed_by = time});
-  r.push_back({.problem = "time", .question = fmt::format("training on {}", gpus),
+  r.push_back({.problem = "time",
+               .question = fmt::format("training on {}", gpus),
                .inputs = fmt::format("{} / ({} x {} TFLOP/s)", flop, in.gpus, plain(in.gpu_tflops)),
-               .shown = duration(a.spread_days * 86400), .unit = "days", .formula = a.spread_days,
-               .unit_chain = b.spread_days, .lecture = std::nullopt, .fixed_by = time});
-  r.push_back({.problem = "memory", .question = "model state",
-               .inputs = fmt::format("{} params x {} B", count(in.params), plain(in.bytes_per_param)),
-               .shown = bytes(a.state_bytes), .unit = "bytes", .formula = a.state_bytes, .unit_chain = b.state_bytes,
-               .lecture = std::nullopt, .fixed_by = memory});
-  r.push_back({.problem = "memory", .question = "largest model on one GPU",
-               .inputs = fmt::format("{} GB / {} B per param", plain(in.gpu_memory_gb), plain(in.bytes_per_param)),
-               .shown = count(a.max_params) + " params", .unit = "params", .formula = a.max_params,
-               .unit_chain = b.max_params, .agree_abs = 1,  // the search gives a whole number
-               .lecture = lecture_if(memory_is_lecture_s, {kLectureMaxParams, 0.01, "5B"}), .fixed_by = memory});
-  r.push_back({.problem = "memory", .question = "model state / one GPU's memory",
+               .shown = duration(a.spread_days * 86400),
+               .unit = "days",
+               .formula = a.spread_days,
+               .unit_chain = b.spread_days,
+               .lecture = std::nullopt,
+               .fixed_by = time});
+  r.push_back(
+      {.problem = "memory",
+       .question = "model state",
+       .inputs = fmt::format("{} params x {} B", count(in.params), plain(in.bytes_per_param)),
+       .shown = bytes(a.state_bytes),
+       .unit = "bytes",
+       .formula = a.state_bytes,
+       .unit_chain = b.state_bytes,
+       .lecture = std::nullopt,
+       .fixed_by = memory});
+  r.push_back({.problem = "memory",
+               .question = "largest model on one GPU",
+               .inputs = fmt::format("{} GB / {} B per param", plain(in.gpu_memory_gb),
+                                     plain(in.bytes_per_param)),
+               .shown = count(a.max_params) + " params",
+               .unit = "params",
+               .formula = a.max_params,
+               .unit_chain = b.max_params,
+               .agree_abs = 1,  // the search gives a whole number
+               .lecture = lecture_if(memory_is_lecture_s, {kLectureMaxParams, 0.01, "5B"}),
+               .fixed_by = memory});
+  r.push_back({.problem = "memory",
+               .question = "model state / one GPU's memory",
                .inputs = fmt::format("{} / {} params", count(in.params), count(a.max_params)),
-               .shown = digits(a.ratio) + "x", .unit = "x", .formula = a.ratio, .unit_chain = b.ratio,
+               .shown = digits(a.ratio) + "x",
+               .unit = "x",
+               .formula = a.ratio,
+               .unit_chain = b.ratio,
                .lecture = lecture_if(memory_is_lecture_s && in.params == lecture.params,
                                      {kLectureRatio, 0.01, "35x (175B / 5B)"}),
                .fixed_by = memory});
@@ -253,7 +290,8 @@ void print_rows(const std::vector<Row>& table) {
   std::vector<std::vector<std::string>> cells{
       {"problem", "question", "inputs", "figure", "lecture", "fixed by lessons"}};
   for (const auto& r : table)
-    cells.push_back({r.problem, r.question, r.inputs, r.shown, r.lecture ? r.lecture->shown : "-", r.fixed_by});
+    cells.push_back(
+        {r.problem, r.question, r.inputs, r.shown, r.lecture ? r.lecture->shown : "-", r.fixed_by});
   print_table(cells);
 }
 
@@ -262,8 +300,8 @@ void print_checks(const std::vector<Row>& table) {
       {"figure", "unit", "formula", "unit chain", "lecture", "off by", "allowed"}};
   for (const auto& r : table) {
     const auto& l = r.lecture;
-    cells.push_back({r.question, r.unit, fmt::format("{:.6g}", r.formula), fmt::format("{:.6g}", r.unit_chain),
-                     l ? fmt::format("{:g}", l->value) : "-",
+    cells.push_back({r.question, r.unit, fmt::format("{:.6g}", r.formula),
+                     fmt::format("{:.6g}", r.unit_chain), l ? fmt::format("{:g}", l->value) : "-",
                      l ? fmt::format("{:+.2f}%", 100 * (r.formula / l->value - 1)) : "-",
                      l ? fmt::format("{:g}%", 100 * l->tolerance) : "-"});
   }
@@ -273,48 +311,63 @@ void print_checks(const std::vector<Row>& table) {
 // Bad input ends the run before any rank starts, with one sentence.
 void require_positive(double value, const std::string& option, const std::string& example) {
   if (!(value > 0) || !std::isfinite(value))
-    throw UsageError(
-        fmt::format("{} must be a positive finite number, not {}; for example {} {}", option, value, option, example));
+    throw UsageError(fmt::format("{} must be a positive finite number, not {}; for example {} {}",
+                                 option, value, option, example));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"00", "why_distributed", "why distribute: the time and memory one GPU would need", 1, 1});
+  Lesson lesson(
+      {"00", "why_distributed", "why distribute: the time and memory one GPU would need", 1, 1});
   lesson.set_text(
-      "One GPU is too slow and too small. GPT-3 takes 6 x 175e9 params x 300e9 tokens = 3.15e23 FLOP: "
-      "357 years on one V100 at 28 TFLOP/s. Spread over 1024 GPUs, a 10-GPU-day job takes 14 minutes. "
-      "Mixed-precision Adam keeps 16 bytes per parameter, so one 80 GB GPU holds at most 5B parameters, "
+      "One GPU is too slow and too small. GPT-3 takes 6 x 175e9 params x 300e9 tokens = 3.15e23 "
+      "FLOP: "
+      "357 years on one V100 at 28 TFLOP/s. Spread over 1024 GPUs, a 10-GPU-day job takes 14 "
+      "minutes. "
+      "Mixed-precision Adam keeps 16 bytes per parameter, so one 80 GB GPU holds at most 5B "
+      "parameters, "
       "35x fewer than GPT-3's 175B.",
-      "Almost nothing moves: each rank has one 'compute figures' phase; with more than one rank, a gather "
-      "of seven float64 figures to rank 0 checks that every rank got the same numbers. The figures are in "
+      "Almost nothing moves: each rank has one 'compute figures' phase; with more than one rank, a "
+      "gather "
+      "of seven float64 figures to rank 0 checks that every rank got the same numbers. The figures "
+      "are in "
       "the terminal and in otherData.figures.");
 
   Inputs in;
   auto& app = lesson.app();
-  const std::string group = "Lesson 00 inputs (defaults: the lecture's; --size is ignored, no data moves)";
-  app.add_option("--params", in.params, "model parameters (GPT-3: 175e9)")->default_str("175e9")->group(group);
-  app.add_option("--tokens", in.tokens, "training tokens; compute = 6 x params x tokens (GPT-3: 300e9)")
+  const std::string group =
+      "Lesson 00 inputs (defaults: the lecture's; --size is ignored, no data moves)";
+  app.add_option("--params", in.params, "model parameters (GPT-3: 175e9)")
+      ->default_str("175e9")
+      ->group(group);
+  app.add_option("--tokens", in.tokens,
+                 "training tokens; compute = 6 x params x tokens (GPT-3: 300e9)")
       ->default_str("300e9")
       ->group(group);
   auto* flops_option =
-      app.add_option("--flops", in.flops, "training compute in FLOP instead of 6 x params x tokens (GPT-3: 3.14e23)")
+      app.add_option("--flops", in.flops,
+                     "training compute in FLOP instead of 6 x params x tokens (GPT-3: 3.14e23)")
           ->default_str("6*params*tokens")
           ->group(group);
-  app.add_option("--gpu-tflops", in.gpu_tflops, "one GPU's sustained TFLOP/s (a V100, as the lecture: 28)")
+  app.add_option("--gpu-tflops", in.gpu_tflops,
+                 "one GPU's sustained TFLOP/s (a V100, as the lecture: 28)")
       ->default_str("28")
       ->group(group);
   app.add_option("--gpus", in.gpus, "GPUs to spread the work over (the lecture: 1024)")
       ->default_str("1024")
       ->group(group);
-  app.add_option("--gpu-days", in.gpu_days, "a job's size in GPU-days, spread over --gpus (the lecture: 10)")
+  app.add_option("--gpu-days", in.gpu_days,
+                 "a job's size in GPU-days, spread over --gpus (the lecture: 10)")
       ->default_str("10")
       ->group(group);
-  app.add_option("--gpu-memory-gb", in.gpu_memory_gb, "one GPU's memory in GB of 1e9 bytes (A100/H100: 80)")
+  app.add_option("--gpu-memory-gb", in.gpu_memory_gb,
+                 "one GPU's memory in GB of 1e9 bytes (A100/H100: 80)")
       ->default_str("80")
       ->group(group);
   app.add_option("--bytes-per-param", in.bytes_per_param,
-                 "model-state bytes per parameter (mixed-precision Adam: 2 + 2 + 12 = 16; ZeRO, lessons 08-10, "
+                 "model-state bytes per parameter (mixed-precision Adam: 2 + 2 + 12 = 16; ZeRO, "
+                 "lessons 08-10, "
                  "shrinks it)")
       ->default_str("16")
       ->group(group);
@@ -328,19 +381,24 @@ int main(int argc, char** argv) {
     if (flops_given) require_positive(in.flops, "--flops", "3.14e23");
     require_positive(in.gpu_tflops, "--gpu-tflops", "28");
     if (in.gpus < 1)
-      throw UsageError(fmt::format("--gpus must be at least 1, not {}; for example --gpus 1024", in.gpus));
+      throw UsageError(
+          fmt::format("--gpus must be at least 1, not {}; for example --gpus 1024", in.gpus));
     require_positive(in.gpu_days, "--gpu-days", "10");
     require_positive(in.gpu_memory_gb, "--gpu-memory-gb", "80");
     require_positive(in.bytes_per_param, "--bytes-per-param", "16");
     const Figures f = by_formula(in);
     for (double x : as_vector(f))
       if (!std::isfinite(x) || !(x > 0))
-        throw UsageError("these inputs give a figure outside the range of a double (1e-308 .. 1e308); use milder ones");
+        throw UsageError(
+            "these inputs give a figure outside the range of a double (1e-308 .. 1e308); use "
+            "milder ones");
     lesson.set_metadata(
-        "figures", fmt::format(R"({{"flops":{:.6g},"years_on_one_gpu":{:.6g},"job_minutes":{:.6g},)"
-                               R"("training_days_on_gpus":{:.6g},"state_bytes":{:.6g},"max_params_one_gpu":{:.6g},)"
-                               R"("memory_ratio":{:.6g}}})",
-                               f.flops, f.years, f.job_minutes, f.spread_days, f.state_bytes, f.max_params, f.ratio));
+        "figures",
+        fmt::format(
+            R"({{"flops":{:.6g},"years_on_one_gpu":{:.6g},"job_minutes":{:.6g},)"
+            R"("training_days_on_gpus":{:.6g},"state_bytes":{:.6g},"max_params_one_gpu":{:.6g},)"
+            R"("memory_ratio":{:.6g}}})",
+            f.flops, f.years, f.job_minutes, f.spread_days, f.state_bytes, f.max_params, f.ratio));
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
@@ -357,22 +415,27 @@ int main(int argc, char** argv) {
     if (comm.inject_fault()) a.years *= 1.1;
     const std::vector<Row> table = rows(in, flops_given, a, b);
 
-    // STEP 2: for each figure, the two ways agree, and where the inputs are the lecture's, so does the lecture.
+    // STEP 2: for each figure, the two ways agree, and where the inputs are the lecture's, so does
+    // the lecture.
     for (const auto& r : table) {
       comm.check(r.question + ": the formula equals the unit chain",
                  std::abs(r.formula - r.unit_chain) <= r.agree_abs + 1e-12 * std::abs(r.formula),
                  fmt::format("formula {:.9g}, unit chain {:.9g}", r.formula, r.unit_chain));
       if (const auto& l = r.lecture)
-        comm.check(fmt::format("{}: within {:g}% of the lecture's {:g}", r.question, 100 * l->tolerance, l->value),
-                   near(r.formula, l->value, l->tolerance),
-                   fmt::format("{:.6g} is {:+.2f}% off", r.formula, 100 * (r.formula / l->value - 1)));
+        comm.check(
+            fmt::format("{}: within {:g}% of the lecture's {:g}", r.question, 100 * l->tolerance,
+                        l->value),
+            near(r.formula, l->value, l->tolerance),
+            fmt::format("{:.6g} is {:+.2f}% off", r.formula, 100 * (r.formula / l->value - 1)));
     }
 
-    // STEP 3 (more than one rank): rank 0 gathers every rank's figures (way 1), which must equal its own.
+    // STEP 3 (more than one rank): rank 0 gathers every rank's figures (way 1), which must equal
+    // its own.
     if (n > 1) {
       comm.declare_buffer("figures", std::uint64_t(kFigures) * n, n);
       Buffer<double> mine = comm.alloc<double>(kFigures, Category::data);
-      Buffer<double> all = comm.alloc<double>(me == 0 ? std::size_t(kFigures) * n : 0, Category::data);
+      Buffer<double> all =
+          comm.alloc<double>(me == 0 ? std::size_t(kFigures) * n : 0, Category::data);
       from_host(mine.view(), as_vector(a));
       {
         auto phase = comm.phase("gather figures");
@@ -384,8 +447,8 @@ int main(int argc, char** argv) {
         for (std::size_t k = 1; k < std::size_t(n) && differ.empty(); ++k)
           for (std::size_t i = 0; i < kFigures && differ.empty(); ++i)
             if (got[k * kFigures + i] != want[i])
-              differ =
-                  fmt::format("r{}'s {} is {:.9g}, r0's {:.9g}", k, table[i].question, got[k * kFigures + i], want[i]);
+              differ = fmt::format("r{}'s {} is {:.9g}, r0's {:.9g}", k, table[i].question,
+                                   got[k * kFigures + i], want[i]);
         comm.check("every rank computed the same figures", differ.empty(), differ);
       }
     }
@@ -396,11 +459,16 @@ int main(int argc, char** argv) {
     print_rows(table);
     fmt::print(
         "\nfixed by:\n"
-        "  time    data parallelism: each GPU trains a replica on its share of the batch, and the gradients\n"
-        "          are summed: lesson 05 (parameter server), lessons 06-07 (all-reduce: ring, recursive halving)\n"
-        "  memory  shard the 16 B per parameter over N GPUs: lessons 08-10 (ZeRO-1/2/3: 4 + 12/N, 2 + 14/N, 16/N);\n"
-        "          split the model itself: lesson 11 (pipeline, by layers), lessons 12-13 (tensor parallelism)\n");
-    fmt::print("\neach figure two ways, and against the lecture's where the inputs are the lecture's:\n");
+        "  time    data parallelism: each GPU trains a replica on its share of the batch, and the "
+        "gradients\n"
+        "          are summed: lesson 05 (parameter server), lessons 06-07 (all-reduce: ring, "
+        "recursive halving)\n"
+        "  memory  shard the 16 B per parameter over N GPUs: lessons 08-10 (ZeRO-1/2/3: 4 + 12/N, "
+        "2 + 14/N, 16/N);\n"
+        "          split the model itself: lesson 11 (pipeline, by layers), lessons 12-13 (tensor "
+        "parallelism)\n");
+    fmt::print(
+        "\neach figure two ways, and against the lecture's where the inputs are the lecture's:\n");
     print_checks(table);
     fmt::print("\n");
   });

@@ -13,16 +13,16 @@
 // Run:  ./distlab lesson 01                       two in-process ranks (threads: memcpy)
 //       ./distlab lesson 01 --mpi 2               two processes through Open MPI
 //       ./distlab lesson 01 --size 1M             stop at 1 MiB
-#include <Eigen/Dense>
 #include <fmt/format.h>
+#include <Eigen/Dense>
 
 #include <algorithm>
 #include <vector>
 
+#include "core/base/units.hpp"
 #include "core/cost/calibration.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
 
 using namespace distlab;
 
@@ -34,13 +34,15 @@ constexpr int kTracedReps = 2;  // the trace keeps two round trips per size; the
 // Repetitions per size: many for small messages (noisy), few for large ones (slow).
 int repetitions(std::size_t bytes) {
   const std::size_t budget = std::size_t{128} << 20;  // about 128 MiB moved per size
-  return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 5, 200));
+  return static_cast<int>(
+      std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 5, 200));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"01", "send_recv", "ping-pong between two ranks; fit latency (alpha) and bandwidth (beta)", 2,
+  Lesson lesson({"01", "send_recv",
+                 "ping-pong between two ranks; fit latency (alpha) and bandwidth (beta)", 2,
                  std::uint64_t{64} << 20});
   lesson.set_text(
       "Every distributed algorithm is built from point-to-point messages. A ping-pong between two "
@@ -50,15 +52,20 @@ int main(int argc, char** argv) {
       "latency. Topology: one link, used in both directions, one message at a time.");
   std::string calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
-      .add_option("--calibration", calibration_path, "where to save the fitted alpha and beta; saved also with --no-trace (empty: do not save)")
+      .add_option("--calibration", calibration_path,
+                  "where to save the fitted alpha and beta; saved also with --no-trace (empty: do "
+                  "not save)")
       ->capture_default_str();
   lesson.set_algorithm("ping-pong");
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
-    if (w.size < 2) throw UsageError("lesson 01 needs at least 2 ranks (--ranks 2, or mpirun -np 2)");
+    if (w.size < 2)
+      throw UsageError("lesson 01 needs at least 2 ranks (--ranks 2, or mpirun -np 2)");
     if (opt.size < (64 << 10))
-      throw UsageError("--size is the largest message in bytes and must be at least 64K, so that the sweep reaches "
-                       "sizes where bandwidth, not latency, sets the time (else beta cannot be measured)");
+      throw UsageError(
+          "--size is the largest message in bytes and must be at least 64K, so that the sweep "
+          "reaches "
+          "sizes where bandwidth, not latency, sets the time (else beta cannot be measured)");
   });
 
   // (bytes, one-way seconds) measured on rank 0, and the repetitions behind each.
@@ -67,19 +74,22 @@ int main(int argc, char** argv) {
 
   lesson.on_report([&](RunResult& r) {
     const Calibration fit = fit_alpha_beta(points);
-    fmt::print("\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the repetitions\n",
-               r.world.transport, to_string(r.world.device));
-    fmt::print("  {:>10}  {:>5}  {:>10}  {:>12}  {:>10}  {:>6}\n", "size", "reps", "one-way", "bandwidth", "model",
-               "model/measured");
+    fmt::print(
+        "\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the "
+        "repetitions\n",
+        r.world.transport, to_string(r.world.device));
+    fmt::print("  {:>10}  {:>5}  {:>10}  {:>12}  {:>10}  {:>6}\n", "size", "reps", "one-way",
+               "bandwidth", "model", "model/measured");
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto [n, t] = points[i];
       const double model = fit.alpha_s + fit.beta_s_per_byte * n;
-      fmt::print("  {:>10}  {:>5}  {:>10}  {:>7.3f} GB/s  {:>10}  {:>6.2f}\n", format_bytes(n), reps_used[i],
-                 format_seconds(t), n / t * 1e-9, format_seconds(model), model / t);
+      fmt::print("  {:>10}  {:>5}  {:>10}  {:>7.3f} GB/s  {:>10}  {:>6.2f}\n", format_bytes(n),
+                 reps_used[i], format_seconds(t), n / t * 1e-9, format_seconds(model), model / t);
     }
     fmt::print("\nfit by weighted least squares (each size weighted by 1/t^2):\n");
     fmt::print("  alpha (latency)     = {}\n", format_seconds(fit.alpha_s));
-    fmt::print("  beta  (per byte)    = {:.4g} ns/B   ->  bandwidth 1/beta = {:.2f} GB/s\n", fit.beta_s_per_byte * 1e9,
+    fmt::print("  beta  (per byte)    = {:.4g} ns/B   ->  bandwidth 1/beta = {:.2f} GB/s\n",
+               fit.beta_s_per_byte * 1e9,
                fit.beta_s_per_byte > 0 ? 1e-9 / fit.beta_s_per_byte : 0.0);
     fmt::print("  half-performance size n_1/2 = alpha / beta = {}\n",
                format_bytes(fit.beta_s_per_byte > 0 ? fit.alpha_s / fit.beta_s_per_byte : 0.0));
@@ -92,16 +102,23 @@ int main(int argc, char** argv) {
     }
     const double det = s00 * s11 - s01 * s01;
     const double alpha2 = (b0 * s11 - b1 * s01) / det, beta2 = (s00 * b1 - s01 * b0) / det;
-    auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)); };
-    r.check("Eigen QR fit equals the normal-equations fit", close(fit.alpha_s, alpha2) && close(fit.beta_s_per_byte, beta2),
-            fmt::format("alpha {} vs {}, beta {} vs {}", fit.alpha_s, alpha2, fit.beta_s_per_byte, beta2));
+    auto close = [](double a, double b) {
+      return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b));
+    };
+    r.check("Eigen QR fit equals the normal-equations fit",
+            close(fit.alpha_s, alpha2) && close(fit.beta_s_per_byte, beta2),
+            fmt::format("alpha {} vs {}, beta {} vs {}", fit.alpha_s, alpha2, fit.beta_s_per_byte,
+                        beta2));
     // A machine busy with other work can bury the line in scheduler noise: the fit is then not
     // physical (alpha or beta <= 0). That says the measurement was noisy, not that the lesson
     // computed wrongly, so it is reported and not saved, rather than failed.
     const bool physical = fit.alpha_s > 0 && fit.beta_s_per_byte > 0;
     if (!physical)
-      fmt::print("  the fit is not physical (alpha {} s, beta {} s/B): the timings were noisy; run again on a quiet "
-                 "machine, or with a larger --size\n", fit.alpha_s, fit.beta_s_per_byte);
+      fmt::print(
+          "  the fit is not physical (alpha {} s, beta {} s/B): the timings were noisy; run again "
+          "on a quiet "
+          "machine, or with a larger --size\n",
+          fit.alpha_s, fit.beta_s_per_byte);
     std::size_t sizes = 0;
     for (std::uint64_t n = 8; n <= opt.size; n *= 2) ++sizes;
     r.check("every size from 8 B to --size was measured", points.size() == sizes,
@@ -110,7 +127,8 @@ int main(int argc, char** argv) {
     if (!calibration_path.empty() && !physical) {
       fmt::print("  not saved to {}\n", calibration_path);
     } else if (!calibration_path.empty()) {
-      const std::string key = fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+      const std::string key =
+          fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
       save_calibration(calibration_path, key, fit);
       fmt::print("  saved as \"{}\" in {}\n", key, calibration_path);
     }
@@ -126,7 +144,8 @@ int main(int argc, char** argv) {
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank();
-    if (comm.size() > 2) comm.say("ranks 2 .. {} take no part: a ping-pong needs two\n", comm.size() - 1);
+    if (comm.size() > 2)
+      comm.say("ranks 2 .. {} take no part: a ping-pong needs two\n", comm.size() - 1);
     if (me > 1) return;
 
     // STEP 1: one buffer of the largest size; rank 0 fills it with a known pattern.
@@ -134,7 +153,6 @@ int main(int argc, char** argv) {
     Buffer<std::uint8_t> buf = comm.alloc<std::uint8_t>(max_bytes, Category::data);
     Buffer<std::uint8_t> sent = comm.alloc<std::uint8_t>(me == 0 ? max_bytes : 0, Category::data);
     if (me == 0) fill_input(sent.view(), opt.seed, 0);
-
 
     for (std::size_t n = 8; n <= max_bytes; n *= 2) {
       auto phase = comm.phase(fmt::format("ping-pong {}", format_bytes(double(n))));

@@ -20,29 +20,29 @@
 //       ./distlab lesson 03 --ranks 5 --size 10   small: prints every step and every value
 //       ./distlab lesson 03 --root 2              any rank can be the root
 //       ./distlab lesson 03 --mpi 4               one process per rank; also checks MPI_Reduce/MPI_Bcast
-#include <Eigen/Core>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/base/units.hpp"
+#include "core/collectives/baseline.hpp"
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/gather.hpp"
 #include "core/collectives/reduce.hpp"
 #include "core/runtime/data.hpp"
-#include "core/collectives/baseline.hpp"
 #include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
 int main(int argc, char** argv) {
-  Lesson lesson({"03", "reduce_broadcast", "reduce every rank's buffer to a root, broadcast the sum back", 4,
-                 1 << 20});
+  Lesson lesson({"03", "reduce_broadcast",
+                 "reduce every rank's buffer to a root, broadcast the sum back", 4, 1 << 20});
   lesson.set_text(
       "Reduce brings every rank's buffer to the root and sums it as it arrives; broadcast copies "
       "the root's buffer to every rank. Together they are a parameter server's push & sum and "
@@ -70,25 +70,34 @@ int main(int argc, char** argv) {
     const auto reduce = r.traffic(2 * n - 1, 3 * n - 3), bcast = r.traffic(3 * n - 2, 4 * n - 4);
     const std::uint64_t one = esize, per_peer = n - 1;
 
-    fmt::print("\nformula: gather and reduce of one value each move the same bytes; only the result differs\n");
+    fmt::print(
+        "\nformula: gather and reduce of one value each move the same bytes; only the result "
+        "differs\n");
     fmt::print("  demo gather  root in  {:>12}  formula {:>12}  (result: N values)\n",
-               format_bytes(double(demo_gather[root].bytes_recv)), format_bytes(double(per_peer * one)));
+               format_bytes(double(demo_gather[root].bytes_recv)),
+               format_bytes(double(per_peer * one)));
     fmt::print("  demo reduce  root in  {:>12}  formula {:>12}  (result: 1 value)\n",
-               format_bytes(double(demo_reduce[root].bytes_recv)), format_bytes(double(per_peer * one)));
-    r.check("demo gather: root receives (N-1) * 4 bytes", demo_gather[root].bytes_recv == per_peer * one);
-    r.check("demo reduce: root receives (N-1) * 4 bytes", demo_reduce[root].bytes_recv == per_peer * one);
+               format_bytes(double(demo_reduce[root].bytes_recv)),
+               format_bytes(double(per_peer * one)));
+    r.check("demo gather: root receives (N-1) * 4 bytes",
+            demo_gather[root].bytes_recv == per_peer * one);
+    r.check("demo reduce: root receives (N-1) * 4 bytes",
+            demo_reduce[root].bytes_recv == per_peer * one);
 
-    fmt::print("\nformula: the root receives N-1 whole buffers in reduce and sends N-1 in broadcast\n");
-    fmt::print("  reduce     root in    {:>12}  formula {:>12}\n", format_bytes(double(reduce[root].bytes_recv)),
-               format_bytes(double(per_peer * buf)));
-    fmt::print("  broadcast  root out   {:>12}  formula {:>12}\n", format_bytes(double(bcast[root].bytes_sent)),
-               format_bytes(double(per_peer * buf)));
+    fmt::print(
+        "\nformula: the root receives N-1 whole buffers in reduce and sends N-1 in broadcast\n");
+    fmt::print("  reduce     root in    {:>12}  formula {:>12}\n",
+               format_bytes(double(reduce[root].bytes_recv)), format_bytes(double(per_peer * buf)));
+    fmt::print("  broadcast  root out   {:>12}  formula {:>12}\n",
+               format_bytes(double(bcast[root].bytes_sent)), format_bytes(double(per_peer * buf)));
     fmt::print("  reduce     steps      {:>12}  formula {:>12}\n", reduce[root].steps, n - 1);
     fmt::print("  broadcast  steps      {:>12}  formula {:>12}\n", bcast[root].steps, n - 1);
     fmt::print("  all steps             {:>12}  formula {:>12}\n", r.steps(), 4 * (n - 1));
     if (n > 1)
-      fmt::print("  every other rank sends {} in reduce and receives {} in broadcast: the root moves {}x as much\n",
-                 format_bytes(double(buf)), format_bytes(double(buf)), n - 1);
+      fmt::print(
+          "  every other rank sends {} in reduce and receives {} in broadcast: the root moves {}x "
+          "as much\n",
+          format_bytes(double(buf)), format_bytes(double(buf)), n - 1);
     r.check("reduce: root receives (N-1) * L * 4 bytes", reduce[root].bytes_recv == per_peer * buf);
     r.check("broadcast: root sends (N-1) * L * 4 bytes", bcast[root].bytes_sent == per_peer * buf);
     r.check("demo gather steps = N-1", demo_gather[root].steps == n - 1);
@@ -108,7 +117,9 @@ int main(int argc, char** argv) {
   // Memory, counted from the buffers below: per rank input, total, the float32 exact sum, one
   // rank's regenerated input and the reduce's workspace (5 x 4 B per element), the float64 sum
   // (8 B), and under mpirun the library's copy (4 B): 32 B per element.
-  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+  lesson.needs_memory([&](const World&) {
+    return MemoryNeed{32.0 * double(lesson.options().size), 0};
+  });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int n = comm.size(), me = comm.rank();
@@ -152,7 +163,8 @@ int main(int argc, char** argv) {
     // STEP 2: every rank fills its own input of L elements; reduce sums them on the root.
     Buffer<float> input = comm.alloc<float>(L, Category::data);
     fill_input(input.view(), opt.seed, me);
-    Buffer<float> total = comm.alloc<float>(L, Category::data);  // the sum on the root; room for it elsewhere
+    Buffer<float> total =
+        comm.alloc<float>(L, Category::data);  // the sum on the root; room for it elsewhere
     {
       auto phase = comm.phase("reduce");
       coll::reduce(comm, View<const float>(input.view()), total.view(), root);
@@ -170,8 +182,10 @@ int main(int argc, char** argv) {
       Eigen::VectorXf x(static_cast<Eigen::Index>(L));
       for (std::size_t i = 0; i < L; ++i) x[Eigen::Index(i)] = input_value<float>(opt.seed, k, i);
       want += x.cast<double>();
-      if (s == 0) exact = x;
-      else exact += x;
+      if (s == 0)
+        exact = x;
+      else
+        exact += x;
     }
     if (me == root) {
       // N float32 terms in [-1, 1) summed in another order than float64's: a few ulps per term.
@@ -182,7 +196,8 @@ int main(int argc, char** argv) {
     // STEP 3: broadcast. The root sends its sum to every rank, one whole buffer per step.
     {
       auto phase = comm.phase("broadcast");
-      coll::broadcast(comm, total.view(), root, "data", coll::all_ranks(n));  // the sum holds every rank's data
+      coll::broadcast(comm, total.view(), root, "data",
+                      coll::all_ranks(n));  // the sum holds every rank's data
     }
     if (comm.inject_fault()) inject_fault_into(total.view());
     auto b = compare(View<const float>(total.view()), exact.cast<double>(), 0.0);
@@ -200,7 +215,8 @@ int main(int argc, char** argv) {
     // STEP 4 (under mpirun): MPI's own MPI_Reduce / MPI_Bcast on the same data must agree.
     if (baseline::available(comm)) {
       Buffer<float> lib_total = comm.alloc<float>(me == root ? L : 0, Category::data);
-      const std::string call = baseline::reduce(comm, input.data(), lib_total.data(), L, DType::f32, root);
+      const std::string call =
+          baseline::reduce(comm, input.data(), lib_total.data(), L, DType::f32, root);
       if (me == root) {
         // MPI may add in another order: compare with the float64 sum, not bit for bit.
         auto c = compare(View<const float>(lib_total.view()), want, sum_tolerance(n));
@@ -209,8 +225,7 @@ int main(int argc, char** argv) {
       Buffer<float> lib_copy = comm.alloc<float>(L, Category::data);
       if (me == root) ops::copy(lib_copy.view(), View<const float>(total.view()));
       const std::string bcall = baseline::broadcast(comm, lib_copy.data(), L, DType::f32, root);
-      comm.check(bcall + " gives the same copy",
-                 to_host(lib_copy.view()) == to_host(total.view()));
+      comm.check(bcall + " gives the same copy", to_host(lib_copy.view()) == to_host(total.view()));
     }
   });
 }

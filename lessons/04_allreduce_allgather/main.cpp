@@ -23,21 +23,21 @@
 //       ./distlab lesson 04 --op allreduce         one op: allgather, reducescatter or allreduce
 //       ./distlab lesson 04 --mpi 4                one process per rank; also checks MPI_Allgather,
 //                                                  MPI_Reduce_scatter_block and MPI_Allreduce
-#include <Eigen/Core>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "core/base/units.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
+#include "core/collectives/baseline.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
 #include "core/runtime/data.hpp"
-#include "core/collectives/baseline.hpp"
 #include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
 
 using namespace distlab;
@@ -48,9 +48,12 @@ namespace {
 enum class Op { all_gather, reduce_scatter, all_reduce };
 const char* op_name(Op op) {
   switch (op) {
-    case Op::all_gather: return "all-gather";
-    case Op::reduce_scatter: return "reduce-scatter";
-    case Op::all_reduce: return "all-reduce";
+    case Op::all_gather:
+      return "all-gather";
+    case Op::reduce_scatter:
+      return "reduce-scatter";
+    case Op::all_reduce:
+      return "all-reduce";
   }
   return "?";
 }
@@ -60,8 +63,9 @@ std::vector<Op> ops_for(const std::string& choice) {
   if (choice == "allgather") return {Op::all_gather};
   if (choice == "reducescatter") return {Op::reduce_scatter};
   if (choice == "allreduce") return {Op::all_reduce};
-  throw UsageError(fmt::format("--op '{}' is not one of the operations; use all, allgather, reducescatter or allreduce",
-                               choice));
+  throw UsageError(fmt::format(
+      "--op '{}' is not one of the operations; use all, allgather, reducescatter or allreduce",
+      choice));
 }
 
 // Bytes rank `k` should send and receive in one op (4L-byte inputs, root 0, chunks by Partition).
@@ -71,11 +75,14 @@ struct Expected {
 Expected expected(Op op, int k, int n, std::uint64_t L) {
   const Partition part{L, n};
   const std::uint64_t e = sizeof(float), whole = L * e, mine = part.size(k) * e;
-  const std::uint64_t others = (n - 1) * whole, rest = (L - part.size(0)) * e;  // rest: the chunks r0 lacks
+  const std::uint64_t others = (n - 1) * whole,
+                      rest = (L - part.size(0)) * e;  // rest: the chunks r0 lacks
   switch (op) {
-    case Op::all_gather:  // gather: r0 gets the others' chunks; broadcast: r0 sends the whole result N-1 times
+    case Op::all_gather:  // gather: r0 gets the others' chunks; broadcast: r0 sends the whole
+                          // result N-1 times
       return k == 0 ? Expected{others, rest} : Expected{mine, whole};
-    case Op::reduce_scatter:  // reduce: r0 gets N-1 whole buffers; scatter: r0 sends out the others' chunks
+    case Op::reduce_scatter:  // reduce: r0 gets N-1 whole buffers; scatter: r0 sends out the
+                              // others' chunks
       return k == 0 ? Expected{rest, others} : Expected{whole, mine};
     case Op::all_reduce:  // reduce: r0 gets N-1 whole buffers; broadcast: r0 sends N-1 whole sums
       return k == 0 ? Expected{others, others} : Expected{whole, whole};
@@ -88,22 +95,24 @@ double phase_seconds(const RunResult& r, const std::string& name) {
   double longest = 0;
   for (const auto& log : r.logs)
     for (const auto& e : log.spans)
-      if (e.kind == SpanEvent::Kind::plain && e.name == name) longest = std::max(longest, (e.t1 - e.t0) * 1e-6);
+      if (e.kind == SpanEvent::Kind::plain && e.name == name)
+        longest = std::max(longest, (e.t1 - e.t0) * 1e-6);
   return longest;
 }
 
 // Elements [begin, begin + count) of rank k's input, in float64.
 Eigen::VectorXd input_of(std::uint64_t seed, int k, std::size_t begin, std::size_t count) {
   Eigen::VectorXd x(static_cast<Eigen::Index>(count));
-  for (std::size_t i = 0; i < count; ++i) x[Eigen::Index(i)] = input_value<float>(seed, k, begin + i);
+  for (std::size_t i = 0; i < count; ++i)
+    x[Eigen::Index(i)] = input_value<float>(seed, k, begin + i);
   return x;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"04", "allreduce_allgather", "all-gather, reduce-scatter and all-reduce built through rank 0", 4,
-                 1 << 20});
+  Lesson lesson({"04", "allreduce_allgather",
+                 "all-gather, reduce-scatter and all-reduce built through rank 0", 4, 1 << 20});
   lesson.set_text(
       "The all-collectives leave the result on every rank. Built through rank 0 (gather or reduce "
       "to r0, then broadcast or scatter from r0) they take 2(N-1) steps and all traffic crosses "
@@ -112,7 +121,8 @@ int main(int argc, char** argv) {
       "0's bytes against any other rank's; this is the bottleneck the ring of lesson 06 removes.");
   std::string op_choice = "all";
   lesson.app()
-      .add_option("--op", op_choice, "which composition to run: all, allgather, reducescatter or allreduce")
+      .add_option("--op", op_choice,
+                  "which composition to run: all, allgather, reducescatter or allreduce")
       ->capture_default_str();
   lesson.set_algorithm("naive (through rank 0)");
   std::vector<Op> ops;
@@ -143,21 +153,26 @@ int main(int argc, char** argv) {
       const int first = 1 + int(j) * per_op, last = (int(j) + 1) * per_op;
       const auto t = r.traffic(first, last);
       fmt::print("\n{} (steps {}..{}):\n", op_name(op), first, last);
-      fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>5}\n", "rank", "sent", "formula", "received", "formula",
-                 "steps");
+      fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>5}\n", "rank", "sent", "formula",
+                 "received", "formula", "steps");
       Row row{op, t[0].steps, 0, 0, 0, 0, phase_seconds(r, op_name(op))};
       for (int k = 0; k < n; ++k) {
         const Expected want = expected(op, k, n, L);
         fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>5}\n", fmt::format("r{}", k),
                    format_bytes(double(t[k].bytes_sent)), format_bytes(double(want.sent)),
-                   format_bytes(double(t[k].bytes_recv)), format_bytes(double(want.recv)), t[k].steps);
-        r.check(fmt::format("{}: r{} sends its formula's bytes", op_name(op), k), t[k].bytes_sent == want.sent);
-        r.check(fmt::format("{}: r{} receives its formula's bytes", op_name(op), k), t[k].bytes_recv == want.recv);
-        const std::uint64_t moved = t[k].bytes_sent + t[k].bytes_recv, moved_want = want.sent + want.recv;
+                   format_bytes(double(t[k].bytes_recv)), format_bytes(double(want.recv)),
+                   t[k].steps);
+        r.check(fmt::format("{}: r{} sends its formula's bytes", op_name(op), k),
+                t[k].bytes_sent == want.sent);
+        r.check(fmt::format("{}: r{} receives its formula's bytes", op_name(op), k),
+                t[k].bytes_recv == want.recv);
+        const std::uint64_t moved = t[k].bytes_sent + t[k].bytes_recv,
+                            moved_want = want.sent + want.recv;
         if (k == 0) {
           row.r0 = moved;
           row.r0_want = moved_want;
-        } else if (moved_want >= row.other_want) {  // the busiest other rank (chunks differ by one element)
+        } else if (moved_want >=
+                   row.other_want) {  // the busiest other rank (chunks differ by one element)
           row.other = moved;
           row.other_want = moved_want;
         }
@@ -168,14 +183,18 @@ int main(int argc, char** argv) {
     }
 
     fmt::print("\nsummary (bytes are sent + received; other ranks: the busiest one):\n");
-    fmt::print("  {:<14}  {:>5}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}\n", "op", "steps", "2(N-1)", "rank 0",
-               "formula", "other ranks", "formula", "time");
+    fmt::print("  {:<14}  {:>5}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}\n", "op", "steps",
+               "2(N-1)", "rank 0", "formula", "other ranks", "formula", "time");
     for (const auto& row : rows) {
-      const auto other = [&](std::uint64_t b) { return n > 1 ? format_bytes(double(b)) : std::string("-"); };
-      fmt::print("  {:<14}  {:>5}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}\n", op_name(row.op), row.steps,
-                 per_op, format_bytes(double(row.r0)), format_bytes(double(row.r0_want)), other(row.other),
-                 other(row.other_want), format_seconds(row.seconds));
-      r.check(fmt::format("{}: rank 0 moves its formula's bytes", op_name(row.op)), row.r0 == row.r0_want);
+      const auto other = [&](std::uint64_t b) {
+        return n > 1 ? format_bytes(double(b)) : std::string("-");
+      };
+      fmt::print("  {:<14}  {:>5}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}\n",
+                 op_name(row.op), row.steps, per_op, format_bytes(double(row.r0)),
+                 format_bytes(double(row.r0_want)), other(row.other), other(row.other_want),
+                 format_seconds(row.seconds));
+      r.check(fmt::format("{}: rank 0 moves its formula's bytes", op_name(row.op)),
+              row.r0 == row.r0_want);
       r.check(fmt::format("{}: the busiest other rank moves its formula's bytes", op_name(row.op)),
               row.other == row.other_want);
     }
@@ -190,12 +209,15 @@ int main(int argc, char** argv) {
   // Memory, counted from the buffers below: per rank the input, the all-gather's and the
   // all-reduce's results, a library result (4 x 4 B per element) and the float64 concat and sum
   // (2 x 8 B): 32 B per element.
-  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+  lesson.needs_memory([&](const World&) {
+    return MemoryNeed{32.0 * double(lesson.options().size), 0};
+  });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int n = comm.size(), me = comm.rank();
     const std::size_t L = opt.size;
-    const Partition part{L, n};  // chunk k is [part.begin(k), part.end(k)); sizes differ by at most one
+    const Partition part{
+        L, n};  // chunk k is [part.begin(k), part.end(k)); sizes differ by at most one
     const auto my_begin = part.begin(me), my_size = part.size(me);
     const auto runs = [&](Op op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
     // One logical buffer per op, so the viewer replays each op's shards on their own.
@@ -231,7 +253,8 @@ int main(int argc, char** argv) {
       if (comm.inject_fault()) inject_fault_into(result.view());
     };
 
-    // STEP 2: all-gather = gather my chunk to r0 (N-1 steps), then r0 broadcasts the whole (N-1 steps).
+    // STEP 2: all-gather = gather my chunk to r0 (N-1 steps), then r0 broadcasts the whole (N-1
+    // steps).
     Buffer<float> gathered = comm.alloc<float>(runs(Op::all_gather) ? L : 0, Category::data);
     if (runs(Op::all_gather)) {
       comm.barrier();  // start together, so the phase times the op and not a late rank
@@ -242,22 +265,28 @@ int main(int argc, char** argv) {
       corrupt_if_asked(gathered);
       auto c = compare(View<const float>(gathered.view()), concat, 0.0);  // copies only: exact
       comm.check("all-gather: I hold every rank's chunk in rank order", c.ok, c.detail());
-      if (L <= 16) comm.say("\nall-gather result on every rank : {}\n", fmt::join(to_host(gathered.view()), " "));
+      if (L <= 16)
+        comm.say("\nall-gather result on every rank : {}\n",
+                 fmt::join(to_host(gathered.view()), " "));
     }
 
     // STEP 3: reduce-scatter = reduce every whole input to r0 (N-1 steps), then r0 scatters the
     // sum's chunks (N-1 steps). Rank r keeps chunk r of the sum.
-    Buffer<float> sum_chunk = comm.alloc<float>(runs(Op::reduce_scatter) ? my_size : 0, Category::data);
+    Buffer<float> sum_chunk =
+        comm.alloc<float>(runs(Op::reduce_scatter) ? my_size : 0, Category::data);
     if (runs(Op::reduce_scatter)) {
       comm.barrier();  // start together, so the phase times the op and not a late rank
       {
         auto phase = comm.phase(op_name(Op::reduce_scatter));
-        coll::reduce_scatter_reduce_scatter(comm, my_input, sum_chunk.view(), op_name(Op::reduce_scatter));
+        coll::reduce_scatter_reduce_scatter(comm, my_input, sum_chunk.view(),
+                                            op_name(Op::reduce_scatter));
       }
       corrupt_if_asked(sum_chunk);
       auto c = compare(View<const float>(sum_chunk.view()), my_sum_chunk, sum_tolerance(n));
       comm.check("reduce-scatter: I hold my chunk of the sum", c.ok, c.detail());
-      if (L <= 16) comm.say("\nreduce-scatter chunk 0 on r0    : {}\n", fmt::join(to_host(sum_chunk.view()), " "));
+      if (L <= 16)
+        comm.say("\nreduce-scatter chunk 0 on r0    : {}\n",
+                 fmt::join(to_host(sum_chunk.view()), " "));
     }
 
     // STEP 4: all-reduce = reduce to r0 (N-1 steps), then r0 broadcasts the sum (N-1 steps).
@@ -272,26 +301,31 @@ int main(int argc, char** argv) {
       corrupt_if_asked(reduced);
       auto c = compare(View<const float>(reduced.view()), sum, sum_tolerance(n));
       comm.check("all-reduce: I hold the whole sum", c.ok, c.detail());
-      if (L <= 16) comm.say("\nall-reduce result on every rank : {}\n", fmt::join(to_host(reduced.view()), " "));
+      if (L <= 16)
+        comm.say("\nall-reduce result on every rank : {}\n",
+                 fmt::join(to_host(reduced.view()), " "));
     }
 
     // STEP 5 (under mpirun): MPI's own collectives on the same inputs must give the same results.
     if (baseline::available(comm)) {
       if (runs(Op::all_gather)) {
         Buffer<float> out = comm.alloc<float>(L, Category::data);
-        const std::string call = baseline::all_gather(comm, my_chunk.data(), out.data(), L, DType::f32);
+        const std::string call =
+            baseline::all_gather(comm, my_chunk.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), concat, 0.0);
         comm.check(call + " gives the same all-gather", c.ok, c.detail());
       }
       if (runs(Op::reduce_scatter)) {
         Buffer<float> out = comm.alloc<float>(my_size, Category::data);
-        const std::string call = baseline::reduce_scatter(comm, my_input.data(), out.data(), L, DType::f32);
+        const std::string call =
+            baseline::reduce_scatter(comm, my_input.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), my_sum_chunk, sum_tolerance(n));
         comm.check(call + " gives the same chunk of the sum", c.ok, c.detail());
       }
       if (runs(Op::all_reduce)) {
         Buffer<float> out = comm.alloc<float>(L, Category::data);
-        const std::string call = baseline::all_reduce(comm, my_input.data(), out.data(), L, DType::f32);
+        const std::string call =
+            baseline::all_reduce(comm, my_input.data(), out.data(), L, DType::f32);
         auto c = compare(View<const float>(out.view()), sum, sum_tolerance(n));
         comm.check(call + " gives the same sum", c.ok, c.detail());
       }

@@ -9,8 +9,8 @@
 //   3 compute gradients  forward and backward on that share
 //   4 push & sum         every worker sends its gradient; the server adds them up
 //   5 update             the server applies the optimizer to the weights
-// The model is a small MLP (Linear, GeLU, Linear: core/training/model.hpp) learning a regression from
-// a fixed random teacher MLP; its S = 4P bytes of weights move every iteration.
+// The model is a small MLP (Linear, GeLU, Linear: core/training/model.hpp) learning a regression
+// from a fixed random teacher MLP; its S = 4P bytes of weights move every iteration.
 //
 // Cost, per iteration, N ranks of which K are servers (N - K workers), P parameters:
 //   a worker            receives S, sends S                        O(1) in N
@@ -21,9 +21,9 @@
 // by the ring all-reduce of lesson 06 (2(N-1)/N S each way per rank), and every rank updates.
 //
 // Verification: both modes, after --steps iterations, hold the weights that a single-device
-// float64 Eigen model (core/training/model_reference.hpp) reaches training on the whole batches, and
-// rank 0's loss of every iteration is the reference's. Bytes per iteration are counted from
-// the trace and must equal the formulas exactly, for this run and for N = 2, 4, 8.
+// float64 Eigen model (core/training/model_reference.hpp) reaches training on the whole batches,
+// and rank 0's loss of every iteration is the reference's. Bytes per iteration are counted from the
+// trace and must equal the formulas exactly, for this run and for N = 2, 4, 8.
 //
 // Run:  ./distlab lesson 05                         4 ranks: 1 server, 3 workers, 10 iterations
 //       ./distlab lesson 05 --ranks 8 --servers 2   the weights split over 2 servers
@@ -38,14 +38,14 @@
 #include <string>
 #include <vector>
 
+#include "core/base/units.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/reduce.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
-#include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
-#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using namespace distlab::model;
@@ -78,7 +78,8 @@ struct Setup {
 
 // What rank 0 saw: each iteration's exchange steps (for the byte counts) and losses.
 struct Outcome {
-  std::vector<std::pair<int, int>> exchange;  // [first, last] step ids of pull + push, or of the all-reduce
+  std::vector<std::pair<int, int>>
+      exchange;  // [first, last] step ids of pull + push, or of the all-reduce
   std::vector<double> losses, reference_losses;
   double max_error = 0;  // rank 0's weights against the reference, max |error|
 };
@@ -89,7 +90,9 @@ struct Outcome {
 // element near zero has a relative error far above 2^-24, which Adam's normalisation turns
 // into a full-size update error of up to lr, so Adam's bound is looser. The bounds are about
 // 100x the errors measured for the lesson's defaults (the README has the figures).
-double tolerance_for(const OptimizerConfig& opt) { return opt.kind == OptimizerKind::sgd ? 2e-5 : 1e-4; }
+double tolerance_for(const OptimizerConfig& opt) {
+  return opt.kind == OptimizerKind::sgd ? 2e-5 : 1e-4;
+}
 // A loss is one float32 sum over the batch: relative error about 2^-24 x the terms, far below this.
 constexpr double kLossTolerance = 1e-5;
 
@@ -139,7 +142,8 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   Buffer<float> params = comm.alloc<float>(mine, Category::params);
   Buffer<float> grads = comm.alloc<float>(mine, Category::grads);
   std::optional<Optimizer> optimizer;
-  if (server || s.mode == TrainMode::allreduce) optimizer.emplace(comm.ledger(), comm.device(), mine, s.optimizer);
+  if (server || s.mode == TrainMode::allreduce)
+    optimizer.emplace(comm.ledger(), comm.device(), mine, s.optimizer);
   std::vector<Buffer<float>> incoming;  // a server's receive buffers, one per worker
   if (server)
     for (int w = 0; w < W; ++w) incoming.push_back(comm.scratch<float>(mine));
@@ -153,8 +157,11 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
 
   // The starting weights: each server sets its shard; with no server, rank 0 sets them and
   // replicates them once (a broadcast) — the only time all-reduce training sends weights.
-  const auto shard_of = [&](int srv) { return View<const float>{initial.data() + shards.begin(srv), shards.size(srv)}; };
-  if (server) from_host(params.view(), std::vector<float>(shard_of(me).ptr, shard_of(me).ptr + mine));
+  const auto shard_of = [&](int srv) {
+    return View<const float>{initial.data() + shards.begin(srv), shards.size(srv)};
+  };
+  if (server)
+    from_host(params.view(), std::vector<float>(shard_of(me).ptr, shard_of(me).ptr + mine));
   if (s.mode == TrainMode::allreduce) {
     auto phase = comm.phase("1 replicate (once)");
     if (me == 0) from_host(params.view(), initial);
@@ -169,16 +176,19 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     std::vector<Request> requests;
     if (server)
       for (int w = s.servers; w < n; ++w)
-        requests.push_back(comm.isend(View<const float>(params.view()), w, kTagPull,
-                                      coll::meta(step, "params", me, me + 1, Apply::copy, coll::all_ranks(n))));
+        requests.push_back(
+            comm.isend(View<const float>(params.view()), w, kTagPull,
+                       coll::meta(step, "params", me, me + 1, Apply::copy, coll::all_ranks(n))));
     else
       for (int srv = 0; srv < s.servers; ++srv)
-        requests.push_back(comm.irecv(params.view().sub(shards.begin(srv), shards.size(srv)), srv, kTagPull,
-                                      coll::meta(step, "params", srv, srv + 1, Apply::copy, coll::all_ranks(n))));
+        requests.push_back(
+            comm.irecv(params.view().sub(shards.begin(srv), shards.size(srv)), srv, kTagPull,
+                       coll::meta(step, "params", srv, srv + 1, Apply::copy, coll::all_ranks(n))));
     comm.wait_all(requests);
   };
 
-  Buffer<float> loss_sum = comm.alloc<float>(me == 0 ? 1 : 0, Category::data);  // rank 0: the iteration's loss
+  Buffer<float> loss_sum =
+      comm.alloc<float>(me == 0 ? 1 : 0, Category::data);  // rank 0: the iteration's loss
   for (int k = 0; k < s.steps; ++k) {
     int first = 0, last = 0;  // this iteration's exchange steps
     if (s.mode == TrainMode::ps) {
@@ -223,9 +233,10 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
         }
       } else {
         for (int srv = 0; srv < s.servers; ++srv)
-          requests.push_back(comm.isend(View<const float>(grads.view().sub(shards.begin(srv), shards.size(srv))), srv,
-                                        kTagPush,
-                                        coll::meta(push_step, "grads", srv, srv + 1, Apply::reduce, coll::rank_bit(me))));
+          requests.push_back(comm.isend(
+              View<const float>(grads.view().sub(shards.begin(srv), shards.size(srv))), srv,
+              kTagPush,
+              coll::meta(push_step, "grads", srv, srv + 1, Apply::reduce, coll::rank_bit(me))));
         comm.wait_all(requests);
       }
     } else {
@@ -250,14 +261,16 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
       comm.mark_step(loss_step);
       if (me == 0)
         for (int w = s.servers; w < n; ++w) {
-          comm.recv(loss.view(), w, kTagLoss, coll::meta(loss_step, "loss", 0, 1, Apply::reduce, coll::rank_bit(w)));
+          comm.recv(loss.view(), w, kTagLoss,
+                    coll::meta(loss_step, "loss", 0, 1, Apply::reduce, coll::rank_bit(w)));
           total += double(to_host(View<const float>(loss.view()))[0]);
         }
       else if (worker)
         comm.send(View<const float>(loss.view()), 0, kTagLoss,
                   coll::meta(loss_step, "loss", 0, 1, Apply::reduce, coll::rank_bit(me)));
     } else {
-      coll::reduce(comm, View<const float>(loss.view()), me == 0 ? loss_sum.view() : loss.view(), 0, "loss");
+      coll::reduce(comm, View<const float>(loss.view()), me == 0 ? loss_sum.view() : loss.view(), 0,
+                   "loss");
       if (me == 0) total = double(to_host(View<const float>(loss_sum.view()))[0]);
     }
     if (me == 0) {
@@ -269,14 +282,14 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     }
   }
 
-
   // The final weights: a last pull gives every worker the servers' result (no server: every
   // rank has it already). Each rank checks what it holds against the reference.
   if (s.mode == TrainMode::ps) pull(comm.next_steps(1));
 
   // The reference: the same model trained on the whole batches on one device, in float64
   // (after the training, so that it does not sit in the training's timeline).
-  const ReferenceRun ref = reference_train(s.shape, teacher, initial, s.batch, s.steps, s.optimizer);
+  const ReferenceRun ref =
+      reference_train(s.shape, teacher, initial, s.batch, s.steps, s.optimizer);
   const std::size_t begin = server ? shards.begin(me) : 0;
   const Eigen::VectorXd want = ref.params.segment(Eigen::Index(begin), Eigen::Index(mine));
   if (comm.inject_fault()) inject_fault_into(params.view());
@@ -289,10 +302,13 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     outcome->reference_losses = ref.losses;
     bool losses_ok = true;
     for (int k = 0; k < s.steps; ++k)
-      losses_ok = losses_ok && std::fabs(outcome->losses[std::size_t(k)] - ref.losses[std::size_t(k)]) <=
-                                   kLossTolerance * std::fabs(ref.losses[std::size_t(k)]);
-    comm.check(fmt::format("every iteration's loss equals the reference's (relative error <= {:.0e})", kLossTolerance),
-               losses_ok);
+      losses_ok =
+          losses_ok && std::fabs(outcome->losses[std::size_t(k)] - ref.losses[std::size_t(k)]) <=
+                           kLossTolerance * std::fabs(ref.losses[std::size_t(k)]);
+    comm.check(
+        fmt::format("every iteration's loss equals the reference's (relative error <= {:.0e})",
+                    kLossTolerance),
+        losses_ok);
   }
 }
 
@@ -304,7 +320,8 @@ RankTraffic measured(const RunResult& r, const Outcome& o, std::size_t k, int ra
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"05", "parameter_server", "data-parallel training with a parameter server, and with all-reduce", 4, 64});
+  Lesson lesson({"05", "parameter_server",
+                 "data-parallel training with a parameter server, and with all-reduce", 4, 64});
   lesson.set_text(
       "Data parallelism: every worker holds the model and computes gradients on its share of "
       "each batch. With a parameter server the server pulls the weights out to every worker "
@@ -319,23 +336,33 @@ int main(int argc, char** argv) {
   float lr = 0;
   lesson.describe_size("units per hidden layer of the model");
   auto& app = lesson.app();
-  app.add_option("--mode", mode_text, "ps: servers and workers; allreduce: no server, ring all-reduce of the gradients")
+  app.add_option("--mode", mode_text,
+                 "ps: servers and workers; allreduce: no server, ring all-reduce of the gradients")
       ->check(CLI::IsMember({"ps", "allreduce"}))
       ->capture_default_str();
   app.add_option("--servers", servers, "ps: ranks 0..K-1 serve, each holding 1/K of the weights")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--steps", steps, "training iterations")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--steps", steps, "training iterations")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app.add_option("--batch", batch, "samples per iteration, split over the workers")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
   app.add_option("--layers", layers, "hidden layers of --size units each")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
-  app.add_option("--inputs", inputs, "the model's input size")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))->capture_default_str();
-  app.add_option("--outputs", outputs, "the model's output size")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))->capture_default_str();
-  app.add_option("--optimizer", optimizer_text, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
-  app.add_option("--lr", lr, "learning rate (default: 1 for sgd, 0.01 for adam)")->check(CLI::PositiveNumber);
+  app.add_option("--inputs", inputs, "the model's input size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--outputs", outputs, "the model's output size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  app.add_option("--optimizer", optimizer_text, "sgd or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  app.add_option("--lr", lr, "learning rate (default: 1 for sgd, 0.01 for adam)")
+      ->check(CLI::PositiveNumber);
 
   Setup setup;
   Outcome outcome;
@@ -353,32 +380,41 @@ int main(int argc, char** argv) {
     setup.optimizer.kind = parse_optimizer(optimizer_text);
     setup.optimizer.lr = lr > 0 ? lr : setup.optimizer.kind == OptimizerKind::sgd ? 1.0f : 0.01f;
     setup.tolerance = tolerance_for(setup.optimizer);
-    if (opt.size > (1u << 16)) throw UsageError(fmt::format("--size {} hidden units is more than this lesson trains (65536)", opt.size));
+    if (opt.size > (1u << 16))
+      throw UsageError(
+          fmt::format("--size {} hidden units is more than this lesson trains (65536)", opt.size));
     if (setup.mode == TrainMode::ps && w.size < servers + 1)
-      throw UsageError(fmt::format("--mode ps needs at least one worker besides the {} server{}: run {} ranks or more",
-                                   servers, servers == 1 ? "" : "s", servers + 1));
+      throw UsageError(fmt::format(
+          "--mode ps needs at least one worker besides the {} server{}: run {} ranks or more",
+          servers, servers == 1 ? "" : "s", servers + 1));
     if (setup.mode == TrainMode::allreduce && servers != 1)
       throw UsageError("--servers is for --mode ps; --mode allreduce has no server");
     if (setup.mode == TrainMode::ps && std::size_t(servers) > setup.shape.params())
-      throw UsageError(fmt::format("--servers {}: more servers than the model's {} parameters", servers, setup.shape.params()));
+      throw UsageError(fmt::format("--servers {}: more servers than the model's {} parameters",
+                                   servers, setup.shape.params()));
     if (batch < std::size_t(setup.workers(w.size)))
-      throw UsageError(fmt::format("--batch {} gives some of the {} workers no sample: use --batch {} or more", batch,
-                                   setup.workers(w.size), setup.workers(w.size)));
-    lesson.set_algorithm(setup.mode == TrainMode::ps ? fmt::format("parameter server ({} server{})", servers, servers == 1 ? "" : "s")
+      throw UsageError(
+          fmt::format("--batch {} gives some of the {} workers no sample: use --batch {} or more",
+                      batch, setup.workers(w.size), setup.workers(w.size)));
+    lesson.set_algorithm(setup.mode == TrainMode::ps ? fmt::format("parameter server ({} server{})",
+                                                                   servers, servers == 1 ? "" : "s")
                                                      : "all-reduce (ring_chunked)");
   });
 
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t S = setup.shape.params() * sizeof(float);
-    fmt::print("\nmodel {}, S = {} of weights; global batch {} over {} worker{}; {} x {}\n", setup.shape.describe(),
-               format_bytes(double(S)), setup.batch, setup.workers(n), setup.workers(n) == 1 ? "" : "s", setup.steps,
-               to_string(setup.optimizer.kind));
+    fmt::print("\nmodel {}, S = {} of weights; global batch {} over {} worker{}; {} x {}\n",
+               setup.shape.describe(), format_bytes(double(S)), setup.batch, setup.workers(n),
+               setup.workers(n) == 1 ? "" : "s", setup.steps, to_string(setup.optimizer.kind));
     fmt::print("\n  {:>4}  {:>14}  {:>14}\n", "iter", "loss", "reference");
     for (std::size_t k = 0; k < outcome.losses.size(); ++k)
-      fmt::print("  {:>4}  {:>14.8f}  {:>14.8f}\n", k + 1, outcome.losses[k], outcome.reference_losses[k]);
-    fmt::print("  final weights: max |error| against the float64 reference {:.3g} (tolerance {:.0e} x (1 + |w|))\n",
-               outcome.max_error, setup.tolerance);
+      fmt::print("  {:>4}  {:>14.8f}  {:>14.8f}\n", k + 1, outcome.losses[k],
+                 outcome.reference_losses[k]);
+    fmt::print(
+        "  final weights: max |error| against the float64 reference {:.3g} (tolerance {:.0e} x (1 "
+        "+ |w|))\n",
+        outcome.max_error, setup.tolerance);
 
     // This run's bytes, every iteration, every rank, against the formulas.
     bool exact = true;
@@ -389,20 +425,27 @@ int main(int argc, char** argv) {
         exact = exact && got.bytes_sent == want.sent && got.bytes_recv == want.recv;
       }
     r.check("every rank's bytes of every iteration equal the formula", exact);
-    fmt::print("\nbytes per iteration on {} ranks (the weights' pull and the gradients' push, or the all-reduce):\n", n);
-    fmt::print("  {:>4}  {:<8}  {:>12}  {:>12}  {:>12}  {}\n", "rank", "role", "sent", "received", "formula", "");
+    fmt::print(
+        "\nbytes per iteration on {} ranks (the weights' pull and the gradients' push, or the "
+        "all-reduce):\n",
+        n);
+    fmt::print("  {:>4}  {:<8}  {:>12}  {:>12}  {:>12}  {}\n", "rank", "role", "sent", "received",
+               "formula", "");
     for (int rank = 0; rank < n && !outcome.exchange.empty(); ++rank) {
       const RankTraffic got = measured(r, outcome, 0, rank);
       const RoleBytes want = formula_bytes(setup, rank, n);
       fmt::print("  {:>4}  {:<8}  {:>12}  {:>12}  {:>12}  {}\n", fmt::format("r{}", rank),
                  setup.is_server(rank) ? "server" : "worker", format_bytes(double(got.bytes_sent)),
-                 format_bytes(double(got.bytes_recv)), format_bytes(double(want.sent)), formula_text(setup, rank));
+                 format_bytes(double(got.bytes_recv)), format_bytes(double(want.sent)),
+                 formula_text(setup, rank));
     }
 
     // The same counts for N = 2, 4, 8: short in-process runs of this setup on the CPU, each
     // verified like this one. Columns: received / sent, measured then by formula.
     const bool ps = setup.mode == TrainMode::ps;
-    fmt::print("\nbytes per iteration as N grows (in-process runs of 1 iteration, counted from their traces; in / out):\n");
+    fmt::print(
+        "\nbytes per iteration as N grows (in-process runs of 1 iteration, counted from their "
+        "traces; in / out):\n");
     fmt::print("  {:>3}  {:>24}  {:>24}  {:>24}  {:>24}\n", "N", ps ? "server r0" : "r0", "formula",
                ps ? "a worker" : "busiest rank", "formula");
     const auto in_out = [](std::uint64_t in, std::uint64_t out) {
@@ -419,7 +462,8 @@ int main(int argc, char** argv) {
       for (const auto& log : run.logs)
         for (const auto& c : log.checks) run_ok = run_ok && c.ok;
       r.check(fmt::format("N = {}: the one-iteration run verifies", N), run_ok);
-      // Rank 0, and a worker (ps) or the rank that moves the most (all-reduce: chunks differ by one).
+      // Rank 0, and a worker (ps) or the rank that moves the most (all-reduce: chunks differ by
+      // one).
       int other = N - 1;
       if (!ps)
         for (int k = 0; k < N; ++k)
@@ -430,15 +474,19 @@ int main(int argc, char** argv) {
         const RankTraffic got = measured(run, o, 0, rank);
         const RoleBytes want = formula_bytes(one, rank, N);
         ok = ok && got.bytes_recv == want.recv && got.bytes_sent == want.sent;
-        line += fmt::format("  {:>24}  {:>24}", in_out(got.bytes_recv, got.bytes_sent), in_out(want.recv, want.sent));
+        line += fmt::format("  {:>24}  {:>24}", in_out(got.bytes_recv, got.bytes_sent),
+                            in_out(want.recv, want.sent));
       }
       r.check(fmt::format("N = {}: r0's and r{}'s bytes equal the formulas", N, other), ok);
       fmt::print("{}\n", line);
     }
     if (setup.mode == TrainMode::ps)
-      fmt::print("  the server's traffic grows with N (2(N-K)S/K), a worker's stays 2S: the server is the bottleneck\n");
+      fmt::print(
+          "  the server's traffic grows with N (2(N-K)S/K), a worker's stays 2S: the server is the "
+          "bottleneck\n");
     else
-      fmt::print("  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
+      fmt::print(
+          "  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
   });
 
   // Memory: per rank about 100 B per parameter: its training replica and optimizer state
@@ -451,11 +499,14 @@ int main(int argc, char** argv) {
   lesson.needs_memory([&](const World& w) {
     std::size_t units = 0;
     for (std::size_t d : setup.shape.dims) units += d;
-    const double per_rank = 112.0 * double(setup.shape.params()) + 32.0 * double(setup.batch) * double(units);
-    // In-process, the report's ranks follow the run's; under mpirun, rank 0's process adds 8 to its own.
+    const double per_rank =
+        112.0 * double(setup.shape.params()) + 32.0 * double(setup.batch) * double(units);
+    // In-process, the report's ranks follow the run's; under mpirun, rank 0's process adds 8 to its
+    // own.
     const int more = w.mode == Mode::threads ? std::max(0, 8 - w.size) : 7;
     return MemoryNeed{per_rank, per_rank * more};
   });
 
-  return lesson.run(argc, argv, [&](Comm& comm) { train(comm, setup, comm.rank() == 0 ? &outcome : nullptr); });
+  return lesson.run(argc, argv,
+                    [&](Comm& comm) { train(comm, setup, comm.rank() == 0 ? &outcome : nullptr); });
 }

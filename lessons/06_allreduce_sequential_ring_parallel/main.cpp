@@ -28,9 +28,9 @@
 //                                                  ring, ring_chunked; library under mpirun)
 //       ./distlab lesson 06 --ranks 16             16 ranks (the scaling table measures N = 2 .. 16 anyway)
 //       ./distlab lesson 06 --mpi 4                one process per rank; also MPI_Allreduce
-#include <Eigen/Core>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <bit>
@@ -41,17 +41,17 @@
 #include <string>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
+#include "core/base/json.hpp"
+#include "core/base/units.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
-#include "core/base/json.hpp"
-#include "core/collectives/baseline.hpp"
-#include "lessons/common/all_reduce_study.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/runtime/trace_counts.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
+#include "lessons/common/all_reduce_study.hpp"
 
 using namespace distlab;
 using coll::AllReduceAlgo;
@@ -60,14 +60,15 @@ namespace {
 
 // The algorithms this lesson runs, in the order they run (library: under mpirun only; see
 // add_study_options).
-const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,
-                                           AllReduceAlgo::parallel, AllReduceAlgo::ring,
-                                           AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
+const std::vector<AllReduceAlgo> kAlgos = {
+    AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,
+    AllReduceAlgo::parallel,         AllReduceAlgo::ring,
+    AllReduceAlgo::ring_chunked,     AllReduceAlgo::library};
 
 // --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
 
 struct Traffic {
-  std::uint64_t sent = 0, recv = 0;     // elements
+  std::uint64_t sent = 0, recv = 0;  // elements
   std::uint64_t msgs_sent = 0, msgs_recv = 0;
 };
 
@@ -78,7 +79,8 @@ Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
   switch (a) {
     case AllReduceAlgo::reduce_broadcast:  // r0 receives N-1 buffers, then sends N-1 sums
       return k == 0 ? Traffic{m * L, m * L, m, m} : Traffic{L, L, 1, 1};
-    case AllReduceAlgo::sequential:  // N-1 copies of my buffer in my round; one from each other rank
+    case AllReduceAlgo::sequential:  // N-1 copies of my buffer in my round; one from each other
+                                     // rank
     case AllReduceAlgo::parallel:    // the same messages, all at once
     case AllReduceAlgo::ring:        // one whole buffer each way per step
       return {m * L, m * L, m, m};
@@ -86,19 +88,26 @@ Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
       const coll::RingChunkedTraffic t = coll::ring_chunked_traffic(k, n, L);
       return {t.sent, t.recv, 2 * m, 2 * m};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
 int formula_steps(AllReduceAlgo a, int n) {
   if (n == 1) return 0;  // nothing to exchange
   switch (a) {
-    case AllReduceAlgo::reduce_broadcast: return 2 * (n - 1);
-    case AllReduceAlgo::sequential: return n;
-    case AllReduceAlgo::parallel: return 1;
-    case AllReduceAlgo::ring: return n - 1;
-    case AllReduceAlgo::ring_chunked: return 2 * (n - 1);
-    default: return 0;
+    case AllReduceAlgo::reduce_broadcast:
+      return 2 * (n - 1);
+    case AllReduceAlgo::sequential:
+      return n;
+    case AllReduceAlgo::parallel:
+      return 1;
+    case AllReduceAlgo::ring:
+      return n - 1;
+    case AllReduceAlgo::ring_chunked:
+      return 2 * (n - 1);
+    default:
+      return 0;
   }
 }
 
@@ -110,12 +119,18 @@ StepPeak formula_step_peak(AllReduceAlgo a, int n, std::uint64_t L) {
   if (n == 1) return {};
   const std::uint64_t m = std::uint64_t(n - 1);
   switch (a) {
-    case AllReduceAlgo::reduce_broadcast: return {L, L};           // one message per step
-    case AllReduceAlgo::sequential: return {m * L, m * L};         // the round's speaker, alone
-    case AllReduceAlgo::parallel: return {m * L, n * m * L};       // everybody, everything
-    case AllReduceAlgo::ring: return {L, n * L};                   // every link one buffer
-    case AllReduceAlgo::ring_chunked: return {Partition{L, n}.size(0), L};  // every link one chunk
-    default: return {};
+    case AllReduceAlgo::reduce_broadcast:
+      return {L, L};  // one message per step
+    case AllReduceAlgo::sequential:
+      return {m * L, m * L};  // the round's speaker, alone
+    case AllReduceAlgo::parallel:
+      return {m * L, n * m * L};  // everybody, everything
+    case AllReduceAlgo::ring:
+      return {L, n * L};  // every link one buffer
+    case AllReduceAlgo::ring_chunked:
+      return {Partition{L, n}.size(0), L};  // every link one chunk
+    default:
+      return {};
   }
 }
 
@@ -131,33 +146,47 @@ struct Symbols {
 };
 Symbols symbols(AllReduceAlgo a) {
   switch (a) {
-    case AllReduceAlgo::reduce_broadcast: return {"2(N-1)", "(N-1)S", "2(N-1)S", "S", "S", "1", "N-1"};
-    case AllReduceAlgo::sequential: return {"N", "(N-1)S", "N(N-1)S", "(N-1)S", "(N-1)S", "1", "N-1"};
-    case AllReduceAlgo::parallel: return {"1", "(N-1)S", "N(N-1)S", "(N-1)S", "N(N-1)S", "N-1", "N-1"};
-    case AllReduceAlgo::ring: return {"N-1", "(N-1)S", "N(N-1)S", "S", "NS", "1", "N-1"};
-    case AllReduceAlgo::ring_chunked: return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "S/N", "S", "1", "2(N-1)"};
-    default: return {"-", "-", "-", "-", "-", "-", "-"};
+    case AllReduceAlgo::reduce_broadcast:
+      return {"2(N-1)", "(N-1)S", "2(N-1)S", "S", "S", "1", "N-1"};
+    case AllReduceAlgo::sequential:
+      return {"N", "(N-1)S", "N(N-1)S", "(N-1)S", "(N-1)S", "1", "N-1"};
+    case AllReduceAlgo::parallel:
+      return {"1", "(N-1)S", "N(N-1)S", "(N-1)S", "N(N-1)S", "N-1", "N-1"};
+    case AllReduceAlgo::ring:
+      return {"N-1", "(N-1)S", "N(N-1)S", "S", "NS", "1", "N-1"};
+    case AllReduceAlgo::ring_chunked:
+      return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "S/N", "S", "1", "2(N-1)"};
+    default:
+      return {"-", "-", "-", "-", "-", "-", "-"};
   }
 }
 // How each column grows with N (steps, one rank, all links, one step: one rank, all links).
 std::vector<const char*> growth(AllReduceAlgo a) {
   switch (a) {
-    case AllReduceAlgo::reduce_broadcast: return {"O(N)", "O(N)", "O(N)", "O(1)", "O(1)"};
-    case AllReduceAlgo::sequential: return {"O(N)", "O(N)", "O(N^2)", "O(N)", "O(N)"};
-    case AllReduceAlgo::parallel: return {"O(1)", "O(N)", "O(N^2)", "O(N)", "O(N^2)"};
-    case AllReduceAlgo::ring: return {"O(N)", "O(N)", "O(N^2)", "O(1)", "O(N)"};
-    case AllReduceAlgo::ring_chunked: return {"O(N)", "O(1)", "O(N)", "O(1/N)", "O(1)"};
-    default: return {"", "", "", "", ""};
+    case AllReduceAlgo::reduce_broadcast:
+      return {"O(N)", "O(N)", "O(N)", "O(1)", "O(1)"};
+    case AllReduceAlgo::sequential:
+      return {"O(N)", "O(N)", "O(N^2)", "O(N)", "O(N)"};
+    case AllReduceAlgo::parallel:
+      return {"O(1)", "O(N)", "O(N^2)", "O(N)", "O(N^2)"};
+    case AllReduceAlgo::ring:
+      return {"O(N)", "O(N)", "O(N^2)", "O(1)", "O(N)"};
+    case AllReduceAlgo::ring_chunked:
+      return {"O(N)", "O(1)", "O(N)", "O(1/N)", "O(1)"};
+    default:
+      return {"", "", "", "", ""};
   }
 }
 
-std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
-
+std::string in_s(double x) {
+  return x == 0 ? "0" : fmt::format("{:.4g} S", x);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"06", "allreduce_sequential_ring_parallel", "all-reduce: sequential, parallel and ring", 4, 1 << 20});
+  Lesson lesson({"06", "allreduce_sequential_ring_parallel",
+                 "all-reduce: sequential, parallel and ring", 4, 1 << 20});
   lesson.set_text(
       "All-reduce without a centre: sequential (N rounds, one rank broadcasts its buffer per "
       "round), parallel (one step, everyone sends everything to everyone, O(N^2) traffic), ring "
@@ -208,8 +237,9 @@ int main(int argc, char** argv) {
       StepCounts& m = meas[j];
       m = count_steps(r, first, last, name);
       const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
-      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}", predictions.empty() ? "" : ",",
-                                 json_string(name), json_number(predicted), json_number(m.seconds));
+      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
+                                 predictions.empty() ? "" : ",", json_string(name),
+                                 json_number(predicted), json_number(m.seconds));
       if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
       r.check(fmt::format("{}: steps = {} = {}", name, symbols(a).steps, formula_steps(a, n)),
               m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
@@ -218,12 +248,12 @@ int main(int argc, char** argv) {
         const RankTraffic& got = m.ranks[std::size_t(k)];
         r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
                 got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent, got.msgs_sent, want.sent * e,
-                            want.msgs_sent));
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent,
+                            got.msgs_sent, want.sent * e, want.msgs_sent));
         r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
                 got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv, got.msgs_recv, want.recv * e,
-                            want.msgs_recv));
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv,
+                            got.msgs_recv, want.recv * e, want.msgs_recv));
       }
       std::uint64_t links = 0;
       for (int k = 0; k < n; ++k) links += formula_rank(a, k, n, L).sent * e;
@@ -231,61 +261,80 @@ int main(int argc, char** argv) {
               fmt::format("{} B, formula {} B", m.all_links, links));
       const StepPeak peak = formula_step_peak(a, n, L);
       r.check(fmt::format("{}: in one step one rank sends at most {}", name, symbols(a).step_rank),
-              m.peak.rank == peak.rank * e, fmt::format("{} B, formula {} B", m.peak.rank, peak.rank * e));
-      r.check(fmt::format("{}: in one step all links carry at most {}", name, symbols(a).step_links),
-              m.peak.all == peak.all * e, fmt::format("{} B, formula {} B", m.peak.all, peak.all * e));
+              m.peak.rank == peak.rank * e,
+              fmt::format("{} B, formula {} B", m.peak.rank, peak.rank * e));
+      r.check(
+          fmt::format("{}: in one step all links carry at most {}", name, symbols(a).step_links),
+          m.peak.all == peak.all * e, fmt::format("{} B, formula {} B", m.peak.all, peak.all * e));
       // Sends in flight. MPI's requests stay open until waited on, so parallel shows all N-1. An
       // in-process send whose receive is already posted is copied at once and is over before
       // the next one is posted, so in thread mode parallel shows between 1 and N-1.
       const int flight = formula_in_flight(a, n);
       const bool eager = r.world.mode == Mode::threads && flight > 1;
-      r.check(fmt::format("{}: sends in flight per rank {} {}", name, eager ? "<=" : "=", symbols(a).in_flight),
+      r.check(fmt::format("{}: sends in flight per rank {} {}", name, eager ? "<=" : "=",
+                          symbols(a).in_flight),
               eager ? m.in_flight >= 1 && m.in_flight <= flight : m.in_flight == flight,
               fmt::format("measured {}, formula {}", m.in_flight, flight));
     }
-    lesson.set_cost_model(fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
-                                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
-                                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
-                                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
-                                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+    lesson.set_cost_model(
+        fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
+                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
+                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
+                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
+                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
 
     // The summary: measured counts (each checked against the formula below it), time and model.
     const auto row = [](auto... cells) {
-      std::string line = fmt::format("  {:<16}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>5}  {:>10}  {:>10}", cells...);
+      std::string line = fmt::format(
+          "  {:<16}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>5}  {:>10}  {:>10}",
+          cells...);
       fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
     };
-    fmt::print("\nsummary (S = {}; bytes sent; one step = the busiest step; time = the slowest rank):\n",
-               format_bytes(double(S)));
-    row("algorithm", "steps", "one rank", "all links", "step: rank", "step: all", "msgs", "fly", "measured",
-        "predicted");
+    fmt::print(
+        "\nsummary (S = {}; bytes sent; one step = the busiest step; time = the slowest rank):\n",
+        format_bytes(double(S)));
+    row("algorithm", "steps", "one rank", "all links", "step: rank", "step: all", "msgs", "fly",
+        "measured", "predicted");
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const StepCounts& m = meas[j];
       const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
       if (a == AllReduceAlgo::library) {
-        row(coll::to_string(a), "-", "-", "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
+        row(coll::to_string(a), "-", "-", "-", "-", "-", "-", "-", format_seconds(m.seconds),
+            predicted);
         continue;
       }
       const auto b = [](std::uint64_t x) { return format_bytes(double(x)); };
-      row(coll::to_string(a), m.steps, b(m.max_sent), b(m.all_links), b(m.peak.rank), b(m.peak.all), m.max_msgs,
-          m.in_flight, format_seconds(m.seconds), predicted);
+      row(coll::to_string(a), m.steps, b(m.max_sent), b(m.all_links), b(m.peak.rank), b(m.peak.all),
+          m.max_msgs, m.in_flight, format_seconds(m.seconds), predicted);
     }
-    const bool traced = algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
-    if (traced) fmt::print("formulas (checked on every rank: bytes and messages sent and received):\n");
+    const bool traced =
+        algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
+    if (traced)
+      fmt::print("formulas (checked on every rank: bytes and messages sent and received):\n");
     for (AllReduceAlgo a : algos) {
       if (a == AllReduceAlgo::library) continue;
       const Symbols s = symbols(a);
-      row(coll::to_string(a), s.steps, s.rank, s.links, s.step_rank, s.step_links, s.msgs, s.in_flight, "", "");
+      row(coll::to_string(a), s.steps, s.rank, s.links, s.step_rank, s.step_links, s.msgs,
+          s.in_flight, "", "");
     }
-    if (traced) fmt::print("  msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
-    fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from {}\n",
-               format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+    if (traced)
+      fmt::print(
+          "  msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
+    fmt::print(
+        "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
+        "{}\n",
+        format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
     if (cp.sharing > 1)
-      fmt::print("  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by {:.1f}\n",
-                 cp.sharing, cp.sharing);
+      fmt::print(
+          "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
+          "{:.1f}\n",
+          cp.sharing, cp.sharing);
     if (r.world.mode == Mode::threads && n > 1)
-      fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
-                 "  scheduler too; compare the algorithms by steps and bytes first\n");
+      fmt::print(
+          "  in-process ranks share this machine's cores: with more ranks than cores the times "
+          "measure the\n"
+          "  scheduler too; compare the algorithms by steps and bytes first\n");
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 8, 16 ranks (N elements each, so every chunk is one element and S/N is exact);
@@ -294,9 +343,13 @@ int main(int argc, char** argv) {
     if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
       ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
     if (!traced) return;
-    fmt::print("\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row checked "
-               "against its formula):\n");
-    fmt::print("  steps ~ time; step: rank and step: all ~ bandwidth (what one rank, and all links, carry at once)\n");
+    fmt::print(
+        "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
+        "checked "
+        "against its formula):\n");
+    fmt::print(
+        "  steps ~ time; step: rank and step: all ~ bandwidth (what one rank, and all links, carry "
+        "at once)\n");
     const auto srow = [](auto... cells) {
       fmt::print("  {:<16}  {:>4}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}\n", cells...);
     };
@@ -320,23 +373,30 @@ int main(int argc, char** argv) {
           all += formula_rank(a, q, k, Lk).sent;
         }
         const StepPeak p = formula_step_peak(a, k, Lk);
-        r.check(fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say", coll::to_string(a), k),
-                m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e &&
-                    m.peak.rank == p.rank * e && m.peak.all == p.all * e,
-                fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
-                            formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
+        r.check(
+            fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say",
+                        coll::to_string(a), k),
+            m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e &&
+                m.peak.rank == p.rank * e && m.peak.all == p.all * e,
+            fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
+                        formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
         const double s = double(Lk * e);
         srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), m.steps,
-             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s), in_s(double(m.peak.rank) / s),
-             in_s(double(m.peak.all) / s));
+             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s),
+             in_s(double(m.peak.rank) / s), in_s(double(m.peak.all) / s));
       }
       const auto g = growth(a);
       srow("", "", g[0], g[1], g[2], g[3], g[4]);
     }
     fmt::print("  * = this run's N, which was also measured at full size above\n");
-    fmt::print("  the lecture: sequential time O(N), bandwidth O(N); ring time O(N), peak per rank O(1), total O(N);\n"
-               "  parallel time O(1), per rank O(N), total O(N^2): the steps, step: rank and step: all columns\n");
-    if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
+    fmt::print(
+        "  the lecture: sequential time O(N), bandwidth O(N); ring time O(N), peak per rank O(1), "
+        "total O(N);\n"
+        "  parallel time O(1), per rank O(N), total O(N^2): the steps, step: rank and step: all "
+        "columns\n");
+    if (n == 1)
+      fmt::print(
+          "  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
   });
 
   // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
@@ -345,7 +405,9 @@ int main(int argc, char** argv) {
   // Memory, counted from the buffers below: per rank the input, the result and the
   // algorithms' workspace (4 x 4 B per element at most at once) and the float64 reference
   // (8 B): 32 B per element with allocator slack.
-  lesson.needs_memory([&](const World&) { return MemoryNeed{32.0 * double(lesson.options().size), 0}; });
+  lesson.needs_memory([&](const World&) {
+    return MemoryNeed{32.0 * double(lesson.options().size), 0};
+  });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);

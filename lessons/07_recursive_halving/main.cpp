@@ -29,9 +29,9 @@
 //       ./distlab lesson 07 --algo recursive_halving   one algorithm (recursive_doubling, recursive_halving,
 //                                                  ring_chunked; library under mpirun)
 //       ./distlab lesson 07 --mpi 4                one process per rank; also MPI_Allreduce
-#include <Eigen/Core>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <bit>
@@ -43,18 +43,18 @@
 #include <string>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
+#include "core/base/json.hpp"
+#include "core/base/units.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/collectives/baseline.hpp"
 #include "core/collectives/fold.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
-#include "core/base/json.hpp"
-#include "core/collectives/baseline.hpp"
-#include "lessons/common/all_reduce_study.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/runtime/trace_counts.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
+#include "lessons/common/all_reduce_study.hpp"
 
 using namespace distlab;
 using coll::AllReduceAlgo;
@@ -64,7 +64,8 @@ namespace {
 
 // The algorithms this lesson runs, in the order they run (library: under mpirun only; see
 // add_study_options).
-const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::recursive_doubling, AllReduceAlgo::recursive_halving,
+const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::recursive_doubling,
+                                           AllReduceAlgo::recursive_halving,
                                            AllReduceAlgo::ring_chunked, AllReduceAlgo::library};
 
 bool recursive(AllReduceAlgo a) {
@@ -105,7 +106,9 @@ Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
     const std::uint64_t given = L - part.size(k);
     t = {given + blocks, blocks + given, 2 * lg, 2 * lg};
   }
-  if (k < f.rem) t = {t.sent + L, t.recv + L, t.msgs_sent + 1, t.msgs_recv + 1};  // my folded rank's buffer and sum
+  if (k < f.rem)
+    t = {t.sent + L, t.recv + L, t.msgs_sent + 1,
+         t.msgs_recv + 1};  // my folded rank's buffer and sum
   return t;
 }
 
@@ -113,10 +116,14 @@ int formula_steps(AllReduceAlgo a, int n) {
   if (n == 1) return 0;
   const Fold f(n);
   switch (a) {
-    case AllReduceAlgo::recursive_doubling: return f.log2_p2() + f.extra_steps();
-    case AllReduceAlgo::recursive_halving: return 2 * f.log2_p2() + f.extra_steps();
-    case AllReduceAlgo::ring_chunked: return 2 * (n - 1);
-    default: return 0;
+    case AllReduceAlgo::recursive_doubling:
+      return f.log2_p2() + f.extra_steps();
+    case AllReduceAlgo::recursive_halving:
+      return 2 * f.log2_p2() + f.extra_steps();
+    case AllReduceAlgo::ring_chunked:
+      return 2 * (n - 1);
+    default:
+      return 0;
   }
 }
 
@@ -126,13 +133,14 @@ int formula_partner(AllReduceAlgo a, int n, int i, int me) {
   const Fold f(n);
   const int lg = f.log2_p2(), exchanges = a == AllReduceAlgo::recursive_doubling ? lg : 2 * lg;
   if (f.rem) {
-    if (i == 0) return me >= f.p2 ? me - f.p2 : -1;           // fold in: the extra ranks hand over
+    if (i == 0) return me >= f.p2 ? me - f.p2 : -1;  // fold in: the extra ranks hand over
     if (i == exchanges + 1) return me < f.rem ? me + f.p2 : -1;  // fold out: the partners hand back
     --i;
   }
   if (me >= f.p2) return -1;
   if (a == AllReduceAlgo::recursive_doubling) return me ^ (1 << i);
-  return me ^ (i < lg ? f.p2 >> (i + 1) : 1 << (i - lg));  // halving d = N'/2 .. 1, doubling d = 1 .. N'/2
+  return me ^ (i < lg ? f.p2 >> (i + 1)
+                      : 1 << (i - lg));  // halving d = N'/2 .. 1, doubling d = 1 .. N'/2
 }
 
 // The formulas in symbols (N' = the largest power of two <= N, when N is not one).
@@ -147,18 +155,22 @@ Symbols symbols(AllReduceAlgo a, bool folded) {
     case AllReduceAlgo::recursive_halving:
       return folded ? Symbols{"2lgN'+2", "2(N'-1)S/N'+S", "2(N'-1+r)S", "2lgN'+1"}
                     : Symbols{"2 lg N", "2(N-1)S/N", "2(N-1)S", "2 lg N"};
-    case AllReduceAlgo::ring_chunked: return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "2(N-1)"};
-    default: return {"-", "-", "-", "-"};
+    case AllReduceAlgo::ring_chunked:
+      return {"2(N-1)", "2(N-1)S/N", "2(N-1)S", "2(N-1)"};
+    default:
+      return {"-", "-", "-", "-"};
   }
 }
 
-std::string in_s(double x) { return x == 0 ? "0" : fmt::format("{:.4g} S", x); }
-
+std::string in_s(double x) {
+  return x == 0 ? "0" : fmt::format("{:.4g} S", x);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"07", "recursive_halving", "all-reduce in log2 N steps: recursive doubling and halving", 4, 1 << 20});
+  Lesson lesson({"07", "recursive_halving",
+                 "all-reduce in log2 N steps: recursive doubling and halving", 4, 1 << 20});
   lesson.set_text(
       "Pairing ranks across ever larger distances needs only log2 N steps: recursive doubling "
       "swaps whole buffers with rank ^ 2^k; recursive halving (Rabenseifner) halves the range it "
@@ -198,22 +210,29 @@ int main(int argc, char** argv) {
     if (n == 1) {
       fmt::print("N = 1: nothing to exchange\n");
     } else if (f.rem == 0) {
-      fmt::print("N = {} = 2^{}: a power of two, no fold; partners are rank ^ 2^k\n", n, f.log2_p2());
+      fmt::print("N = {} = 2^{}: a power of two, no fold; partners are rank ^ 2^k\n", n,
+                 f.log2_p2());
     } else {
       std::string in, out, rest;
       for (int x = f.p2; x < n; ++x) {
         in += fmt::format("{}r{} -> r{}", x > f.p2 ? ", " : "", x, x - f.p2);
         out += fmt::format("{}r{} -> r{}", x > f.p2 ? ", " : "", x - f.p2, x);
       }
-      rest = f.rem <= 2 ? fmt::format("r{}{}", f.p2, f.rem == 2 ? fmt::format(" and r{}", n - 1) : "")
-                        : fmt::format("r{} .. r{}", f.p2, n - 1);
-      fmt::print("N = {} is not a power of two: N' = {} ranks run the recursive algorithms, {} fold:\n", n, f.p2,
-                 f.rem);
-      fmt::print("  before (1 step):  {}    each hands its whole buffer to a partner, which adds it in\n", in);
-      fmt::print("  middle:           r0 .. r{} run the algorithm as a world of {}; {} wait{}\n", f.p2 - 1, f.p2,
-                 rest, f.rem == 1 ? "s" : "");
+      rest = f.rem <= 2
+                 ? fmt::format("r{}{}", f.p2, f.rem == 2 ? fmt::format(" and r{}", n - 1) : "")
+                 : fmt::format("r{} .. r{}", f.p2, n - 1);
+      fmt::print(
+          "N = {} is not a power of two: N' = {} ranks run the recursive algorithms, {} fold:\n", n,
+          f.p2, f.rem);
+      fmt::print(
+          "  before (1 step):  {}    each hands its whole buffer to a partner, which adds it in\n",
+          in);
+      fmt::print("  middle:           r0 .. r{} run the algorithm as a world of {}; {} wait{}\n",
+                 f.p2 - 1, f.p2, rest, f.rem == 1 ? "s" : "");
       fmt::print("  after (1 step):   {}    the partners hand the finished sum back\n", out);
-      fmt::print("  cost: 2 more steps; the partners send and receive S more, the folded ranks only S each way\n");
+      fmt::print(
+          "  cost: 2 more steps; the partners send and receive S more, the folded ranks only S "
+          "each way\n");
     }
 
     // The schedule of each recursive algorithm, and its partners checked against rank ^ 2^k.
@@ -227,26 +246,31 @@ int main(int argc, char** argv) {
         for (int d = 1; d < f.p2; d *= 2) up.push_back(d);
         const std::vector<int> down(up.rbegin(), up.rend());
         if (a == AllReduceAlgo::recursive_doubling)
-          fmt::print("\n{}: step k swaps the whole buffer with partner rank ^ 2^k, 2^k = {}\n", name,
-                     fmt::join(up, ", "));
+          fmt::print("\n{}: step k swaps the whole buffer with partner rank ^ 2^k, 2^k = {}\n",
+                     name, fmt::join(up, ", "));
         else
-          fmt::print("\n{}: reduce-scatter, keep half, partner rank ^ d, d = {}; all-gather, swap ranges, d = {}\n",
-                     name, fmt::join(down, ", "), fmt::join(up, ", "));
+          fmt::print(
+              "\n{}: reduce-scatter, keep half, partner rank ^ d, d = {}; all-gather, swap ranges, "
+              "d = {}\n",
+              name, fmt::join(down, ", "), fmt::join(up, ", "));
         print_schedule(only_steps(r, first, last), 8, 64);
       }
       bool partners_ok = true;
       std::string wrong;
       for (const auto& log : r.logs)
         for (const auto& ev : log.spans) {
-          if (ev.kind != SpanEvent::Kind::send || ev.meta.step < first || ev.meta.step > last) continue;
+          if (ev.kind != SpanEvent::Kind::send || ev.meta.step < first || ev.meta.step > last)
+            continue;
           const int want = formula_partner(a, n, ev.meta.step - first, log.rank);
           if (ev.peer != want && partners_ok) {
             partners_ok = false;
-            wrong = fmt::format("step {}: r{} -> r{}, formula r{}", ev.meta.step, log.rank, ev.peer, want);
+            wrong = fmt::format("step {}: r{} -> r{}, formula r{}", ev.meta.step, log.rank, ev.peer,
+                                want);
           }
         }
-      r.check(fmt::format("{}: every message goes to the formula's partner (rank ^ 2^k, the fold)", name), partners_ok,
-              wrong);
+      r.check(fmt::format("{}: every message goes to the formula's partner (rank ^ 2^k, the fold)",
+                          name),
+              partners_ok, wrong);
     }
     print_traffic(r, "traffic per rank, every algorithm together");
 
@@ -264,12 +288,13 @@ int main(int argc, char** argv) {
       StepCounts& m = meas[j];
       m = count_steps(r, first, last, name);
       const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
-      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}", predictions.empty() ? "" : ",",
-                                 json_string(name), json_number(predicted), json_number(m.seconds));
+      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
+                                 predictions.empty() ? "" : ",", json_string(name),
+                                 json_number(predicted), json_number(m.seconds));
       if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
       const Symbols sym = symbols(a, f.rem > 0);
-      r.check(fmt::format("{}: steps = {} = {}", name, sym.steps, formula_steps(a, n)), m.steps == formula_steps(a, n),
-              fmt::format("measured {}", m.steps));
+      r.check(fmt::format("{}: steps = {} = {}", name, sym.steps, formula_steps(a, n)),
+              m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
       std::uint64_t links = 0;
       for (int k = 0; k < n; ++k) {
         const Traffic want = formula_rank(a, k, n, L);
@@ -277,30 +302,33 @@ int main(int argc, char** argv) {
         links += want.sent * e;
         r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
                 got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent, got.msgs_sent, want.sent * e,
-                            want.msgs_sent));
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent,
+                            got.msgs_sent, want.sent * e, want.msgs_sent));
         r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
                 got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv, got.msgs_recv, want.recv * e,
-                            want.msgs_recv));
+                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv,
+                            got.msgs_recv, want.recv * e, want.msgs_recv));
       }
       r.check(fmt::format("{}: all links carry {}", name, sym.links), m.all_links == links,
               fmt::format("{} B, formula {} B", m.all_links, links));
       r.check(fmt::format("{}: one send in flight per rank", name), m.in_flight == (n > 1 ? 1 : 0),
               fmt::format("measured {}", m.in_flight));
     }
-    lesson.set_cost_model(fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
-                                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
-                                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
-                                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
-                                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+    lesson.set_cost_model(
+        fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
+                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
+                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
+                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
+                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
 
     // The summary: measured counts (each checked against the formula below it), time and model.
     const auto row = [](auto... cells) {
-      std::string line = fmt::format("  {:<18}  {:>7}  {:>13}  {:>12}  {:>7}  {:>4}  {:>10}  {:>10}", cells...);
+      std::string line =
+          fmt::format("  {:<18}  {:>7}  {:>13}  {:>12}  {:>7}  {:>4}  {:>10}  {:>10}", cells...);
       fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
     };
-    fmt::print("\nsummary (S = {}; bytes sent; time = the slowest rank):\n", format_bytes(double(S)));
+    fmt::print("\nsummary (S = {}; bytes sent; time = the slowest rank):\n",
+               format_bytes(double(S)));
     row("algorithm", "steps", "one rank", "all links", "msgs", "fly", "measured", "predicted");
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
@@ -310,27 +338,38 @@ int main(int argc, char** argv) {
         row(coll::to_string(a), "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
         continue;
       }
-      row(coll::to_string(a), m.steps, format_bytes(double(m.max_sent)), format_bytes(double(m.all_links)),
-          m.max_msgs, m.in_flight, format_seconds(m.seconds), predicted);
+      row(coll::to_string(a), m.steps, format_bytes(double(m.max_sent)),
+          format_bytes(double(m.all_links)), m.max_msgs, m.in_flight, format_seconds(m.seconds),
+          predicted);
     }
-    const bool traced = algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
-    if (traced) fmt::print("formulas (checked on every rank: bytes and messages sent and received{}):\n",
-               f.rem ? fmt::format("; N' = {}, r = {} folded ranks", f.p2, f.rem) : "");
+    const bool traced =
+        algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
+    if (traced)
+      fmt::print("formulas (checked on every rank: bytes and messages sent and received{}):\n",
+                 f.rem ? fmt::format("; N' = {}, r = {} folded ranks", f.p2, f.rem) : "");
     for (AllReduceAlgo a : algos) {
       if (a == AllReduceAlgo::library) continue;
       const Symbols s = symbols(a, f.rem > 0);
       row(coll::to_string(a), s.steps, s.rank, s.links, s.msgs, "1", "", "");
     }
     if (traced)
-      fmt::print("  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
-    fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from {}\n",
-               format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+      fmt::print(
+          "  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight "
+          "at once\n");
+    fmt::print(
+        "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
+        "{}\n",
+        format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
     if (cp.sharing > 1)
-      fmt::print("  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by {:.1f}\n",
-                 cp.sharing, cp.sharing);
+      fmt::print(
+          "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
+          "{:.1f}\n",
+          cp.sharing, cp.sharing);
     if (r.world.mode == Mode::threads && n > 1)
-      fmt::print("  in-process ranks share this machine's cores: with more ranks than cores the times measure the\n"
-                 "  scheduler too; compare the algorithms by steps and bytes first\n");
+      fmt::print(
+          "  in-process ranks share this machine's cores: with more ranks than cores the times "
+          "measure the\n"
+          "  scheduler too; compare the algorithms by steps and bytes first\n");
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 6, 8, 16 ranks (6 shows the fold's +2), and the counts read off those runs'
@@ -339,16 +378,21 @@ int main(int argc, char** argv) {
     if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
       ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
     if (!traced) return;
-    fmt::print("\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row checked "
-               "against its formula):\n");
-    const auto srow = [](auto... cells) { fmt::print("  {:<18}  {:>4}  {:>7}  {:>6}  {:>10}  {:>10}\n", cells...); };
+    fmt::print(
+        "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
+        "checked "
+        "against its formula):\n");
+    const auto srow = [](auto... cells) {
+      fmt::print("  {:<18}  {:>4}  {:>7}  {:>6}  {:>10}  {:>10}\n", cells...);
+    };
     srow("algorithm", "N", "log2 N", "steps", "one rank", "all links");
     for (AllReduceAlgo a : algos) {
       if (a == AllReduceAlgo::library) continue;
       for (std::size_t i = 0; i < ns.size(); ++i) {
         const int k = ns[i];
         const Fold fk(k);
-        const std::uint64_t Lk = std::uint64_t(k) * std::uint64_t(fk.p2);  // every chunk whole, for N and N'
+        const std::uint64_t Lk =
+            std::uint64_t(k) * std::uint64_t(fk.p2);  // every chunk whole, for N and N'
         const RunResult sub = run_in_process(k, [&](Comm& c) {
           Buffer<float> x = c.alloc<float>(Lk, Category::data);
           fill_input(x.view(), opt.seed, c.rank());
@@ -362,21 +406,30 @@ int main(int argc, char** argv) {
           one = std::max(one, formula_rank(a, q, k, Lk).sent);
           all += formula_rank(a, q, k, Lk).sent;
         }
-        r.check(fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say", coll::to_string(a), k),
-                m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e,
-                fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
-                            formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
-        const std::string lg = fk.rem ? fmt::format("{:.2f}", std::log2(double(k))) : fmt::format("{}", fk.log2_p2());
+        r.check(
+            fmt::format("scaling: {} on {} ranks: steps and bytes as the formulas say",
+                        coll::to_string(a), k),
+            m.steps == formula_steps(a, k) && m.max_sent == one * e && m.all_links == all * e,
+            fmt::format("steps {} (formula {}), one rank {} B ({}), all links {} B ({})", m.steps,
+                        formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
+        const std::string lg =
+            fk.rem ? fmt::format("{:.2f}", std::log2(double(k))) : fmt::format("{}", fk.log2_p2());
         const double s = double(Lk * e);
-        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg, m.steps,
-             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s));
+        srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg,
+             m.steps, in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s));
       }
     }
     fmt::print("  * = this run's N, which was also measured at full size above\n");
-    fmt::print("  N = 8: recursive doubling is done in {} steps (log2 8 = 3), halving in {}, the ring in {}{}\n",
-               formula_steps(AllReduceAlgo::recursive_doubling, 8), formula_steps(AllReduceAlgo::recursive_halving, 8),
-               formula_steps(AllReduceAlgo::ring_chunked, 8), n == 8 ? " (this run: measured and checked)" : "");
-    if (n == 1) fmt::print("  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
+    fmt::print(
+        "  N = 8: recursive doubling is done in {} steps (log2 8 = 3), halving in {}, the ring in "
+        "{}{}\n",
+        formula_steps(AllReduceAlgo::recursive_doubling, 8),
+        formula_steps(AllReduceAlgo::recursive_halving, 8),
+        formula_steps(AllReduceAlgo::ring_chunked, 8),
+        n == 8 ? " (this run: measured and checked)" : "");
+    if (n == 1)
+      fmt::print(
+          "  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
   });
 
   // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
@@ -384,7 +437,9 @@ int main(int argc, char** argv) {
   // lessons/common/all_reduce_study.hpp for the steps.
   // Memory, counted from the buffers below: per rank the input, the result and the halving's
   // workspace (3 x 4 B per element) and the float64 reference (8 B): 20 B, 24 with slack.
-  lesson.needs_memory([&](const World&) { return MemoryNeed{24.0 * double(lesson.options().size), 0}; });
+  lesson.needs_memory([&](const World&) {
+    return MemoryNeed{24.0 * double(lesson.options().size), 0};
+  });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);

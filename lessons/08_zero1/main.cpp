@@ -16,7 +16,8 @@
 //       ./distlab lesson 08 --ranks 64          the lecture's table: 4.2 bytes per parameter
 //       ./distlab lesson 08 --deterministic     gradient sums in rank order: bit for bit as plain DP
 //       ./distlab lesson 08 --mpi 4             one process per rank
-// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks and tables.
+// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks
+// and tables.
 #include "lessons/common/zero_lesson.hpp"
 
 int main(int argc, char** argv) {
@@ -24,10 +25,15 @@ int main(int argc, char** argv) {
   return run_lesson(
       argc, argv, Stage::zero1, "08", "zero1",
       {"ZeRO-1: the optimizer state sharded, 4 + 12/N bytes per parameter",
-       "Mixed-precision Adam needs 16 bytes per parameter on every data-parallel rank; 12 of them are the "
-       "optimizer's f32 master weights, momentum and variance. ZeRO-1 keeps those on one rank each (1/N of "
-       "them per rank): the gradients are reduce-scattered, each rank updates its shard, and the bf16 "
-       "weights are all-gathered. 4 + 12/N bytes per parameter, and the same 2 Psi of communication.",
-       "Memory: the optimizer bar is 1/N of plain data parallel's while params and grads stay whole. "
+       "Mixed-precision Adam needs 16 bytes per parameter on every data-parallel rank; 12 of them "
+       "are the "
+       "optimizer's f32 master weights, momentum and variance. ZeRO-1 keeps those on one rank each "
+       "(1/N of "
+       "them per rank): the gradients are reduce-scattered, each rank updates its shard, and the "
+       "bf16 "
+       "weights are all-gathered. 4 + 12/N bytes per parameter, and the same 2 Psi of "
+       "communication.",
+       "Memory: the optimizer bar is 1/N of plain data parallel's while params and grads stay "
+       "whole. "
        "Timeline: each step ends with a reduce-scatter, Adam on a shard, and an all-gather."});
 }

@@ -17,7 +17,8 @@
 //       ./distlab lesson 09 --ranks 64          the lecture's table: 2.2 bytes per parameter
 //       ./distlab lesson 09 --deterministic     gradient sums in rank order: bit for bit as plain DP
 //       ./distlab lesson 09 --mpi 4             one process per rank
-// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks and tables.
+// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks
+// and tables.
 #include "lessons/common/zero_lesson.hpp"
 
 int main(int argc, char** argv) {
@@ -26,8 +27,10 @@ int main(int argc, char** argv) {
       argc, argv, Stage::zero2, "09", "zero2",
       {"ZeRO-2: gradients sharded too, 2 + 14/N bytes per parameter",
        "ZeRO-2 adds the gradients to what is sharded: during backward each layer's gradient is "
-       "reduce-scattered as soon as it exists, each rank keeps only its 1/N, and the rest is freed. "
+       "reduce-scattered as soon as it exists, each rank keeps only its 1/N, and the rest is "
+       "freed. "
        "2 + 14/N bytes per parameter; communication stays 2 Psi per step.",
-       "Timeline: a reduce-scatter after each layer's backward, from the top layer down. Memory: the "
+       "Timeline: a reduce-scatter after each layer's backward, from the top layer down. Memory: "
+       "the "
        "grads bar is 1/N, with a short peak of one layer's full gradient."});
 }

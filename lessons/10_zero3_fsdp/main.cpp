@@ -14,7 +14,8 @@
 //       ./distlab lesson 10 --ranks 64          the lecture's table: 0.25 bytes per parameter
 //       ./distlab lesson 10 --deterministic     gradient sums in rank order: bit for bit as plain DP
 //       ./distlab lesson 10 --mpi 4             one process per rank
-// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks and tables.
+// core/training/zero.hpp does the training (every stage), lessons/common/zero_lesson.cpp the checks
+// and tables.
 #include "lessons/common/zero_lesson.hpp"
 
 int main(int argc, char** argv) {
@@ -22,10 +23,13 @@ int main(int argc, char** argv) {
   return run_lesson(
       argc, argv, Stage::zero3, "10", "zero3_fsdp",
       {"ZeRO-3 / FSDP: parameters sharded too, 16/N bytes per parameter",
-       "ZeRO-3 (FSDP) shards everything: weights, gradients and optimizer state, 16/N bytes per parameter. "
-       "Before each layer's forward, and again before its backward, the layer's weights are all-gathered "
+       "ZeRO-3 (FSDP) shards everything: weights, gradients and optimizer state, 16/N bytes per "
+       "parameter. "
+       "Before each layer's forward, and again before its backward, the layer's weights are "
+       "all-gathered "
        "and freed after use; gradients are reduce-scattered layer by layer. The price: 3 Psi of "
        "communication per step instead of 2 Psi.",
-       "Timeline: a gather before every layer in both passes, a reduce-scatter after each layer's backward. "
+       "Timeline: a gather before every layer in both passes, a reduce-scatter after each layer's "
+       "backward. "
        "Memory: the params bar rises by one layer and falls back, layer after layer."});
 }

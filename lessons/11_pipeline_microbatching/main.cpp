@@ -14,7 +14,8 @@
 // Smaller micro-batches shrink the bubble but each costs a fixed overhead (a kernel launch, a
 // message), so past some M the time per sample rises again.
 //
-// Compute is the real MLP (core/training/model.hpp) plus a simulated cost per micro-batch and stage,
+// Compute is the real MLP (core/training/model.hpp) plus a simulated cost per micro-batch and
+// stage,
 // --work-us + --sample-us x samples (backward twice that), slept so that ranks sharing a core
 // do not slow each other: the bubble, not the machine, decides the utilisation.
 //
@@ -38,12 +39,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/partition.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
-#include "core/base/partition.hpp"
-#include "core/runtime/runtime.hpp"
-#include "core/base/units.hpp"
-#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using namespace distlab::model;

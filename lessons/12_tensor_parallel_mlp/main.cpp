@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "core/base/units.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
-#include "core/runtime/runtime.hpp"
 #include "core/training/tensor_parallel.hpp"
-#include "core/base/units.hpp"
-#include "core/runtime/verify.hpp"
 
 using namespace distlab;
 using tp::RowMatrix;
@@ -38,10 +38,12 @@ using tp::RowMatrix;
 namespace {
 
 // data.hpp streams of the block's tensors (far from any rank number).
-constexpr int kX = 3'000'001, kA = 3'000'002, kBiasA = 3'000'003, kB = 3'000'004, kBiasB = 3'000'005, kDY = 3'000'006;
+constexpr int kX = 3'000'001, kA = 3'000'002, kBiasA = 3'000'003, kB = 3'000'004,
+              kBiasB = 3'000'005, kDY = 3'000'006;
 
 struct Shape {
-  std::size_t rows = 0, hidden = 0, ffn = 0, part = 0;  // rows = batch x seq; ffn = 4h; part = ffn / N
+  std::size_t rows = 0, hidden = 0, ffn = 0,
+              part = 0;  // rows = batch x seq; ffn = 4h; part = ffn / N
 };
 
 // The unsplit block in float64: output and every gradient, from the same tensors, and for each
@@ -64,15 +66,16 @@ struct Reference {
 constexpr double kEps32 = 0x1p-24;
 constexpr double kBoundFactor = 2;
 constexpr double kGeluSlope = 1.13, kGeluCurve = 0.8;
-Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
-                    const RowMatrix& bias_b, const RowMatrix& dy) {
+Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a,
+                    const RowMatrix& b, const RowMatrix& bias_b, const RowMatrix& dy) {
   Reference out;
   const RowMatrix z = (x * a).rowwise() + bias_a.row(0);
   const RowMatrix h = z.unaryExpr(&model::reference_gelu);
   out.y = (h * b).rowwise() + bias_b.row(0);
   out.db = h.transpose() * dy;
   out.dbias_b = dy.colwise().sum();
-  const RowMatrix dz = (dy * b.transpose()).cwiseProduct(RowMatrix(z.unaryExpr(&model::reference_gelu_grad)));
+  const RowMatrix dz =
+      (dy * b.transpose()).cwiseProduct(RowMatrix(z.unaryExpr(&model::reference_gelu_grad)));
   out.da = x.transpose() * dz;
   out.dbias_a = dz.colwise().sum();
   out.dx = dz * a.transpose();
@@ -80,8 +83,8 @@ Reference reference(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bia
 }
 
 // The magnitudes of the error model above, as a Reference: each element's sum of |terms|.
-Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
-                     const RowMatrix& bias_b, const RowMatrix& dy) {
+Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bias_a,
+                     const RowMatrix& b, const RowMatrix& bias_b, const RowMatrix& dy) {
   const RowMatrix ax = x.cwiseAbs(), aa = a.cwiseAbs(), ab = b.cwiseAbs(), ady = dy.cwiseAbs();
   Reference m;
   const RowMatrix mz = (ax * aa).rowwise() + bias_a.cwiseAbs().row(0);
@@ -89,7 +92,9 @@ Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bi
   m.y = (mh * ab).rowwise() + bias_b.cwiseAbs().row(0);
   m.db = mh.transpose() * ady;
   m.dbias_b = ady.colwise().sum();
-  const RowMatrix mdz = (ady * ab.transpose()).cwiseProduct(RowMatrix((kGeluSlope + kGeluCurve * mz.array()).matrix()));
+  const RowMatrix mdz =
+      (ady * ab.transpose())
+          .cwiseProduct(RowMatrix((kGeluSlope + kGeluCurve * mz.array()).matrix()));
   m.da = ax.transpose() * mdz;
   m.dbias_a = mdz.colwise().sum();
   m.dx = mdz * aa.transpose();
@@ -99,7 +104,8 @@ Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bi
 }  // namespace
 
 int main(int argc, char** argv) {
-  Lesson lesson({"12", "tensor_parallel_mlp", "tensor parallelism of an MLP: A split by columns, B by rows", 4, 1});
+  Lesson lesson({"12", "tensor_parallel_mlp",
+                 "tensor parallelism of an MLP: A split by columns, B by rows", 4, 1});
   lesson.set_text(
       "Megatron-LM's MLP split: A by columns (each rank computes GeLU(X A_i) alone), B by rows "
       "(each rank's H_i B_i is a partial sum of Y). The operator g all-reduces Y in forward; f "
@@ -110,10 +116,13 @@ int main(int argc, char** argv) {
   lesson.describe_size("not used here: the block's sizes are --hidden, --batch and --seq");
   std::size_t hidden = 48, batch = 4, seq = 16;
   auto& app = lesson.app();
-  app.add_option("--hidden", hidden, "h: the block's width (A is h x 4h, B is 4h x h); 4h must divide by the ranks")
+  app.add_option("--hidden", hidden,
+                 "h: the block's width (A is h x 4h, B is 4h x h); 4h must divide by the ranks")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
       ->capture_default_str();
-  app.add_option("--batch", batch, "sequences")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))->capture_default_str();
+  app.add_option("--batch", batch, "sequences")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
+      ->capture_default_str();
   app.add_option("--seq", seq, "tokens per sequence (X has batch x seq rows)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
       ->capture_default_str();
@@ -123,10 +132,12 @@ int main(int argc, char** argv) {
   lesson.on_world([&](const World& w) {
     s = {batch * seq, hidden, 4 * hidden, 4 * hidden / std::size_t(w.size)};
     if (s.ffn % std::size_t(w.size) != 0)
-      throw UsageError(fmt::format("4h = {} columns of A do not split into {} equal parts: use a --hidden whose 4h "
-                                   "divides by {}",
-                                   s.ffn, w.size, w.size));
-    lesson.set_algorithm(fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
+      throw UsageError(fmt::format(
+          "4h = {} columns of A do not split into {} equal parts: use a --hidden whose 4h "
+          "divides by {}",
+          s.ffn, w.size, w.size));
+    lesson.set_algorithm(
+        fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
   });
 
   // Memory: every rank builds the whole block and checks against it, so per rank the unsplit
@@ -137,23 +148,28 @@ int main(int argc, char** argv) {
   lesson.needs_memory([&](const World&) {
     const double T = double(s.rows), h = double(s.hidden), F = double(s.ffn), p = double(s.part);
     const double unsplit = 4 * T * h + 4 * h * F + 3 * T * F;
-    return MemoryNeed{3 * 8 * unsplit + 4 * (2 * T * h + 2 * h * F) + 4 * (5 * T * h + 4 * h * p + 3 * T * p), 0,
-                      "a smaller --hidden, --batch or --seq"};
+    return MemoryNeed{
+        3 * 8 * unsplit + 4 * (2 * T * h + 2 * h * F) + 4 * (5 * T * h + 4 * h * p + 3 * T * p), 0,
+        "a smaller --hidden, --batch or --seq"};
   });
 
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
-    fmt::print("\nY = GeLU(X A + a) B + b with X ({} x {}), A ({} x {}), B ({} x {}), split over {} ranks\n", s.rows,
-               s.hidden, s.hidden, s.ffn, s.ffn, s.hidden, n);
-    fmt::print("  {:>4}  {:>14}  {:>10}  {:>14}  {:>14}  {:>10}\n", "rank", "A_i (columns)", "a_i", "B_i (rows)",
-               "Y_i partial", "b");
+    fmt::print(
+        "\nY = GeLU(X A + a) B + b with X ({} x {}), A ({} x {}), B ({} x {}), split over {} "
+        "ranks\n",
+        s.rows, s.hidden, s.hidden, s.ffn, s.ffn, s.hidden, n);
+    fmt::print("  {:>4}  {:>14}  {:>10}  {:>14}  {:>14}  {:>10}\n", "rank", "A_i (columns)", "a_i",
+               "B_i (rows)", "Y_i partial", "b");
     for (int k = 0; k < n; ++k)
       fmt::print("  {:>4}  {:>14}  {:>10}  {:>14}  {:>14}  {:>10}\n", fmt::format("r{}", k),
-                 fmt::format("{} x {}", s.hidden, s.part), s.part, fmt::format("{} x {}", s.part, s.hidden),
-                 fmt::format("{} x {}", s.rows, s.hidden), fmt::format("{} (all)", s.hidden));
+                 fmt::format("{} x {}", s.hidden, s.part), s.part,
+                 fmt::format("{} x {}", s.part, s.hidden), fmt::format("{} x {}", s.rows, s.hidden),
+                 fmt::format("{} (all)", s.hidden));
     fmt::print("  A_i is columns [{} i, {} (i+1)) of A, B_i the same rows of B\n", s.part, s.part);
     const std::uint64_t unsplit = (2 * s.hidden * s.ffn + s.ffn + s.hidden) * sizeof(float);
-    tp::report(r, outcome, s.rows * s.hidden, unsplit, s.hidden * sizeof(float));  // b is on every rank
+    tp::report(r, outcome, s.rows * s.hidden, unsplit,
+               s.hidden * sizeof(float));  // b is on every rank
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
@@ -162,7 +178,8 @@ int main(int argc, char** argv) {
     const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part, c0 = std::size_t(me) * p;
     // Every rank makes the same X and dY (f's forward: X is already everywhere) and the whole A,
     // a, B, b, of which it keeps its part. Scales keep GeLU's input around 1.
-    const std::vector<float> x = tp::make_tensor(seed, kX, T, h), dy = tp::make_tensor(seed, kDY, T, h);
+    const std::vector<float> x = tp::make_tensor(seed, kX, T, h),
+                             dy = tp::make_tensor(seed, kDY, T, h);
     const std::vector<float> a = tp::make_tensor(seed, kA, h, F, 1.0 / std::sqrt(double(h)));
     const std::vector<float> bias_a = tp::make_tensor(seed, kBiasA, 1, F, 0.1);
     const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
@@ -171,13 +188,15 @@ int main(int argc, char** argv) {
     // My part of the weights: columns [c0, c0 + p) of A and a, the same rows of B; b whole.
     Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, p), Category::params);
     Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, p), Category::params);
-    Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h), b.begin() + std::ptrdiff_t((c0 + p) * h)),
-                             Category::params);
+    Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h),
+                                                         b.begin() + std::ptrdiff_t((c0 + p) * h)),
+                                      Category::params);
     Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
     Buffer<float> X = comm.alloc_from(x, Category::data), dY = comm.alloc_from(dy, Category::data);
     Buffer<float> ones = comm.alloc<float>(T, Category::activations);
     ops::fill(ones.view(), 1.0f);
-    Buffer<float> Z = comm.alloc<float>(T * p, Category::activations), H = comm.alloc<float>(T * p, Category::activations);
+    Buffer<float> Z = comm.alloc<float>(T * p, Category::activations),
+                  H = comm.alloc<float>(T * p, Category::activations);
     Buffer<float> Y = comm.alloc<float>(T * h, Category::activations);
 
     comm.barrier();
@@ -193,52 +212,70 @@ int main(int argc, char** argv) {
         ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, p);
       }
       outcome.forward = tp::g_forward(comm, Y.view());  // Y = sum of the partial Y_i
-      ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1, false, false, 1.0f, 1.0f);
+      ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1,
+                false, false, 1.0f, 1.0f);
     }
 
-    Buffer<float> dB = comm.alloc<float>(p * h, Category::grads), dbB = comm.alloc<float>(h, Category::grads);
-    Buffer<float> dA = comm.alloc<float>(h * p, Category::grads), dbA = comm.alloc<float>(p, Category::grads);
-    Buffer<float> dH = comm.alloc<float>(T * p, Category::activations), dX = comm.alloc<float>(T * h, Category::activations);
+    Buffer<float> dB = comm.alloc<float>(p * h, Category::grads),
+                  dbB = comm.alloc<float>(h, Category::grads);
+    Buffer<float> dA = comm.alloc<float>(h * p, Category::grads),
+                  dbA = comm.alloc<float>(p, Category::grads);
+    Buffer<float> dH = comm.alloc<float>(T * p, Category::activations),
+                  dX = comm.alloc<float>(T * h, Category::activations);
     {
       auto phase = comm.phase("backward");
       {
         auto step = comm.phase("dB_i, dH_i (rows)");  // g's backward is the identity: dY as it is
         ops::col_sums(dbB.view(), View<const float>(dY.view()), T, h);
-        ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), p, h, T, /*trans_a=*/true);
-        ops::gemm(dH.view(), View<const float>(dY.view()), View<const float>(B.view()), T, p, h, false, /*trans_b=*/true);
+        ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), p, h, T,
+                  /*trans_a=*/true);
+        ops::gemm(dH.view(), View<const float>(dY.view()), View<const float>(B.view()), T, p, h,
+                  false, /*trans_b=*/true);
       }
       {
         auto step = comm.phase("GeLU', dA_i, dX_i (columns)");
         ops::gelu_backward(dH.view(), View<const float>(dH.view()), View<const float>(Z.view()));
-        model::linear_backward(dX.view(), dA.view(), dbA.view(), dH.view(), X.view(), A.view(), T, h, p);
+        model::linear_backward(dX.view(), dA.view(), dbA.view(), dH.view(), X.view(), A.view(), T,
+                               h, p);
       }
       outcome.backward = tp::f_backward(comm, dX.view());  // dX = sum of the partial dX_i
     }
 
     // Against the unsplit block in float64: Y and dX whole, my parts of the weights' gradients.
-    const Reference ref = reference(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
-                                    tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
+    const Reference ref =
+        reference(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
+                  tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
     if (comm.inject_fault()) inject_fault_into(dA.view());
-    const Reference mag = magnitudes(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
-                                     tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
-    const double chain = double(h + F + T + std::size_t(comm.size()));  // the longest chain of sums, in terms
+    const Reference mag =
+        magnitudes(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
+                   tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));
+    const double chain =
+        double(h + F + T + std::size_t(comm.size()));  // the longest chain of sums, in terms
     const double per_magnitude = kBoundFactor * chain * kEps32;
     std::vector<tp::Compared> compared;
-    auto within = [&](const std::string& name, View<const float> got, const RowMatrix& want, const RowMatrix& m) {
+    auto within = [&](const std::string& name, View<const float> got, const RowMatrix& want,
+                      const RowMatrix& m) {
       compared.push_back(tp::compare_within(comm, name, got, want, per_magnitude * m));
     };
     within("Y", Y.view(), ref.y, mag.y);
     within("dX", dX.view(), ref.dx, mag.dx);
-    const auto cols = [&](const RowMatrix& m) { return RowMatrix(m.middleCols(Eigen::Index(c0), Eigen::Index(p))); };
-    const auto rows = [&](const RowMatrix& m) { return RowMatrix(m.middleRows(Eigen::Index(c0), Eigen::Index(p))); };
-    within(fmt::format("dA_{} (columns {}..{})", me, c0, c0 + p - 1), dA.view(), cols(ref.da), cols(mag.da));
+    const auto cols = [&](const RowMatrix& m) {
+      return RowMatrix(m.middleCols(Eigen::Index(c0), Eigen::Index(p)));
+    };
+    const auto rows = [&](const RowMatrix& m) {
+      return RowMatrix(m.middleRows(Eigen::Index(c0), Eigen::Index(p)));
+    };
+    within(fmt::format("dA_{} (columns {}..{})", me, c0, c0 + p - 1), dA.view(), cols(ref.da),
+           cols(mag.da));
     within(fmt::format("da_{}", me), dbA.view(), cols(ref.dbias_a), cols(mag.dbias_a));
-    within(fmt::format("dB_{} (rows {}..{})", me, c0, c0 + p - 1), dB.view(), rows(ref.db), rows(mag.db));
+    within(fmt::format("dB_{} (rows {}..{})", me, c0, c0 + p - 1), dB.view(), rows(ref.db),
+           rows(mag.db));
     within("db", dbB.view(), ref.dbias_b, mag.dbias_b);
     if (me == 0) {
       outcome.compared = compared;
-      outcome.error_measure = fmt::format("worst |error| / its bound {:.0f} x {} terms x eps x |terms|, at most 1",
-                                          kBoundFactor, chain);
+      outcome.error_measure =
+          fmt::format("worst |error| / its bound {:.0f} x {} terms x eps x |terms|, at most 1",
+                      kBoundFactor, chain);
     }
   });
 }

@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "core/base/units.hpp"
 #include "core/ops/ops.hpp"
 #include "core/runtime/runtime.hpp"
-#include "core/training/tensor_parallel.hpp"
-#include "core/base/units.hpp"
 #include "core/runtime/verify.hpp"
+#include "core/training/tensor_parallel.hpp"
 
 using namespace distlab;
 using tp::RowMatrix;

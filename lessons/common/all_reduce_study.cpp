@@ -1,22 +1,23 @@
 #include "lessons/common/all_reduce_study.hpp"
 
-#include <Eigen/Core>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/runtime/data.hpp"
-#include "core/collectives/baseline.hpp"
 #include "core/base/units.hpp"
+#include "core/collectives/baseline.hpp"
+#include "core/runtime/data.hpp"
 #include "core/runtime/verify.hpp"
 
 namespace distlab {
 
 using coll::AllReduceAlgo;
 
-std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi, const std::vector<AllReduceAlgo>& menu,
+std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi,
+                                       const std::vector<AllReduceAlgo>& menu,
                                        const std::string& number) {
   std::vector<AllReduceAlgo> out;
   for (AllReduceAlgo a : menu)
@@ -25,33 +26,44 @@ std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi
     std::string names;
     for (AllReduceAlgo a : menu) names += std::string(", ") + coll::to_string(a);
     bool elsewhere = false;  // an algorithm of the other all-reduce lesson (06 and 07 share this)
-    for (AllReduceAlgo a : coll::all_reduce_algos()) elsewhere = elsewhere || choice == coll::to_string(a);
-    throw UsageError(fmt::format("--algo '{}' is not one of this lesson's algorithms; use all{} "
-                                 "(library under mpirun only){}",
-                                 choice, names,
-                                 elsewhere ? fmt::format(" (that one is lesson {}'s)", number == "06" ? "07" : "06") : ""));
+    for (AllReduceAlgo a : coll::all_reduce_algos())
+      elsewhere = elsewhere || choice == coll::to_string(a);
+    throw UsageError(fmt::format(
+        "--algo '{}' is not one of this lesson's algorithms; use all{} "
+        "(library under mpirun only){}",
+        choice, names,
+        elsewhere ? fmt::format(" (that one is lesson {}'s)", number == "06" ? "07" : "06") : ""));
   }
   if (!under_mpi && out == std::vector{AllReduceAlgo::library})
-    throw UsageError(fmt::format(
-        "--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson {} --mpi 4 --algo library", number));
+    throw UsageError(
+        fmt::format("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson {} "
+                    "--mpi 4 --algo library",
+                    number));
   if (!under_mpi) std::erase(out, AllReduceAlgo::library);
-  if (under_mpi && out.back() != AllReduceAlgo::library) out.push_back(AllReduceAlgo::library);  // the comparison
+  if (under_mpi && out.back() != AllReduceAlgo::library)
+    out.push_back(AllReduceAlgo::library);  // the comparison
   return out;
 }
 
-void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<AllReduceAlgo>& menu) {
+void add_study_options(Lesson& lesson, StudyOptions& options,
+                       const std::vector<AllReduceAlgo>& menu) {
   std::string names;
   for (AllReduceAlgo a : menu)
-    if (a != AllReduceAlgo::library) names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
-  lesson.app().add_option("--algo", options.algo, "all, or one of " + names + ", library (mpirun)")->capture_default_str();
+    if (a != AllReduceAlgo::library)
+      names += std::string(names.empty() ? "" : ", ") + coll::to_string(a);
+  lesson.app()
+      .add_option("--algo", options.algo, "all, or one of " + names + ", library (mpirun)")
+      ->capture_default_str();
   options.calibration_path = path_beside(lesson.options().trace_path, "calibration.json");
   lesson.app()
-      .add_option("--calibration", options.calibration_path, "alpha and beta saved by lesson 01, for the predicted times")
+      .add_option("--calibration", options.calibration_path,
+                  "alpha and beta saved by lesson 01, for the predicted times")
       ->capture_default_str();
   lesson.on_world([&lesson, &options, menu](const World& w) {
     options.algos = study_algos(options.algo, w.mode == Mode::mpi, menu, lesson.info().number);
     std::string chosen;
-    for (AllReduceAlgo a : options.algos) chosen += std::string(chosen.empty() ? "" : ", ") + coll::to_string(a);
+    for (AllReduceAlgo a : options.algos)
+      chosen += std::string(chosen.empty() ? "" : ", ") + coll::to_string(a);
     lesson.set_algorithm(chosen);
   });
 }
@@ -59,11 +71,13 @@ void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<
 namespace {
 // Used when there is no calibration and no second rank to measure one with.
 constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
-constexpr std::uint64_t kStreamBytes = std::uint64_t{4} << 20;  // buffers this large stream from memory
+constexpr std::uint64_t kStreamBytes = std::uint64_t{4}
+                                       << 20;  // buffers this large stream from memory
 }  // namespace
 
-void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos, std::size_t length,
-                          std::uint64_t seed, const std::string& calibration_path, AllReduceStudy& study) {
+void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos,
+                          std::size_t length, std::uint64_t seed,
+                          const std::string& calibration_path, AllReduceStudy& study) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t L = length;
   const bool tiny = L <= 16 && n <= 8;
@@ -86,7 +100,8 @@ void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& al
   // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
   Buffer<float> mpi_sum = comm.alloc<float>(baseline::available(comm) ? L : 0, Category::data);
   if (baseline::available(comm)) {
-    const std::string call = baseline::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
+    const std::string call =
+        baseline::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
     auto c = compare(View<const float>(mpi_sum.view()), sum, sum_tolerance(n));
     comm.check(call + " gives the sum", c.ok, c.detail());
   }
@@ -94,7 +109,8 @@ void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& al
   // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
   // r0 and r1 ping-pong a few sizes here, untraced.
   FoundCalibration found = find_or_measure_calibration(
-      comm, calibration_path, fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
+      comm, calibration_path,
+      fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
       std::size_t{1} << 20, 16);
   if (me == 0) study.calibration = std::move(found);
 
@@ -129,13 +145,15 @@ void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& al
       auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
       comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
     }
-    if (tiny) comm.say("{:<{}}: {}\n", name + " on r0", width + 7, fmt::join(to_host(work.view()), " "));
+    if (tiny)
+      comm.say("{:<{}}: {}\n", name + " on r0", width + 7, fmt::join(to_host(work.view()), " "));
   }
 }
 
-CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study, const std::string& calibration_path,
-                             std::uint64_t bytes) {
-  const std::string key = fmt::format("{}-{}", to_string(run.world.mode), to_string(run.world.device));
+CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
+                             const std::string& calibration_path, std::uint64_t bytes) {
+  const std::string key =
+      fmt::format("{}-{}", to_string(run.world.mode), to_string(run.world.device));
   const auto& fit = study.calibration.fit;
   CostParams cp = load_cost_params(calibration_path, key, fit ? fit->alpha_s : kDefaultAlpha,
                                    fit ? fit->beta_s_per_byte : kDefaultBeta);
@@ -144,11 +162,15 @@ CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study, 
   if (study.calibration.from_file && fit && bytes >= kStreamBytes)
     cp.beta_s_per_byte = streaming_beta(*fit, double(kStreamBytes)).value_or(cp.beta_s_per_byte);
   if (!study.calibration.from_file)
-    cp.source = fit ? fmt::format("a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
-                                  "./distlab lesson 01 saves one)", key, calibration_path)
-                    : fmt::format("fixed defaults alpha {}, 1/beta {:.0f} GB/s (no \"{}\" in {} and no second "
-                                  "rank to measure with)", format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta, key,
-                                  calibration_path);
+    cp.source =
+        fit ? fmt::format(
+                  "a quick ping-pong r0 <-> r1 in this run (no \"{}\" in {}; "
+                  "./distlab lesson 01 saves one)",
+                  key, calibration_path)
+            : fmt::format(
+                  "fixed defaults alpha {}, 1/beta {:.0f} GB/s (no \"{}\" in {} and no second "
+                  "rank to measure with)",
+                  format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta, key, calibration_path);
   return cp;
 }
 

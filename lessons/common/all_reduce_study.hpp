@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/cost/calibration.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/runtime.hpp"
 
@@ -29,11 +29,13 @@ struct StudyOptions {
   std::string calibration_path;
   std::vector<coll::AllReduceAlgo> algos;
 };
-void add_study_options(Lesson& lesson, StudyOptions& options, const std::vector<coll::AllReduceAlgo>& menu);
+void add_study_options(Lesson& lesson, StudyOptions& options,
+                       const std::vector<coll::AllReduceAlgo>& menu);
 
 // --algo `choice` resolved against `menu` (throws UsageError with a sentence); see above.
 std::vector<coll::AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi,
-                                             const std::vector<coll::AllReduceAlgo>& menu, const std::string& number);
+                                             const std::vector<coll::AllReduceAlgo>& menu,
+                                             const std::string& number);
 
 // On every rank:
 //   STEP 1: fill this rank's input of `length` float32 (data.hpp); print the inputs when tiny.
@@ -44,14 +46,15 @@ std::vector<coll::AllReduceAlgo> study_algos(const std::string& choice, bool und
 //           allocated and the caches warm), a barrier, then the traced run in a phase named
 //           after the algorithm, reducing a logical buffer of that name; its result checked
 //           against the reference on every rank (and against MPI's under mpirun).
-void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos, std::size_t length,
-                          std::uint64_t seed, const std::string& calibration_path, AllReduceStudy& study);
+void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos,
+                          std::size_t length, std::uint64_t seed,
+                          const std::string& calibration_path, AllReduceStudy& study);
 
 // On rank 0 after the run: the model's parameters for `bytes`-byte buffers. alpha and beta
 // from the study's calibration (fixed defaults when there was none and no second rank), beta
 // refitted on the large ping-pongs for buffers of 4 MiB and more, gamma timed now, and the
 // ranks-per-core factor; `source` says where alpha and beta came from.
-CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study, const std::string& calibration_path,
-                             std::uint64_t bytes);
+CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
+                             const std::string& calibration_path, std::uint64_t bytes);
 
 }  // namespace distlab

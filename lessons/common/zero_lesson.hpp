@@ -1,6 +1,7 @@
 // zero_lesson.hpp — the program lessons 08 (ZeRO-1), 09 (ZeRO-2) and 10 (ZeRO-3 / FSDP)
 // share: their options, the training run and its checks, and the report. Each lesson's main.cpp
-// names its stage and says what it teaches; this runs it (core/training/zero.hpp does the training).
+// names its stage and says what it teaches; this runs it (core/training/zero.hpp does the
+// training).
 //
 // On every rank: train the stage (traced), then train plain data parallel on the same data on a
 // ledger of its own (not traced), and check
@@ -22,12 +23,12 @@
 namespace distlab::zero {
 
 struct LessonText {
-  std::string title;        // for --help and the trace
-  std::string concept_text; // Lesson::set_text
+  std::string title;         // for --help and the trace
+  std::string concept_text;  // Lesson::set_text
   std::string look_at;
 };
 
-int run_lesson(int argc, char** argv, Stage stage, const std::string& number, const std::string& name,
-               const LessonText& text);
+int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
+               const std::string& name, const LessonText& text);
 
 }  // namespace distlab::zero

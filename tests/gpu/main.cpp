@@ -14,8 +14,8 @@
 // own process, because a sticky CUDA error poisons every later test in the process. The
 // hidden [stress] tests run only when asked for (gpu-check.sh repeats them).
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <string_view>
 
@@ -33,7 +33,8 @@ namespace {
 
 void print_environment(const distlab::CudaProbe& cuda) {
   using distlab::cuda_version_text;
-  fmt::print("cuda driver {}, runtime {}\n", cuda.driver_version ? cuda_version_text(cuda.driver_version) : "none",
+  fmt::print("cuda driver {}, runtime {}\n",
+             cuda.driver_version ? cuda_version_text(cuda.driver_version) : "none",
              cuda_version_text(cuda.runtime_version));
 #ifdef DISTLAB_HAVE_CUDA
   int major = 0, minor = 0, patch = 0;
@@ -43,7 +44,8 @@ void print_environment(const distlab::CudaProbe& cuda) {
   fmt::print("cublas {}.{}.{}\n", major, minor, patch);
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-  fmt::print("nccl {} (built against {})\n", distlab::nccl_version_text(distlab::nccl_runtime_version()),
+  fmt::print("nccl {} (built against {})\n",
+             distlab::nccl_version_text(distlab::nccl_runtime_version()),
              distlab::nccl_version_text(distlab::nccl_build_version()));
 #else
   fmt::print("nccl: not in this build\n");
@@ -63,7 +65,8 @@ void print_environment(const distlab::CudaProbe& cuda) {
 int main(int argc, char** argv) {
   const bool probe = argc == 2 && std::string_view(argv[1]) == "--probe";
   bool listing = false;
-  for (int i = 1; i < argc; ++i) listing = listing || std::string_view(argv[i]).rfind("--list", 0) == 0;
+  for (int i = 1; i < argc; ++i)
+    listing = listing || std::string_view(argv[i]).rfind("--list", 0) == 0;
   if (listing) return Catch::Session().run(argc, argv);
   if (!distlab::built_with_cuda()) {
     fmt::print("SKIPPED: this build has no CUDA; the GPU tests need one\n");

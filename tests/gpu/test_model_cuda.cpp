@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/device/cuda_context.hpp"
+#include "core/ops/ops.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
-#include "core/ops/ops.hpp"
 
 using namespace distlab;
 using namespace distlab::model;
@@ -32,7 +32,8 @@ Buffer<T> on_gpu(Ledger& ledger, Category c, const std::vector<T>& values) {
 
 double relative_error(const std::vector<float>& got, const Eigen::VectorXd& want) {
   double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[Eigen::Index(i)]));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[Eigen::Index(i)]));
   return worst / std::max(want.cwiseAbs().maxCoeff(), 1e-30);
 }
 
@@ -60,7 +61,8 @@ TEST_CASE("gpu: the MLP's loss and gradient equal the reference's", "[gpu][model
   mlp.backward(grads.view(), params.view(), x.view(), dy.view());
 
   Eigen::VectorXd want;
-  const double want_loss = reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
+  const double want_loss =
+      reference_loss(s, widen(p0), widen(xs, B, s.in()), widen(ts, B, s.out()), &want);
   CHECK(to_host(View<const float>(loss.view()))[0] == Approx(want_loss).epsilon(1e-5));
   CHECK(relative_error(to_host(View<const float>(grads.view())), want) < 1e-5);
 }
@@ -117,7 +119,8 @@ TEST_CASE("gpu: Adam with bf16 gradients equals its CPU twin", "[gpu][model]") {
   }
   const std::vector<float> got = to_host(View<const float>(params.view()));
   int wrong = 0;
-  for (std::size_t i = 0; i < n; ++i) wrong += std::fabs(got[i] - host_p[i]) > 1e-6f * (1.0f + std::fabs(host_p[i]));
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += std::fabs(got[i] - host_p[i]) > 1e-6f * (1.0f + std::fabs(host_p[i]));
   CHECK(wrong == 0);
 }
 
@@ -128,18 +131,22 @@ TEST_CASE("gpu: softmax_backward_rows equals its CPU twin", "[gpu][ops]") {
   std::vector<float> y(rows * cols), dy(rows * cols);
   for (std::size_t r = 0; r < rows; ++r) {
     double total = 0;
-    for (std::size_t c = 0; c < cols; ++c) total += y[r * cols + c] = std::exp(std::sin(0.01f * float(r * cols + c)));
+    for (std::size_t c = 0; c < cols; ++c)
+      total += y[r * cols + c] = std::exp(std::sin(0.01f * float(r * cols + c)));
     for (std::size_t c = 0; c < cols; ++c) y[r * cols + c] = float(y[r * cols + c] / total);
   }
   for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = std::cos(0.3f * float(i));
   Buffer<float> host_dx(ledger, Category::activations, rows * cols);
-  ops::softmax_backward_rows(host_dx.view(), View<const float>{y.data(), y.size()}, View<const float>{dy.data(), dy.size()},
-                             rows, cols);
-  auto gy = on_gpu(ledger, Category::activations, y), gdy = on_gpu(ledger, Category::activations, dy);
+  ops::softmax_backward_rows(host_dx.view(), View<const float>{y.data(), y.size()},
+                             View<const float>{dy.data(), dy.size()}, rows, cols);
+  auto gy = on_gpu(ledger, Category::activations, y),
+       gdy = on_gpu(ledger, Category::activations, dy);
   Buffer<float> gdx(ledger, Category::activations, rows * cols, Device::cuda);
-  ops::softmax_backward_rows(gdx.view(), View<const float>(gy.view()), View<const float>(gdy.view()), rows, cols);
+  ops::softmax_backward_rows(gdx.view(), View<const float>(gy.view()),
+                             View<const float>(gdy.view()), rows, cols);
   const std::vector<float> got = to_host(View<const float>(gdx.view()));
   int wrong = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) wrong += std::fabs(got[i] - host_dx[i]) > 1e-6f * (1e-3f + std::fabs(host_dx[i]));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    wrong += std::fabs(got[i] - host_dx[i]) > 1e-6f * (1e-3f + std::fabs(host_dx[i]));
   CHECK(wrong == 0);
 }

@@ -90,8 +90,9 @@ void check_every_collective() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("nccl: every library collective runs on one in-process rank and leaves its input",
-                   "[nccl]", float, Half, BFloat16) {
+TEMPLATE_TEST_CASE(
+    "nccl: every library collective runs on one in-process rank and leaves its input", "[nccl]",
+    float, Half, BFloat16) {
   check_every_collective<TestType>();
 }
 

@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "core/device/cuda_context.hpp"
 #include "core/base/half.hpp"
+#include "core/device/cuda_context.hpp"
 #include "core/ops/ops.hpp"
 #include "ops_testing.hpp"
 
@@ -380,8 +380,8 @@ TEMPLATE_TEST_CASE("cuda ops: gemm matches the CPU in all four transpose combina
   Ledger ledger;
   const std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> shapes = {
       {1, 1, 1}, {5, 7, 3}, {64, 48, 96}, {257, 129, 515}, {3, 4, 0}};
-  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, float alpha,
-                                 float beta) {
+  for_each_gemm_case(shapes, [&](std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb,
+                                 float alpha, float beta) {
     CAPTURE(m, n, k, ta, tb, alpha, beta);
     auto a = random_buffer<T>(ledger, m * k, 10), b = random_buffer<T>(ledger, k * n, 11);
     auto c = random_buffer<T>(ledger, m * n, 12);

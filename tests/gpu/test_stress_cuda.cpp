@@ -28,26 +28,34 @@ double env_or(const char* name, double fallback) {
   return v && *v ? std::atof(v) : fallback;
 }
 
-int stress_ranks() { return std::max(2, static_cast<int>(env_or("DISTLAB_GPU_STRESS_RANKS", 8))); }
-double delay_us() { return env_or("DISTLAB_GPU_DELAY_US", 200); }
+int stress_ranks() {
+  return std::max(2, static_cast<int>(env_or("DISTLAB_GPU_STRESS_RANKS", 8)));
+}
+double delay_us() {
+  return env_or("DISTLAB_GPU_DELAY_US", 200);
+}
 
 // Rank r's input: integers below 2^12, so a sum over 8 ranks stays exact in f32.
 std::vector<float> input_of(int rank, std::size_t n) {
   std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((rank + 1) * 16 + static_cast<int>(i % 251));
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>((rank + 1) * 16 + static_cast<int>(i % 251));
   return v;
 }
 
 }  // namespace
 
-TEST_CASE("stress: around a ring, each send takes what its stream produced, each receive waits for its readers",
-          "[.][stress]") {
+TEST_CASE(
+    "stress: around a ring, each send takes what its stream produced, each receive waits for its "
+    "readers",
+    "[.][stress]") {
   // Each rank fills its buffer (behind a delay) and sends it right twice with a refill between;
   // the receiver adds the first message into an accumulator (behind a delay, not waited for)
   // and at once receives the second into the same buffer.
   const int ranks = stress_ranks();
   constexpr std::size_t n = std::size_t{1} << 20;
-  std::vector<int> acc_right(static_cast<std::size_t>(ranks), 0), last_right(static_cast<std::size_t>(ranks), 0);
+  std::vector<int> acc_right(static_cast<std::size_t>(ranks), 0),
+      last_right(static_cast<std::size_t>(ranks), 0);
   run_in_process(
       ranks,
       [&](Comm& comm) {
@@ -65,16 +73,16 @@ TEST_CASE("stress: around a ring, each send takes what its stream produced, each
         ops::fill(out.view(), static_cast<float>(100 + me));  // the buffer is free after wait
         cuda_delay(delay_us());
         ops::add(acc.view(), View<const float>(in.view()));  // still reading `in` ...
-        Request r2 = comm.irecv(in.view(), left, 2);          // ... when its next receive posts
+        Request r2 = comm.irecv(in.view(), left, 2);         // ... when its next receive posts
         Request s2 = comm.isend(View<const float>(out.view()), right, 2);
         comm.wait(r2);
         comm.wait(s2);
         const auto a = to_host(acc.view());
         const auto l = to_host(in.view());
-        acc_right[static_cast<std::size_t>(me)] =
-            std::all_of(a.begin(), a.end(), [&](float x) { return x == static_cast<float>(left + 1); });
-        last_right[static_cast<std::size_t>(me)] =
-            std::all_of(l.begin(), l.end(), [&](float x) { return x == static_cast<float>(100 + left); });
+        acc_right[static_cast<std::size_t>(me)] = std::all_of(
+            a.begin(), a.end(), [&](float x) { return x == static_cast<float>(left + 1); });
+        last_right[static_cast<std::size_t>(me)] = std::all_of(
+            l.begin(), l.end(), [&](float x) { return x == static_cast<float>(100 + left); });
       },
       60, Device::cuda);
   for (int r = 0; r < ranks; ++r) {
@@ -84,7 +92,8 @@ TEST_CASE("stress: around a ring, each send takes what its stream produced, each
   }
 }
 
-TEST_CASE("stress: every all-reduce algorithm on many ranks sharing the GPU is exact", "[.][stress]") {
+TEST_CASE("stress: every all-reduce algorithm on many ranks sharing the GPU is exact",
+          "[.][stress]") {
   const int ranks = stress_ranks();
   constexpr std::size_t n = 100003;  // not a multiple of the rank count: uneven chunks
   std::vector<float> want(n, 0.0f);

@@ -4,8 +4,8 @@
 // to GPU r % count with its own streams), so with one GPU every rank shares it and with
 // several each gets its own. Rank bodies only record; the test's thread asserts after the join
 // (Catch's assertions are not thread-safe).
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,9 +14,9 @@
 
 #include "core/base/check.hpp"
 #include "core/collectives/all_reduce.hpp"
-#include "core/device/cuda_context.hpp"
-#include "core/device/allocator.hpp"
 #include "core/collectives/baseline.hpp"
+#include "core/device/allocator.hpp"
+#include "core/device/cuda_context.hpp"
 #include "core/ops/ops.hpp"
 #include "core/runtime/runtime.hpp"
 
@@ -330,8 +330,10 @@ TEST_CASE("cuda threads: the library collectives refuse two ranks on one GPU wit
                       Contains(std::to_string(gpus + 1) + " ranks share"));
 }
 
-TEST_CASE("cuda context: a freed device block is the rank's next block of that size, and goes back at unbind",
-          "[cuda][context]") {
+TEST_CASE(
+    "cuda context: a freed device block is the rank's next block of that size, and goes back at "
+    "unbind",
+    "[cuda][context]") {
   // cudaFree synchronizes the device, so ranks sharing a GPU would wait on each other at every
   // freed workspace: the rank keeps its blocks (allocator.hpp) and gives them back at unbind.
   constexpr std::size_t n = std::size_t{1} << 24;  // 64 MiB

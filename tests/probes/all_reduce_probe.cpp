@@ -5,19 +5,20 @@
 //
 //   all_reduce_probe --ranks 6 --size 1000          in-process ranks
 //   mpiexec -n 3 all_reduce_probe --size 7          one process per rank, plus MPI_Allreduce
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 #include "core/collectives/all_reduce.hpp"
-#include "core/runtime/data.hpp"
 #include "core/collectives/baseline.hpp"
+#include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/runtime/verify.hpp"
 
 using namespace distlab;
 
 int main(int argc, char** argv) {
-  Lesson lesson({"98", "all_reduce_probe", "every all-reduce algorithm against a float64 reference", 4, 1000});
+  Lesson lesson({"98", "all_reduce_probe", "every all-reduce algorithm against a float64 reference",
+                 4, 1000});
   lesson.set_algorithm("all");
   const auto& opt = lesson.options();
 
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
     Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
     for (int k = 0; k < n; ++k)
       for (std::size_t i = 0; i < L; ++i)
-        sum[static_cast<Eigen::Index>(i)] += static_cast<double>(input_value<float>(opt.seed, k, i));
+        sum[static_cast<Eigen::Index>(i)] +=
+            static_cast<double>(input_value<float>(opt.seed, k, i));
 
     Buffer<float> data = comm.alloc<float>(L, Category::data);
     for (coll::AllReduceAlgo algo : coll::all_reduce_algos()) {

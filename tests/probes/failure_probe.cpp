@@ -19,12 +19,14 @@ int main(int argc, char** argv) {
   Lesson lesson({"99", "failure_probe", "goes wrong on purpose (for the tests)", 2, 8});
   std::string scenario = "wrong-order";
   lesson.app()
-      .add_option("--scenario", scenario, "wrong-order | throw | throw-posted | size-mismatch | slow")
+      .add_option("--scenario", scenario,
+                  "wrong-order | throw | throw-posted | size-mismatch | slow")
       ->check(CLI::IsMember({"wrong-order", "throw", "throw-posted", "size-mismatch", "slow"}))
       ->capture_default_str();
   lesson.on_world([&](const World& w) {
     if (w.size < 2) throw UsageError("the probe needs at least 2 ranks");
-    if (scenario == "slow" && w.size < 4) throw UsageError("--scenario slow needs at least 4 ranks");
+    if (scenario == "slow" && w.size < 4)
+      throw UsageError("--scenario slow needs at least 4 ranks");
   });
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank(), peer = me ^ 1;
@@ -33,7 +35,8 @@ int main(int argc, char** argv) {
     if (scenario == "slow") {
       // r0 waits for r1, which computes for 3 timeouts; r2 and r3 trade messages meanwhile.
       const double timeout = lesson.options().deadlock_timeout;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(3 * timeout);
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::duration<double>(3 * timeout);
       if (me == 0) comm.recv(in.view(), 1, 1);
       if (me == 1) {
         std::this_thread::sleep_until(until);
@@ -72,8 +75,10 @@ int main(int argc, char** argv) {
       if (me == 1) throw Error("rank 1 hit a failed check on purpose");
       comm.recv(in.view(), peer, 7);  // rank 0 would wait forever without the abort
     } else {
-      if (me == 0) comm.send(View<const float>(out.view()), 1, 7);
-      else comm.recv(in.sub(0, in.size() / 2), 0, 7);
+      if (me == 0)
+        comm.send(View<const float>(out.view()), 1, 7);
+      else
+        comm.recv(in.sub(0, in.size() / 2), 0, 7);
     }
     comm.check("unreachable", false);
   });

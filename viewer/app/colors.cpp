@@ -7,17 +7,22 @@ namespace distlab::viewer {
 
 ImU32 span_color(SpanKind k) {
   switch (k) {
-    case SpanKind::compute: return IM_COL32(76, 175, 80, 255);
-    case SpanKind::send: return IM_COL32(66, 133, 244, 255);
-    case SpanKind::recv: return IM_COL32(245, 150, 40, 255);
-    case SpanKind::deliver: return IM_COL32(150, 150, 150, 255);
+    case SpanKind::compute:
+      return IM_COL32(76, 175, 80, 255);
+    case SpanKind::send:
+      return IM_COL32(66, 133, 244, 255);
+    case SpanKind::recv:
+      return IM_COL32(245, 150, 40, 255);
+    case SpanKind::deliver:
+      return IM_COL32(150, 150, 150, 255);
   }
   return IM_COL32(200, 200, 200, 255);
 }
 
 ImU32 chunk_color(int chunk, int chunks) {
   if (chunk < 0) return IM_COL32(200, 200, 200, 255);  // the whole buffer
-  const float h = static_cast<float>(chunk % std::max(chunks, 1)) / static_cast<float>(std::max(chunks, 1));
+  const float h =
+      static_cast<float>(chunk % std::max(chunks, 1)) / static_cast<float>(std::max(chunks, 1));
   float r = 0, g = 0, b = 0;
   ImGui::ColorConvertHSVtoRGB(h, 0.65f, 0.95f, r, g, b);
   return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
@@ -36,7 +41,8 @@ ImU32 category_color(int k) {
 }
 
 ImU32 with_alpha(ImU32 c, float f) {
-  const auto a = static_cast<ImU32>(static_cast<float>((c >> IM_COL32_A_SHIFT) & 0xFF) * std::clamp(f, 0.0f, 1.0f));
+  const auto a = static_cast<ImU32>(static_cast<float>((c >> IM_COL32_A_SHIFT) & 0xFF) *
+                                    std::clamp(f, 0.0f, 1.0f));
   return (c & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);
 }
 

@@ -24,28 +24,42 @@ F egl_proc(const char* name) {
   return reinterpret_cast<F>(eglGetProcAddress(name));
 }
 
-std::string egl_error() { return fmt::format("EGL error 0x{:x}", eglGetError()); }
+std::string egl_error() {
+  return fmt::format("EGL error 0x{:x}", eglGetError());
+}
 
 }  // namespace
 
 HeadlessGl::HeadlessGl(int width, int height) : width_(width), height_(height) {
   if (width < 16 || height < 16 || width > 8192 || height > 8192)
-    throw Error(fmt::format("image size {}x{} is out of range (16 .. 8192 pixels a side)", width, height));
+    throw Error(
+        fmt::format("image size {}x{} is out of range (16 .. 8192 pixels a side)", width, height));
   auto get_display = egl_proc<PFNEGLGETPLATFORMDISPLAYEXTPROC>("eglGetPlatformDisplayEXT");
-  EGLDisplay d = get_display ? get_display(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr) : EGL_NO_DISPLAY;
+  EGLDisplay d = get_display
+                     ? get_display(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr)
+                     : EGL_NO_DISPLAY;
   EGLint major = 0, minor = 0;
   if (d == EGL_NO_DISPLAY || !eglInitialize(d, &major, &minor))
-    throw Error(fmt::format("no surfaceless EGL display ({}); install Mesa's EGL (libegl-mesa0, libgl1-mesa-dri)",
-                            egl_error()));
+    throw Error(fmt::format(
+        "no surfaceless EGL display ({}); install Mesa's EGL (libegl-mesa0, libgl1-mesa-dri)",
+        egl_error()));
   display_ = d;
-  if (!eglBindAPI(EGL_OPENGL_API)) throw Error(fmt::format("EGL cannot bind desktop OpenGL ({})", egl_error()));
-  const EGLint attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 3,
-                          EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
+  if (!eglBindAPI(EGL_OPENGL_API))
+    throw Error(fmt::format("EGL cannot bind desktop OpenGL ({})", egl_error()));
+  const EGLint attrs[] = {EGL_CONTEXT_MAJOR_VERSION,
+                          3,
+                          EGL_CONTEXT_MINOR_VERSION,
+                          3,
+                          EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                          EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+                          EGL_NONE};
   EGLContext c = eglCreateContext(d, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, attrs);
-  if (c == EGL_NO_CONTEXT) throw Error(fmt::format("EGL gives no OpenGL 3.3 core context ({})", egl_error()));
+  if (c == EGL_NO_CONTEXT)
+    throw Error(fmt::format("EGL gives no OpenGL 3.3 core context ({})", egl_error()));
   context_ = c;
   if (!eglMakeCurrent(d, EGL_NO_SURFACE, EGL_NO_SURFACE, c))
-    throw Error(fmt::format("EGL cannot make the context current without a surface ({})", egl_error()));
+    throw Error(
+        fmt::format("EGL cannot make the context current without a surface ({})", egl_error()));
 
   // GL 3.x entry points come from EGL, not from the GL 1.x library's exports.
   auto gen_framebuffers = egl_proc<PFNGLGENFRAMEBUFFERSPROC>("glGenFramebuffers");
@@ -60,7 +74,8 @@ HeadlessGl::HeadlessGl(int width, int height) : width_(width), height_(height) {
   gen_framebuffers(1, &fbo_);
   bind_framebuffer(GL_FRAMEBUFFER, fbo_);
   framebuffer_texture(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, color_, 0);
-  if (check_status(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) throw Error("the offscreen framebuffer is incomplete");
+  if (check_status(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
+    throw Error("the offscreen framebuffer is incomplete");
 }
 
 HeadlessGl::~HeadlessGl() {
@@ -97,7 +112,8 @@ std::string HeadlessGl::renderer() const {
   return r ? r : "?";
 }
 
-void write_png(const std::string& path, int width, int height, const std::vector<std::uint8_t>& rgba) {
+void write_png(const std::string& path, int width, int height,
+               const std::vector<std::uint8_t>& rgba) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);

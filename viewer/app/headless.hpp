@@ -16,11 +16,11 @@ class HeadlessGl {
   HeadlessGl(const HeadlessGl&) = delete;
   HeadlessGl& operator=(const HeadlessGl&) = delete;
 
-  void bind();                                // the framebuffer, viewport, cleared
+  void bind();                                  // the framebuffer, viewport, cleared
   std::vector<std::uint8_t> read_rgba() const;  // width x height x 4, top row first
   int width() const { return width_; }
   int height() const { return height_; }
-  std::string renderer() const;               // GL_RENDERER, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string renderer() const;  // GL_RENDERER, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
 
  private:
   int width_, height_;
@@ -30,6 +30,7 @@ class HeadlessGl {
 };
 
 // Writes RGBA pixels (top row first) as a PNG; throws distlab::Error when it cannot.
-void write_png(const std::string& path, int width, int height, const std::vector<std::uint8_t>& rgba);
+void write_png(const std::string& path, int width, int height,
+               const std::vector<std::uint8_t>& rgba);
 
 }  // namespace distlab::viewer

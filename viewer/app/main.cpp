@@ -8,10 +8,10 @@
 //
 // Exit status: 0; 1 a trace did not load (--png, --bench-frames) or the PNG was not written;
 // 2 bad options or no display.
-#include <CLI/CLI.hpp>
 #include <backends/imgui_impl_opengl3.h>
 #include <fmt/format.h>
 #include <imgui.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +52,8 @@ void setup_fonts(float size) {
   std::error_code ec;
   // Latin-1 plus general punctuation (dashes, ellipsis) and arrows, which the panels use.
   static const ImWchar kRanges[] = {0x0020, 0x00FF, 0x2000, 0x206F, 0x2190, 0x21FF, 0};
-  if (!std::filesystem::exists(kFont, ec) || !io.Fonts->AddFontFromFileTTF(kFont, size, nullptr, kRanges)) {
+  if (!std::filesystem::exists(kFont, ec) ||
+      !io.Fonts->AddFontFromFileTTF(kFont, size, nullptr, kRanges)) {
     ImFontConfig cfg;
     cfg.SizePixels = std::max(13.0f, size);
     io.Fonts->AddFontDefault(&cfg);
@@ -65,10 +66,14 @@ void setup_fonts(float size) {
 void position(dv::View& view, const Args& a) {
   for (auto& doc : view.documents()) {
     if (!doc.ok()) continue;
-    if (a.clock == "measured" || (a.time_us && a.clock.empty())) doc.playback.set_clock(doc.model, dv::Clock::measured);
-    if (a.step) doc.playback.seek_beat(doc.model, *a.step);
-    else if (a.time_us) doc.playback.seek_time(doc.model, doc.model.t_begin + *a.time_us);
-    else if (!a.png.empty()) doc.playback.seek_beat(doc.model, dv::last_beat(doc.model));  // the end state
+    if (a.clock == "measured" || (a.time_us && a.clock.empty()))
+      doc.playback.set_clock(doc.model, dv::Clock::measured);
+    if (a.step)
+      doc.playback.seek_beat(doc.model, *a.step);
+    else if (a.time_us)
+      doc.playback.seek_time(doc.model, doc.model.t_begin + *a.time_us);
+    else if (!a.png.empty())
+      doc.playback.seek_beat(doc.model, dv::last_beat(doc.model));  // the end state
   }
 }
 
@@ -87,7 +92,8 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   ImGui::CreateContext();
   setup_fonts(a.font_size);
   ImGui::GetIO().DisplaySize = ImVec2(static_cast<float>(a.width), static_cast<float>(a.height));
-  if (!ImGui_ImplOpenGL3_Init("#version 330")) throw distlab::Error("ImGui's OpenGL 3 renderer did not start");
+  if (!ImGui_ImplOpenGL3_Init("#version 330"))
+    throw distlab::Error("ImGui's OpenGL 3 renderer did not start");
   // A few frames: ImGui sizes auto-fitting windows and tables from the frame before.
   for (int frame = 0; frame < 3; ++frame) {
     ImGui_ImplOpenGL3_NewFrame();
@@ -104,7 +110,8 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
     const dv::Moment m = doc.playback.moment(doc.model);
     where = fmt::format(", step {:.2f} of {}", m.beat, dv::last_beat(doc.model));
   }
-  fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where, gl.renderer());
+  fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where,
+             gl.renderer());
   ImGui_ImplOpenGL3_Shutdown();
   ImGui::DestroyContext();
   return 0;
@@ -133,16 +140,21 @@ int bench_frames(dv::View& view, const Args& a, std::optional<dv::PanelId> only)
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     vertices = std::max<std::size_t>(vertices, ImGui::GetDrawData()->TotalVtxCount);
     for (auto& doc : view.documents())  // loop the playback so every frame animates
-      if (doc.ok() && !doc.playback.playing) doc.playback.reset(doc.model), doc.playback.playing = true;
+      if (doc.ok() && !doc.playback.playing)
+        doc.playback.reset(doc.model), doc.playback.playing = true;
   }
   ImGui::DestroyContext();
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * (ms.size() - 1) + 0.5))]; };
+  auto pct = [&](double p) {
+    return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * (ms.size() - 1) + 0.5))];
+  };
   std::size_t events = 0;
   for (const auto& doc : view.documents()) events += doc.model.events;
-  fmt::print("frame build over {} frames ({} events, {}x{}, up to {} vertices): min {:.2f} ms, median {:.2f} ms, "
-             "p95 {:.2f} ms, max {:.2f} ms\n",
-             ms.size(), events, a.width, a.height, vertices, ms.front(), pct(0.5), pct(0.95), ms.back());
+  fmt::print(
+      "frame build over {} frames ({} events, {}x{}, up to {} vertices): min {:.2f} ms, median "
+      "{:.2f} ms, "
+      "p95 {:.2f} ms, max {:.2f} ms\n",
+      ms.size(), events, a.width, a.height, vertices, ms.front(), pct(0.5), pct(0.95), ms.back());
   return 0;
 }
 
@@ -150,23 +162,37 @@ int bench_frames(dv::View& view, const Args& a, std::optional<dv::PanelId> only)
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app{"distlab-viewer: replay, animate and inspect distlab lesson traces (and other Chrome traces)"};
+  CLI::App app{
+      "distlab-viewer: replay, animate and inspect distlab lesson traces (and other Chrome "
+      "traces)"};
   app.add_option("traces", a.traces, "trace files (Chrome Trace Event JSON) to open");
   app.add_flag("--compare", a.compare, "show the first two traces side by side, playback linked");
-  app.add_option("--png", a.png, "render one frame into this PNG file with no display (EGL), then exit");
-  auto* step = app.add_option("--step", a.step, "show the moment after this algorithm step (2.5: halfway through step 3)");
-  auto* time = app.add_option("--time", a.time_us, "show this moment, in microseconds from the trace's start");
+  app.add_option("--png", a.png,
+                 "render one frame into this PNG file with no display (EGL), then exit");
+  auto* step = app.add_option(
+      "--step", a.step, "show the moment after this algorithm step (2.5: halfway through step 3)");
+  auto* time = app.add_option("--time", a.time_us,
+                              "show this moment, in microseconds from the trace's start");
   step->excludes(time);
-  app.add_option("--panel", a.panel, "render only this panel: topology, timeline, playback, shards, memory, stats");
-  app.add_option("--clock", a.clock, "playback clock: steps (one beat per algorithm step) or measured")
+  app.add_option("--panel", a.panel,
+                 "render only this panel: topology, timeline, playback, shards, memory, stats");
+  app.add_option("--clock", a.clock,
+                 "playback clock: steps (one beat per algorithm step) or measured")
       ->check(CLI::IsMember({"steps", "measured"}));
-  app.add_option("--width", a.width, "window or image width in pixels")->capture_default_str()->check(CLI::Range(16, 8192));
-  app.add_option("--height", a.height, "window or image height in pixels")->capture_default_str()->check(CLI::Range(16, 8192));
-  app.add_option("--font-size", a.font_size, "font size in pixels (larger for a projector)")->capture_default_str()
+  app.add_option("--width", a.width, "window or image width in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 8192));
+  app.add_option("--height", a.height, "window or image height in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 8192));
+  app.add_option("--font-size", a.font_size, "font size in pixels (larger for a projector)")
+      ->capture_default_str()
       ->check(CLI::Range(8.0, 64.0));
-  app.add_option("--bench-frames", a.bench_frames, "build this many frames with no GL and print their CPU time")
+  app.add_option("--bench-frames", a.bench_frames,
+                 "build this many frames with no GL and print their CPU time")
       ->check(CLI::Range(1, 1000000));
-  app.add_option("--frames", a.frames, "close the window after this many frames (tests, scripted runs)")
+  app.add_option("--frames", a.frames,
+                 "close the window after this many frames (tests, scripted runs)")
       ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
 
@@ -174,8 +200,11 @@ int main(int argc, char** argv) {
   if (!a.panel.empty()) {
     dv::PanelId p;
     if (!dv::parse_panel(a.panel, p)) {
-      fmt::print(stderr, "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
-                         "memory or stats\n", a.panel);
+      fmt::print(
+          stderr,
+          "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
+          "memory or stats\n",
+          a.panel);
       return 2;
     }
     only = p;
@@ -186,7 +215,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!a.png.empty() && a.traces.size() > (a.compare ? 2u : 1u)) {
-    fmt::print(stderr, "distlab-viewer: --png renders one trace, or two with --compare ({} given)\n", a.traces.size());
+    fmt::print(stderr,
+               "distlab-viewer: --png renders one trace, or two with --compare ({} given)\n",
+               a.traces.size());
     return 2;
   }
   if (a.compare && a.traces.size() < 2) {

@@ -89,7 +89,8 @@ void draw_playback(PanelContext& ctx) {
   Playback& pb = doc.playback;
   const Moment& now = ctx.now;
   const int last = last_beat(m);
-  const bool at_end = pb.clock == Clock::steps ? now.beat >= last : now.time_us >= active_range(m).end;
+  const bool at_end =
+      pb.clock == Clock::steps ? now.beat >= last : now.time_us >= active_range(m).end;
   const bool narrow = ImGui::GetContentRegionAvail().x < 1000;  // side by side: labels go
   const float gap = narrow ? 10.0f : 18.0f;
 
@@ -151,7 +152,8 @@ void draw_playback(PanelContext& ctx) {
     char format[32];
     std::snprintf(format, sizeof format, "%%.3f %s", unit);
     double t = (now.time_us - m.t_begin) / scale;
-    const double lo = (active_range(m).begin - m.t_begin) / scale, hi = (active_range(m).end - m.t_begin) / scale;
+    const double lo = (active_range(m).begin - m.t_begin) / scale,
+                 hi = (active_range(m).end - m.t_begin) / scale;
     if (ImGui::SliderScalar("##scrub", ImGuiDataType_Double, &t, &lo, &hi, format))
       pb.seek_time(m, m.t_begin + t * scale);
     scrub_ticks(m, pb.clock, lo * scale, hi * scale);

@@ -19,8 +19,8 @@
 #include <map>
 #include <string>
 
-#include "viewer/app/colors.hpp"
 #include "core/base/units.hpp"
+#include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
 #include "viewer/model/stats.hpp"
 

@@ -20,8 +20,8 @@
 #include <memory>
 #include <vector>
 
-#include "viewer/app/colors.hpp"
 #include "core/base/units.hpp"
+#include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
 #include "viewer/model/timeline_lod.hpp"
 
@@ -70,7 +70,9 @@ struct Rows {
 };
 
 // One index per document (Document::derived), built on first sight (a few ms per 100k spans).
-TimelineIndex build_index(const TraceModel& model) { return TimelineIndex(model); }
+TimelineIndex build_index(const TraceModel& model) {
+  return TimelineIndex(model);
+}
 
 int chunks_of(const TraceModel& m, std::uint32_t buffer) {
   const std::string_view name = m.str(buffer);

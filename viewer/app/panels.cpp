@@ -7,12 +7,18 @@ namespace distlab::viewer {
 
 const char* panel_name(PanelId p) {
   switch (p) {
-    case PanelId::topology: return "topology";
-    case PanelId::timeline: return "timeline";
-    case PanelId::playback: return "playback";
-    case PanelId::shards: return "shards";
-    case PanelId::memory: return "memory";
-    case PanelId::stats: return "stats";
+    case PanelId::topology:
+      return "topology";
+    case PanelId::timeline:
+      return "timeline";
+    case PanelId::playback:
+      return "playback";
+    case PanelId::shards:
+      return "shards";
+    case PanelId::memory:
+      return "memory";
+    case PanelId::stats:
+      return "stats";
   }
   return "?";
 }
@@ -34,12 +40,24 @@ bool parse_panel(std::string_view name, PanelId& out) {
 
 void draw_panel(PanelId p, PanelContext& ctx) {
   switch (p) {
-    case PanelId::topology: draw_topology(ctx); break;
-    case PanelId::timeline: draw_timeline(ctx); break;
-    case PanelId::playback: draw_playback(ctx); break;
-    case PanelId::shards: draw_shards(ctx); break;
-    case PanelId::memory: draw_memory(ctx); break;
-    case PanelId::stats: draw_stats(ctx); break;
+    case PanelId::topology:
+      draw_topology(ctx);
+      break;
+    case PanelId::timeline:
+      draw_timeline(ctx);
+      break;
+    case PanelId::playback:
+      draw_playback(ctx);
+      break;
+    case PanelId::shards:
+      draw_shards(ctx);
+      break;
+    case PanelId::memory:
+      draw_memory(ctx);
+      break;
+    case PanelId::stats:
+      draw_stats(ctx);
+      break;
   }
 }
 

@@ -25,7 +25,7 @@ void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cos
 
 enum class PanelId { topology, timeline, playback, shards, memory, stats };
 inline constexpr int kPanels = 6;
-const char* panel_name(PanelId p);                    // "topology", ...
+const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);
 

@@ -25,8 +25,9 @@ namespace distlab::viewer {
 namespace {
 
 constexpr float kPlaybackHeight = 74.0f;
-constexpr ImGuiWindowFlags kPanelFlags =
-    ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings;
+constexpr ImGuiWindowFlags kPanelFlags = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                                         ImGuiWindowFlags_NoCollapse |
+                                         ImGuiWindowFlags_NoSavedSettings;
 
 // Places the next window exactly (every frame: the layout follows the display size).
 void place(float x, float y, float w, float h) {
@@ -40,7 +41,8 @@ std::vector<std::string> list_traces(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().extension() == ".json") out.push_back(it->path().string());
+    if (it->is_regular_file(ec) && it->path().extension() == ".json")
+      out.push_back(it->path().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -64,9 +66,12 @@ void View::set_current(int i) {
 
 void View::handle_keys(Document& doc) {
   if (!doc.ok() || ImGui::GetIO().WantTextInput) return;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) doc.playback.playing = !doc.playback.playing;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) doc.playback.playing = false, doc.playback.next_step(doc.model);
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) doc.playback.playing = false, doc.playback.prev_step(doc.model);
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false))
+    doc.playback.playing = !doc.playback.playing;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)))
+    doc.playback.playing = false, doc.playback.next_step(doc.model);
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)))
+    doc.playback.playing = false, doc.playback.prev_step(doc.model);
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home), false)) doc.playback.reset(doc.model);
 }
 
@@ -82,7 +87,8 @@ void View::draw_menu() {
   if (ImGui::BeginMenu("Compare", docs_.size() > 1)) {
     if (ImGui::MenuItem("off", nullptr, compare_ < 0)) compare_ = -1;
     for (int i = 0; i < static_cast<int>(docs_.size()); ++i)
-      if (i != current_ && ImGui::MenuItem(docs_[i].title().c_str(), nullptr, i == compare_)) compare_ = i;
+      if (i != current_ && ImGui::MenuItem(docs_[i].title().c_str(), nullptr, i == compare_))
+        compare_ = i;
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
@@ -103,11 +109,11 @@ void View::draw_menu() {
 void View::draw_picker() {
   // ImGui 1.86 names no letter keys but A, C, V, X, Y, Z; the GLFW backend indexes keys by
   // GLFW key code, which for letters is the upper-case ASCII code.
-  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed('O', false))
-    picker_open_ = true;
+  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed('O', false)) picker_open_ = true;
   if (!picker_open_) return;
   const ImVec2 size = ImGui::GetIO().DisplaySize;
-  ImGui::SetNextWindowPos(ImVec2(size.x * 0.5f, size.y * 0.5f), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowPos(ImVec2(size.x * 0.5f, size.y * 0.5f), ImGuiCond_Appearing,
+                          ImVec2(0.5f, 0.5f));
   ImGui::SetNextWindowSize(ImVec2(520, 420), ImGuiCond_Appearing);
   if (ImGui::Begin("Open a trace", &picker_open_, ImGuiWindowFlags_NoSavedSettings)) {
     for (const auto& dir : picker_dirs) {
@@ -123,7 +129,8 @@ void View::draw_picker() {
     ImGui::Separator();
     static char path[1024] = "";
     ImGui::SetNextItemWidth(-70);
-    const bool enter = ImGui::InputText("##path", path, sizeof path, ImGuiInputTextFlags_EnterReturnsTrue);
+    const bool enter =
+        ImGui::InputText("##path", path, sizeof path, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     if ((ImGui::Button("Open") || enter) && path[0]) {
       open(path);
@@ -175,8 +182,9 @@ void View::draw(double wall_seconds, std::optional<PanelId> only) {
     if (!only) draw_menu();
     place(0, ImGui::GetFrameHeight(), size.x, size.y - ImGui::GetFrameHeight());
     ImGui::Begin("distlab-viewer", nullptr, kPanelFlags);
-    ImGui::TextWrapped("No trace open. Run a lesson (./distlab tour writes traces/), then open one from "
-                       "File > Open, drop a trace file here, or start distlab-viewer with trace paths.");
+    ImGui::TextWrapped(
+        "No trace open. Run a lesson (./distlab tour writes traces/), then open one from "
+        "File > Open, drop a trace file here, or start distlab-viewer with trace paths.");
     if (ImGui::Button("Open a trace...")) picker_open_ = true;
     ImGui::End();
     draw_picker();

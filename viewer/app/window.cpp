@@ -21,21 +21,25 @@ void on_drop(GLFWwindow*, int count, const char** paths) {
   for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
 }
 
-void on_glfw_error(int code, const char* what) { fmt::print(stderr, "distlab-viewer: GLFW error {}: {}\n", code, what); }
+void on_glfw_error(int code, const char* what) {
+  fmt::print(stderr, "distlab-viewer: GLFW error {}: {}\n", code, what);
+}
 
 }  // namespace
 
 int run_window(View& view, int width, int height, void (*setup_fonts)(float), float font_size,
                int max_frames) {
   if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY")) {
-    fmt::print(stderr,
-               "distlab-viewer: no display (neither DISPLAY nor WAYLAND_DISPLAY is set); render a frame "
-               "without one with --png out.png, or run under xvfb-run\n");
+    fmt::print(
+        stderr,
+        "distlab-viewer: no display (neither DISPLAY nor WAYLAND_DISPLAY is set); render a frame "
+        "without one with --png out.png, or run under xvfb-run\n");
     return 2;
   }
   glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit()) {
-    fmt::print(stderr, "distlab-viewer: GLFW cannot start (no usable display); try --png out.png\n");
+    fmt::print(stderr,
+               "distlab-viewer: GLFW cannot start (no usable display); try --png out.png\n");
     return 2;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -43,7 +47,8 @@ int run_window(View& view, int width, int height, void (*setup_fonts)(float), fl
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   GLFWwindow* window = glfwCreateWindow(width, height, "distlab-viewer", nullptr, nullptr);
   if (!window) {
-    fmt::print(stderr, "distlab-viewer: no OpenGL 3.3 core window on this display; try --png out.png\n");
+    fmt::print(stderr,
+               "distlab-viewer: no OpenGL 3.3 core window on this display; try --png out.png\n");
     glfwTerminate();
     return 2;
   }
@@ -58,11 +63,15 @@ int run_window(View& view, int width, int height, void (*setup_fonts)(float), fl
   ImGui_ImplOpenGL3_Init("#version 330");
 
   double last = glfwGetTime();
-  for (int frame = 0; !glfwWindowShouldClose(window) && (max_frames <= 0 || frame < max_frames); ++frame) {
+  for (int frame = 0; !glfwWindowShouldClose(window) && (max_frames <= 0 || frame < max_frames);
+       ++frame) {
     // Paused and idle, wait for input instead of spinning a core.
-    const bool animating = !view.documents().empty() && view.documents()[view.current()].playback.playing;
-    if (animating || max_frames > 0) glfwPollEvents();
-    else glfwWaitEventsTimeout(0.25);
+    const bool animating =
+        !view.documents().empty() && view.documents()[view.current()].playback.playing;
+    if (animating || max_frames > 0)
+      glfwPollEvents();
+    else
+      glfwWaitEventsTimeout(0.25);
     for (auto& path : g_dropped) view.open(path);
     g_dropped.clear();
 

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;  // rejected with a sentence: the expected outcome for most inputs
   }
   std::size_t cells = 0;
-  for (const BufferInfo& b : m.info.buffers) cells += static_cast<std::size_t>(m.world_size()) * b.chunks;
+  for (const BufferInfo& b : m.info.buffers)
+    cells += static_cast<std::size_t>(m.world_size()) * b.chunks;
   if (cells <= (1u << 16)) {
     state_at_step(m, m.max_step());
     state_at_time(m, m.t_end);

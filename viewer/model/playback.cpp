@@ -13,7 +13,9 @@ namespace {
 constexpr double kEps = 1e-9;
 constexpr double kMeasuredSeconds = 10.0;  // the measured clock plays the whole trace in 10 s
 
-double lerp(double a, double b, double f) { return a + (b - a) * f; }
+double lerp(double a, double b, double f) {
+  return a + (b - a) * f;
+}
 
 // The beat -> time knots; a model nobody indexed maps [0, 1] onto the extent.
 std::vector<double> fallback_knots(const TraceModel& m) {
@@ -45,7 +47,9 @@ void index_steps(TraceModel& m) {
 
   // The active range: the spans' extent (the whole trace when it has none).
   m.active_begin = m.t_end, m.active_end = m.t_begin;
-  for (const Span& s : m.spans) m.active_begin = std::min(m.active_begin, s.start), m.active_end = std::max(m.active_end, s.end());
+  for (const Span& s : m.spans)
+    m.active_begin = std::min(m.active_begin, s.start),
+    m.active_end = std::max(m.active_end, s.end());
   if (!(m.active_begin < m.active_end)) m.active_begin = m.t_begin, m.active_end = m.t_end;
 
   // Beat k - 1 starts step k: its frame's time, else its earliest send; never before the beat
@@ -53,7 +57,8 @@ void index_steps(TraceModel& m) {
   const std::size_t n = m.step_ids.size();
   std::vector<double> start(n, -1.0);
   auto index = [&](int id) {
-    return static_cast<std::size_t>(std::lower_bound(m.step_ids.begin(), m.step_ids.end(), id) - m.step_ids.begin());
+    return static_cast<std::size_t>(std::lower_bound(m.step_ids.begin(), m.step_ids.end(), id) -
+                                    m.step_ids.begin());
   };
   for (const auto& f : m.steps)
     if (f.step >= 0) {
@@ -67,7 +72,8 @@ void index_steps(TraceModel& m) {
     }
   m.beat_times.assign(std::max<std::size_t>(n, 1) + 1, m.active_begin);
   for (std::size_t k = 0; k < n; ++k) {
-    const double t = std::clamp(start[k] < 0 ? m.active_begin : start[k], m.active_begin, m.active_end);
+    const double t =
+        std::clamp(start[k] < 0 ? m.active_begin : start[k], m.active_begin, m.active_end);
     m.beat_times[k] = k ? std::max(t, m.beat_times[k - 1]) : t;
   }
   m.beat_times.back() = std::max(m.active_end, m.beat_times[m.beat_times.size() - 2]);
@@ -78,11 +84,17 @@ TimeSpan active_range(const TraceModel& m) {
   return {m.t_begin, m.t_end};
 }
 
-const char* to_string(Clock c) { return c == Clock::steps ? "steps" : "measured"; }
+const char* to_string(Clock c) {
+  return c == Clock::steps ? "steps" : "measured";
+}
 
-int last_beat(const TraceModel& model) { return std::max<int>(1, static_cast<int>(model.step_ids.size())); }
+int last_beat(const TraceModel& model) {
+  return std::max<int>(1, static_cast<int>(model.step_ids.size()));
+}
 
-int step_id_at_beat(const TraceModel& model, int beat) { return std::max(0, step_id_of_beat(model, beat)); }
+int step_id_at_beat(const TraceModel& model, int beat) {
+  return std::max(0, step_id_of_beat(model, beat));
+}
 
 double time_at_beat(const TraceModel& model, double beat) {
   std::vector<double> scratch;
@@ -176,12 +188,14 @@ std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
     const Message& m = model.messages[i];
     double progress = -1;
     if (at.clock == Clock::steps && m.step >= 0) {
-      if (between && m.step == step_id_of_beat(model, static_cast<int>(whole) + 1)) progress = at.beat - whole;
+      if (between && m.step == step_id_of_beat(model, static_cast<int>(whole) + 1))
+        progress = at.beat - whole;
     } else if (m.send_time <= at.time_us && at.time_us < m.arrival) {
       const double d = m.arrival - m.send_time;
       progress = d > 0 ? (at.time_us - m.send_time) / d : 0.0;
     }
-    if (progress >= 0) out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});
+    if (progress >= 0)
+      out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});
   }
   return out;
 }
@@ -207,7 +221,8 @@ std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at)
   std::map<std::pair<int, int>, LinkTraffic> links;
   for (const Message& m : model.messages) {
     if (m.src < 0 || m.dst < 0) continue;
-    const bool arrived = at.clock == Clock::steps && m.step >= 0 ? m.step <= at.step : m.arrival <= at.time_us;
+    const bool arrived =
+        at.clock == Clock::steps && m.step >= 0 ? m.step <= at.step : m.arrival <= at.time_us;
     if (!arrived) continue;
     LinkTraffic& l = links[{m.src, m.dst}];
     l.src = m.src;
@@ -222,7 +237,8 @@ std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at)
 }
 
 ShardState shards_at(const TraceModel& model, const Moment& at) {
-  return at.clock == Clock::steps ? state_at_step(model, at.step) : state_at_time(model, at.time_us);
+  return at.clock == Clock::steps ? state_at_step(model, at.step)
+                                  : state_at_time(model, at.time_us);
 }
 
 std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at) {

@@ -53,14 +53,14 @@ class Playback {
   // steps clock: beats per second; measured clock: the whole trace plays in 10 s / speed.
   double speed = 1.0;
 
-  void reset(const TraceModel& model);               // to the start, paused
-  void set_clock(const TraceModel& model, Clock c);  // keeps the instant
+  void reset(const TraceModel& model);                         // to the start, paused
+  void set_clock(const TraceModel& model, Clock c);            // keeps the instant
   void advance(const TraceModel& model, double wall_seconds);  // when playing; stops at the end
-  void next_step(const TraceModel& model);           // to the next whole step
+  void next_step(const TraceModel& model);                     // to the next whole step
   void prev_step(const TraceModel& model);
   void seek_beat(const TraceModel& model, double beat);
   void seek_time(const TraceModel& model, double t_us);
-  double position() const { return position_; }      // beat or time, by the clock
+  double position() const { return position_; }  // beat or time, by the clock
   Moment moment(const TraceModel& model) const;
 
  private:

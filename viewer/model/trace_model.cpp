@@ -29,20 +29,26 @@ namespace od = simdjson::ondemand;
 
 const char* to_string(SpanKind k) {
   switch (k) {
-    case SpanKind::compute: return "compute";
-    case SpanKind::send: return "send";
-    case SpanKind::recv: return "recv";
-    case SpanKind::deliver: return "deliver";
+    case SpanKind::compute:
+      return "compute";
+    case SpanKind::send:
+      return "send";
+    case SpanKind::recv:
+      return "recv";
+    case SpanKind::deliver:
+      return "deliver";
   }
   return "?";
 }
 
 const char* memory_category_name(int k) {
-  return k >= 0 && k < kMemoryCategories ? distlab::kCategoryNames[static_cast<std::size_t>(k)] : "?";
+  return k >= 0 && k < kMemoryCategories ? distlab::kCategoryNames[static_cast<std::size_t>(k)]
+                                         : "?";
 }
 
 int TraceModel::rank_of_pid(int pid) const {
-  auto it = std::lower_bound(ranks.begin(), ranks.end(), pid, [](const Rank& r, int p) { return r.pid < p; });
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), pid,
+                             [](const Rank& r, int p) { return r.pid < p; });
   return it != ranks.end() && it->pid == pid ? static_cast<int>(it - ranks.begin()) : -1;
 }
 
@@ -80,7 +86,9 @@ std::optional<std::int64_t> as_int(od::value v) {
 // Strings and keys without a backslash are read in place, from the file's own bytes:
 // get_string() and unescaped_key() copy every one into simdjson's string buffer, which only
 // grows during a document (for a trace, half the file size again, and slower).
-bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 std::optional<std::string_view> as_string(od::value v) {
   if (v.type() != od::json_type::string) return std::nullopt;
@@ -224,8 +232,8 @@ class Builder {
   std::map<LaneKey, std::string> thread_names_;
   std::map<LaneKey, int> thread_sort_;
   std::map<LaneKey, std::vector<OpenSpan>> open_;
-  std::vector<FlowEvent> flows_;                                // in file order
-  std::map<int, std::vector<MemorySample>> memory_;             // pid -> samples
+  std::vector<FlowEvent> flows_;                     // in file order
+  std::map<int, std::vector<MemorySample>> memory_;  // pid -> samples
   std::map<int, bool> pids_;
   std::size_t skipped_ = 0;
 
@@ -233,22 +241,31 @@ class Builder {
     for (auto field : o) {
       const std::string_view key = key_of(field);
       od::value v = field.value();
-      if (key == "ph") f.ph = as_string(v).value_or("");
-      else if (key == "name") f.name = as_string(v).value_or("");
-      else if (key == "cat") f.cat = as_string(v).value_or("");
-      else if (key == "bp") f.bp = as_string(v).value_or("");
-      else if (key == "s") f.s_scope = as_string(v).value_or("");
-      else if (key == "pid") f.pid = as_int(v);
-      else if (key == "tid") f.tid = as_int(v);
+      if (key == "ph")
+        f.ph = as_string(v).value_or("");
+      else if (key == "name")
+        f.name = as_string(v).value_or("");
+      else if (key == "cat")
+        f.cat = as_string(v).value_or("");
+      else if (key == "bp")
+        f.bp = as_string(v).value_or("");
+      else if (key == "s")
+        f.s_scope = as_string(v).value_or("");
+      else if (key == "pid")
+        f.pid = as_int(v);
+      else if (key == "tid")
+        f.tid = as_int(v);
       else if (key == "ts") {
         if (auto d = as_double(v)) f.ts = *d, f.has_ts = true;
-      } else if (key == "dur") f.dur = as_double(v).value_or(-1);
+      } else if (key == "dur")
+        f.dur = as_double(v).value_or(-1);
       else if (key == "id") {
         if (auto s = as_string(v)) {
           char* end = nullptr;
           const std::string text(*s);
           f.id = std::strtoull(text.c_str(), &end, 0);
-          if (end == text.c_str() || *end) f.id = (std::uint64_t{1} << 63) | intern(text);  // not a number
+          if (end == text.c_str() || *end)
+            f.id = (std::uint64_t{1} << 63) | intern(text);  // not a number
         } else {
           f.id = static_cast<std::uint64_t>(as_int(v).value_or(0));
         }
@@ -265,30 +282,46 @@ class Builder {
     for (auto field : args) {
       const std::string_view key = key_of(field);
       od::value v = field.value();
-      if (key == "peer") a.peer = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
-      else if (key == "bytes") a.bytes = as_int(v).value_or(-1), f.message_args = true;
-      else if (key == "tag") a.tag = as_int(v).value_or(-1);
-      else if (key == "step") f.step = as_int(v);
-      else if (key == "buffer") a.buffer = intern(as_string(v).value_or(""));
-      else if (key == "chunk") a.chunk = clamp_int(as_int(v).value_or(-1));
-      else if (key == "chunk_end") a.chunk_end = clamp_int(as_int(v).value_or(-1));
-      else if (key == "apply") a.apply = apply_of(as_string(v).value_or(""));
-      else if (key == "contributions") a.contributions = clamp_int(as_int(v).value_or(0));
-      else if (key == "contrib_mask") a.contrib_mask = as_mask(v);
-      else if (key == "msg") a.msg = static_cast<std::uint64_t>(as_int(v).value_or(0));
-      else if (key == "name") f.arg_name = as_string(v).value_or("");
-      else if (key == "sort_index") f.sort_index = as_int(v);
-      else if (key == "total_bytes") f.mem_total = as_int(v).value_or(0);
+      if (key == "peer")
+        a.peer = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
+      else if (key == "bytes")
+        a.bytes = as_int(v).value_or(-1), f.message_args = true;
+      else if (key == "tag")
+        a.tag = as_int(v).value_or(-1);
+      else if (key == "step")
+        f.step = as_int(v);
+      else if (key == "buffer")
+        a.buffer = intern(as_string(v).value_or(""));
+      else if (key == "chunk")
+        a.chunk = clamp_int(as_int(v).value_or(-1));
+      else if (key == "chunk_end")
+        a.chunk_end = clamp_int(as_int(v).value_or(-1));
+      else if (key == "apply")
+        a.apply = apply_of(as_string(v).value_or(""));
+      else if (key == "contributions")
+        a.contributions = clamp_int(as_int(v).value_or(0));
+      else if (key == "contrib_mask")
+        a.contrib_mask = as_mask(v);
+      else if (key == "msg")
+        a.msg = static_cast<std::uint64_t>(as_int(v).value_or(0));
+      else if (key == "name")
+        f.arg_name = as_string(v).value_or("");
+      else if (key == "sort_index")
+        f.sort_index = as_int(v);
+      else if (key == "total_bytes")
+        f.mem_total = as_int(v).value_or(0);
       else if (key.size() > 6 && key.ends_with("_bytes")) {
         for (int k = 0; k < kMemoryCategories; ++k)
-          if (key.substr(0, key.size() - 6) == memory_category_name(k)) f.mem[k] = as_int(v).value_or(0);
+          if (key.substr(0, key.size() - 6) == memory_category_name(k))
+            f.mem[k] = as_int(v).value_or(0);
       }
     }
     if (f.step) a.step = clamp_int(*f.step);
   }
 
   std::uint32_t lane_of(int pid, int tid) {
-    auto [it, fresh] = lane_ids_.try_emplace(LaneKey{pid, tid}, static_cast<std::uint32_t>(m.lanes.size()));
+    auto [it, fresh] =
+        lane_ids_.try_emplace(LaneKey{pid, tid}, static_cast<std::uint32_t>(m.lanes.size()));
     if (fresh) {
       Lane l;
       l.rank = pid;
@@ -299,7 +332,8 @@ class Builder {
     return it->second;
   }
 
-  void add_span(int pid, int tid, double ts, double dur, std::uint32_t name, SpanKind kind, const EventFields* f) {
+  void add_span(int pid, int tid, double ts, double dur, std::uint32_t name, SpanKind kind,
+                const EventFields* f) {
     Span s;
     s.start = ts;
     s.dur = std::max(0.0, dur);
@@ -367,10 +401,14 @@ class Builder {
         if (f.name == "step frame" && f.step) m.steps.push_back({clamp_int(*f.step), f.ts});
         break;
       case 'M':
-        if (f.name == "process_name") process_names_[pid] = f.arg_name, pids_[pid] = true;
-        else if (f.name == "process_sort_index" && f.sort_index) process_sort_[pid] = clamp_int(*f.sort_index);
-        else if (f.name == "thread_name") thread_names_[{pid, tid}] = f.arg_name;
-        else if (f.name == "thread_sort_index" && f.sort_index) thread_sort_[{pid, tid}] = clamp_int(*f.sort_index);
+        if (f.name == "process_name")
+          process_names_[pid] = f.arg_name, pids_[pid] = true;
+        else if (f.name == "process_sort_index" && f.sort_index)
+          process_sort_[pid] = clamp_int(*f.sort_index);
+        else if (f.name == "thread_name")
+          thread_names_[{pid, tid}] = f.arg_name;
+        else if (f.name == "thread_sort_index" && f.sort_index)
+          thread_sort_[{pid, tid}] = clamp_int(*f.sort_index);
         break;
       default:
         break;  // other phases (t, n, b, e, P, ...) are not drawn
@@ -395,8 +433,10 @@ void read_text(od::value v, TraceMeta& in) {
   if (other_type(v.get_object().get(o))) return;
   for (auto f : o) {
     const std::string_view k = f.unescaped_key();
-    if (k == "concept") in.concept_text = as_string(f.value()).value_or("");
-    else if (k == "look_at") in.look_at = as_string(f.value()).value_or("");
+    if (k == "concept")
+      in.concept_text = as_string(f.value()).value_or("");
+    else if (k == "look_at")
+      in.look_at = as_string(f.value()).value_or("");
   }
 }
 
@@ -426,22 +466,38 @@ void Builder::read_other(od::object other) {
   for (auto field : other) {
     const std::string_view key = field.unescaped_key();
     od::value v = field.value();
-    if (key == "schema") in.distlab = as_string(v).value_or("") == "distlab-trace";
-    else if (key == "schema_version") in.schema_version = clamp_int(as_int(v).value_or(0));
-    else if (key == "lesson") in.lesson = as_string(v).value_or("");
-    else if (key == "title") in.title = as_string(v).value_or("");
-    else if (key == "algorithm") in.algorithm = as_string(v).value_or("");
-    else if (key == "mode") in.mode = as_string(v).value_or("");
-    else if (key == "device") in.device = as_string(v).value_or("");
-    else if (key == "transport") in.transport = as_string(v).value_or("");
-    else if (key == "world_size") in.world_size = clamp_int(as_int(v).value_or(0));
-    else if (key == "steps") in.steps = as_int(v).value_or(0);
-    else if (key == "messages") in.messages = as_int(v).value_or(0);
-    else if (key == "wall_seconds") in.wall_seconds = as_double(v).value_or(0);
-    else if (key == "parameters") in.parameters_json = std::string(simdjson::to_json_string(v).value());
-    else if (key == "cost_model") in.cost_model_json = std::string(simdjson::to_json_string(v).value());
-    else if (key == "text") read_text(v, in);
-    else if (key == "memory_formula") read_memory_formula(v, in);
+    if (key == "schema")
+      in.distlab = as_string(v).value_or("") == "distlab-trace";
+    else if (key == "schema_version")
+      in.schema_version = clamp_int(as_int(v).value_or(0));
+    else if (key == "lesson")
+      in.lesson = as_string(v).value_or("");
+    else if (key == "title")
+      in.title = as_string(v).value_or("");
+    else if (key == "algorithm")
+      in.algorithm = as_string(v).value_or("");
+    else if (key == "mode")
+      in.mode = as_string(v).value_or("");
+    else if (key == "device")
+      in.device = as_string(v).value_or("");
+    else if (key == "transport")
+      in.transport = as_string(v).value_or("");
+    else if (key == "world_size")
+      in.world_size = clamp_int(as_int(v).value_or(0));
+    else if (key == "steps")
+      in.steps = as_int(v).value_or(0);
+    else if (key == "messages")
+      in.messages = as_int(v).value_or(0);
+    else if (key == "wall_seconds")
+      in.wall_seconds = as_double(v).value_or(0);
+    else if (key == "parameters")
+      in.parameters_json = std::string(simdjson::to_json_string(v).value());
+    else if (key == "cost_model")
+      in.cost_model_json = std::string(simdjson::to_json_string(v).value());
+    else if (key == "text")
+      read_text(v, in);
+    else if (key == "memory_formula")
+      read_memory_formula(v, in);
     else if (key == "verification") {
       od::object ver;
       if (other_type(v.get_object().get(ver))) continue;
@@ -464,9 +520,12 @@ void Builder::read_other(od::object other) {
             for (auto ff : fo) {
               const std::string_view fk = ff.unescaped_key();
               od::value fv = ff.value();
-              if (fk == "rank") fc.rank = clamp_int(as_int(fv).value_or(-1));
-              else if (fk == "name") fc.name = as_string(fv).value_or("");
-              else if (fk == "detail") fc.detail = as_string(fv).value_or("");
+              if (fk == "rank")
+                fc.rank = clamp_int(as_int(fv).value_or(-1));
+              else if (fk == "name")
+                fc.name = as_string(fv).value_or("");
+              else if (fk == "detail")
+                fc.detail = as_string(fv).value_or("");
             }
             in.failed.push_back(std::move(fc));
           }
@@ -482,9 +541,13 @@ void Builder::read_other(od::object other) {
         for (auto bf : bo) {
           const std::string_view bk = bf.unescaped_key();
           od::value bv = bf.value();
-          if (bk == "name") b.name = as_string(bv).value_or("");
-          else if (bk == "length") b.length = static_cast<std::uint64_t>(std::max<std::int64_t>(0, as_int(bv).value_or(0)));
-          else if (bk == "chunks") b.chunks = clamp_int(std::clamp<std::int64_t>(as_int(bv).value_or(1), 1, 1 << 20));
+          if (bk == "name")
+            b.name = as_string(bv).value_or("");
+          else if (bk == "length")
+            b.length =
+                static_cast<std::uint64_t>(std::max<std::int64_t>(0, as_int(bv).value_or(0)));
+          else if (bk == "chunks")
+            b.chunks = clamp_int(std::clamp<std::int64_t>(as_int(bv).value_or(1), 1, 1 << 20));
         }
         if (!b.name.empty()) in.buffers.push_back(std::move(b));
       }
@@ -508,14 +571,16 @@ void Builder::build_messages() {
     if (a && a->msg && (s.kind == SpanKind::send || s.kind == SpanKind::deliver))
       by_msg.push_back({a->msg, static_cast<std::int32_t>(i)});
   }
-  std::stable_sort(by_msg.begin(), by_msg.end(), [](const MsgSpan& a, const MsgSpan& b) { return a.msg < b.msg; });
-  std::stable_sort(flows_.begin(), flows_.end(), [](const FlowEvent& a, const FlowEvent& b) { return a.id < b.id; });
+  std::stable_sort(by_msg.begin(), by_msg.end(),
+                   [](const MsgSpan& a, const MsgSpan& b) { return a.msg < b.msg; });
+  std::stable_sort(flows_.begin(), flows_.end(),
+                   [](const FlowEvent& a, const FlowEvent& b) { return a.id < b.id; });
 
   // Every id seen in a flow or on a message span, ascending (a merge of the two); a message
   // needs both of its ends.
   std::size_t fi = 0, si = 0;
   while (fi < flows_.size() || si < by_msg.size()) {
-    const std::uint64_t id = si == by_msg.size()     ? flows_[fi].id
+    const std::uint64_t id = si == by_msg.size()   ? flows_[fi].id
                              : fi == flows_.size() ? by_msg[si].msg
                                                    : std::min(flows_[fi].id, by_msg[si].msg);
     FlowEnd start, finish;
@@ -569,7 +634,8 @@ void Builder::finish() {
     Rank r;
     r.pid = pid;
     auto it = process_names_.find(pid);
-    r.name = it != process_names_.end() && !it->second.empty() ? it->second : fmt::format("pid {}", pid);
+    r.name =
+        it != process_names_.end() && !it->second.empty() ? it->second : fmt::format("pid {}", pid);
     auto si = process_sort_.find(pid);
     r.sort_index = si != process_sort_.end() ? si->second : pid;
     m.ranks.push_back(std::move(r));
@@ -582,7 +648,8 @@ void Builder::finish() {
     Lane& l = m.lanes[i];
     const LaneKey key{l.rank, l.tid};
     auto tn = thread_names_.find(key);
-    l.name = tn != thread_names_.end() && !tn->second.empty() ? tn->second : fmt::format("tid {}", l.tid);
+    l.name = tn != thread_names_.end() && !tn->second.empty() ? tn->second
+                                                              : fmt::format("tid {}", l.tid);
     auto ts = thread_sort_.find(key);
     l.sort_index = ts != thread_sort_.end() ? ts->second : l.tid;
     l.rank = m.rank_of_pid(l.rank);
@@ -637,7 +704,8 @@ void Builder::finish() {
   }
 }
 
-constexpr const char* kExpected = "a trace is a Chrome Trace Event JSON object {\"traceEvents\": [...]} or an array of events";
+constexpr const char* kExpected =
+    "a trace is a Chrome Trace Event JSON object {\"traceEvents\": [...]} or an array of events";
 
 }  // namespace
 
@@ -652,7 +720,8 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
     throw Error(fmt::format("the trace is empty ({} bytes); {}", json.size(), kExpected));
   const char first = json[start];
   if (first != '{' && first != '[')
-    throw Error(fmt::format("the trace is not a JSON object or array (it starts with '{}'); {}", first, kExpected));
+    throw Error(fmt::format("the trace is not a JSON object or array (it starts with '{}'); {}",
+                            first, kExpected));
   bool saw_events = false;
   try {
     od::parser parser;
@@ -679,13 +748,15 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
       throw Error(fmt::format("the trace is not a JSON object or array; {}", kExpected));
     }
   } catch (const simdjson::simdjson_error& e) {
-    throw Error(fmt::format("the trace is not valid JSON ({}); it may be truncated or not a trace at all; {}",
-                            e.what(), kExpected));
+    throw Error(fmt::format(
+        "the trace is not valid JSON ({}); it may be truncated or not a trace at all; {}", e.what(),
+        kExpected));
   }
   if (!saw_events) throw Error(fmt::format("the trace has no traceEvents array; {}", kExpected));
   if (b.m.info.schema_version > kTraceSchemaVersion)
-    throw Error(fmt::format("trace schema version {} is newer than this viewer reads ({}); update distlab",
-                            b.m.info.schema_version, kTraceSchemaVersion));
+    throw Error(
+        fmt::format("trace schema version {} is newer than this viewer reads ({}); update distlab",
+                    b.m.info.schema_version, kTraceSchemaVersion));
 }
 
 }  // namespace
@@ -722,11 +793,13 @@ TraceModel load_trace_model(const std::string& path) {
 
 namespace {
 
-std::uint64_t bit_of(int rank) { return rank >= 0 && rank < 64 ? std::uint64_t{1} << rank : 0; }
+std::uint64_t bit_of(int rank) {
+  return rank >= 0 && rank < 64 ? std::uint64_t{1} << rank : 0;
+}
 
 struct Replay {
-  std::vector<int> buffer_of_string;      // string index -> buffer index, -1 none
-  std::vector<const Message*> order;      // replayable messages, by (step, arrival)
+  std::vector<int> buffer_of_string;  // string index -> buffer index, -1 none
+  std::vector<const Message*> order;  // replayable messages, by (step, arrival)
   ShardState initial;
 };
 
@@ -753,7 +826,9 @@ Replay prepare(const TraceModel& model) {
     for (std::size_t s = 1; s < model.strings.size(); ++s)
       if (model.strings[s] == model.info.buffers[b].name && r.buffer_of_string[s] < 0)
         r.buffer_of_string[s] = static_cast<int>(b);
-  auto buffer_of = [&](const Message& m) { return m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1; };
+  auto buffer_of = [&](const Message& m) {
+    return m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1;
+  };
 
   const std::size_t nb = model.info.buffers.size();
   std::vector<bool> reduce_style(nb, false);
@@ -802,7 +877,9 @@ Replay prepare(const TraceModel& model) {
         } else if (f.send && f.send->send_time < f.arrival) {
           cell.held = true;
           cell.mask = f.send && f.send->contrib_mask ? f.send->contrib_mask : bit_of(rank);
-          cell.count = cell.mask ? std::popcount(cell.mask) : std::max(1, f.send ? static_cast<int>(f.send->contributions) : 1);
+          cell.count = cell.mask
+                           ? std::popcount(cell.mask)
+                           : std::max(1, f.send ? static_cast<int>(f.send->contributions) : 1);
         } else if (!carried[b][c] && bs.chunks == n && c == rank) {
           cell = {true, bit_of(rank), 1};  // the piece a scatter's or gather's root keeps
         }
@@ -821,7 +898,8 @@ void apply(ShardState& st, const Replay& r, const Message& m, int world) {
     ChunkState& cell = bs.at(m.dst, c);
     if (m.apply == ApplyKind::reduce) {
       cell.mask |= m.contrib_mask;
-      cell.count = cell.mask ? std::popcount(cell.mask) : std::min(world, cell.count + m.contributions);
+      cell.count =
+          cell.mask ? std::popcount(cell.mask) : std::min(world, cell.count + m.contributions);
     } else {
       cell.mask = m.contrib_mask;
       cell.count = cell.mask ? std::popcount(cell.mask) : m.contributions;

@@ -35,54 +35,54 @@ const char* to_string(SpanKind k);
 
 // Message args of a send, recv or deliver span (docs/trace-format.md); -1 / 0 when absent.
 struct SpanArgs {
-  std::int32_t peer = -1;          // the other rank
+  std::int32_t peer = -1;  // the other rank
   std::int32_t step = -1;
   std::int32_t chunk = -1, chunk_end = -1;
   std::int32_t contributions = 0;
-  std::uint32_t buffer = 0;        // string table index; 0 = "" (none)
+  std::uint32_t buffer = 0;  // string table index; 0 = "" (none)
   ApplyKind apply = ApplyKind::none;
   std::int64_t bytes = -1;
   std::int64_t tag = -1;
   std::uint64_t contrib_mask = 0;
-  std::uint64_t msg = 0;           // message (flow) id, 0 when none
+  std::uint64_t msg = 0;  // message (flow) id, 0 when none
 };
 
 // 32 bytes; the args of message spans live beside, in TraceModel::span_args.
 struct Span {
-  double start = 0, dur = 0;       // microseconds from the trace's epoch
-  std::uint32_t lane = 0;          // index into TraceModel::lanes
-  std::uint32_t name = 0;          // index into TraceModel::strings
-  std::int32_t args = -1;          // index into TraceModel::span_args, -1 when none
+  double start = 0, dur = 0;  // microseconds from the trace's epoch
+  std::uint32_t lane = 0;     // index into TraceModel::lanes
+  std::uint32_t name = 0;     // index into TraceModel::strings
+  std::int32_t args = -1;     // index into TraceModel::span_args, -1 when none
   SpanKind kind = SpanKind::compute;
   double end() const { return start + dur; }
 };
 
 struct Rank {
   int pid = 0;
-  std::string name;                // process_name ("rank 0 (host)"), or "pid N"
+  std::string name;  // process_name ("rank 0 (host)"), or "pid N"
   int sort_index = 0;
   std::vector<std::uint32_t> lanes;  // indices into TraceModel::lanes, by sort index then tid
 };
 
 struct Lane {
-  int rank = 0;                    // index into TraceModel::ranks
+  int rank = 0;  // index into TraceModel::ranks
   int tid = 0;
-  std::string name;                // thread_name ("send 2"), or "tid N"
+  std::string name;  // thread_name ("send 2"), or "tid N"
   int sort_index = 0;
   std::uint32_t span_begin = 0, span_end = 0;  // its spans in TraceModel::spans
-  int depth = 0;                   // deepest nesting on this lane (1 = flat)
+  int depth = 0;                               // deepest nesting on this lane (1 = flat)
 };
 
 // One message: a flow start paired with its finish, plus the send / deliver spans' args.
 struct Message {
   std::uint64_t id = 0;
-  int src = -1, dst = -1;          // rank indices
-  std::int64_t bytes = -1;         // -1 when the trace does not say
-  double send_time = 0;            // flow start (the send was posted)
-  double send_end = 0;             // the send span's end (send_time when unknown)
-  double arrival = 0;              // end of the deliver span (else the flow finish), >= send_time
+  int src = -1, dst = -1;   // rank indices
+  std::int64_t bytes = -1;  // -1 when the trace does not say
+  double send_time = 0;     // flow start (the send was posted)
+  double send_end = 0;      // the send span's end (send_time when unknown)
+  double arrival = 0;       // end of the deliver span (else the flow finish), >= send_time
   std::int32_t step = -1;
-  std::uint32_t buffer = 0;        // string table index, 0 = none
+  std::uint32_t buffer = 0;  // string table index, 0 = none
   std::int32_t chunk = -1, chunk_end = -1;
   ApplyKind apply = ApplyKind::none;
   std::int32_t contributions = 0;
@@ -92,7 +92,7 @@ struct Message {
 
 struct StepFrame {
   int step = 0;
-  double ts = 0;                   // earliest start of the step on any rank
+  double ts = 0;  // earliest start of the step on any rank
 };
 
 inline constexpr int kMemoryCategories = distlab::kCategories;  // format.hpp: params, grads, ...
@@ -117,10 +117,10 @@ struct FailedCheck {
 
 // otherData; empty strings and zeros for a trace from another tool.
 struct TraceMeta {
-  bool distlab = false;            // otherData.schema == "distlab-trace"
+  bool distlab = false;  // otherData.schema == "distlab-trace"
   int schema_version = 0;
   std::string lesson, title, algorithm, mode, device, transport;
-  int world_size = 0;              // from otherData, else the number of distinct pids
+  int world_size = 0;  // from otherData, else the number of distinct pids
   bool has_verification = false, verified = false;
   std::int64_t checks = 0;
   std::vector<FailedCheck> failed;
@@ -143,10 +143,10 @@ struct TraceModel {
   std::vector<Lane> lanes;
   std::vector<Span> spans;
   std::vector<SpanArgs> span_args;
-  std::vector<Message> messages;         // by send time
-  std::vector<StepFrame> steps;          // by step
+  std::vector<Message> messages;                  // by send time
+  std::vector<StepFrame> steps;                   // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
-  double t_begin = 0, t_end = 0;         // extent of all events, microseconds
+  double t_begin = 0, t_end = 0;                  // extent of all events, microseconds
   // The steps clock (playback.hpp), filled by index_steps(): the distinct step ids of messages
   // and frames in order (ids need not be contiguous), and the time of each beat: beat k - 1 is
   // the start of step step_ids[k - 1], the last beat is t_end (step_ids.size() + 1 entries).
@@ -155,12 +155,14 @@ struct TraceModel {
   // Where the spans are (also by index_steps): setup before the first span and the report after
   // the last carry only counters, so playback runs over [active_begin, active_end].
   double active_begin = 0, active_end = 0;
-  std::size_t events = 0;                // events read
+  std::size_t events = 0;  // events read
 
   int world_size() const { return static_cast<int>(ranks.size()); }
-  std::string_view str(std::uint32_t i) const { return i < strings.size() ? strings[i] : std::string_view{}; }
-  int rank_of_pid(int pid) const;        // -1 when no rank has that pid
-  int max_step() const;                  // the last step any message or frame names, 0 when none
+  std::string_view str(std::uint32_t i) const {
+    return i < strings.size() ? strings[i] : std::string_view{};
+  }
+  int rank_of_pid(int pid) const;  // -1 when no rank has that pid
+  int max_step() const;            // the last step any message or frame names, 0 when none
   const SpanArgs* args(const Span& s) const { return s.args >= 0 ? &span_args[s.args] : nullptr; }
 };
 
@@ -195,19 +197,23 @@ TraceModel load_trace_model(const std::string& path);
 struct ChunkState {
   bool held = false;
   std::uint64_t mask = 0;
-  int count = 0;                   // ranks whose data is in the chunk
+  int count = 0;  // ranks whose data is in the chunk
 };
 
 struct BufferState {
   std::string name;
   int chunks = 0;
-  std::vector<ChunkState> cells;   // (ranks x chunks), row-major: cells[rank * chunks + chunk]
-  const ChunkState& at(int rank, int chunk) const { return cells[static_cast<std::size_t>(rank) * chunks + chunk]; }
-  ChunkState& at(int rank, int chunk) { return cells[static_cast<std::size_t>(rank) * chunks + chunk]; }
+  std::vector<ChunkState> cells;  // (ranks x chunks), row-major: cells[rank * chunks + chunk]
+  const ChunkState& at(int rank, int chunk) const {
+    return cells[static_cast<std::size_t>(rank) * chunks + chunk];
+  }
+  ChunkState& at(int rank, int chunk) {
+    return cells[static_cast<std::size_t>(rank) * chunks + chunk];
+  }
 };
 
 struct ShardState {
-  int step = 0;                    // messages with step <= this have been applied
+  int step = 0;                      // messages with step <= this have been applied
   std::vector<BufferState> buffers;  // in the order of TraceMeta::buffers
 };
 

@@ -15,10 +15,10 @@
 #include <type_traits>
 
 #include "core/base/check.hpp"
-#include "core/device/cuda_context.hpp"
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
 #include "core/device/cuda_check.hpp"
+#include "core/device/cuda_context.hpp"
 
 namespace distlab::cuda {
 

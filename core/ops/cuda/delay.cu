@@ -2,8 +2,8 @@
 //
 // Tests put it before a post to widen the window in which a missing dependency shows: work
 // still queued on the stream when the host has moved on.
-#include "core/ops/cuda/common.cuh"
 #include "core/device/cuda_check.hpp"
+#include "core/ops/cuda/common.cuh"
 
 namespace distlab {
 

@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <climits>
 
+#include "core/device/cuda_check.hpp"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ops_cuda.hpp"
-#include "core/device/cuda_check.hpp"
 
 namespace distlab::cuda {
 

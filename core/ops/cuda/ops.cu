@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/device/cuda_check.hpp"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ops_cuda.hpp"
-#include "core/device/cuda_check.hpp"
 
 namespace distlab::cuda {
 
@@ -246,13 +246,14 @@ void cast(void* dst, DType dst_type, const void* src, DType src_type, std::size_
 }
 
 void adam_step(float* param, const void* grad, DType grad_type, float* m, float* v, std::size_t n,
-               float lr, float beta1, float beta2, float eps, float weight_decay, float c1, float c2) {
+               float lr, float beta1, float beta2, float eps, float weight_decay, float c1,
+               float c2) {
   const cudaStream_t stream = rank_stream();
   if (n == 0) return;
   dispatch_float(grad_type, "adam_step", [&](auto tag) {
     using G = typename decltype(tag)::type;
-    adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, static_cast<const G*>(grad), m, v, n, lr, beta1,
-                                                      beta2, eps, weight_decay, c1, c2);
+    adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, static_cast<const G*>(grad), m, v, n,
+                                                      lr, beta1, beta2, eps, weight_decay, c1, c2);
     DL_CUDA_LAUNCH_CHECK();
   });
 }

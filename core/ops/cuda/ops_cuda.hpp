@@ -31,7 +31,8 @@ void cast(void* dst, DType dst_type, const void* src, DType src_type, std::size_
 // param, m and v f32; grad f32, f16 or bf16 (mixed precision: 16-bit gradients, f32 state);
 // c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t) (ops.hpp has the formula).
 void adam_step(float* param, const void* grad, DType grad_type, float* m, float* v, std::size_t n,
-               float lr, float beta1, float beta2, float eps, float weight_decay, float c1, float c2);
+               float lr, float beta1, float beta2, float eps, float weight_decay, float c1,
+               float c2);
 
 // --- reduce.cu: in is f32, f16 or bf16; sums are f32 -------------------------------------------
 void sum(float* out, const void* x, DType type, std::size_t n);  // out[0] = sum of x
@@ -39,7 +40,8 @@ void row_sums(float* out, const void* in, DType type, std::size_t rows, std::siz
 void col_sums(float* out, const void* in, DType type, std::size_t rows, std::size_t cols);
 void softmax_rows(void* out, const void* in, DType type, std::size_t rows, std::size_t cols);
 // dx = y (dy - sum over the row of y dy): softmax's backward from its output y; dx may be dy.
-void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows, std::size_t cols);
+void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows,
+                           std::size_t cols);
 
 // --- gemm.cu: row-major C (m,n) = alpha op(A) op(B) + beta C; f32, f16, bf16 -------------------
 void gemm(void* c, const void* a, const void* b, DType type, std::size_t m, std::size_t n,

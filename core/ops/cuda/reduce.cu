@@ -12,9 +12,9 @@
 //   softmax_backward_rows  one block per row: d = sum of y dy, then write y (dy - d)
 #include <cmath>
 
+#include "core/device/cuda_check.hpp"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ops_cuda.hpp"
-#include "core/device/cuda_check.hpp"
 
 namespace distlab::cuda {
 
@@ -81,13 +81,15 @@ __global__ void softmax_rows_kernel(T* out, const T* in, std::size_t rows, std::
 
 // dx = y (dy - sum(y dy)) per row; dx may be dy.
 template <class T>
-__global__ void softmax_backward_rows_kernel(T* dx, const T* y, const T* dy, std::size_t rows, std::size_t cols) {
+__global__ void softmax_backward_rows_kernel(T* dx, const T* y, const T* dy, std::size_t rows,
+                                             std::size_t cols) {
   for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* yr = y + r * cols;
     const T* dyr = dy + r * cols;
     T* dxr = dx + r * cols;
     float dot = 0.0f;
-    for (std::size_t c = threadIdx.x; c < cols; c += blockDim.x) dot += to_float(yr[c]) * to_float(dyr[c]);
+    for (std::size_t c = threadIdx.x; c < cols; c += blockDim.x)
+      dot += to_float(yr[c]) * to_float(dyr[c]);
     dot = block_reduce(dot, Sum{}, 0.0f);  // every thread has read its dy before any dx is written
     for (std::size_t c = threadIdx.x; c < cols; c += blockDim.x)
       dxr[c] = from_float<T>(to_float(yr[c]) * (to_float(dyr[c]) - dot));
@@ -153,7 +155,8 @@ void softmax_rows(void* out, const void* in, DType type, std::size_t rows, std::
   });
 }
 
-void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows, std::size_t cols) {
+void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, std::size_t rows,
+                           std::size_t cols) {
   const cudaStream_t stream = rank_stream();
   if (rows == 0 || cols == 0) return;
   dispatch_float(type, "softmax_backward_rows", [&](auto tag) {
