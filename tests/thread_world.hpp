@@ -1,6 +1,6 @@
 // thread_world.hpp — in-process ranks for the unit tests, built by hand.
 //
-// The same wiring as Lesson::run in threads mode (runtime.cpp): one ThreadHub, one
+// The same wiring as Lesson::run in threads mode (launch_threads.cpp): one ThreadHub, one
 // ThreadTransport and one Comm per rank, one std::thread per rank. What each rank threw is
 // kept, so a test can ask which rank failed, how, and how long the run took.
 #pragma once
@@ -52,7 +52,7 @@ inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
       log.t_start = now_us();
       ThreadTransport& transport = *transports[static_cast<std::size_t>(r)];
       transport.started();
-      set_in_flight(&transport);  // the way down of runtime.cpp's run_thread_rank
+      set_in_flight(&transport);  // the way down of launch_threads.cpp's run_thread_rank
       try {
         try {
           body(comm);

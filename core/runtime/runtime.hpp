@@ -136,7 +136,9 @@ class Lesson {
   int run(int argc, char** argv, const std::function<void(Comm&)>& body);
 
  private:
+  World resolve_world(bool under_mpi);  // throws UsageError
   int finish(RunResult& result);
+  std::string write_trace_file(const RunResult& result) const;  // throws Error
   void check_memory(const World& world);  // throws UsageError; notes the plan for --verbose
   std::vector<std::pair<std::string, std::string>> parameters() const;
 

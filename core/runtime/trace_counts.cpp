@@ -1,3 +1,6 @@
+// trace_counts.cpp — every count of a run's messages, in one place: what each rank sent and
+// received (RunResult::traffic), the steps, and a range of steps against its formulas
+// (count_steps).
 #include "core/runtime/trace_counts.hpp"
 
 #include <algorithm>
@@ -22,6 +25,50 @@ int most_in_flight(const std::vector<const SpanEvent*>& sends) {
 }
 
 }  // namespace
+
+std::vector<RankTraffic> RunResult::traffic(int first_step, int last_step) const {
+  std::vector<RankTraffic> out(logs.size());
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    auto& t = out[i];
+    std::set<int> steps;
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& e : logs[i].spans) {
+      if (e.kind == SpanEvent::Kind::plain) continue;
+      if (first_step >= 0 && (e.meta.step < first_step || e.meta.step > last_step)) continue;
+      if (e.kind == SpanEvent::Kind::send) {
+        t.bytes_sent += e.bytes;
+        ++t.msgs_sent;
+      } else {
+        t.bytes_recv += e.bytes;
+        ++t.msgs_recv;
+      }
+      if (e.meta.step >= 0) steps.insert(e.meta.step);
+      spans.emplace_back(e.t0, e.t1);
+    }
+    t.steps = static_cast<int>(steps.size());
+    // Time covered by at least one message: the union of their intervals.
+    std::sort(spans.begin(), spans.end());
+    double end = -1e300;
+    for (const auto& [a, b] : spans) {
+      if (a > end) {
+        t.comm_seconds += (b - a) * 1e-6;
+        end = b;
+      } else if (b > end) {
+        t.comm_seconds += (b - end) * 1e-6;
+        end = b;
+      }
+    }
+  }
+  return out;
+}
+
+int RunResult::steps() const {
+  std::set<int> steps;
+  for (const auto& log : logs)
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= 0) steps.insert(e.meta.step);
+  return static_cast<int>(steps.size());
+}
 
 StepCounts count_steps(const RunResult& run, int first_step, int last_step,
                        const std::string& phase) {

@@ -67,10 +67,7 @@ const std::vector<AllReduceAlgo> kAlgos = {
 
 // --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
 
-struct Traffic {
-  std::uint64_t sent = 0, recv = 0;  // elements
-  std::uint64_t msgs_sent = 0, msgs_recv = 0;
-};
+using Traffic = FormulaTraffic;  // elements (all_reduce_study.hpp)
 
 // What rank k of n sends and receives in one all-reduce of L elements.
 Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
@@ -178,10 +175,6 @@ std::vector<const char*> growth(AllReduceAlgo a) {
   }
 }
 
-std::string in_s(double x) {
-  return x == 0 ? "0" : fmt::format("{:.4g} S", x);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,16 +203,7 @@ int main(int argc, char** argv) {
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
-    fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", L,
-               format_bytes(double(S)), n, to_string(r.world.mode), to_string(r.world.device));
-    std::string ids;  // which steps belong to which algorithm
-    for (std::size_t j = 0; j < algos.size(); ++j) {
-      const auto [first, last] = study.step_range[j];
-      if (algos[j] != AllReduceAlgo::library && last >= first)
-        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), first,
-                           last > first ? fmt::format("-{}", last) : "");
-    }
-    if (!ids.empty()) fmt::print("step ids: {}\n", ids);
+    print_study_header(r, algos, study, L);
     print_schedule(r, 4);
     print_traffic(r, "traffic per rank, every algorithm together");
 
@@ -228,37 +212,17 @@ int main(int argc, char** argv) {
     CostParams cp = study_cost_params(r, study, calibration_path, S);
 
     // Measured counts, each against its formula.
-    std::vector<StepCounts> meas(algos.size());
-    std::string predictions;
+    const StudyCounts counted = count_study(r, algos, study, cp, S);
+    const std::vector<StepCounts>& meas = counted.counts;
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
-      const auto [first, last] = study.step_range[j];
-      StepCounts& m = meas[j];
-      m = count_steps(r, first, last, name);
-      const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
-      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
-                                 predictions.empty() ? "" : ",", json_string(name),
-                                 json_number(predicted), json_number(m.seconds));
+      const StepCounts& m = meas[j];
       if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
       r.check(fmt::format("{}: steps = {} = {}", name, symbols(a).steps, formula_steps(a, n)),
               m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
-      for (int k = 0; k < n; ++k) {
-        const Traffic want = formula_rank(a, k, n, L);
-        const RankTraffic& got = m.ranks[std::size_t(k)];
-        r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
-                got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent,
-                            got.msgs_sent, want.sent * e, want.msgs_sent));
-        r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
-                got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv,
-                            got.msgs_recv, want.recv * e, want.msgs_recv));
-      }
-      std::uint64_t links = 0;
-      for (int k = 0; k < n; ++k) links += formula_rank(a, k, n, L).sent * e;
-      r.check(fmt::format("{}: all links carry {}", name, symbols(a).links), m.all_links == links,
-              fmt::format("{} B, formula {} B", m.all_links, links));
+      check_rank_formulas(
+          r, name, m, [&](int k) { return formula_rank(a, k, n, L); }, e, symbols(a).links);
       const StepPeak peak = formula_step_peak(a, n, L);
       r.check(fmt::format("{}: in one step one rank sends at most {}", name, symbols(a).step_rank),
               m.peak.rank == peak.rank * e,
@@ -276,12 +240,7 @@ int main(int argc, char** argv) {
               eager ? m.in_flight >= 1 && m.in_flight <= flight : m.in_flight == flight,
               fmt::format("measured {}, formula {}", m.in_flight, flight));
     }
-    lesson.set_cost_model(
-        fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
-                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
-                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
-                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
-                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+    lesson.set_cost_model(study_cost_model_json(cp, S, n, counted.predictions));
 
     // The summary: measured counts (each checked against the formula below it), time and model.
     const auto row = [](auto... cells) {
@@ -321,27 +280,12 @@ int main(int argc, char** argv) {
     if (traced)
       fmt::print(
           "  msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
-    fmt::print(
-        "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
-        "{}\n",
-        format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
-    if (cp.sharing > 1)
-      fmt::print(
-          "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
-          "{:.1f}\n",
-          cp.sharing, cp.sharing);
-    if (r.world.mode == Mode::threads && n > 1)
-      fmt::print(
-          "  in-process ranks share this machine's cores: with more ranks than cores the times "
-          "measure the\n"
-          "  scheduler too; compare the algorithms by steps and bytes first\n");
+    print_model_notes(cp, r);
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 8, 16 ranks (N elements each, so every chunk is one element and S/N is exact);
     // the counts are read off those runs' traces and checked against the formulas.
-    std::vector<int> ns = {2, 4, 8, 16};
-    if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
-      ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
+    const std::vector<int> ns = scaling_sizes({2, 4, 8, 16}, n);
     if (!traced) return;
     fmt::print(
         "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
@@ -359,13 +303,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < ns.size(); ++i) {
         const int k = ns[i];
         const std::uint64_t Lk = std::uint64_t(k);
-        const RunResult sub = run_in_process(k, [&](Comm& c) {
-          Buffer<float> x = c.alloc<float>(Lk, Category::data);
-          fill_input(x.view(), opt.seed, c.rank());
-          auto phase = c.phase("scaling");
-          coll::all_reduce(c, x.view(), a);
-        });
-        const StepCounts m = count_steps(sub, 1, 1 << 30, "scaling");
+        const StepCounts m = scaling_counts(a, k, Lk, opt.seed);
         const std::uint64_t e = sizeof(float);
         std::uint64_t one = 0, all = 0;
         for (int q = 0; q < k; ++q) {
@@ -382,8 +320,8 @@ int main(int argc, char** argv) {
                         formula_steps(a, k), m.max_sent, one * e, m.all_links, all * e));
         const double s = double(Lk * e);
         srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), m.steps,
-             in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s),
-             in_s(double(m.peak.rank) / s), in_s(double(m.peak.all) / s));
+             in_units_of_s(double(m.max_sent) / s), in_units_of_s(double(m.all_links) / s),
+             in_units_of_s(double(m.peak.rank) / s), in_units_of_s(double(m.peak.all) / s));
       }
       const auto g = growth(a);
       srow("", "", g[0], g[1], g[2], g[3], g[4]);

@@ -74,10 +74,7 @@ bool recursive(AllReduceAlgo a) {
 
 // --- the formulas, in elements of a buffer of L (bytes: times 4) -------------------------
 
-struct Traffic {
-  std::uint64_t sent = 0, recv = 0;  // elements
-  std::uint64_t msgs_sent = 0, msgs_recv = 0;
-};
+using Traffic = FormulaTraffic;  // elements (all_reduce_study.hpp)
 
 // What rank k of n sends and receives in one all-reduce of L elements.
 Traffic formula_rank(AllReduceAlgo a, int k, int n, std::uint64_t L) {
@@ -162,10 +159,6 @@ Symbols symbols(AllReduceAlgo a, bool folded) {
   }
 }
 
-std::string in_s(double x) {
-  return x == 0 ? "0" : fmt::format("{:.4g} S", x);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,17 +187,7 @@ int main(int argc, char** argv) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
     const Fold f(n);
-    fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", L,
-               format_bytes(double(S)), n, to_string(r.world.mode), to_string(r.world.device));
-
-    std::string ids;  // which steps belong to which algorithm
-    for (std::size_t j = 0; j < algos.size(); ++j) {
-      const auto [first, last] = study.step_range[j];
-      if (algos[j] != AllReduceAlgo::library && last >= first)
-        ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), first,
-                           last > first ? fmt::format("-{}", last) : "");
-    }
-    if (!ids.empty()) fmt::print("step ids: {}\n", ids);
+    print_study_header(r, algos, study, L);
 
     // The fold, when N is not a power of two.
     if (n == 1) {
@@ -279,47 +262,22 @@ int main(int argc, char** argv) {
     CostParams cp = study_cost_params(r, study, calibration_path, S);
 
     // Measured counts, each against its formula.
-    std::vector<StepCounts> meas(algos.size());
-    std::string predictions;
+    const StudyCounts counted = count_study(r, algos, study, cp, S);
+    const std::vector<StepCounts>& meas = counted.counts;
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
-      const auto [first, last] = study.step_range[j];
-      StepCounts& m = meas[j];
-      m = count_steps(r, first, last, name);
-      const double predicted = predict_all_reduce(a, n, double(S)).seconds(cp);
-      predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
-                                 predictions.empty() ? "" : ",", json_string(name),
-                                 json_number(predicted), json_number(m.seconds));
+      const StepCounts& m = meas[j];
       if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
       const Symbols sym = symbols(a, f.rem > 0);
       r.check(fmt::format("{}: steps = {} = {}", name, sym.steps, formula_steps(a, n)),
               m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
-      std::uint64_t links = 0;
-      for (int k = 0; k < n; ++k) {
-        const Traffic want = formula_rank(a, k, n, L);
-        const RankTraffic& got = m.ranks[std::size_t(k)];
-        links += want.sent * e;
-        r.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
-                got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent,
-                            got.msgs_sent, want.sent * e, want.msgs_sent));
-        r.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
-                got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
-                fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv,
-                            got.msgs_recv, want.recv * e, want.msgs_recv));
-      }
-      r.check(fmt::format("{}: all links carry {}", name, sym.links), m.all_links == links,
-              fmt::format("{} B, formula {} B", m.all_links, links));
+      check_rank_formulas(
+          r, name, m, [&](int k) { return formula_rank(a, k, n, L); }, e, sym.links);
       r.check(fmt::format("{}: one send in flight per rank", name), m.in_flight == (n > 1 ? 1 : 0),
               fmt::format("measured {}", m.in_flight));
     }
-    lesson.set_cost_model(
-        fmt::format("{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
-                    "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
-                    "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
-                    json_number(cp.alpha_s), json_number(cp.beta_s_per_byte),
-                    json_number(cp.gamma_s_per_byte), json_string(cp.source), S, n, predictions));
+    lesson.set_cost_model(study_cost_model_json(cp, S, n, counted.predictions));
 
     // The summary: measured counts (each checked against the formula below it), time and model.
     const auto row = [](auto... cells) {
@@ -356,27 +314,12 @@ int main(int argc, char** argv) {
       fmt::print(
           "  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight "
           "at once\n");
-    fmt::print(
-        "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
-        "{}\n",
-        format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
-    if (cp.sharing > 1)
-      fmt::print(
-          "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
-          "{:.1f}\n",
-          cp.sharing, cp.sharing);
-    if (r.world.mode == Mode::threads && n > 1)
-      fmt::print(
-          "  in-process ranks share this machine's cores: with more ranks than cores the times "
-          "measure the\n"
-          "  scheduler too; compare the algorithms by steps and bytes first\n");
+    print_model_notes(cp, r);
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 6, 8, 16 ranks (6 shows the fold's +2), and the counts read off those runs'
     // traces are checked against the formulas.
-    std::vector<int> ns = {2, 4, 6, 8, 16};
-    if (n > 1 && std::find(ns.begin(), ns.end(), n) == ns.end())
-      ns.insert(std::upper_bound(ns.begin(), ns.end(), n), n);
+    const std::vector<int> ns = scaling_sizes({2, 4, 6, 8, 16}, n);
     if (!traced) return;
     fmt::print(
         "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
@@ -393,13 +336,7 @@ int main(int argc, char** argv) {
         const Fold fk(k);
         const std::uint64_t Lk =
             std::uint64_t(k) * std::uint64_t(fk.p2);  // every chunk whole, for N and N'
-        const RunResult sub = run_in_process(k, [&](Comm& c) {
-          Buffer<float> x = c.alloc<float>(Lk, Category::data);
-          fill_input(x.view(), opt.seed, c.rank());
-          auto phase = c.phase("scaling");
-          coll::all_reduce(c, x.view(), a);
-        });
-        const StepCounts m = count_steps(sub, 1, 1 << 30, "scaling");
+        const StepCounts m = scaling_counts(a, k, Lk, opt.seed);
         const std::uint64_t e = sizeof(float);
         std::uint64_t one = 0, all = 0;
         for (int q = 0; q < k; ++q) {
@@ -416,7 +353,8 @@ int main(int argc, char** argv) {
             fk.rem ? fmt::format("{:.2f}", std::log2(double(k))) : fmt::format("{}", fk.log2_p2());
         const double s = double(Lk * e);
         srow(i == 0 ? coll::to_string(a) : "", fmt::format("{}{}", k == n ? "*" : "", k), lg,
-             m.steps, in_s(double(m.max_sent) / s), in_s(double(m.all_links) / s));
+             m.steps, in_units_of_s(double(m.max_sent) / s),
+             in_units_of_s(double(m.all_links) / s));
       }
     }
     fmt::print("  * = this run's N, which was also measured at full size above\n");

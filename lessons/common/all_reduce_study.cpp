@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/base/json.hpp"
 #include "core/base/units.hpp"
 #include "core/collectives/baseline.hpp"
 #include "core/runtime/data.hpp"
@@ -172,6 +173,106 @@ CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
                   "rank to measure with)",
                   format_seconds(kDefaultAlpha), 1e-9 / kDefaultBeta, key, calibration_path);
   return cp;
+}
+
+void print_study_header(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
+                        const AllReduceStudy& study, std::uint64_t length) {
+  const std::uint64_t S = length * sizeof(float);
+  fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", length,
+             format_bytes(double(S)), run.world.size, to_string(run.world.mode),
+             to_string(run.world.device));
+  std::string ids;  // which steps belong to which algorithm
+  for (std::size_t j = 0; j < algos.size(); ++j) {
+    const auto [first, last] = study.step_range[j];
+    if (algos[j] != AllReduceAlgo::library && last >= first)
+      ids += fmt::format("{}{} {}{}", ids.empty() ? "" : ", ", coll::to_string(algos[j]), first,
+                         last > first ? fmt::format("-{}", last) : "");
+  }
+  if (!ids.empty()) fmt::print("step ids: {}\n", ids);
+}
+
+StudyCounts count_study(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
+                        const AllReduceStudy& study, const CostParams& cp, std::uint64_t bytes) {
+  StudyCounts out;
+  for (std::size_t j = 0; j < algos.size(); ++j) {
+    const std::string name = coll::to_string(algos[j]);
+    const auto [first, last] = study.step_range[j];
+    out.counts.push_back(count_steps(run, first, last, name));
+    const double predicted =
+        predict_all_reduce(algos[j], run.world.size, double(bytes)).seconds(cp);
+    out.predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
+                                   out.predictions.empty() ? "" : ",", json_string(name),
+                                   json_number(predicted), json_number(out.counts.back().seconds));
+  }
+  return out;
+}
+
+void check_rank_formulas(RunResult& run, const std::string& name, const StepCounts& m,
+                         const std::function<FormulaTraffic(int)>& formula, std::uint64_t e,
+                         const std::string& links_symbol) {
+  std::uint64_t links = 0;
+  for (int k = 0; k < run.world.size; ++k) {
+    const FormulaTraffic want = formula(k);
+    const RankTraffic& got = m.ranks[std::size_t(k)];
+    links += want.sent * e;
+    run.check(fmt::format("{}: r{} sends its formula's bytes and messages", name, k),
+              got.bytes_sent == want.sent * e && got.msgs_sent == want.msgs_sent,
+              fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_sent, got.msgs_sent,
+                          want.sent * e, want.msgs_sent));
+    run.check(fmt::format("{}: r{} receives its formula's bytes and messages", name, k),
+              got.bytes_recv == want.recv * e && got.msgs_recv == want.msgs_recv,
+              fmt::format("{} B in {} messages, formula {} B in {}", got.bytes_recv, got.msgs_recv,
+                          want.recv * e, want.msgs_recv));
+  }
+  run.check(fmt::format("{}: all links carry {}", name, links_symbol), m.all_links == links,
+            fmt::format("{} B, formula {} B", m.all_links, links));
+}
+
+std::string study_cost_model_json(const CostParams& cp, std::uint64_t bytes, int ranks,
+                                  const std::string& predictions) {
+  return fmt::format(
+      "{{\"model\":\"alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005)\","
+      "\"alpha_s\":{},\"beta_s_per_byte\":{},\"gamma_s_per_byte\":{},\"source\":{},"
+      "\"bytes\":{},\"ranks\":{},\"algorithms\":{{{}}}}}",
+      json_number(cp.alpha_s), json_number(cp.beta_s_per_byte), json_number(cp.gamma_s_per_byte),
+      json_string(cp.source), bytes, ranks, predictions);
+}
+
+void print_model_notes(const CostParams& cp, const RunResult& run) {
+  fmt::print(
+      "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
+      "{}\n",
+      format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+  if (cp.sharing > 1)
+    fmt::print(
+        "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
+        "{:.1f}\n",
+        cp.sharing, cp.sharing);
+  if (run.world.mode == Mode::threads && run.world.size > 1)
+    fmt::print(
+        "  in-process ranks share this machine's cores: with more ranks than cores the times "
+        "measure the\n"
+        "  scheduler too; compare the algorithms by steps and bytes first\n");
+}
+
+std::vector<int> scaling_sizes(std::vector<int> sizes, int n) {
+  if (n > 1 && std::find(sizes.begin(), sizes.end(), n) == sizes.end())
+    sizes.insert(std::upper_bound(sizes.begin(), sizes.end(), n), n);
+  return sizes;
+}
+
+StepCounts scaling_counts(AllReduceAlgo algo, int ranks, std::uint64_t length, std::uint64_t seed) {
+  const RunResult sub = run_in_process(ranks, [&](Comm& c) {
+    Buffer<float> x = c.alloc<float>(length, Category::data);
+    fill_input(x.view(), seed, c.rank());
+    auto phase = c.phase("scaling");
+    coll::all_reduce(c, x.view(), algo);
+  });
+  return count_steps(sub, 1, 1 << 30, "scaling");
+}
+
+std::string in_units_of_s(double x) {
+  return x == 0 ? "0" : fmt::format("{:.4g} S", x);
 }
 
 }  // namespace distlab

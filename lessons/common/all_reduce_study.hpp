@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/runtime/trace_counts.hpp"
 
 namespace distlab {
 
@@ -56,5 +58,53 @@ void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& al
 // ranks-per-core factor; `source` says where alpha and beta came from.
 CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
                              const std::string& calibration_path, std::uint64_t bytes);
+
+// --- the report both lessons print on rank 0, around their own formulas ------------------------
+
+// What a lesson's formula says one rank sends and receives in one all-reduce, in elements.
+struct FormulaTraffic {
+  std::uint64_t sent = 0, recv = 0;  // elements
+  std::uint64_t msgs_sent = 0, msgs_recv = 0;
+};
+
+// The report's first lines: the buffer, the world, and which step ids each algorithm took.
+void print_study_header(const RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
+                        const AllReduceStudy& study, std::uint64_t length);
+
+// Each algorithm's counts off the trace (its steps, and the time of the phase named after it),
+// and the cost model's JSON entries: its prediction beside the measured time.
+struct StudyCounts {
+  std::vector<StepCounts> counts;  // one per algorithm, in `algos`' order
+  std::string predictions;         // "name":{"predicted_s":..,"measured_s":..},...
+};
+StudyCounts count_study(const RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
+                        const AllReduceStudy& study, const CostParams& cp, std::uint64_t bytes);
+
+// Checks every rank's bytes and messages sent and received, and the bytes all links carry,
+// against `formula(k)` for rank k (elements of `element_bytes` bytes). `links` is the formula of
+// all links in symbols, for the check's name.
+void check_rank_formulas(RunResult& run, const std::string& name, const StepCounts& counts,
+                         const std::function<FormulaTraffic(int)>& formula,
+                         std::uint64_t element_bytes, const std::string& links);
+
+// otherData.cost_model: the model's parameters for `bytes`-byte buffers on `ranks` ranks, and
+// count_study's predictions.
+std::string study_cost_model_json(const CostParams& cp, std::uint64_t bytes, int ranks,
+                                  const std::string& predictions);
+
+// The lines under the summary: the model's parameters and where they came from, and what ranks
+// sharing cores do to the times.
+void print_model_notes(const CostParams& cp, const RunResult& run);
+
+// The world sizes of the scaling table: `sizes`, and this run's N among them.
+std::vector<int> scaling_sizes(std::vector<int> sizes, int n);
+
+// One run of the scaling table: `algo` on a fresh in-process world of `ranks` ranks, `length`
+// float32 each (`seed`'s inputs), in a phase named "scaling"; its counts.
+StepCounts scaling_counts(coll::AllReduceAlgo algo, int ranks, std::uint64_t length,
+                          std::uint64_t seed);
+
+// x in units of S: "0", or "1.5 S".
+std::string in_units_of_s(double x);
 
 }  // namespace distlab

@@ -1,0 +1,117 @@
+// launch_mpi.cpp — one process per rank under mpirun: MPI for the control traffic, and with
+// --device cuda the GPU transport over it (NCCL, or staged through host memory).
+#include <fmt/format.h>
+
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+
+#include "core/base/check.hpp"
+#include "core/base/clock.hpp"
+#include "core/runtime/launch.hpp"
+
+#ifdef DISTLAB_HAVE_MPI
+#include <mpi.h>
+
+#include "core/transport/mpi.hpp"
+#include "core/transport/open_mpi_gpu.hpp"
+#endif
+
+namespace distlab {
+
+int launch_mpi(int& argc, char**& argv, const World& world, const Options& options,
+               const std::string& number, const std::function<void(Comm&)>& body,
+               const std::function<int(RunResult&)>& finish) {
+#ifdef DISTLAB_HAVE_MPI
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  {
+    MpiTransport mpi(options.deadlock_timeout);
+    World w = world;
+    w.rank = mpi.rank();
+    w.size = mpi.size();
+    // --device cuda: bind the GPU first (NCCL starts on it), then open the GPU transport over
+    // MPI. MPI itself still carries the control traffic: clock offsets, reports, logs.
+    std::optional<CudaBinding> gpu;
+    std::unique_ptr<Transport> gpu_transport;
+    // --device auto resolves in each process: all must agree, or some would wait forever in
+    // the GPU setup below for ranks that skip it.
+    const int on_gpu = w.device == Device::cuda;
+    int gpu_everywhere = 0, gpu_anywhere = 0;
+    MPI_Allreduce(&on_gpu, &gpu_everywhere, 1, MPI_INT, MPI_MIN, mpi.comm());
+    MPI_Allreduce(&on_gpu, &gpu_anywhere, 1, MPI_INT, MPI_MAX, mpi.comm());
+    if (gpu_everywhere != gpu_anywhere) {
+      if (w.rank == 0)
+        fmt::print(stderr,
+                   "distlab lesson {}: --device {}: some ranks found a GPU and some did not; use "
+                   "--device cpu, "
+                   "or run where every rank has one\n",
+                   number, options.device);
+      code = 2;
+    } else if (w.device == Device::cuda) {
+      try {
+        gpu.emplace(w.device, launcher_local_rank(), false);
+        gpu_transport = open_mpi_gpu_transport(mpi, options.transport);
+        w.transport = gpu_transport->name();
+      } catch (const UsageError& e) {
+        // Every rank decided alike from the same numbers: rank 0 says why, all end cleanly.
+        if (w.rank == 0) fmt::print(stderr, "distlab lesson {}: {}\n", number, e.what());
+        code = 2;
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed: {}", number, w.rank, e.what()), 1);
+      }
+    }
+    if (code == 0) {
+      Comm comm(w, gpu_transport ? *gpu_transport : static_cast<Transport&>(mpi), options.verbose);
+      comm.set_inject_fault(options.inject_fault);
+      RankLog& log = comm.recorder().log();
+      log.host = mpi.host();
+      log.clock_offset_us = mpi.clock_offset_us();
+      log.t_start = now_us();
+      try {
+        body(comm);
+        comm.finish_device_trace();
+      } catch (const UsageError& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, e.what()), 2);
+      } catch (const std::bad_alloc&) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, out_of_memory(w.rank)), 2);
+      } catch (const std::length_error&) {
+        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, out_of_memory(w.rank)), 2);
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed: {}", number, w.rank, e.what()), 1);
+      }
+      log.t_end = now_us();
+      log.peak = comm.ledger().peaks();
+      log.peak_total = comm.ledger().peak_total();
+      comm.transport().finished();
+      try {
+        mpi.barrier();  // polled: a rank still blocked elsewhere is reported, not waited on forever
+        auto parts = mpi.gather_bytes(serialize(log), 0);
+        if (w.rank == 0) {
+          RunResult result;
+          result.world = w;
+          result.world.rank = 0;
+          for (const auto& p : parts) result.logs.push_back(deserialize(p));
+          code = finish(result);
+        }
+        code = mpi.broadcast_int(code, 0);
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(
+            fmt::format("lesson {}: rank {} failed at the end: {}", number, w.rank, e.what()), 1);
+      }
+    }
+    gpu_transport.reset();  // before the GPU is unbound: NCCL ends on it
+  }
+  MPI_Finalize();
+  return code;
+#else
+  (void)argc, (void)argv, (void)world, (void)options, (void)body, (void)finish;
+  fmt::print(stderr, "distlab lesson {}: this build has no MPI support\n", number);
+  return 2;
+#endif
+}
+
+}  // namespace distlab

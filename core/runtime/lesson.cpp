@@ -1,0 +1,292 @@
+// lesson.cpp — the lesson frame: the options every lesson shares, the world a run asks for, the
+// launch (threads or mpirun: launch.hpp), and the end of every run: the report, the checks, the
+// trace and the one line that says verified or FAILED.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "core/base/check.hpp"
+#include "core/base/json.hpp"
+#include "core/base/units.hpp"
+#include "core/device/allocator.hpp"
+#include "core/runtime/launch.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/trace/writer.hpp"
+#include "core/transport/choice.hpp"
+
+namespace distlab {
+
+namespace {
+
+// A value as JSON: booleans and numbers in JSON's own grammar as they are ("-0.5", "1e9");
+// anything else as a string, including numbers JSON cannot spell (".5", "+2", "007", "inf").
+std::string json_value(const std::string& text) {
+  if (text == "true" || text == "false") return text;
+  static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  if (std::regex_match(text, number)) return text;
+  return json_string(text);
+}
+
+// Counts every rank's checks into `result` and the run's wall time (the earliest start to the
+// latest end on one clock); returns how many checks failed.
+int count_rank_checks(RunResult& result) {
+  double t0 = 1e300, t1 = -1e300;
+  int failed = 0;
+  for (const auto& log : result.logs) {
+    t0 = std::min(t0, log.t_start + log.clock_offset_us);
+    t1 = std::max(t1, log.t_end + log.clock_offset_us);
+    for (const auto& c : log.checks) {
+      ++result.checks;
+      if (!c.ok) ++failed;
+    }
+  }
+  result.wall_seconds = result.logs.empty() ? 0 : (t1 - t0) * 1e-6;
+  return failed;
+}
+
+// The report's checks belong to rank 0, which made them; they go into the trace with the rest.
+// Returns how many failed.
+int adopt_report_checks(RunResult& result) {
+  int failed = 0;
+  for (auto& c : result.report_checks) {
+    ++result.checks;
+    if (!c.ok) ++failed;
+    if (!result.logs.empty()) result.logs[0].checks.push_back(std::move(c));
+  }
+  result.report_checks.clear();
+  return failed;
+}
+
+void print_failed_checks(const RunResult& result) {
+  for (const auto& log : result.logs)
+    for (const auto& c : log.checks)
+      if (!c.ok)
+        fmt::print("check failed on r{}: {}{}{}\n", log.rank, c.name, c.detail.empty() ? "" : ": ",
+                   c.detail);
+}
+
+}  // namespace
+
+Lesson::Lesson(LessonInfo info)
+    : info_(std::move(info)),
+      app_(fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title)) {
+  const char* dir = env_text("DISTLAB_TRACE_DIR");
+#ifdef DISTLAB_TRACE_DIR_DEFAULT
+  const std::string trace_dir = dir ? dir : DISTLAB_TRACE_DIR_DEFAULT;
+#else
+  const std::string trace_dir = dir ? dir : "traces";
+#endif
+  add_common_options(app_, options_, info_.default_size, trace_dir + "/" + id() + ".json");
+  app_.get_formatter()->column_width(34);
+}
+
+void Lesson::add_root_option(int& root, const std::string& what) {
+  app_.add_option("--root", root, what)->capture_default_str();
+  on_world([&root](const World& w) {
+    if (root < 0 || root >= w.size)
+      throw UsageError(
+          fmt::format("--root {} is not a rank of this world; use 0 .. {}", root, w.size - 1));
+  });
+}
+
+void Lesson::describe_size(const std::string& what) {
+  if (CLI::Option* size = app_.get_option_no_throw("--size")) size->description(what);
+}
+
+void Lesson::set_metadata(const std::string& key, const std::string& json_value) {
+  for (auto& kv : metadata_)
+    if (kv.first == key) {
+      kv.second = json_value;
+      return;
+    }
+  metadata_.emplace_back(key, json_value);
+}
+
+void Lesson::set_text(const std::string& concept_text, const std::string& look_at) {
+  set_metadata("text", fmt::format(R"({{"concept":{},"look_at":{}}})", json_string(concept_text),
+                                   json_string(look_at)));
+}
+
+void Lesson::set_memory_formula(const std::string& label,
+                                const std::vector<double>& bytes_per_rank) {
+  std::string values;
+  for (double b : bytes_per_rank) values += (values.empty() ? "" : ",") + json_number(b);
+  set_metadata("memory_formula",
+               fmt::format(R"({{"label":{},"bytes_per_rank":[{}]}})", json_string(label), values));
+}
+
+std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CLI::Option* opt : app_.get_options()) {
+    std::string name = opt->get_name(false, true);
+    if (name.rfind("--", 0) != 0) continue;
+    name = name.substr(2);
+    if (name == "help" || name == "inject-fault" || name == "verbose") continue;
+    std::string value;
+    if (opt->get_expected_min() == 0)
+      value = opt->count() > 0 ? "true" : "false";
+    else if (opt->count() > 0 && !opt->results().empty())
+      value = opt->results().back();
+    else
+      value = opt->get_default_str();
+    out.emplace_back(name, json_value(value));
+  }
+  return out;
+}
+
+// The world this run asks for, from the options and the launcher; throws UsageError when they
+// disagree, or when the run would not fit in memory.
+World Lesson::resolve_world(bool under_mpi) {
+  World world;
+  finish_options(options_);
+  if (options_.transport == "mpi" && !under_mpi)
+    throw UsageError(
+        fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab "
+                    "lesson {} --mpi 4",
+                    info_.number));
+  if (options_.transport == "threads" && under_mpi)
+    throw UsageError(
+        "--transport threads cannot be used under mpirun; leave --transport out or run without "
+        "mpirun");
+  world.mode = under_mpi ? Mode::mpi : Mode::threads;
+  if (under_mpi) {
+    world.size = launcher_size();
+    if (options_.ranks != 0 && options_.ranks != world.size)
+      throw UsageError(
+          fmt::format("--ranks {} disagrees with the {} processes mpirun started; leave --ranks "
+                      "out under mpirun",
+                      options_.ranks, world.size));
+#ifndef DISTLAB_HAVE_MPI
+    throw UsageError(
+        "this build has no MPI support (Open MPI was not found at configure time); run without "
+        "mpirun");
+#endif
+  } else {
+    world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
+  }
+  world.device = resolve_device(options_.device);
+  check_transport_request(options_.transport, world.mode, world.device);
+  world.transport = to_string(world.mode);
+  for (const auto& check : on_world_) check(world);
+  check_memory(world);
+  return world;
+}
+
+int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
+  const bool under_mpi = launched_by_mpi();
+  const bool speaker = !under_mpi || launcher_rank() == 0;
+  auto usage = [&](const std::string& message) {
+    if (speaker) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, message);
+    return 2;
+  };
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return speaker ? app_.exit(e) : 0;  // --help
+    return usage(fmt::format("{} (run with --help to see the options)", e.what()));
+  }
+
+  World world;
+  try {
+    world = resolve_world(under_mpi);
+  } catch (const UsageError& e) {
+    return usage(e.what());
+  }
+
+  if (world.mode == Mode::threads) {
+    ThreadRun run = launch_threads(world, body, options_.deadlock_timeout, options_.verbose,
+                                   options_.inject_fault);
+    if (run.failed) {
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, run.failure);
+      if (run.exit_code != 2)
+        fmt::print("lesson {} {}: FAILED ({} ranks, threads, {})\n", info_.number, info_.name,
+                   world.size, to_string(world.device));
+      return run.exit_code;
+    }
+    RunResult result;
+    result.world = world;
+    result.world.rank = 0;
+    result.logs = std::move(run.logs);
+    return finish(result);
+  }
+
+  return launch_mpi(argc, argv, world, options_, info_.number, body,
+                    [this](RunResult& result) { return finish(result); });
+}
+
+int Lesson::finish(RunResult& result) {
+  int failed = count_rank_checks(result);
+  bool report_ok = true;
+  try {
+    if (on_report_) on_report_(result);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "distlab lesson {}: the report failed: {}\n", info_.number, e.what());
+    report_ok = false;
+  }
+  failed += adopt_report_checks(result);
+  result.verified = report_ok && result.checks > 0 && failed == 0;
+  print_failed_checks(result);
+
+  int code = result.verified ? 0 : 1;
+  std::string trace_note;
+  if (!options_.no_trace) {
+    try {
+      trace_note = write_trace_file(result);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, e.what());
+      code = 1;
+    }
+  }
+  const std::string where =
+      fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
+                  to_string(result.world.device));
+  // The plan against what the process took (tests/memory_plan.sh): the growth from the start to
+  // the resident peak should stay within the plan, or the check before the run protects nothing.
+  if (options_.verbose && planned_bytes_ >= 0)
+    fmt::print("memory: planned {} for this process; resident {} at the start, peak {}\n",
+               format_bytes(planned_bytes_), format_bytes(resident_start_),
+               format_bytes(process_memory("VmHWM")));
+  if (code == 0)
+    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name,
+               result.checks, where, result.wall_seconds, trace_note);
+  else if (result.checks == 0)
+    fmt::print("lesson {} {}: FAILED (no checks ran, {})\n", info_.number, info_.name, where);
+  else
+    fmt::print("lesson {} {}: FAILED ({} of {} checks failed, {})\n", info_.number, info_.name,
+               failed, result.checks, where);
+  std::fflush(stdout);
+  return code;
+}
+
+// Writes the trace; returns ", trace <path>" for the final line (the path relative to here
+// when it is below it). Throws Error when the file cannot be written.
+std::string Lesson::write_trace_file(const RunResult& result) const {
+  TraceInfo ti;
+  ti.lesson = id();
+  ti.title = info_.title;
+  ti.algorithm = algorithm_;
+  ti.world = result.world;
+  ti.parameters = parameters();
+  for (auto& [key, value] : ti.parameters) {  // resolved values, not how they were typed
+    if (key == "ranks") value = std::to_string(result.world.size);
+    if (key == "size") value = std::to_string(options_.size);
+  }
+  ti.metadata = metadata_;
+  ti.verified = result.verified;
+  ti.wall_seconds = result.wall_seconds;
+  ti.cost_model = cost_model_;
+  write_trace(options_.trace_path, ti, result.logs);
+  std::error_code ec;
+  const auto shown = std::filesystem::proximate(options_.trace_path, ec);
+  const bool inside = !ec && !shown.empty() && shown.string().rfind("..", 0) != 0;
+  return ", trace " + (inside ? shown.string() : options_.trace_path);
+}
+
+}  // namespace distlab
