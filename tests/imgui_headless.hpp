@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "example_traces.hpp"
 #include "viewer/app/panels.hpp"
 #include "viewer/model/trace_model.hpp"
 
@@ -48,11 +49,6 @@ inline int draw_panel_frame(HeadlessImGui& gui, viewer::PanelId panel, viewer::D
   viewer::draw_panel(panel, ctx);
   ImGui::End();
   return gui.end_frame();
-}
-
-// An example trace committed under traces/examples/.
-inline std::string example_trace(const std::string& name) {
-  return std::string(DISTLAB_SOURCE_DIR) + "/traces/examples/" + name + ".json";
 }
 
 }  // namespace distlab::testing

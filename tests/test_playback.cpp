@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "imgui_headless.hpp"
+#include "example_traces.hpp"
 #include "viewer/model/playback.hpp"
 
 using namespace distlab::viewer;

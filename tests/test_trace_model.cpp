@@ -16,6 +16,7 @@
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/trace/writer.hpp"
+#include "viewer/model/shard_replay.hpp"
 #include "viewer/model/trace_model.hpp"
 
 using distlab::Error;

@@ -9,6 +9,7 @@
 #include <typeindex>
 
 #include "viewer/model/playback.hpp"
+#include "viewer/model/shard_replay.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {

@@ -1,7 +1,7 @@
 // panel_shards.cpp — which pieces of each buffer every rank holds, and whose data is in them.
 //
 // One block per buffer the trace declares (otherData.buffers), one row per rank, one cell per
-// chunk, from the shard replay (trace_model.hpp, ShardState):
+// chunk, from the shard replay (shard_replay.hpp, ShardState):
 //   empty cell      dark, outlined
 //   held cell       the chunk's colour (the packets' colours in Topology). In a buffer that is
 //                   reduced into, the colour rises with the ranks whose data is summed in it
@@ -22,6 +22,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/shard_replay.hpp"
 #include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {

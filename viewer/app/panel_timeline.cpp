@@ -11,7 +11,7 @@
 // What each lane shows at this zoom (culling, merging of spans under 3 px) is decided by
 // viewer/model/timeline_lod, without ImGui; this file only lays the rows out and draws.
 //
-// Sections: constants and geometry / ruler / tooltips / draw_timeline.
+// Sections: constants and geometry / ruler / tooltips / the steps of a frame / draw_timeline.
 #include <imgui.h>
 #include <imgui_internal.h>  // SetItemUsingMouseWheel (1.86): the wheel zooms, not scrolls
 
@@ -174,240 +174,34 @@ void merged_tooltip(const TraceModel& m, const DrawItem& item) {
   ImGui::EndTooltip();
 }
 
-}  // namespace
+// ---- the steps of a frame ----------------------------------------------------------------------
 
-// ---- draw_timeline --------------------------------------------------------------------------
-
-void draw_timeline(PanelContext& ctx) {
-  Document& doc = ctx.doc;
-  const TraceModel& m = doc.model;
-  TimelineState& tl = doc.timeline;
-  if (m.lanes.empty()) {
-    ImGui::TextDisabled("This trace has no spans to show.");
-    return;
-  }
-  const TimelineIndex& index = ctx.doc.derived<TimelineIndex>(build_index);
-  const ImGuiIO& io = ImGui::GetIO();
-  const ImGuiStyle& style = ImGui::GetStyle();
-
-  const double max_view = 4 * std::max(m.t_end - m.t_begin, 1.0);
-  if (tl.fit || !(tl.view_end > tl.view_begin)) {
-    const TimeRange all = fit_range(m);
-    tl.view_begin = all.begin, tl.view_end = all.end, tl.fit = false;
-  }
-  double now_us = ctx.now.time_us;
-  // Playing: keep the moment in view, a page at a time.
-  if (doc.playback.playing && (now_us < tl.view_begin || now_us > tl.view_end)) {
-    const double w = tl.view_end - tl.view_begin;
-    tl.view_begin = now_us - 0.05 * w, tl.view_end = tl.view_begin + w;
-  }
-
-  // Geometry: labels on the left, the canvas (a time axis) on the right.
-  const float line = ImGui::GetTextLineHeight();
+// Where everything of this frame sits, worked out before anything is drawn.
+struct Frame {
+  Frame(const TraceModel& model, const TimelineIndex& timeline_index)
+      : m(model), index(timeline_index) {}
+  const TraceModel& m;
+  const TimelineIndex& index;
   Rows rows;
-  rows.header = std::round(line + 4);
-  float label_w = ImGui::CalcTextSize("compute").x + 24;
-  for (const Rank& r : m.ranks)
-    label_w = std::max(label_w, ImGui::CalcTextSize(r.name.c_str()).x + 24);
-  label_w = std::min(label_w, 220.0f);
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  float canvas_w = std::max(avail.x - label_w, 20.0f);  // less the lanes' scrollbar, once known
-  const float ruler_h = ImGui::GetFrameHeight();
-  auto view_now = [&] { return ViewWindow{tl.view_begin, tl.view_end, canvas_w}; };
+  float line = 0;  // a line of text
+  ImVec2 top;      // the lanes' child window, top left
+  float canvas_x = 0, canvas_w = 0, x_right = 0;
+  float win_y0 = 0, win_y1 = 0;  // the visible part of the child window
+  std::vector<float> rank_y;     // the top of each rank's header
+  std::vector<float> lane_y;     // the top of each lane (-1: folded away)
+  float content_h = 0;
+  ViewWindow view;
+  ImDrawList* dl = nullptr;
 
-  // Zoom: the wheel over the ruler or the canvas; Shift+wheel scrolls the ranks instead.
-  bool wheel_here = false;
-  auto zoom_at = [&](float mouse_x) {
-    if (io.MouseWheel == 0 || io.KeyShift) return;
-    const double anchor = view_now().time_at(mouse_x);
-    const TimeRange r = zoom_around({tl.view_begin, tl.view_end}, anchor,
-                                    std::pow(kWheelZoom, io.MouseWheel), kMinViewUs, max_view);
-    tl.view_begin = r.begin, tl.view_end = r.end;
-  };
-
-  // Row 1: the fit button, then the ruler.
-  if (ImGui::Button("fit", ImVec2(label_w - style.ItemSpacing.x, ruler_h))) {
-    const TimeRange all = fit_range(m);
-    tl.view_begin = all.begin, tl.view_end = all.end;
-  }
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the whole trace");
-  const ImVec2 ruler0(origin.x + label_w, origin.y);
-  ImGui::SetCursorScreenPos(ruler0);
-  ImGui::InvisibleButton("##ruler", ImVec2(canvas_w, ruler_h));
-  ImGui::SetItemUsingMouseWheel();
-  if (ImGui::IsItemHovered()) {
-    wheel_here = true;
-    zoom_at(io.MousePos.x - ruler0.x);
-    const double t = view_now().time_at(io.MousePos.x - ruler0.x);
-    if (!ImGui::IsItemActive())
-      ImGui::SetTooltip("%s from the start; click to move playback here",
-                        format_duration(t - m.t_begin).c_str());
-  }
-  if (ImGui::IsItemActive()) {  // click or drag on the ruler: seek
-    doc.playback.seek_time(m, view_now().time_at(io.MousePos.x - ruler0.x));
-    now_us = doc.playback.moment(m).time_us;
-  }
-
-  // The ranks: a child window that scrolls vertically; the wheel is ours, not its.
-  const float lanes_top = origin.y + ruler_h + 2;
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, lanes_top));
-  ImGui::BeginChild("##lanes", ImVec2(avail.x, std::max(avail.y - (lanes_top - origin.y), 20.0f)),
-                    false, ImGuiWindowFlags_NoScrollWithMouse);
-  const ImVec2 top = ImGui::GetCursorScreenPos();
-  canvas_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 20.0f);
-  const float win_y0 = ImGui::GetWindowPos().y, win_y1 = win_y0 + ImGui::GetWindowHeight();
-  const float canvas_x = top.x + label_w;
-  ImGuiStorage* folded = ImGui::GetStateStorage();
-  auto fold_id = [](int r) {
-    return ImGui::GetID(reinterpret_cast<void*>(static_cast<std::intptr_t>(r + 1)));
-  };
-
-  // Row height: a line of text when every rank fits, less (down to 60%, no labels in the spans)
-  // so that the messages between all ranks stay in sight; past that the ranks scroll.
-  {
-    float depth_rows = 0, headers = 0;
-    for (std::size_t r = 0; r < m.ranks.size(); ++r) {
-      headers += rows.header + rows.gap;
-      if (folded->GetBool(fold_id(static_cast<int>(r)))) continue;
-      for (const std::uint32_t l : m.ranks[r].lanes) {
-        float n = 0;
-        for (int d = 0; d < index.lane_depth(l); ++d)
-          n += index.deliver_row(l, d) ? kThinRow : 1.0f;
-        depth_rows += std::max(n, 1.0f);
-      }
-    }
-    const float fit = (ImGui::GetWindowHeight() - headers) / std::max(depth_rows, 1.0f);
-    rows.row = std::floor(std::clamp(fit, std::round(line * 0.6f), std::round(line + 5)));
-    rows.thin = std::max(3.0f, std::round(rows.row * kThinRow));
-  }
-
-  // Layout: the top of each rank's header and of each lane (-1: folded away).
-  std::vector<float> rank_y(m.ranks.size()), lane_y(m.lanes.size(), -1.0f);
-  float y = top.y;
-  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
-    rank_y[r] = y;
-    y += rows.header;
-    if (!folded->GetBool(fold_id(static_cast<int>(r))))
-      for (const std::uint32_t l : m.ranks[r].lanes) lane_y[l] = y, y += rows.lane_height(index, l);
-    y += rows.gap;
-  }
-  const float content_h = y - top.y;
-
-  // The canvas: one button over every row right of the labels: press-drag pans, click selects.
-  ImGui::SetCursorScreenPos(ImVec2(canvas_x, top.y));
-  const bool released =
-      ImGui::InvisibleButton("##canvas", ImVec2(canvas_w, std::max(content_h, 1.0f)));
-  ImGui::SetItemUsingMouseWheel();
-  const bool canvas_hovered = ImGui::IsItemHovered();
-  if (canvas_hovered) {
-    wheel_here = true;
-    zoom_at(io.MousePos.x - canvas_x);
-  }
-  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
-    const double dt = io.MouseDelta.x / view_now().px_per_us();
-    tl.view_begin -= dt, tl.view_end -= dt;
-    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
-    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeAll);
-  }
-  if (wheel_here && io.KeyShift && io.MouseWheel != 0)
-    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * rows.row * 3);
-  const ViewWindow view = view_now();
-  auto sx = [&](double t) {
+  float sx(double t) const {
     return canvas_x + static_cast<float>(std::clamp(view.x(t), -8.0, view.width + 8.0));
-  };
-
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float x_right = canvas_x + canvas_w;
-  const ImVec2 mouse = io.MousePos;
-  const bool can_hover = canvas_hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f);
-  DrawItem hovered;
-  bool any_hovered = false;
-
-  // Rank headers (with their fold buttons) and lane labels, in the label column.
-  const bool label_hovered =
-      ImGui::IsWindowHovered() && io.MousePos.x >= top.x && io.MousePos.x < canvas_x;
-  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
-    const float hy = rank_y[r];
-    if (hy > win_y1 || hy + rows.header < win_y0) continue;
-    const bool is_folded = folded->GetBool(fold_id(static_cast<int>(r)));
-    dl->AddRectFilled(ImVec2(top.x, hy), ImVec2(x_right, hy + rows.header), kHeaderBg);
-    ImGui::RenderArrow(dl, ImVec2(top.x + 3, hy + (rows.header - line) * 0.5f), kText,
-                       is_folded ? ImGuiDir_Right : ImGuiDir_Down, 0.7f);
-    dl->AddText(ImVec2(top.x + 4 + line * 0.8f, hy + (rows.header - line) * 0.5f), kText,
-                m.ranks[r].name.c_str());
-    ImGui::SetCursorScreenPos(ImVec2(top.x, hy));
-    ImGui::PushID(static_cast<int>(r));
-    if (ImGui::InvisibleButton("##fold", ImVec2(label_w, rows.header)))
-      folded->SetBool(fold_id(static_cast<int>(r)), !is_folded);
-    ImGui::PopID();
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip(is_folded ? "Show this rank's lanes" : "Fold this rank's lanes");
   }
-  for (std::uint32_t l = 0; l < m.lanes.size(); ++l) {
+  bool lane_visible(std::uint32_t l) const {
     const float ly = lane_y[l];
-    if (ly < 0 || ly > win_y1 || ly + rows.lane_height(index, l) < win_y0) continue;
-    dl->AddRectFilled(ImVec2(top.x, ly), ImVec2(x_right, ly + rows.lane_height(index, l)),
-                      kLaneBg[l % 2]);
-    // Rows too low for a label leave it out (the colours say compute, send and recv); the
-    // tooltip still names the lane.
-    const float lane_h = rows.lane_height(index, l);
-    if (lane_h >= line)
-      dl->AddText(
-          ImVec2(top.x + 14, ly + std::max(0.0f, (std::min(rows.row, lane_h) - line) * 0.5f)), kDim,
-          m.lanes[l].name.c_str());
-    if (label_hovered && io.MousePos.y >= ly && io.MousePos.y < ly + lane_h)
-      ImGui::SetTooltip("%s: %s", m.ranks[m.lanes[l].rank].name.c_str(), m.lanes[l].name.c_str());
+    return ly >= 0 && ly <= win_y1 && ly + rows.lane_height(index, l) >= win_y0;
   }
-
-  // The canvas, clipped right of the labels.
-  dl->PushClipRect(ImVec2(canvas_x, win_y0), ImVec2(x_right, win_y1), true);
-  // Step frames: a faint line where each algorithm step starts, while they stay apart.
-  {
-    std::size_t in_view = 0;
-    for (const StepFrame& f : m.steps) in_view += f.ts >= view.t0 && f.ts <= view.t1;
-    if (in_view > 0 && in_view < canvas_w / 8)
-      for (const StepFrame& f : m.steps)
-        if (f.ts >= view.t0 && f.ts <= view.t1)
-          dl->AddLine(ImVec2(sx(f.ts), std::max(top.y, win_y0)),
-                      ImVec2(sx(f.ts), std::min(top.y + content_h, win_y1)), kStepLine);
-  }
-
-  // Spans: what timeline_lod says each visible lane shows at this zoom.
-  static std::vector<DrawItem> items;  // reused frame to frame
-  const float pad_x = 3.0f;
-  for (std::uint32_t l = 0; l < m.lanes.size(); ++l) {
-    const float ly = lane_y[l];
-    if (ly < 0 || ly > win_y1 || ly + rows.lane_height(index, l) < win_y0) continue;
-    items.clear();
-    lane_draw_items(m, index, l, view, items);
-    for (const DrawItem& it : items) {
-      const float y0 = ly + rows.depth_offset(index, l, it.depth);
-      const float h = rows.height(index, l, it.depth);
-      const ImVec2 a(canvas_x + it.x0, y0 + 1),
-          b(canvas_x + std::max(it.x1, it.x0 + 1.0f), y0 + h - 1);
-      const Span& s = m.spans[it.span];
-      if (it.merged()) {
-        dl->AddRectFilled(a, b, kMerged);
-      } else {
-        const ImU32 col = span_color(s.kind);
-        dl->AddRectFilled(a, b, col);
-        if (b.x - a.x > 4 && h > 8) dl->AddRect(a, b, darker(col, 0.6f));
-        if (b.x - a.x > 24 && h >= line) {
-          const std::string_view name = m.str(s.name);
-          const ImVec4 clip(std::max(a.x, canvas_x) + pad_x, a.y, b.x - pad_x, b.y);
-          dl->AddText(nullptr, 0.0f,
-                      ImVec2(std::max(a.x, canvas_x) + pad_x, y0 + (h - line) * 0.5f), kSpanText,
-                      name.data(), name.data() + name.size(), 0.0f, &clip);
-        }
-      }
-      if (can_hover && mouse.y >= y0 && mouse.y < y0 + h && mouse.x >= a.x - 1 && mouse.x < b.x + 1)
-        hovered = it, any_hovered = true;
-    }
-  }
-
-  // Where a span sits on screen (its row's middle), folded ranks falling back to the header.
-  auto span_row = [&](std::int32_t span, int rank, float& y0, float& h) {
+  // Where a span sits on screen (its row), folded ranks falling back to the header.
+  bool span_row(std::int32_t span, int rank, float& y0, float& h) const {
     if (span >= 0) {
       const std::uint32_t lane = m.spans[span].lane;
       if (lane_y[lane] >= 0) {
@@ -420,91 +214,364 @@ void draw_timeline(PanelContext& ctx) {
     if (rank < 0 || rank >= static_cast<int>(rank_y.size())) return false;
     y0 = rank_y[rank], h = rows.header;
     return true;
-  };
-  auto arrow = [&](const Message& msg, ImU32 col, float thickness) {
-    float ya = 0, ha = 0, yb = 0, hb = 0;
-    if (!span_row(msg.send_span, msg.src, ya, ha) || !span_row(msg.deliver_span, msg.dst, yb, hb))
-      return;
-    const ImVec2 p(sx(msg.send_time), ya + ha * 0.5f), q(sx(msg.arrival), yb + hb * 0.5f);
-    if (std::max(p.y, q.y) < win_y0 || std::min(p.y, q.y) > win_y1) return;
-    const float dx = q.x - p.x, dy = q.y - p.y, len = std::sqrt(dx * dx + dy * dy);
-    if (len < 1) return;
-    const float ux = dx / len, uy = dy / len, head = 4 + 2 * thickness;
-    const ImVec2 base(q.x - ux * head, q.y - uy * head);
-    dl->AddLine(p, base, col, thickness);
-    dl->AddTriangleFilled(q, ImVec2(base.x - uy * head * 0.5f, base.y + ux * head * 0.5f),
-                          ImVec2(base.x + uy * head * 0.5f, base.y - ux * head * 0.5f), col);
-  };
+  }
+};
 
-  // Flows: messages with an end in view, coloured by chunk as in the other panels.
-  static std::vector<std::uint32_t> flows;
-  flows.clear();
-  const bool all_flows = index.messages_in_view(m, view.t0, view.t1, kMaxFlows, flows);
-  if (all_flows) {
-    for (const std::uint32_t k : flows) {
-      const Message& msg = m.messages[k];
-      arrow(msg, with_alpha(chunk_color(msg.chunk, chunks_of(m, msg.buffer)), 0.85f), 1.5f);
+ImGuiID fold_id(int rank) {
+  return ImGui::GetID(reinterpret_cast<void*>(static_cast<std::intptr_t>(rank + 1)));
+}
+
+// The view: the whole trace when asked (or never set), and while playing the moment kept in
+// view, a page at a time.
+void keep_view(TimelineState& tl, const TraceModel& m, bool playing, double now_us) {
+  if (tl.fit || !(tl.view_end > tl.view_begin)) {
+    const TimeRange all = fit_range(m);
+    tl.view_begin = all.begin, tl.view_end = all.end, tl.fit = false;
+  }
+  if (playing && (now_us < tl.view_begin || now_us > tl.view_end)) {
+    const double w = tl.view_end - tl.view_begin;
+    tl.view_begin = now_us - 0.05 * w, tl.view_end = tl.view_begin + w;
+  }
+}
+
+// The label column: wide enough for the longest rank name, at most 220 px.
+float label_width(const TraceModel& m) {
+  float w = ImGui::CalcTextSize("compute").x + 24;
+  for (const Rank& r : m.ranks) w = std::max(w, ImGui::CalcTextSize(r.name.c_str()).x + 24);
+  return std::min(w, 220.0f);
+}
+
+// Row height: a line of text when every rank fits, less (down to 60%, no labels in the spans)
+// so that the messages between all ranks stay in sight; past that the ranks scroll.
+void fit_rows(Frame& f, ImGuiStorage* folded, float window_h) {
+  float depth_rows = 0, headers = 0;
+  for (std::size_t r = 0; r < f.m.ranks.size(); ++r) {
+    headers += f.rows.header + f.rows.gap;
+    if (folded->GetBool(fold_id(static_cast<int>(r)))) continue;
+    for (const std::uint32_t l : f.m.ranks[r].lanes) {
+      float n = 0;
+      for (int d = 0; d < f.index.lane_depth(l); ++d)
+        n += f.index.deliver_row(l, d) ? kThinRow : 1.0f;
+      depth_rows += std::max(n, 1.0f);
     }
   }
+  const float fit = (window_h - headers) / std::max(depth_rows, 1.0f);
+  f.rows.row = std::floor(std::clamp(fit, std::round(f.line * 0.6f), std::round(f.line + 5)));
+  f.rows.thin = std::max(3.0f, std::round(f.rows.row * kThinRow));
+}
 
-  // The selection on top: its span and its message's ends outlined, its arrow bold.
+// Layout: the top of each rank's header and of each lane, and the height of them all.
+void lay_out(Frame& f, ImGuiStorage* folded) {
+  f.rank_y.assign(f.m.ranks.size(), 0);
+  f.lane_y.assign(f.m.lanes.size(), -1.0f);
+  float y = f.top.y;
+  for (std::size_t r = 0; r < f.m.ranks.size(); ++r) {
+    f.rank_y[r] = y;
+    y += f.rows.header;
+    if (!folded->GetBool(fold_id(static_cast<int>(r))))
+      for (const std::uint32_t l : f.m.ranks[r].lanes)
+        f.lane_y[l] = y, y += f.rows.lane_height(f.index, l);
+    y += f.rows.gap;
+  }
+  f.content_h = y - f.top.y;
+}
+
+// Rank headers (with their fold buttons) and lane labels, in the label column.
+void draw_labels(const Frame& f, ImGuiStorage* folded, float label_w) {
+  const ImGuiIO& io = ImGui::GetIO();
+  const TraceModel& m = f.m;
+  const bool label_hovered =
+      ImGui::IsWindowHovered() && io.MousePos.x >= f.top.x && io.MousePos.x < f.canvas_x;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    const float hy = f.rank_y[r];
+    if (hy > f.win_y1 || hy + f.rows.header < f.win_y0) continue;
+    const bool is_folded = folded->GetBool(fold_id(static_cast<int>(r)));
+    f.dl->AddRectFilled(ImVec2(f.top.x, hy), ImVec2(f.x_right, hy + f.rows.header), kHeaderBg);
+    ImGui::RenderArrow(f.dl, ImVec2(f.top.x + 3, hy + (f.rows.header - f.line) * 0.5f), kText,
+                       is_folded ? ImGuiDir_Right : ImGuiDir_Down, 0.7f);
+    f.dl->AddText(ImVec2(f.top.x + 4 + f.line * 0.8f, hy + (f.rows.header - f.line) * 0.5f), kText,
+                  m.ranks[r].name.c_str());
+    ImGui::SetCursorScreenPos(ImVec2(f.top.x, hy));
+    ImGui::PushID(static_cast<int>(r));
+    if (ImGui::InvisibleButton("##fold", ImVec2(label_w, f.rows.header)))
+      folded->SetBool(fold_id(static_cast<int>(r)), !is_folded);
+    ImGui::PopID();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(is_folded ? "Show this rank's lanes" : "Fold this rank's lanes");
+  }
+  for (std::uint32_t l = 0; l < m.lanes.size(); ++l) {
+    if (!f.lane_visible(l)) continue;
+    const float ly = f.lane_y[l], lane_h = f.rows.lane_height(f.index, l);
+    f.dl->AddRectFilled(ImVec2(f.top.x, ly), ImVec2(f.x_right, ly + lane_h), kLaneBg[l % 2]);
+    // Rows too low for a label leave it out (the colours say compute, send and recv); the
+    // tooltip still names the lane.
+    if (lane_h >= f.line)
+      f.dl->AddText(
+          ImVec2(f.top.x + 14, ly + std::max(0.0f, (std::min(f.rows.row, lane_h) - f.line) * 0.5f)),
+          kDim, m.lanes[l].name.c_str());
+    if (label_hovered && io.MousePos.y >= ly && io.MousePos.y < ly + lane_h)
+      ImGui::SetTooltip("%s: %s", m.ranks[m.lanes[l].rank].name.c_str(), m.lanes[l].name.c_str());
+  }
+}
+
+// Step frames: a faint line where each algorithm step starts, while they stay apart.
+void draw_step_frames(const Frame& f) {
+  std::size_t in_view = 0;
+  for (const StepFrame& s : f.m.steps) in_view += s.ts >= f.view.t0 && s.ts <= f.view.t1;
+  if (in_view == 0 || in_view >= f.canvas_w / 8) return;
+  for (const StepFrame& s : f.m.steps)
+    if (s.ts >= f.view.t0 && s.ts <= f.view.t1)
+      f.dl->AddLine(ImVec2(f.sx(s.ts), std::max(f.top.y, f.win_y0)),
+                    ImVec2(f.sx(s.ts), std::min(f.top.y + f.content_h, f.win_y1)), kStepLine);
+}
+
+// Spans: what timeline_lod says each visible lane shows at this zoom. Returns true, with the
+// item in `hovered`, when the mouse is over one (and may hover).
+bool draw_spans(const Frame& f, bool can_hover, DrawItem& hovered) {
+  static std::vector<DrawItem> items;  // reused frame to frame
+  const float pad_x = 3.0f;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  bool any_hovered = false;
+  for (std::uint32_t l = 0; l < f.m.lanes.size(); ++l) {
+    if (!f.lane_visible(l)) continue;
+    const float ly = f.lane_y[l];
+    items.clear();
+    lane_draw_items(f.m, f.index, l, f.view, items);
+    for (const DrawItem& it : items) {
+      const float y0 = ly + f.rows.depth_offset(f.index, l, it.depth);
+      const float h = f.rows.height(f.index, l, it.depth);
+      const ImVec2 a(f.canvas_x + it.x0, y0 + 1),
+          b(f.canvas_x + std::max(it.x1, it.x0 + 1.0f), y0 + h - 1);
+      const Span& s = f.m.spans[it.span];
+      if (it.merged()) {
+        f.dl->AddRectFilled(a, b, kMerged);
+      } else {
+        const ImU32 col = span_color(s.kind);
+        f.dl->AddRectFilled(a, b, col);
+        if (b.x - a.x > 4 && h > 8) f.dl->AddRect(a, b, darker(col, 0.6f));
+        if (b.x - a.x > 24 && h >= f.line) {
+          const std::string_view name = f.m.str(s.name);
+          const ImVec4 clip(std::max(a.x, f.canvas_x) + pad_x, a.y, b.x - pad_x, b.y);
+          f.dl->AddText(nullptr, 0.0f,
+                        ImVec2(std::max(a.x, f.canvas_x) + pad_x, y0 + (h - f.line) * 0.5f),
+                        kSpanText, name.data(), name.data() + name.size(), 0.0f, &clip);
+        }
+      }
+      if (can_hover && mouse.y >= y0 && mouse.y < y0 + h && mouse.x >= a.x - 1 && mouse.x < b.x + 1)
+        hovered = it, any_hovered = true;
+    }
+  }
+  return any_hovered;
+}
+
+// A message's arrow, from its send to where it is delivered.
+void draw_arrow(const Frame& f, const Message& msg, ImU32 col, float thickness) {
+  float ya = 0, ha = 0, yb = 0, hb = 0;
+  if (!f.span_row(msg.send_span, msg.src, ya, ha) || !f.span_row(msg.deliver_span, msg.dst, yb, hb))
+    return;
+  const ImVec2 p(f.sx(msg.send_time), ya + ha * 0.5f), q(f.sx(msg.arrival), yb + hb * 0.5f);
+  if (std::max(p.y, q.y) < f.win_y0 || std::min(p.y, q.y) > f.win_y1) return;
+  const float dx = q.x - p.x, dy = q.y - p.y, len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1) return;
+  const float ux = dx / len, uy = dy / len, head = 4 + 2 * thickness;
+  const ImVec2 base(q.x - ux * head, q.y - uy * head);
+  f.dl->AddLine(p, base, col, thickness);
+  f.dl->AddTriangleFilled(q, ImVec2(base.x - uy * head * 0.5f, base.y + ux * head * 0.5f),
+                          ImVec2(base.x + uy * head * 0.5f, base.y - ux * head * 0.5f), col);
+}
+
+// Flows: messages with an end in view, coloured by chunk as in the other panels. False when
+// there are too many to draw.
+bool draw_flows(const Frame& f) {
+  static std::vector<std::uint32_t> flows;
+  flows.clear();
+  const bool all_flows = f.index.messages_in_view(f.m, f.view.t0, f.view.t1, kMaxFlows, flows);
+  if (all_flows)
+    for (const std::uint32_t k : flows) {
+      const Message& msg = f.m.messages[k];
+      draw_arrow(f, msg, with_alpha(chunk_color(msg.chunk, chunks_of(f.m, msg.buffer)), 0.85f),
+                 1.5f);
+    }
+  return all_flows;
+}
+
+// The selection on top: its span and its message's ends outlined, its arrow bold.
+void draw_selection(const Frame& f, const Selection& sel) {
+  const TraceModel& m = f.m;
   auto outline = [&](std::int32_t span) {
     float y0 = 0, h = 0;
-    if (span < 0 || lane_y[m.spans[span].lane] < 0 || !span_row(span, -1, y0, h)) return;
+    if (span < 0 || f.lane_y[m.spans[span].lane] < 0 || !f.span_row(span, -1, y0, h)) return;
     const Span& s = m.spans[span];
-    const float x0 = sx(s.start), x1 = std::max(sx(s.end()), x0 + kMinSpanPx);
-    dl->AddRect(ImVec2(x0 - 1, y0), ImVec2(x1 + 1, y0 + h), kHighlight, 0.0f, 0, 2.0f);
+    const float x0 = f.sx(s.start), x1 = std::max(f.sx(s.end()), x0 + kMinSpanPx);
+    f.dl->AddRect(ImVec2(x0 - 1, y0), ImVec2(x1 + 1, y0 + h), kHighlight, 0.0f, 0, 2.0f);
   };
-  const Selection& sel = doc.selection;
   if (sel.message >= 0 && sel.message < static_cast<int>(m.messages.size())) {
     const Message& msg = m.messages[sel.message];
     outline(msg.send_span);
     outline(msg.deliver_span);
-    arrow(msg, kHighlight, 2.5f);
+    draw_arrow(f, msg, kHighlight, 2.5f);
   }
   if (sel.span >= 0 && sel.span < static_cast<int>(m.spans.size())) outline(sel.span);
+}
 
-  // The playback moment.
-  const float nx = sx(now_us);
-  if (now_us >= view.t0 && now_us <= view.t1)
-    dl->AddLine(ImVec2(nx, win_y0), ImVec2(nx, std::min(top.y + content_h, win_y1)), kNowLine,
-                2.0f);
+// The playback moment, and the note when the arrows were left out.
+void draw_moment(const Frame& f, double now_us, bool all_flows) {
+  const float nx = f.sx(now_us);
+  if (now_us >= f.view.t0 && now_us <= f.view.t1)
+    f.dl->AddLine(ImVec2(nx, f.win_y0), ImVec2(nx, std::min(f.top.y + f.content_h, f.win_y1)),
+                  kNowLine, 2.0f);
   if (!all_flows) {
     const char* note = "too many messages in view to draw their arrows: zoom in";
     const ImVec2 size = ImGui::CalcTextSize(note);
-    const ImVec2 at(x_right - size.x - 16, win_y0 + 4);
-    dl->AddRectFilled(ImVec2(at.x - 6, at.y - 2), ImVec2(at.x + size.x + 6, at.y + size.y + 2),
-                      IM_COL32(20, 22, 28, 230));
-    dl->AddText(at, kText, note);
+    const ImVec2 at(f.x_right - size.x - 16, f.win_y0 + 4);
+    f.dl->AddRectFilled(ImVec2(at.x - 6, at.y - 2), ImVec2(at.x + size.x + 6, at.y + size.y + 2),
+                        IM_COL32(20, 22, 28, 230));
+    f.dl->AddText(at, kText, note);
   }
-  dl->PopClipRect();
+}
 
-  // Hover and click, from what was drawn this frame.
+// Hover and click, from what was drawn this frame: a tooltip; a click selects a span and its
+// message, zooms onto a merged run, or clears the selection.
+void hover_and_click(Document& doc, const Frame& f, bool released, bool any_hovered,
+                     const DrawItem& hovered) {
+  const TraceModel& m = f.m;
+  TimelineState& tl = doc.timeline;
   if (any_hovered && hovered.merged())
     merged_tooltip(m, hovered);
   else if (any_hovered)
-    span_tooltip(m, index, hovered.span);
-  if (released && io.MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] < kClickSlopSq) {
-    if (!any_hovered) {
-      doc.selection.clear();
-    } else if (hovered.merged()) {  // zoom onto the run, with a margin
-      const double t0 = m.spans[hovered.span].start, t1 = m.spans[hovered.last].end();
-      const double margin = std::max(0.1 * (t1 - t0), kMinViewUs);
-      tl.view_begin = t0 - margin, tl.view_end = t1 + margin;
-    } else {
-      doc.selection.span = static_cast<int>(hovered.span);
-      doc.selection.message = index.message_of_span(hovered.span);
-    }
+    span_tooltip(m, f.index, hovered.span);
+  if (!released || ImGui::GetIO().MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] >= kClickSlopSq)
+    return;
+  if (!any_hovered) {
+    doc.selection.clear();
+  } else if (hovered.merged()) {  // zoom onto the run, with a margin
+    const double t0 = m.spans[hovered.span].start, t1 = m.spans[hovered.last].end();
+    const double margin = std::max(0.1 * (t1 - t0), kMinViewUs);
+    tl.view_begin = t0 - margin, tl.view_end = t1 + margin;
+  } else {
+    doc.selection.span = static_cast<int>(hovered.span);
+    doc.selection.message = f.index.message_of_span(hovered.span);
   }
+}
+
+}  // namespace
+
+// ---- draw_timeline --------------------------------------------------------------------------
+
+void draw_timeline(PanelContext& ctx) {
+  Document& doc = ctx.doc;
+  const TraceModel& m = doc.model;
+  TimelineState& tl = doc.timeline;
+  if (m.lanes.empty()) {
+    ImGui::TextDisabled("This trace has no spans to show.");
+    return;
+  }
+  Frame f(m, ctx.doc.derived<TimelineIndex>(build_index));
+  const ImGuiIO& io = ImGui::GetIO();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const double max_view = 4 * std::max(m.t_end - m.t_begin, 1.0);
+  double now_us = ctx.now.time_us;
+  keep_view(tl, m, doc.playback.playing, now_us);
+
+  // Geometry: labels on the left, the canvas (a time axis) on the right.
+  f.line = ImGui::GetTextLineHeight();
+  f.rows.header = std::round(f.line + 4);
+  const float label_w = label_width(m);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  f.canvas_w = std::max(avail.x - label_w, 20.0f);  // less the lanes' scrollbar, once known
+  const float ruler_h = ImGui::GetFrameHeight();
+  auto view_now = [&] { return ViewWindow{tl.view_begin, tl.view_end, f.canvas_w}; };
+
+  // Zoom: the wheel over the ruler or the canvas; Shift+wheel scrolls the ranks instead.
+  bool wheel_here = false;
+  auto zoom_at = [&](float mouse_x) {
+    if (io.MouseWheel == 0 || io.KeyShift) return;
+    const double anchor = view_now().time_at(mouse_x);
+    const TimeRange r = zoom_around({tl.view_begin, tl.view_end}, anchor,
+                                    std::pow(kWheelZoom, io.MouseWheel), kMinViewUs, max_view);
+    tl.view_begin = r.begin, tl.view_end = r.end;
+  };
+
+  // Row 1: the fit button, then the ruler (click or drag on it: seek).
+  if (ImGui::Button("fit", ImVec2(label_w - style.ItemSpacing.x, ruler_h))) {
+    const TimeRange all = fit_range(m);
+    tl.view_begin = all.begin, tl.view_end = all.end;
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the whole trace");
+  const ImVec2 ruler0(origin.x + label_w, origin.y);
+  ImGui::SetCursorScreenPos(ruler0);
+  ImGui::InvisibleButton("##ruler", ImVec2(f.canvas_w, ruler_h));
+  ImGui::SetItemUsingMouseWheel();
+  if (ImGui::IsItemHovered()) {
+    wheel_here = true;
+    zoom_at(io.MousePos.x - ruler0.x);
+    const double t = view_now().time_at(io.MousePos.x - ruler0.x);
+    if (!ImGui::IsItemActive())
+      ImGui::SetTooltip("%s from the start; click to move playback here",
+                        format_duration(t - m.t_begin).c_str());
+  }
+  if (ImGui::IsItemActive()) {
+    doc.playback.seek_time(m, view_now().time_at(io.MousePos.x - ruler0.x));
+    now_us = doc.playback.moment(m).time_us;
+  }
+
+  // The ranks: a child window that scrolls vertically; the wheel is ours, not its.
+  const float lanes_top = origin.y + ruler_h + 2;
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, lanes_top));
+  ImGui::BeginChild("##lanes", ImVec2(avail.x, std::max(avail.y - (lanes_top - origin.y), 20.0f)),
+                    false, ImGuiWindowFlags_NoScrollWithMouse);
+  f.top = ImGui::GetCursorScreenPos();
+  f.canvas_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 20.0f);
+  f.win_y0 = ImGui::GetWindowPos().y, f.win_y1 = f.win_y0 + ImGui::GetWindowHeight();
+  f.canvas_x = f.top.x + label_w;
+  f.x_right = f.canvas_x + f.canvas_w;
+  ImGuiStorage* folded = ImGui::GetStateStorage();
+  fit_rows(f, folded, ImGui::GetWindowHeight());
+  lay_out(f, folded);
+
+  // The canvas: one button over every row right of the labels: press-drag pans, click selects.
+  ImGui::SetCursorScreenPos(ImVec2(f.canvas_x, f.top.y));
+  const bool released =
+      ImGui::InvisibleButton("##canvas", ImVec2(f.canvas_w, std::max(f.content_h, 1.0f)));
+  ImGui::SetItemUsingMouseWheel();
+  const bool canvas_hovered = ImGui::IsItemHovered();
+  if (canvas_hovered) {
+    wheel_here = true;
+    zoom_at(io.MousePos.x - f.canvas_x);
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+    const double dt = io.MouseDelta.x / view_now().px_per_us();
+    tl.view_begin -= dt, tl.view_end -= dt;
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
+    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeAll);
+  }
+  if (wheel_here && io.KeyShift && io.MouseWheel != 0)
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * f.rows.row * 3);
+  f.view = view_now();
+  f.dl = ImGui::GetWindowDrawList();
+
+  draw_labels(f, folded, label_w);
+  f.dl->PushClipRect(ImVec2(f.canvas_x, f.win_y0), ImVec2(f.x_right, f.win_y1), true);
+  draw_step_frames(f);
+  DrawItem hovered;
+  const bool can_hover = canvas_hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f);
+  const bool any_hovered = draw_spans(f, can_hover, hovered);
+  const bool all_flows = draw_flows(f);
+  draw_selection(f, doc.selection);
+  draw_moment(f, now_us, all_flows);
+  f.dl->PopClipRect();
+  hover_and_click(doc, f, released, any_hovered, hovered);
   ImGui::EndChild();
 
   // The ruler last, with the view as this frame's panning and zooming left it.
   ImDrawList* panel_dl = ImGui::GetWindowDrawList();
-  const ImVec2 ruler1(ruler0.x + canvas_w, ruler0.y + ruler_h);
+  const ImVec2 ruler1(ruler0.x + f.canvas_w, ruler0.y + ruler_h);
   panel_dl->PushClipRect(ruler0, ruler1, true);
-  draw_ruler(panel_dl, m, view, ruler0, ruler1, now_us);
-  if (now_us >= view.t0 && now_us <= view.t1)
-    panel_dl->AddLine(ImVec2(nx, ruler0.y + 8), ImVec2(nx, ruler1.y), kNowLine, 2.0f);
+  draw_ruler(panel_dl, m, f.view, ruler0, ruler1, now_us);
+  if (now_us >= f.view.t0 && now_us <= f.view.t1)
+    panel_dl->AddLine(ImVec2(f.sx(now_us), ruler0.y + 8), ImVec2(f.sx(now_us), ruler1.y), kNowLine,
+                      2.0f);
   panel_dl->PopClipRect();
 }
 

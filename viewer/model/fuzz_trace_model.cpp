@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/base/check.hpp"
+#include "viewer/model/shard_replay.hpp"
 #include "viewer/model/trace_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "viewer/model/shard_replay.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {

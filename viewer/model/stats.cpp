@@ -1,5 +1,6 @@
 // stats.cpp — traffic totals, the cost model, and per-buffer bandwidth (stats.hpp).
 #include "viewer/model/stats.hpp"
+#include "viewer/model/shard_replay.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>

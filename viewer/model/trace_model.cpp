@@ -1,4 +1,4 @@
-// trace_model.cpp — the On-Demand loader and the shard replay.
+// trace_model.cpp — the On-Demand loader (the shard replay is shard_replay.cpp).
 //
 // Sections:
 //   1. JSON helpers (numbers that may be ints or doubles, masks as hex strings)
@@ -6,7 +6,6 @@
 //   3. otherData
 //   4. messages: flows joined with the send / deliver spans
 //   5. parse_trace_model / load_trace_model
-//   6. shard replay
 #include "viewer/model/trace_model.hpp"
 
 #include <fmt/format.h>
@@ -787,152 +786,6 @@ TraceModel load_trace_model(const std::string& path) {
   b.finish();
   index_steps(b.m);
   return std::move(b.m);
-}
-
-// ---- 6. shard replay ------------------------------------------------------------------------
-
-namespace {
-
-std::uint64_t bit_of(int rank) {
-  return rank >= 0 && rank < 64 ? std::uint64_t{1} << rank : 0;
-}
-
-struct Replay {
-  std::vector<int> buffer_of_string;  // string index -> buffer index, -1 none
-  std::vector<const Message*> order;  // replayable messages, by (step, arrival)
-  ShardState initial;
-};
-
-// [first, last) chunks of buffer `b` that a message covers.
-std::pair<int, int> chunk_range(const Message& m, int chunks) {
-  if (m.chunk < 0) return {0, chunks};
-  return {std::clamp(static_cast<int>(m.chunk), 0, chunks),
-          std::clamp(static_cast<int>(std::max(m.chunk_end, m.chunk)), 0, chunks)};
-}
-
-// A buffer of more cells (ranks x chunks) than this is not replayed: a hostile or broken trace
-// could otherwise claim 2^20 chunks on thousands of ranks and exhaust memory.
-constexpr std::size_t kMaxShardCells = std::size_t{1} << 24;
-
-Replay prepare(const TraceModel& model) {
-  Replay r;
-  const int n = model.world_size();
-  // Chunks replayed per buffer: the declared count, or 0 for a buffer too large to replay.
-  std::vector<int> chunks_of;
-  for (const auto& b : model.info.buffers)
-    chunks_of.push_back(static_cast<std::size_t>(n) * b.chunks <= kMaxShardCells ? b.chunks : 0);
-  r.buffer_of_string.assign(model.strings.size(), -1);
-  for (std::size_t b = 0; b < model.info.buffers.size(); ++b)
-    for (std::size_t s = 1; s < model.strings.size(); ++s)
-      if (model.strings[s] == model.info.buffers[b].name && r.buffer_of_string[s] < 0)
-        r.buffer_of_string[s] = static_cast<int>(b);
-  auto buffer_of = [&](const Message& m) {
-    return m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1;
-  };
-
-  const std::size_t nb = model.info.buffers.size();
-  std::vector<bool> reduce_style(nb, false);
-  // Per (buffer, rank, chunk): the first send of it and the first arrival of it at the rank.
-  struct First {
-    const Message* send = nullptr;
-    double arrival = 1e300;
-  };
-  std::vector<std::vector<First>> first(nb);
-  std::vector<std::vector<bool>> carried(nb);  // per (buffer, chunk): some message carries it
-  for (std::size_t b = 0; b < nb; ++b) {
-    first[b].resize(static_cast<std::size_t>(n) * chunks_of[b]);
-    carried[b].assign(chunks_of[b], false);
-  }
-
-  for (const Message& m : model.messages) {
-    const int b = buffer_of(m);
-    if (b < 0 || m.src < 0 || m.dst < 0 || m.src >= n || m.dst >= n) continue;
-    const int chunks = chunks_of[b];
-    if (m.apply == ApplyKind::reduce) reduce_style[b] = true;
-    const auto [c0, c1] = chunk_range(m, chunks);
-    for (int c = c0; c < c1; ++c) {
-      carried[b][c] = true;
-      First& s = first[b][static_cast<std::size_t>(m.src) * chunks + c];
-      if (!s.send || m.send_time < s.send->send_time) s.send = &m;
-      First& d = first[b][static_cast<std::size_t>(m.dst) * chunks + c];
-      d.arrival = std::min(d.arrival, m.arrival);
-    }
-    if (m.step >= 0) r.order.push_back(&m);
-  }
-  std::stable_sort(r.order.begin(), r.order.end(), [](const Message* a, const Message* b) {
-    return a->step != b->step ? a->step < b->step : a->arrival < b->arrival;
-  });
-
-  for (std::size_t b = 0; b < nb; ++b) {
-    BufferState bs;
-    bs.name = model.info.buffers[b].name;
-    bs.chunks = chunks_of[b];
-    bs.cells.resize(static_cast<std::size_t>(n) * bs.chunks);
-    for (int rank = 0; rank < n; ++rank)
-      for (int c = 0; c < bs.chunks; ++c) {
-        ChunkState& cell = bs.at(rank, c);
-        const First& f = first[b][static_cast<std::size_t>(rank) * bs.chunks + c];
-        if (reduce_style[b]) {
-          cell = {true, bit_of(rank), 1};
-        } else if (f.send && f.send->send_time < f.arrival) {
-          cell.held = true;
-          cell.mask = f.send && f.send->contrib_mask ? f.send->contrib_mask : bit_of(rank);
-          cell.count = cell.mask
-                           ? std::popcount(cell.mask)
-                           : std::max(1, f.send ? static_cast<int>(f.send->contributions) : 1);
-        } else if (!carried[b][c] && bs.chunks == n && c == rank) {
-          cell = {true, bit_of(rank), 1};  // the piece a scatter's or gather's root keeps
-        }
-      }
-    r.initial.buffers.push_back(std::move(bs));
-  }
-  return r;
-}
-
-void apply(ShardState& st, const Replay& r, const Message& m, int world) {
-  const int b = m.buffer < r.buffer_of_string.size() ? r.buffer_of_string[m.buffer] : -1;
-  if (b < 0 || m.dst < 0 || m.dst >= world) return;
-  BufferState& bs = st.buffers[b];
-  const auto [c0, c1] = chunk_range(m, bs.chunks);
-  for (int c = c0; c < c1; ++c) {
-    ChunkState& cell = bs.at(m.dst, c);
-    if (m.apply == ApplyKind::reduce) {
-      cell.mask |= m.contrib_mask;
-      cell.count =
-          cell.mask ? std::popcount(cell.mask) : std::min(world, cell.count + m.contributions);
-    } else {
-      cell.mask = m.contrib_mask;
-      cell.count = cell.mask ? std::popcount(cell.mask) : m.contributions;
-    }
-    cell.held = true;
-  }
-}
-
-}  // namespace
-
-ShardState state_at_step(const TraceModel& model, int step) {
-  const Replay r = prepare(model);
-  ShardState st = r.initial;
-  st.step = step;
-  for (const Message* m : r.order) {
-    if (m->step > step) break;
-    apply(st, r, *m, model.world_size());
-  }
-  return st;
-}
-
-ShardState state_at_time(const TraceModel& model, double t_us) {
-  Replay r = prepare(model);
-  std::stable_sort(r.order.begin(), r.order.end(),
-                   [](const Message* a, const Message* b) { return a->arrival < b->arrival; });
-  ShardState st = r.initial;
-  st.step = 0;
-  for (const Message* m : r.order) {
-    if (m->arrival > t_us) break;
-    apply(st, r, *m, model.world_size());
-    st.step = std::max(st.step, static_cast<int>(m->step));
-  }
-  return st;
 }
 
 }  // namespace distlab::viewer

@@ -14,8 +14,7 @@
 // distinct pids, its spans are compute spans unless their cat says send/recv/deliver.
 // Malformed, truncated or empty input, or a newer schema, throws distlab::Error with a sentence.
 //
-// state_at_step() / state_at_time() replay the messages into which chunks each rank holds
-// and whose data each chunk holds (the rule is written above ShardState).
+// shard_replay.hpp replays the messages into which chunks each rank holds.
 #pragma once
 
 #include <array>
@@ -173,53 +172,5 @@ void index_steps(TraceModel& model);
 // Throws distlab::Error: "<what was wrong>; <what a trace should look like>".
 TraceModel parse_trace_model(std::string_view json);
 TraceModel load_trace_model(const std::string& path);
-
-// ---------------------------------------------------------------------------------------------
-// Shards: which chunks of each declared buffer every rank holds, and whose data is in them.
-//
-// Replay rule (derived from the messages, no lesson-specific code):
-//   * A buffer that any message reduces into (apply = reduce) is all-reduce style: at the start
-//     every rank holds every chunk with only its own contribution.
-//   * Any other buffer (copy only: scatter, gather, broadcast, all-gather) starts with rank r
-//     holding chunk c when r sends c before it first receives it (a rank that receives c first,
-//     as in a scatter, holds nothing of it until then); such a chunk starts with the mask of
-//     the first message r sends of it, else with r alone. In a buffer cut into one chunk per rank,
-//     a chunk that no message carries starts at its own rank (chunk c at rank c, c's data):
-//     the piece a scatter's or a gather's root keeps for itself. Every other chunk starts empty.
-//   * Messages are applied in (step, arrival) order to the receiver's chunks
-//     [chunk, chunk_end) (the whole buffer when the message names no chunk): copy makes the
-//     chunk held and replaces its mask; reduce makes it held and ORs the incoming mask in.
-//   * Messages without a step or naming an undeclared buffer are not replayed.
-//   * A buffer of more than 2^24 cells (ranks x chunks) is not replayed: its BufferState has
-//     0 chunks and no cells.
-// Contributions are a bit mask (worlds up to 64 ranks); past 64 ranks the count is kept from
-// the messages' `contributions` (copy: replaced, reduce: added, capped at the world size).
-struct ChunkState {
-  bool held = false;
-  std::uint64_t mask = 0;
-  int count = 0;  // ranks whose data is in the chunk
-};
-
-struct BufferState {
-  std::string name;
-  int chunks = 0;
-  std::vector<ChunkState> cells;  // (ranks x chunks), row-major: cells[rank * chunks + chunk]
-  const ChunkState& at(int rank, int chunk) const {
-    return cells[static_cast<std::size_t>(rank) * chunks + chunk];
-  }
-  ChunkState& at(int rank, int chunk) {
-    return cells[static_cast<std::size_t>(rank) * chunks + chunk];
-  }
-};
-
-struct ShardState {
-  int step = 0;                      // messages with step <= this have been applied
-  std::vector<BufferState> buffers;  // in the order of TraceMeta::buffers
-};
-
-// After every message with step <= `step` has been applied (step 0: the initial state).
-ShardState state_at_step(const TraceModel& model, int step);
-// After every replayable message that arrived at or before `t_us` has been applied.
-ShardState state_at_time(const TraceModel& model, double t_us);
 
 }  // namespace distlab::viewer
