@@ -9,12 +9,12 @@
 
 #include "core/base/check.hpp"
 #include "core/device/allocator.hpp"
+#include "core/device/cuda_check.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/device/cuda_check.hpp"
 #include "core/transport/nccl_calls.hpp"
 #endif
 

@@ -14,6 +14,7 @@
 #include "core/base/partition.hpp"
 #include "core/collectives/baseline_detail.hpp"
 #include "core/device/allocator.hpp"
+#include "core/device/cuda_check.hpp"
 #include "core/device/cuda_context.hpp"
 #include "core/transport/threads.hpp"
 
@@ -25,7 +26,6 @@
 
 #include "core/transport/nccl_calls.hpp"
 #ifdef DISTLAB_HAVE_MPI
-#include "core/device/cuda_check.hpp"
 #include "core/transport/nccl.hpp"
 #endif
 #endif

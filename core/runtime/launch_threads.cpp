@@ -29,8 +29,8 @@ void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function
   transport.started();
   try {
     CudaBinding gpu(comm.device(), comm.rank(), true);
-    if (comm.device() ==
-        Device::cuda)  // NCCL's finalize at unbind waits for the others while they run
+    // NCCL's finalize at unbind waits for the others while they run.
+    if (comm.device() == Device::cuda)
       cuda_rank().nccl_give_up = [&hub, r = comm.rank()] {
         return hub.aborting() || hub.others_finished(r);
       };

@@ -4,6 +4,7 @@
 #include "core/runtime/trace_counts.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -22,6 +23,16 @@ int most_in_flight(const std::vector<const SpanEvent*>& sends) {
     most = std::max(most, now);
   }
   return most;
+}
+
+// Distinct step ids in [first, last] among the messages (sends and receives) of every rank.
+int distinct_steps(const RunResult& run, int first, int last) {
+  std::set<int> steps;
+  for (const auto& log : run.logs)
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first && e.meta.step <= last)
+        steps.insert(e.meta.step);
+  return static_cast<int>(steps.size());
 }
 
 }  // namespace
@@ -63,11 +74,7 @@ std::vector<RankTraffic> RunResult::traffic(int first_step, int last_step) const
 }
 
 int RunResult::steps() const {
-  std::set<int> steps;
-  for (const auto& log : logs)
-    for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= 0) steps.insert(e.meta.step);
-  return static_cast<int>(steps.size());
+  return distinct_steps(*this, 0, std::numeric_limits<int>::max());
 }
 
 StepCounts count_steps(const RunResult& run, int first_step, int last_step,
@@ -75,7 +82,6 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step,
   StepCounts c;
   c.ranks = run.traffic(first_step, last_step);
   std::map<int, std::uint64_t> step_all;  // step -> bytes all ranks sent in it
-  std::set<int> steps;
   for (const auto& log : run.logs) {
     std::map<int, std::uint64_t> step_mine;
     std::vector<const SpanEvent*> sends;
@@ -86,7 +92,6 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step,
         continue;
       }
       if (e.meta.step < first_step || e.meta.step > last_step) continue;
-      steps.insert(e.meta.step);
       if (e.kind != SpanEvent::Kind::send) continue;
       step_mine[e.meta.step] += e.bytes;
       step_all[e.meta.step] += e.bytes;
@@ -96,7 +101,7 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step,
     c.in_flight = std::max(c.in_flight, most_in_flight(sends));
   }
   for (const auto& [s, b] : step_all) c.peak.all = std::max(c.peak.all, b);
-  c.steps = static_cast<int>(steps.size());
+  c.steps = distinct_steps(run, first_step, last_step);
   for (const auto& t : c.ranks) {
     c.max_sent = std::max(c.max_sent, t.bytes_sent);
     c.all_links += t.bytes_sent;

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/device/cuda_check.hpp"
 #include "core/device/cuda_context.hpp"
+#include "core/transport/mpi_check.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -18,8 +20,6 @@
 #include "core/transport/staged.hpp"
 #endif
 #ifdef DISTLAB_HAVE_NCCL
-#include "core/device/cuda_check.hpp"
-#include "core/transport/mpi_check.hpp"
 #include "core/transport/nccl.hpp"
 #endif
 

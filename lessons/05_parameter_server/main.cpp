@@ -46,6 +46,7 @@
 #include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
+#include "lessons/common/mlp_options.hpp"
 
 using namespace distlab;
 using namespace distlab::model;
@@ -331,8 +332,10 @@ int main(int argc, char** argv) {
       "Topology: every packet touches the server. Stats: the server's bytes against a worker's; "
       "run again with --mode allreduce and compare.");
   std::string mode_text = "ps", optimizer_text = "sgd";
-  int servers = 1, steps = 20, layers = 1;
-  std::size_t batch = 64, inputs = 16, outputs = 8;
+  int servers = 1, steps = 20;
+  std::size_t batch = 64;
+  MlpOptions shape_options;  // --layers, --inputs, --outputs
+  shape_options.layers = 1;
   float lr = 0;
   lesson.describe_size("units per hidden layer of the model");
   auto& app = lesson.app();
@@ -349,15 +352,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "samples per iteration, split over the workers")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--layers", layers, "hidden layers of --size units each")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  app.add_option("--inputs", inputs, "the model's input size")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
-      ->capture_default_str();
-  app.add_option("--outputs", outputs, "the model's output size")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
-      ->capture_default_str();
+  add_mlp_options(app, shape_options);
   app.add_option("--optimizer", optimizer_text, "sgd or adam")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
@@ -370,9 +365,7 @@ int main(int argc, char** argv) {
   lesson.on_world([&](const World& w) {
     setup.mode = mode_text == "ps" ? TrainMode::ps : TrainMode::allreduce;
     setup.servers = servers;
-    std::vector<std::size_t> dims{inputs};
-    for (int l = 0; l < layers; ++l) dims.push_back(opt.size);
-    dims.push_back(outputs);
+    const std::vector<std::size_t> dims = mlp_dims(shape_options, opt.size);
     setup.shape = make_shape(dims);
     setup.batch = batch;
     setup.steps = steps;

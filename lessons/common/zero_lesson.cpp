@@ -9,6 +9,7 @@
 
 #include "core/base/units.hpp"
 #include "core/training/teacher.hpp"
+#include "lessons/common/mlp_options.hpp"
 
 namespace distlab::zero {
 
@@ -89,8 +90,7 @@ constexpr double kTolReference = 0.1, kTolReferenceDeterministic = 2e-3, kTolDp 
 // The lesson's options beside the common ones, and the training they configure.
 struct Setup {
   Config config;
-  int layers = 2;
-  std::size_t inputs = 16, outputs = 8;
+  MlpOptions shape;  // --layers, --inputs, --outputs
   double gpu_memory_gb = 80;
 };
 
@@ -103,8 +103,6 @@ struct Outcome {
 
 void add_options(Lesson& lesson, Setup& setup) {
   Config& config = setup.config;
-  int& layers = setup.layers;
-  std::size_t &inputs = setup.inputs, &outputs = setup.outputs;
   double& gpu_memory_gb = setup.gpu_memory_gb;
   lesson.describe_size("units per hidden layer of the model");
   auto& app = lesson.app();
@@ -114,15 +112,7 @@ void add_options(Lesson& lesson, Setup& setup) {
   app.add_option("--batch", config.batch, "samples per step, split over the ranks")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--layers", layers, "hidden layers of --size units each")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  app.add_option("--inputs", inputs, "the model's input size")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
-      ->capture_default_str();
-  app.add_option("--outputs", outputs, "the model's output size")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
-      ->capture_default_str();
+  add_mlp_options(app, setup.shape);
   app.add_option("--lr", config.adam.lr, "Adam's learning rate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -141,14 +131,10 @@ void configure(Lesson& lesson, Setup& setup, const World& w) {
   const auto& opt = lesson.options();
   Config& config = setup.config;
   const Stage stage = config.stage;
-  const int layers = setup.layers;
   if (opt.size > (1u << 16))
     throw UsageError(
         fmt::format("--size {} hidden units is more than this lesson trains (65536)", opt.size));
-  std::vector<std::size_t> dims{setup.inputs};
-  for (int l = 0; l < layers; ++l) dims.push_back(opt.size);
-  dims.push_back(setup.outputs);
-  config.shape = model::make_shape(dims);
+  config.shape = model::make_shape(mlp_dims(setup.shape, opt.size));
   config.seed = opt.seed;
   if (config.batch < std::size_t(w.size))
     throw UsageError(
