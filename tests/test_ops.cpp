@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/base/dtype.hpp"
 #include "core/base/half.hpp"
 #include "core/ops/ops.hpp"
 #include "ops_testing.hpp"

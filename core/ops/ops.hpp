@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/base/dtype.hpp"
 #include "core/base/half.hpp"
 #include "core/device/buffer.hpp"
 
