@@ -30,16 +30,20 @@ declare -A allowed=(
   [viewer/app]="core/base core/trace viewer/model"
 )
 
-# The layer of a path under the tree's root ("" when it is in none).
+# The layer of a path under the tree's root, in $layer ("" when it is in none). No subshell:
+# the check runs this for every include.
 layer_of() {
   case "$1" in
-    core/*/*) local rest="${1#core/}"; echo "core/${rest%%/*}" ;;
-    lessons/common/*) echo lessons/common ;;
-    lessons/[0-9][0-9]_*/*) echo lessons ;;
-    viewer/model/*) echo viewer/model ;;
-    viewer/app/*) echo viewer/app ;;
-    bench/*) echo bench ;;
-    *) echo "" ;;
+    core/*/*)
+      layer="${1#core/}"
+      layer="core/${layer%%/*}"
+      ;;
+    lessons/common/*) layer=lessons/common ;;
+    lessons/[0-9][0-9]_*/*) layer=lessons ;;
+    viewer/model/*) layer=viewer/model ;;
+    viewer/app/*) layer=viewer/app ;;
+    bench/*) layer=bench ;;
+    *) layer="" ;;
   esac
 }
 
@@ -60,7 +64,8 @@ fail() {
 }
 
 while IFS= read -r file; do
-  from=$(layer_of "$file")
+  layer_of "$file"
+  from="$layer"
   if [[ -z "$from" ]]; then
     fail "$file: a source file outside every layer (core/ holds folders only)"
     continue
@@ -74,7 +79,8 @@ while IFS= read -r file; do
       fail "$file:$line: #include \"$target\" does not name a file from the tree's root"
       continue
     fi
-    to=$(layer_of "$target")
+    layer_of "$target"
+    to="$layer"
     if [[ -z "$to" ]]; then
       fail "$file:$line: #include \"$target\" is outside every layer"
     elif ! may_include "$from" "$to"; then

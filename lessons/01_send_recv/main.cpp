@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank();
-    if (comm.size() > 2)
+    if (comm.size() == 3) comm.say("rank 2 takes no part: a ping-pong needs two\n");
+    if (comm.size() > 3)
       comm.say("ranks 2 .. {} take no part: a ping-pong needs two\n", comm.size() - 1);
     if (me > 1) return;
 

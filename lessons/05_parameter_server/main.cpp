@@ -25,7 +25,7 @@
 // and rank 0's loss of every iteration is the reference's. Bytes per iteration are counted from the
 // trace and must equal the formulas exactly, for this run and for N = 2, 4, 8.
 //
-// Run:  ./distlab lesson 05                         4 ranks: 1 server, 3 workers, 10 iterations
+// Run:  ./distlab lesson 05                         4 ranks: 1 server, 3 workers, 20 iterations
 //       ./distlab lesson 05 --ranks 8 --servers 2   the weights split over 2 servers
 //       ./distlab lesson 05 --mode allreduce        no server: ring all-reduce of the gradients
 //       ./distlab lesson 05 --optimizer adam --steps 20

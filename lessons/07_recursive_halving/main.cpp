@@ -9,6 +9,9 @@
 //                       d = N/2, N/4, .., 1 keep half of my range, send the other half to
 //                       rank ^ d and add the half it sends; then all-gather by recursive
 //                       doubling, d = 1, 2, .., N/2, swapping ranges that double each step.
+// Names: the lecture's "recursive halving all-reduce" (offsets 2^(i-1), N = 8 in 3 steps, log2 N
+// for any N) is what the literature calls recursive doubling; Rabenseifner's recursive halving
+// takes 2 log2 N steps and moves as few bytes as the chunked ring.
 // N not a power of two: the fold. With N' the largest power of two <= N, ranks N' .. N-1
 // first hand their buffer to rank r - N' (one step), ranks 0 .. N'-1 run the algorithm,
 // and the partners hand the sum back (one step).
