@@ -36,6 +36,13 @@ function(distlab_lesson_test name lesson expect world np)
 endfunction()
 
 foreach(lesson ${DISTLAB_LESSONS})
+  # A README whose table of steps links main.cpp lines: each link lands on its STEP marker.
+  file(STRINGS ${CMAKE_SOURCE_DIR}/lessons/${lesson}/README.md step_links REGEX "^\\| *[0-9]+ .*main\\.cpp#L[0-9]+")
+  if(step_links)
+    add_test(NAME lesson.${lesson}.readme-steps
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/readme_steps.sh ${CMAKE_SOURCE_DIR}/lessons/${lesson})
+    set_tests_properties(lesson.${lesson}.readme-steps PROPERTIES LABELS lesson)
+  endif()
   set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
   set(small 64)
   set(odd 1000)
@@ -110,9 +117,6 @@ if(TARGET 05_parameter_server)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson05_trace.sh $<TARGET_FILE:05_parameter_server>
                    ${out}/lesson05-phases.json)
   set_tests_properties(lesson.05_parameter_server.trace-phases PROPERTIES TIMEOUT 120 LABELS lesson)
-  add_test(NAME lesson.05_parameter_server.readme-steps
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/readme_steps.sh ${CMAKE_SOURCE_DIR}/lessons/05_parameter_server)
-  set_tests_properties(lesson.05_parameter_server.readme-steps PROPERTIES LABELS lesson)
   add_test(NAME usage.05.no-worker COMMAND bash ${expect_failure} 2 10 "needs at least one worker besides the 4 servers"
            -- $<TARGET_FILE:05_parameter_server> --ranks 4 --servers 4 --no-trace)
   add_test(NAME usage.05.servers-allreduce COMMAND bash ${expect_failure} 2 10 "--mode allreduce has no server"
@@ -422,4 +426,21 @@ if(TARGET 11_pipeline_microbatching)
   add_test(NAME usage.11_pipeline_microbatching.ranks-1000
            COMMAND bash ${expect_failure} 2 30 "1000 ranks x .* each.* is available"
                    -- $<TARGET_FILE:11_pipeline_microbatching> --ranks 1000 --no-trace)
+endif()
+
+# --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh
+# holds the table of variants and the check that must fail for each), and one under mpiexec,
+# where every process switches the bug on from its own arguments.
+if(TARGET 03_reduce_broadcast)
+  add_test(NAME lesson.breaks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/breaks.sh $<TARGET_FILE_DIR:03_reduce_broadcast>
+                                   ${CMAKE_SOURCE_DIR}/README.md)
+  set_tests_properties(lesson.breaks PROPERTIES TIMEOUT 600 LABELS lesson)
+  if(DISTLAB_HAVE_MPI)
+    add_test(NAME lesson.breaks.mpi3 COMMAND bash ${expect_failure} 1 60
+             "check failed on r0: reduce: the root holds the sum of every rank's input"
+             "--break reduce-forget-root: caught" "FAILED \\(.* 3 ranks, mpi"
+             -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 $<TARGET_FILE:03_reduce_broadcast>
+             --break reduce-forget-root --no-trace)
+    set_tests_properties(lesson.breaks.mpi3 PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
+  endif()
 endif()

@@ -201,3 +201,38 @@ TEST_CASE("runtime: the trace a verified run writes holds every invariant", "[ru
   CHECK(flows == 6);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("runtime: --break switches a declared bug on for its run only", "[runtime]") {
+  SECTION("on: every rank sees it, and a check it breaks fails the run") {
+    Lesson lesson(info());
+    lesson.add_break("off-by-one", "the unit test's bug");
+    std::atomic<int> seen{0};
+    CHECK(run_lesson(lesson, {"--no-trace", "--break", "off-by-one"}, [&](Comm& comm) {
+            if (broken("off-by-one")) ++seen;
+            comm.check("no bug", !broken("off-by-one"));
+          }) == 1);
+    CHECK(seen == 3);
+    CHECK_FALSE(broken("off-by-one"));  // the switch ends with the run
+  }
+  SECTION("off unless asked for, and only by its own name") {
+    Lesson lesson(info());
+    lesson.add_break("off-by-one", "the unit test's bug");
+    CHECK(run_lesson(lesson, {"--no-trace"},
+                     [](Comm& comm) { comm.check("no bug", !broken("off-by-one")); }) == 0);
+  }
+  SECTION("--break list prints the names and runs nothing") {
+    Lesson lesson(info());
+    lesson.add_break("a", "one");
+    lesson.add_break("b", "two");
+    bool ran = false;
+    CHECK(run_lesson(lesson, {"--break", "list"}, [&](Comm&) { ran = true; }) == 0);
+    CHECK_FALSE(ran);
+  }
+  SECTION("an unknown name, or a lesson with none, is a usage error") {
+    Lesson with(info());
+    with.add_break("a", "one");
+    CHECK(run_lesson(with, {"--no-trace", "--break", "b"}, [](Comm&) {}) == 2);
+    Lesson without(info());
+    CHECK(run_lesson(without, {"--no-trace", "--break", "a"}, [](Comm&) {}) == 2);
+  }
+}

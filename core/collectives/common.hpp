@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/base/breaks.hpp"
 #include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
 #include "core/ops/ops.hpp"

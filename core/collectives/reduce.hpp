@@ -18,7 +18,8 @@ void reduce(Comm& comm, View<const T> send, View<T> recv, int root,
   const int first_step = comm.next_steps(n - 1);
   if (me == root) {
     ops::copy(recv, send);
-    Buffer<T> incoming = comm.scratch<T>(recv.size());  // one peer's buffer at a time
+    if (broken("reduce-forget-root")) ops::fill(recv, T(0));  // lesson 03's --break
+    Buffer<T> incoming = comm.scratch<T>(recv.size());        // one peer's buffer at a time
     for (int s = 1; s < n; ++s) {
       // step s: receive rank (root + s)'s buffer and add it in
       const int src = (root + s) % n;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/breaks.hpp"
 #include "core/base/check.hpp"
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
@@ -96,6 +97,14 @@ void Lesson::add_root_option(int& root, const std::string& what) {
   });
 }
 
+void Lesson::add_break(const std::string& name, const std::string& what) {
+  DL_CHECK(!name.empty() && name != "list", "a break needs a name other than 'list'");
+  breaks_.emplace_back(name, what);
+  std::string footer = "Classic bugs to switch on with --break NAME (the checks must catch each):";
+  for (const auto& [n, w] : breaks_) footer += fmt::format("\n  {:<24} {}", n, w);
+  app_.footer(footer);
+}
+
 void Lesson::describe_size(const std::string& what) {
   if (CLI::Option* size = app_.get_option_no_throw("--size")) size->description(what);
 }
@@ -129,6 +138,7 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
     if (name.rfind("--", 0) != 0) continue;
     name = name.substr(2);
     if (name == "help" || name == "inject-fault" || name == "verbose") continue;
+    if (name == "break" && opt->count() == 0) continue;  // a trace names a break only when on
     std::string value;
     if (opt->get_expected_min() == 0)
       value = opt->count() > 0 ? "true" : "false";
@@ -146,6 +156,16 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
 World Lesson::resolve_world(bool under_mpi) {
   World world;
   finish_options(options_);
+  if (!options_.break_name.empty() &&
+      std::none_of(breaks_.begin(), breaks_.end(),
+                   [&](const auto& b) { return b.first == options_.break_name; })) {
+    if (breaks_.empty())
+      throw UsageError(fmt::format("lesson {} has no --break variants", info_.number));
+    std::string names;
+    for (const auto& b : breaks_) names += (names.empty() ? "" : ", ") + b.first;
+    throw UsageError(
+        fmt::format("--break '{}' is not one of this lesson's: {}", options_.break_name, names));
+  }
   if (options_.transport == "mpi" && !under_mpi)
     throw UsageError(
         fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab "
@@ -193,12 +213,26 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     return usage(fmt::format("{} (run with --help to see the options)", e.what()));
   }
 
+  if (options_.break_name == "list") {
+    if (speaker)
+      for (const auto& b : breaks_) fmt::print("{}\n", b.first);
+    return 0;
+  }
+
   World world;
   try {
     world = resolve_world(under_mpi);
   } catch (const UsageError& e) {
     return usage(e.what());
   }
+
+  const BreakSwitch break_switch(options_.break_name);
+  if (speaker && !options_.break_name.empty())
+    for (const auto& [name, what] : breaks_)
+      if (name == options_.break_name)
+        fmt::print(
+            "--break {}: {}\nThis run carries the bug on purpose; its checks should catch it.\n",
+            name, what);
 
   if (world.mode == Mode::threads) {
     ThreadRun run = launch_threads(world, body, options_.deadlock_timeout, options_.verbose,
@@ -253,6 +287,10 @@ int Lesson::finish(RunResult& result) {
     fmt::print("memory: planned {} for this process; resident {} at the start, peak {}\n",
                format_bytes(planned_bytes_), format_bytes(resident_start_),
                format_bytes(process_memory("VmHWM")));
+  if (!options_.break_name.empty())
+    fmt::print("--break {}: {}\n", options_.break_name,
+               code == 0 ? "no check failed, so this bug went unnoticed"
+                         : "caught, by the failed checks above");
   if (code == 0)
     fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name,
                result.checks, where, result.wall_seconds, trace_note);

@@ -33,6 +33,10 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
          "finished "
          "or computed. A deadlock needs no timeout: it is reported as soon as the waits form one")
       ->capture_default_str();
+  app.add_option("--break", o.break_name,
+                 "switch on a classic bug, NAME from --break list; the lesson's checks must catch "
+                 "it (exit 1, FAILED, the failing check says what broke)")
+      ->group("Teaching");
   app.add_flag("--inject-fault", o.inject_fault,
                "corrupt the last rank's result (to see verification fail)")
       ->group("Testing");

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/breaks.hpp"
 #include "core/base/world.hpp"
 #include "core/comm/comm.hpp"
 #include "core/runtime/options.hpp"
@@ -119,6 +120,10 @@ class Lesson {
   void describe_size(const std::string& what);
   // Adds --root (default 0), checked to be a rank of the world.
   void add_root_option(int& root, const std::string& what);
+  // A classic bug this lesson can carry, switched on by `--break name` (core/base/breaks.hpp):
+  // `what` says the mistake in one sentence; the code asks broken(name) where the bug lives.
+  // `--break list` prints the names, one per line; --help lists them with what they do.
+  void add_break(const std::string& name, const std::string& what);
   // Runs on rank 0 after all ranks have finished, before the final line: tables, and checks
   // of measured counts against formulas (result.check).
   void on_report(std::function<void(RunResult&)> f) { on_report_ = std::move(f); }
@@ -153,6 +158,7 @@ class Lesson {
   double resident_start_ = -1;  // VmRSS when the plan was made, before any rank started
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::string algorithm_;
+  std::vector<std::pair<std::string, std::string>> breaks_;  // name, what
   std::string cost_model_ = "null";
 };
 

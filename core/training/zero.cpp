@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
+#include <string_view>
 
+#include "core/base/breaks.hpp"
 #include "core/base/check.hpp"
 #include "core/base/half.hpp"
 #include "core/base/partition.hpp"
@@ -147,249 +150,214 @@ std::vector<std::int64_t> master_positions(Stage stage, const MlpShape& shape, i
   return out;
 }
 
-// --- training --------------------------------------------------------------------------------
+// --- the replica: one rank's buffers and the pieces of a step ---------------------------------
 
-namespace {
+Replica::Replica(Comm& comm, const Config& c, Ledger& ledger)
+    : comm_(comm),
+      ledger_(ledger),
+      c_(c),
+      n_(comm.size()),
+      me_(comm.rank()),
+      units_(zero::units(c.stage, c.shape, n_)),
+      samples_(c.batch, n_),
+      teacher_(c.shape, c.seed) {
+  std::size_t w_len = 0, g_len = 0, mine = 0, widest = 0;
+  for (const Unit& u : units_) {
+    w_offset_.push_back(w_len);
+    g_offset_.push_back(g_len);
+    m_offset_.push_back(mine);
+    w_len += sharded_params() ? u.shard : u.padded;
+    g_len += sharded_grads() ? u.shard : u.padded;
+    mine += u.shard;
+  }
+  for (std::size_t l = 0; l < c.shape.layers(); ++l) widest = std::max(widest, layer_count(l));
+  // The model state (params, grads, optimizer: the 16 bytes per parameter) ...
+  w16_ = alloc<BFloat16>(w_len, Category::params);
+  g16_ = alloc<BFloat16>(g_len, Category::grads);
+  master_ = alloc<float>(mine, Category::optimizer);
+  adam_.emplace(ledger_, comm.device(), mine, c.adam);
+  // ... and the rest: the model's activations, f32 workspaces for one layer, my data.
+  mlp_.emplace(ledger_, comm.device(), c.shape, samples_.size(me_));
+  ws_w_ = alloc<float>(widest, Category::activations);
+  ws_g_ = alloc<float>(widest, Category::activations);
+  x_ = alloc<float>(samples_.size(me_) * c.shape.in(), Category::data);
+  t_ = alloc<float>(samples_.size(me_) * c.shape.out(), Category::data);
+  dy_ = alloc<float>(samples_.size(me_) * c.shape.out(), Category::activations);
 
-// One rank's training state and its step, as the stage says.
-class Trainer {
- public:
-  Trainer(Comm& comm, const Config& c, Ledger& ledger)
-      : comm_(comm),
-        ledger_(ledger),
-        c_(c),
-        n_(comm.size()),
-        me_(comm.rank()),
-        units_(units(c.stage, c.shape, n_)),
-        samples_(c.batch, n_),
-        teacher_(c.shape, c.seed) {
-    std::size_t w_len = 0, g_len = 0, mine = 0, widest = 0;
-    for (const Unit& u : units_) {
-      w_offset_.push_back(w_len);
-      g_offset_.push_back(g_len);
-      m_offset_.push_back(mine);
-      w_len += sharded_params() ? u.shard : u.padded;
-      g_len += sharded_grads() ? u.shard : u.padded;
-      mine += u.shard;
-    }
-    for (std::size_t l = 0; l < c.shape.layers(); ++l) widest = std::max(widest, layer_count(l));
-    // The model state (params, grads, optimizer: the 16 bytes per parameter) ...
-    w16_ = alloc<BFloat16>(w_len, Category::params);
-    g16_ = alloc<BFloat16>(g_len, Category::grads);
-    master_ = alloc<float>(mine, Category::optimizer);
-    adam_.emplace(ledger_, comm.device(), mine, c.adam);
-    // ... and the rest: the model's activations, f32 workspaces for one layer, my data.
-    mlp_.emplace(ledger_, comm.device(), c.shape, samples_.size(me_));
-    ws_w_ = alloc<float>(widest, Category::activations);
-    ws_g_ = alloc<float>(widest, Category::activations);
-    x_ = alloc<float>(samples_.size(me_) * c.shape.in(), Category::data);
-    t_ = alloc<float>(samples_.size(me_) * c.shape.out(), Category::data);
-    dy_ = alloc<float>(samples_.size(me_) * c.shape.out(), Category::activations);
-    loss_ = alloc<float>(1, Category::data);
-    loss_sum_ = alloc<float>(me_ == 0 ? 1 : 0, Category::data);
+  // The starting weights: my part of the master copy, and the bf16 weights I hold.
+  const std::vector<float> initial = model::initial_params(c.shape, c.seed);
+  std::vector<float> part;
+  for (std::int64_t p : master_positions(c.stage, c.shape, n_, me_))
+    part.push_back(p < 0 ? 0.0f : initial[std::size_t(p)]);
+  from_host(master_.view(), part);
+  if (sharded_params()) {
+    ops::cast(w16_.view(), View<const float>(master_.view()));
+  } else {
+    std::vector<float> full(w_len, 0.0f);
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      std::copy_n(initial.begin() + std::ptrdiff_t(units_[u].begin), units_[u].count,
+                  full.begin() + std::ptrdiff_t(w_offset_[u]));
+    Buffer<float> staged = alloc<float>(w_len, Category::data);
+    from_host(staged.view(), full);
+    ops::cast(w16_.view(), View<const float>(staged.view()));
+  }
+}
 
-    // The starting weights: my part of the master copy, and the bf16 weights I hold.
-    const std::vector<float> initial = model::initial_params(c.shape, c.seed);
-    std::vector<float> part;
-    for (std::int64_t p : master_positions(c.stage, c.shape, n_, me_))
-      part.push_back(p < 0 ? 0.0f : initial[std::size_t(p)]);
-    from_host(master_.view(), part);
-    if (sharded_params()) {
-      ops::cast(w16_.view(), View<const float>(master_.view()));
+std::size_t Replica::layer_count(std::size_t l) const {
+  return c_.shape.dims[l] * c_.shape.dims[l + 1] + c_.shape.dims[l + 1];
+}
+
+std::size_t Replica::unit_of(std::size_t l) const {
+  return units_.size() == 1 ? 0 : l;
+}
+
+std::string Replica::name(const char* what, std::size_t u) const {
+  return units_.size() == 1 ? std::string(what) : fmt::format("{} L{}", what, u);
+}
+
+void Replica::load_batch(int k) {
+  auto phase = comm_.phase("load batch");
+  const std::size_t my_samples = samples_.size(me_);
+  const std::size_t from = std::size_t(k) * c_.batch + samples_.begin(me_);
+  from_host(x_.view(), teacher_.inputs(from, my_samples));
+  from_host(t_.view(), teacher_.targets(from, my_samples));
+}
+
+View<BFloat16> Replica::params(std::size_t u) {
+  return w16_.view().sub(w_offset_[u], sharded_params() ? units_[u].shard : units_[u].padded);
+}
+
+View<BFloat16> Replica::grads(std::size_t u) {
+  return g16_.view().sub(g_offset_[u], sharded_grads() ? units_[u].shard : units_[u].padded);
+}
+
+View<BFloat16> Replica::mine(View<BFloat16> whole, std::size_t u) const {
+  return whole.sub(std::size_t(me_) * units_[u].shard, units_[u].shard);
+}
+
+View<const float> Replica::master(std::size_t u) {
+  return View<const float>(master_.view().sub(m_offset_[u], units_[u].shard));
+}
+
+View<const float> Replica::weights(std::size_t l) {
+  DL_CHECK(!sharded_params(), "zero::Replica::weights: ZeRO-3 holds a shard; gather the layer");
+  const std::size_t u = unit_of(l), at = units_.size() == 1 ? c_.shape.weight_offset(l) : 0;
+  return widen(l, View<const BFloat16>(params(u).sub(at, layer_count(l))));
+}
+
+View<const float> Replica::widen(std::size_t l, View<const BFloat16> layer) {
+  View<float> w = ws_w_.view().sub(0, layer_count(l));
+  ops::cast(w, layer.sub(0, layer_count(l)));
+  return w;
+}
+
+void Replica::forward(std::size_t l, View<const float> w) {
+  const model::MlpShape& s = c_.shape;
+  const std::size_t wn = s.dims[l] * s.dims[l + 1];
+  mlp_->forward_layer(l, w.sub(0, wn), w.sub(wn, s.dims[l + 1]), x_.view());
+}
+
+void Replica::loss() {
+  model::mse_loss(loss_.view(), dy_.view(), mlp_->output(), t_.view(), c_.batch, c_.shape.out());
+}
+
+View<const float> Replica::backward(std::size_t l, View<const float> w) {
+  const model::MlpShape& s = c_.shape;
+  const std::size_t wn = s.dims[l] * s.dims[l + 1], bn = s.dims[l + 1];
+  if (l + 1 == s.layers()) dz_ = dy_.view();  // the backward starts from dL/dy
+  View<float> g = ws_g_.view().sub(0, wn + bn);
+  dz_ = mlp_->backward_layer(l, g.sub(0, wn), g.sub(wn, bn), w.sub(0, wn), x_.view(), dz_);
+  return View<const float>(g);
+}
+
+void Replica::forward_pass(int k) {
+  load_batch(k);
+  auto phase = comm_.phase("forward");
+  for (std::size_t l = 0; l < layers(); ++l) forward(l, weights(l));
+  loss();
+}
+
+void Replica::backward_pass() {
+  auto phase = comm_.phase("backward");
+  for (std::size_t l = layers(); l-- > 0;) keep_gradient(l, backward(l, weights(l)));
+}
+
+void Replica::keep_gradient(std::size_t l, View<const float> g) {
+  DL_CHECK(!sharded_grads(), "zero::Replica::keep_gradient: this stage shards the gradients");
+  ops::cast(grads(0).sub(c_.shape.weight_offset(l), g.size()), g);
+}
+
+Buffer<BFloat16> Replica::whole(std::size_t u, Category category) {
+  return alloc<BFloat16>(units_[u].padded, category);  // a new buffer is zeros
+}
+
+void Replica::reduce_scatter(View<BFloat16> whole, std::size_t u) {
+  if (c_.deterministic)
+    coll::reduce_scatter_ordered(comm_, whole, name("grads", u));
+  else
+    coll::reduce_scatter_ring(comm_, whole, name("grads", u));
+}
+
+void Replica::all_gather(View<BFloat16> whole, std::size_t u) {
+  coll::all_gather_ring(comm_, whole, name("params", u));
+}
+
+Buffer<BFloat16> Replica::reduce_scatter_gradient(std::size_t l, View<const float> g) {
+  const std::size_t u = unit_of(l);
+  Buffer<BFloat16> full = whole(u, Category::grads);  // zeros: the padding stays 0
+  ops::cast(full.view().sub(0, g.size()), g);
+  {
+    auto phase = comm_.phase(fmt::format("reduce-scatter L{}", l));
+    reduce_scatter(full.view(), u);
+  }
+  ops::copy(grads(u), View<const BFloat16>(mine(full.view(), u)));
+  return full;
+}
+
+Buffer<BFloat16> Replica::gather(std::size_t l, const char* pass) {
+  DL_CHECK(sharded_params(), "zero::Replica::gather: only ZeRO-3 holds a shard of the weights");
+  const std::size_t u = unit_of(l);
+  auto phase = comm_.phase(fmt::format("gather L{} ({})", l, pass));
+  Buffer<BFloat16> full = alloc<BFloat16>(units_[u].padded, Category::params);
+  ops::copy(mine(full.view(), u), View<const BFloat16>(params(u)));
+  all_gather(full.view(), u);
+  return full;
+}
+
+void Replica::adam(View<const BFloat16> my_grads) {
+  if (adam_steps_++ == 0) {  // step 1's gradient, for the lesson's check
+    const std::vector<BFloat16> g = to_host(my_grads);
+    first_gradient_.clear();
+    for (const BFloat16 x : g) first_gradient_.push_back(float(x));
+  }
+  auto phase = comm_.phase("Adam");
+  adam_->step(master_.view(), my_grads);
+}
+
+void Replica::hold(Buffer<BFloat16> buffer) {
+  held_.push_back(std::move(buffer));
+}
+
+// --- plain data parallel's step, and the loop around any step ---------------------------------
+
+void dp_step(Replica& rep, int k) {
+  Comm& comm = rep.comm();
+  rep.forward_pass(k);
+  rep.backward_pass();
+  {
+    auto phase = comm.phase("all-reduce gradients");
+    if (rep.config().deterministic) {  // the same sums as the sharded stages: in rank order
+      coll::reduce_scatter_ordered(comm, rep.grads(0), "grads");
+      coll::all_gather_ring(comm, rep.grads(0), "grads", /*reduced=*/true);
     } else {
-      std::vector<float> full(w_len, 0.0f);
-      for (std::size_t u = 0; u < units_.size(); ++u)
-        std::copy_n(initial.begin() + std::ptrdiff_t(units_[u].begin), units_[u].count,
-                    full.begin() + std::ptrdiff_t(w_offset_[u]));
-      Buffer<float> staged = alloc<float>(w_len, Category::data);
-      from_host(staged.view(), full);
-      ops::cast(w16_.view(), View<const float>(staged.view()));
+      coll::all_reduce_ring_chunked(comm, rep.grads(0), "grads");
     }
   }
+  rep.adam(View<const BFloat16>(rep.grads(0)));
+  ops::cast(rep.params(0), rep.master(0));  // every rank holds all of it: no gather
+}
 
-  // One step: forward, backward (with the stage's gradient exchange), Adam, the new weights.
-  void step(int k, Run& run) {
-    const model::MlpShape& s = c_.shape;
-    const std::size_t my_samples = samples_.size(me_), L = s.layers();
-    const int first = comm_.next_steps(0);
-    {
-      auto phase = comm_.phase("load batch");
-      const std::size_t from = std::size_t(k) * c_.batch + samples_.begin(me_);
-      from_host(x_.view(), teacher_.inputs(from, my_samples));
-      from_host(t_.view(), teacher_.targets(from, my_samples));
-    }
-    {
-      auto phase = comm_.phase("forward");
-      for (std::size_t l = 0; l < L; ++l) {
-        const View<const float> w = layer_weights(l, "forward");
-        mlp_->forward_layer(l, w.sub(0, s.dims[l] * s.dims[l + 1]),
-                            w.sub(s.dims[l] * s.dims[l + 1], s.dims[l + 1]), x_.view());
-        gathered_.reset();  // ZeRO-3: the layer's gathered weights are freed as soon as it is done
-      }
-      model::mse_loss(loss_.view(), dy_.view(), mlp_->output(), t_.view(), c_.batch, s.out());
-    }
-    {
-      auto phase = comm_.phase("backward");
-      View<const float> dz = dy_.view();
-      for (std::size_t l = L; l-- > 0;) {
-        const std::size_t wn = s.dims[l] * s.dims[l + 1], bn = s.dims[l + 1];
-        const View<const float> w = layer_weights(l, "backward");
-        View<float> g = ws_g_.view().sub(0, wn + bn);
-        dz = mlp_->backward_layer(l, g.sub(0, wn), g.sub(wn, bn), w.sub(0, wn), x_.view(), dz);
-        gathered_.reset();
-        layer_gradient(l, View<const float>(g));
-      }
-    }
-    exchange_gradients();
-    {
-      auto phase = comm_.phase("Adam");
-      adam_->step(master_.view(), my_gradients());
-    }
-    new_weights();
-    const int last = comm_.next_steps(0) - 1;
-
-    // The step's loss on rank 0 (its own steps, left out of the byte counts).
-    coll::reduce(comm_, View<const float>(loss_.view()), me_ == 0 ? loss_sum_.view() : loss_.view(),
-                 0, "loss");
-    if (me_ == 0) {
-      const double total = to_host(View<const float>(loss_sum_.view()))[0];
-      comm_.recorder().value("loss", total);
-      run.losses.push_back(total);
-    }
-    run.exchange.push_back({first, last});
-  }
-
-  View<float> master() { return master_.view(); }
-
- private:
-  template <class T>
-  Buffer<T> alloc(std::size_t n, Category category) {
-    return Buffer<T>(ledger_, category, n, comm_.device());
-  }
-  bool sharded_params() const { return c_.stage == Stage::zero3; }
-  bool sharded_grads() const { return c_.stage == Stage::zero2 || c_.stage == Stage::zero3; }
-  bool per_layer() const { return sharded_grads(); }  // zero2, zero3: a unit per layer
-  std::size_t layer_count(std::size_t l) const {
-    return c_.shape.dims[l] * c_.shape.dims[l + 1] + c_.shape.dims[l + 1];
-  }
-  std::size_t unit_of(std::size_t l) const { return per_layer() ? l : 0; }
-  std::size_t offset_in_unit(std::size_t l) const {
-    return per_layer() ? 0 : c_.shape.weight_offset(l);
-  }
-  std::string name(const char* what, std::size_t u) const {
-    return units_.size() == 1 ? std::string(what) : fmt::format("{} L{}", what, u);
-  }
-  View<BFloat16> w16(std::size_t u) {
-    return w16_.view().sub(w_offset_[u], sharded_params() ? units_[u].shard : units_[u].padded);
-  }
-  View<BFloat16> g16(std::size_t u) {
-    return g16_.view().sub(g_offset_[u], sharded_grads() ? units_[u].shard : units_[u].padded);
-  }
-  View<BFloat16> my_chunk(View<BFloat16> full, std::size_t u) {
-    return full.sub(std::size_t(me_) * units_[u].shard, units_[u].shard);
-  }
-
-  // Layer l's weights in f32, in ws_w_. ZeRO-3 first all-gathers the layer (held in gathered_
-  // until the caller is done with it).
-  View<const float> layer_weights(std::size_t l, const char* pass) {
-    const std::size_t u = unit_of(l), count = layer_count(l);
-    View<const BFloat16> layer;
-    if (sharded_params()) {
-      auto phase = comm_.phase(fmt::format("gather L{} ({})", l, pass));
-      gathered_.emplace(alloc<BFloat16>(units_[u].padded, Category::params));
-      ops::copy(my_chunk(gathered_->view(), u), View<const BFloat16>(w16(u)));
-      coll::all_gather_ring(comm_, gathered_->view(), name("params", u));
-      layer = gathered_->view().sub(0, count);
-    } else {
-      layer = w16(u).sub(offset_in_unit(l), count);
-    }
-    View<float> w = ws_w_.view().sub(0, count);
-    ops::cast(w, layer);
-    return w;
-  }
-
-  // Layer l's f32 gradient, rounded to bf16 into the gradient buffer; ZeRO-2 and 3 reduce-scatter
-  // it at once into my shard and free the rest.
-  void layer_gradient(std::size_t l, View<const float> g) {
-    const std::size_t u = unit_of(l);
-    if (!sharded_grads()) {
-      ops::cast(g16(u).sub(offset_in_unit(l), g.size()), g);
-      return;
-    }
-    Buffer<BFloat16> full = alloc<BFloat16>(units_[u].padded, Category::grads);  // zero padding
-    ops::cast(full.view().sub(0, g.size()), g);
-    {
-      auto phase = comm_.phase(fmt::format("reduce-scatter L{}", l));
-      reduce_scatter(full.view(), name("grads", u));
-    }
-    ops::copy(g16(u), View<const BFloat16>(my_chunk(full.view(), u)));
-  }
-
-  void reduce_scatter(View<BFloat16> data, const std::string& buffer) {
-    if (c_.deterministic)
-      coll::reduce_scatter_ordered(comm_, data, buffer);
-    else
-      coll::reduce_scatter_ring(comm_, data, buffer);
-  }
-
-  // After the backward: dp all-reduces the gradients, ZeRO-1 reduce-scatters them (ZeRO-2 and 3
-  // did it layer by layer already).
-  void exchange_gradients() {
-    if (c_.stage == Stage::dp) {
-      auto phase = comm_.phase("all-reduce gradients");
-      if (c_.deterministic) {
-        coll::reduce_scatter_ordered(comm_, g16(0), "grads");
-        coll::all_gather_ring(comm_, g16(0), "grads", /*reduced=*/true);
-      } else {
-        coll::all_reduce_ring_chunked(comm_, g16(0), "grads");
-      }
-    } else if (c_.stage == Stage::zero1) {
-      auto phase = comm_.phase("reduce-scatter gradients");
-      reduce_scatter(g16(0), "grads");
-    }
-  }
-
-  // The bf16 gradients of my part of the master weights, contiguous.
-  View<const BFloat16> my_gradients() {
-    if (c_.stage == Stage::zero1) return my_chunk(g16(0), 0);
-    return g16_.view();  // dp: all of them; zero2, zero3: my shards, one after the other
-  }
-
-  // My updated master weights rounded to bf16; ZeRO-1 and 2 all-gather them (ZeRO-3 gathers
-  // each layer when it next needs it).
-  void new_weights() {
-    if (c_.stage == Stage::dp || c_.stage == Stage::zero3) {
-      ops::cast(w16_.view(), View<const float>(master_.view()));  // the same layout as master
-      return;
-    }
-    auto phase = comm_.phase("all-gather weights");
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      ops::cast(my_chunk(w16(u), u),
-                View<const float>(master_.view().sub(m_offset_[u], units_[u].shard)));
-      coll::all_gather_ring(comm_, w16(u), name("params", u));
-    }
-  }
-
-  Comm& comm_;
-  Ledger& ledger_;
-  const Config& c_;
-  int n_, me_;
-  std::vector<Unit> units_;
-  Partition samples_;
-  model::Teacher teacher_;
-  std::vector<std::size_t> w_offset_, g_offset_,
-      m_offset_;  // each unit's place in w16_, g16_, master_
-  Buffer<BFloat16> w16_, g16_;
-  Buffer<float> master_;
-  std::optional<model::Optimizer> adam_;
-  std::optional<model::Mlp> mlp_;
-  Buffer<float> ws_w_, ws_g_, x_, t_, dy_, loss_, loss_sum_;
-  std::optional<Buffer<BFloat16>> gathered_;
-};
-
-}  // namespace
-
-Run train(Comm& comm, const Config& config, Ledger* ledger) {
+Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
   DL_CHECK(config.batch >= std::size_t(comm.size()),
            "zero::train: a batch of {} leaves some of {} ranks no sample", config.batch,
            comm.size());
@@ -397,13 +365,28 @@ Run train(Comm& comm, const Config& config, Ledger* ledger) {
            "zero::train: mixed precision here is Adam's");
   Run run;
   Ledger& charged = ledger ? *ledger : comm.ledger();
-  Trainer trainer(comm, config, charged);
-  for (int k = 0; k < config.steps; ++k) trainer.step(k, run);
+  const int me = comm.rank();
+  Replica rep(comm, config, charged);
+  Buffer<float> loss_sum(charged, Category::data, me == 0 ? 1 : 0, comm.device());
+  for (int k = 0; k < config.steps; ++k) {
+    const int first = comm.next_steps(0);
+    step(rep, k);
+    const int last = comm.next_steps(0) - 1;
+    // The step's loss on rank 0 (its own steps, left out of the byte counts).
+    coll::reduce(comm, rep.loss_value(), me == 0 ? loss_sum.view() : rep.loss_buffer(), 0, "loss");
+    if (me == 0) {
+      const double total = to_host(View<const float>(loss_sum.view()))[0];
+      comm.recorder().value("loss", total);
+      run.losses.push_back(total);
+    }
+    run.exchange.push_back({first, last});
+  }
   run.state = {std::uint64_t(charged.current(Category::params)),
                std::uint64_t(charged.current(Category::grads)),
                std::uint64_t(charged.current(Category::optimizer))};
   run.params_peak = std::uint64_t(charged.peak(Category::params));
-  run.master = to_host(View<const float>(trainer.master()));
+  run.master = to_host(View<const float>(rep.all_master()));
+  run.first_gradient = rep.first_gradient();
   return run;
 }
 
@@ -425,7 +408,7 @@ Reference reference(const Config& c, int n) {
   Reference out;
   for (int k = 0; k < c.steps; ++k) {
     const Eigen::VectorXd w = master.unaryExpr([](double x) { return to_bf16(x); });
-    Eigen::VectorXd sum = Eigen::VectorXd::Zero(master.size()), g;
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(master.size()), magnitude = sum, g;
     double loss = 0;
     for (int r = 0; r < n; ++r) {
       const std::size_t first = std::size_t(k) * c.batch + share.begin(r), count = share.size(r);
@@ -437,7 +420,12 @@ Reference reference(const Config& c, int n) {
         const double g16 = to_bf16(weight * g[i]);
         sum[i] =
             r == 0 ? g16 : double(float(BFloat16(float(sum[i]) + float(g16))));  // one bf16 add
+        magnitude[i] += std::fabs(g16);
       }
+    }
+    if (k == 0) {
+      out.first_gradient.assign(sum.data(), sum.data() + sum.size());
+      out.first_gradient_magnitude.assign(magnitude.data(), magnitude.data() + magnitude.size());
     }
     out.losses.push_back(loss);
     adam.step(master, sum);

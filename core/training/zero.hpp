@@ -1,5 +1,6 @@
 // zero.hpp — data-parallel training with mixed-precision Adam, plain or sharded by ZeRO
-// (Rajbhandari et al., SC 2020) stage 1, 2 or 3 (PyTorch's FSDP): what lessons 08-10 run.
+// (Rajbhandari et al., SC 2020) stage 1, 2 or 3 (PyTorch's FSDP): the layouts, formulas and
+// pieces lessons 08-10 build their steps from, plain data parallel's step, and the reference.
 //
 // Mixed precision, in bf16: the weights the model computes with and their gradients are bf16
 // (2 bytes each); Adam keeps an f32 master copy of the weights and f32 momentum and variance
@@ -19,7 +20,9 @@
 // elements (DeepSpeed does the same): ZeRO-1 pads the whole flat vector, ZeRO-2 and 3 each
 // layer (their unit of sharding). The padding is the only difference from the formula.
 //
-// One step on each rank, per stage (ring collectives; `deterministic`: reductions in rank order):
+// One step on each rank, per stage (ring collectives; `deterministic`: reductions in rank order).
+// dp_step below is plain data parallel's; each ZeRO stage's step is in its lesson's main.cpp
+// (lessons/08_zero1, 09_zero2, 10_zero3_fsdp), built from Replica's pieces:
 //   dp     forward, backward; all-reduce the gradients; Adam on all; round to bf16
 //   zero1  forward, backward; reduce-scatter the gradients; Adam on my 1/N; round;
 //          all-gather the bf16 weights
@@ -34,11 +37,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/base/half.hpp"
+#include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
 #include "core/training/model.hpp"
+#include "core/training/teacher.hpp"
 
 namespace distlab::zero {
 
@@ -85,13 +93,117 @@ struct Run {
   StateBytes state;                           // the ledger's model state after the last step
   std::uint64_t params_peak = 0;              // the ledger's peak of Category::params
   std::vector<float> master;                  // my part of the f32 master weights (padded units)
+  std::vector<float> first_gradient;  // step 1: the summed bf16 gradient of my part, as master
 };
 
-// Trains `config.steps` steps of mixed-precision Adam on this rank, as its stage says; every
-// phase on the trace, every buffer on the rank's ledger (or on `ledger`: a comparison run that
-// must not disturb the rank's figures). Collective messages name per-unit buffers ("grads L1",
-// "params L1"; "grads", "params" for a whole-vector unit).
-Run train(Comm& comm, const Config& config, Ledger* ledger = nullptr);
+// One rank's model and training state, laid out as its stage shards them (units(), the table
+// above), and the pieces a step is made of. Lessons 08, 09 and 10 each write their stage's step
+// from these pieces in their own main.cpp; dp_step below is plain data parallel's. Every piece
+// charges its buffers to the ledger and puts its phase on the trace.
+class Replica {
+ public:
+  Replica(Comm& comm, const Config& config, Ledger& ledger);
+
+  Comm& comm() { return comm_; }
+  const Config& config() const { return c_; }
+  std::size_t layers() const { return c_.shape.layers(); }
+  std::size_t unit_of(std::size_t layer) const;  // 0 for a whole-vector stage, else the layer
+
+  // My share of batch k: the inputs and targets (phase "load batch").
+  void load_batch(int k);
+  // Layer l's weights in f32 (a workspace reused by the next call): from the bf16 weights I
+  // hold whole (dp, ZeRO-1, ZeRO-2), or from a layer gathered whole (ZeRO-3).
+  View<const float> weights(std::size_t l);
+  View<const float> widen(std::size_t l, View<const BFloat16> layer);
+  // The model: layer l forward, the loss after the last layer, layer l backward (from the top;
+  // returns the layer's f32 gradient, W then b, in a workspace reused by the next call).
+  void forward(std::size_t l, View<const float> w);
+  void loss();
+  View<const float> backward(std::size_t l, View<const float> w);
+  // Rounds layer l's f32 gradient to bf16 into the whole gradient I hold (dp, ZeRO-1).
+  void keep_gradient(std::size_t l, View<const float> g);
+  // The passes of a stage that holds the weights whole: my share of batch k, every layer's
+  // forward and the loss (phase "forward"; dp, ZeRO-1, ZeRO-2); every layer's backward from the
+  // top, each gradient kept whole (phase "backward"; dp, ZeRO-1).
+  void forward_pass(int k);
+  void backward_pass();
+
+  // The bf16 weights and gradients I hold of unit u (whole, or my shard where the stage shards
+  // them), my 1/N of a whole unit, and my part of unit u's f32 master weights.
+  View<BFloat16> params(std::size_t u);
+  View<BFloat16> grads(std::size_t u);
+  View<BFloat16> mine(View<BFloat16> whole, std::size_t u) const;
+  View<const float> master(std::size_t u);
+  View<BFloat16> all_params() { return w16_.view(); }  // every unit's, one after the other
+  View<BFloat16> all_grads() { return g16_.view(); }
+  View<const float> all_master() { return View<const float>(master_.view()); }
+
+  // A whole unit u, padded to a multiple of N with zeros, charged to `category`.
+  Buffer<BFloat16> whole(std::size_t u, Category category);
+  // The exchanges, ring collectives on buffers named "grads" / "params" (per layer "grads L1").
+  // reduce_scatter sums in rank order instead with config.deterministic.
+  void reduce_scatter(View<BFloat16> whole, std::size_t u);
+  void all_gather(View<BFloat16> whole, std::size_t u);
+  // ZeRO-2 and 3: layer l's f32 gradient rounded into a whole padded buffer, reduce-scattered
+  // (phase "reduce-scatter Ll"), my chunk copied into grads(); returns the whole buffer, which
+  // the caller frees (it goes out of scope) as soon as it returns.
+  Buffer<BFloat16> reduce_scatter_gradient(std::size_t l, View<const float> g);
+  // ZeRO-3: layer l's weights all-gathered whole from every rank's shard (phase "gather Ll
+  // (forward)" or "(backward)"); freed when the buffer goes.
+  Buffer<BFloat16> gather(std::size_t l, const char* pass);
+
+  // Adam on my part of the master weights with `my_grads`, the summed gradients in the same
+  // layout (phase "Adam"). The first call keeps its gradients for the lessons' check.
+  void adam(View<const BFloat16> my_grads);
+  // Keeps a buffer that should have been freed to the end of the run (a --break's memory bug).
+  void hold(Buffer<BFloat16> buffer);
+
+  View<const float> loss_value() { return View<const float>(loss_.view()); }
+  View<float> loss_buffer() { return loss_.view(); }
+  const std::vector<float>& first_gradient() const { return first_gradient_; }
+
+ private:
+  template <class T>
+  Buffer<T> alloc(std::size_t n, Category category) {
+    return Buffer<T>(ledger_, category, n, comm_.device());
+  }
+  bool sharded_params() const { return c_.stage == Stage::zero3; }
+  bool sharded_grads() const { return c_.stage == Stage::zero2 || c_.stage == Stage::zero3; }
+  std::size_t layer_count(std::size_t l) const;
+  std::string name(const char* what, std::size_t u) const;
+
+  Comm& comm_;
+  Ledger& ledger_;
+  const Config& c_;
+  int n_, me_;
+  std::vector<Unit> units_;
+  Partition samples_;
+  model::Teacher teacher_;
+  std::vector<std::size_t> w_offset_, g_offset_,
+      m_offset_;  // each unit's place in w16_, g16_, master_
+  Buffer<BFloat16> w16_, g16_;
+  Buffer<float> master_;
+  std::optional<model::Optimizer> adam_;
+  std::optional<model::Mlp> mlp_;
+  Buffer<float> ws_w_, ws_g_, x_, t_, dy_;
+  Buffer<float> loss_{ledger_, Category::data, 1, comm_.device()};
+  View<const float> dz_;  // the backward's dL/dz, from the top layer down
+  int adam_steps_ = 0;
+  std::vector<float> first_gradient_;
+  std::vector<Buffer<BFloat16>> held_;
+};
+
+// One step of a stage on a rank: step k of the run.
+using Step = std::function<void(Replica& replica, int k)>;
+
+// Plain data parallel: forward and backward on my share, all-reduce the gradients (reduce-scatter
+// in rank order + all-gather with config.deterministic), Adam on all of them, round to bf16.
+void dp_step(Replica& replica, int k);
+
+// Trains `config.steps` steps of `step` on this rank's replica of `config.stage`, each followed
+// by a reduce of the loss onto rank 0 (its own steps); every buffer on the rank's ledger (or on
+// `ledger`: a comparison run that must not disturb the rank's figures).
+Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger = nullptr);
 
 // My part of the master weights (the padded units' shards, or everything for dp) as positions
 // in the flat parameter vector: element i of Run::master is parameter positions()[i], or a
@@ -108,6 +220,9 @@ std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& s
 struct Reference {
   std::vector<double> master;  // the flat parameters after the last step
   std::vector<double> losses;
+  // Step 1's summed gradient (the ranks' bf16 shares in rank order), and the sum of the shares'
+  // magnitudes, element by element: what its rounding error is measured against.
+  std::vector<double> first_gradient, first_gradient_magnitude;
 };
 Reference reference(const Config& config, int n);
 

@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   int root = 0;
   lesson.add_root_option(root, "the rank that reduces and broadcasts");
   lesson.set_algorithm("linear");
+  lesson.add_break("reduce-forget-root",
+                   "the root starts its sum from zero and leaves its own buffer out "
+                   "(core/collectives/reduce.hpp)");
   const auto& opt = lesson.options();
 
   // On rank 0 after the run: the schedule, the traffic, and the formulas checked against it.

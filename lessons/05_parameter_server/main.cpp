@@ -82,7 +82,8 @@ struct Outcome {
   std::vector<std::pair<int, int>>
       exchange;  // [first, last] step ids of pull + push, or of the all-reduce
   std::vector<double> losses, reference_losses;
-  double max_error = 0;  // rank 0's weights against the reference, max |error|
+  double max_error = 0;       // rank 0's weights against the reference, max |error|
+  double gradient_error = 0;  // rank 0's summed gradient of iteration 1 against the reference's
 };
 
 // float32 against float64 after `steps` updates. One forward and backward rounds each result at
@@ -93,6 +94,14 @@ struct Outcome {
 // 100x the errors measured for the lesson's defaults (the README has the figures).
 double tolerance_for(const OptimizerConfig& opt) {
   return opt.kind == OptimizerKind::sgd ? 2e-5 : 1e-4;
+}
+// One float32 forward and backward against float64: each gradient element is a sum over the
+// batch of products through the layers, rounded at about 2^-24 relative per term; 4 x 2^-24 x
+// (batch + the widest layer) bounds it for gradients of magnitude up to 1. A gradient summed
+// where it should be averaged is W times too large: off by (W - 1) |g|, far above this.
+double gradient_tolerance(const Setup& s) {
+  const std::size_t widest = *std::max_element(s.shape.dims.begin(), s.shape.dims.end());
+  return 4.0 * 0x1p-24 * double(s.batch + widest);
 }
 // A loss is one float32 sum over the batch: relative error about 2^-24 x the terms, far below this.
 constexpr double kLossTolerance = 1e-5;
@@ -190,6 +199,7 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
 
   Buffer<float> loss_sum =
       comm.alloc<float>(me == 0 ? 1 : 0, Category::data);  // rank 0: the iteration's loss
+  std::vector<float> first_grads;  // the summed gradient of iteration 1, where it is summed
   for (int k = 0; k < s.steps; ++k) {
     int first = 0, last = 0;  // this iteration's exchange steps
     if (s.mode == TrainMode::ps) {
@@ -209,7 +219,10 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
       // batch, so the shares' gradients add up to the batch's), backward.
       auto phase = comm.phase("3 compute gradients");
       const View<const float> y = mlp->forward(params.view(), x.view());
-      mse_loss(loss.view(), dy.view(), y, t.view(), s.batch, s.shape.out());
+      // --break sum-not-mean: each worker averages over its own share, and the server's sum of
+      // the W averages is W times the batch's gradient.
+      const std::size_t whole = broken("sum-not-mean") ? my_samples : s.batch;
+      mse_loss(loss.view(), dy.view(), y, t.view(), whole, s.shape.out());
       mlp->backward(grads.view(), params.view(), x.view(), dy.view());
     }
 
@@ -246,6 +259,9 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
       coll::all_reduce(comm, grads.view(), coll::AllReduceAlgo::ring_chunked, "grads");
       last = comm.next_steps(0) - 1;
     }
+
+    // The sum of the first iteration, kept to be checked against the batch's gradient.
+    if (k == 0 && optimizer) first_grads = to_host(View<const float>(grads.view()));
 
     // STEP 5, update: the server steps the optimizer on its shard; without a server every rank
     // steps it on the whole weights, with the same sum, so all stay equal.
@@ -298,6 +314,20 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   comm.check(server ? "as a server: my shard of the weights equals the reference's"
                     : "the trained weights I hold equal the reference's",
              c.ok, c.detail());
+  // The gradient that the update of iteration 1 used: the whole first batch's, at the initial
+  // weights, in float64 (the mean over the batch's samples, however the workers split it).
+  if (!first_grads.empty()) {
+    const RowMatrix xb = widen(teacher.inputs(0, s.batch), s.batch, s.shape.in());
+    const RowMatrix tb = widen(teacher.targets(0, s.batch), s.batch, s.shape.out());
+    Eigen::VectorXd g;
+    reference_loss(s.shape, widen(initial), xb, tb, &g);
+    const Comparison gc =
+        compare(View<const float>{first_grads.data(), first_grads.size()},
+                g.segment(Eigen::Index(begin), Eigen::Index(mine)), gradient_tolerance(s));
+    comm.check("iteration 1: the summed gradient is the batch's mean gradient (the reference's)",
+               gc.ok, gc.detail());
+    if (me == 0 && outcome) outcome->gradient_error = gc.max_error;
+  }
   if (me == 0 && outcome) {
     outcome->max_error = c.max_error;
     outcome->reference_losses = ref.losses;
@@ -359,6 +389,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "learning rate (default: 1 for sgd, 0.01 for adam)")
       ->check(CLI::PositiveNumber);
 
+  lesson.add_break("sum-not-mean",
+                   "each worker averages its own share and the server adds the W averages: "
+                   "the gradient is W times the batch's (main.cpp, STEP 3)");
   Setup setup;
   Outcome outcome;
   const auto& opt = lesson.options();
@@ -408,6 +441,9 @@ int main(int argc, char** argv) {
         "  final weights: max |error| against the float64 reference {:.3g} (tolerance {:.0e} x (1 "
         "+ |w|))\n",
         outcome.max_error, setup.tolerance);
+    fmt::print(
+        "  iteration 1's summed gradient: max |error| {:.3g} (tolerance {:.1e} x (1 + |g|))\n",
+        outcome.gradient_error, gradient_tolerance(setup));
 
     // This run's bytes, every iteration, every rank, against the formulas.
     bool exact = true;

@@ -189,6 +189,12 @@ int main(int argc, char** argv) {
       "until each rank owns one complete chunk, then the all-gather copies the complete chunks "
       "around. Topology: the ring uses every link at once with small packets; parallel floods all "
       "links in one step.");
+  lesson.add_break("ring-resend-own",
+                   "ring: each step sends my own buffer again instead of the one just received "
+                   "(core/collectives/all_reduce_ring.hpp)");
+  lesson.add_break("ring-one-step-short",
+                   "ring_chunked: the reduce-scatter loop runs N-2 steps, not N-1, so each chunk "
+                   "misses one rank (core/collectives/reduce_scatter_ring.hpp)");
   StudyOptions study_options;  // --algo and --calibration; the algorithms once the world is known
   add_study_options(lesson, study_options, kAlgos);
   const std::vector<AllReduceAlgo>& algos = study_options.algos;

@@ -175,6 +175,10 @@ int main(int argc, char** argv) {
       "Topology: partners change every step (distance 1, 2, 4, ...). Shards: in recursive_halving "
       "each step halves the chunks a rank reduces and doubles their contributions; the all-gather "
       "then doubles the chunks it holds.");
+  lesson.add_break(
+      "doubling-one-step-short",
+      "recursive_doubling: the loop stops at distance N/4 (mask < N/2), so each rank "
+      "sums only its half of the world (core/collectives/all_reduce_recursive_doubling.hpp)");
   StudyOptions study_options;  // --algo and --calibration; the algorithms once the world is known
   add_study_options(lesson, study_options, kAlgos);
   const std::vector<AllReduceAlgo>& algos = study_options.algos;

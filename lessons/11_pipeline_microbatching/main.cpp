@@ -81,7 +81,8 @@ std::vector<Op> schedule_of(Schedule s, int r, int P, int M) {
       ops.push_back({false, m});  // the last forward's backward first
     return ops;
   }
-  const int warmup = std::min(P - r - 1, M);
+  // --break warmup-one-long: one forward more before the first backward, P - r of them
+  const int warmup = std::min(P - r - 1 + (broken("warmup-one-long") ? 1 : 0), M);
   for (int m = 0; m < warmup; ++m) ops.push_back({true, m});
   for (int i = 0; i < M - warmup; ++i) {  // steady state: one forward, one backward
     ops.push_back({true, warmup + i});
@@ -96,6 +97,12 @@ int max_in_flight(const std::vector<Op>& ops) {
   int now = 0, most = 0;
   for (const Op& op : ops) most = std::max(most, now += op.forward ? 1 : -1);
   return most;
+}
+
+// The lecture's claim, apart from any schedule's code: GPipe holds all M micro-batches' activations
+// at once, 1F1B at most P - r on stage r (its warm-up's P - r - 1 and the one in its first step).
+int in_flight_formula(Schedule s, int r, int P, int M) {
+  return s == Schedule::one_f_one_b ? std::min(P - r, M) : M;
 }
 
 double utilisation_formula(int P, int M) {
@@ -353,7 +360,10 @@ void train(Comm& comm, const Setup& s) {
           Buffer<float> dx = comm.alloc<float>(first ? 0 : mb * in, Category::comm);
           slot.mlp->backward(micro_grads.view(), params.view(), slot.input.view(), slot.dy.view(),
                              dx.view());
-          ops::add(grads.view(), View<const float>(micro_grads.view()));
+          if (broken("no-grad-accumulation"))  // each micro-batch's gradient replaces the last's
+            ops::copy(grads.view(), View<const float>(micro_grads.view()));
+          else
+            ops::add(grads.view(), View<const float>(micro_grads.view()));
           if (!first) {
             comm.mark_step(step);
             Request req = comm.isend(View<const float>(dx.view()), r - 1, kTagBackward + op.micro,
@@ -489,10 +499,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   const auto& opt = lesson.options();
 
+  lesson.add_break("no-grad-accumulation",
+                   "each micro-batch's gradient replaces the one before instead of adding to it: "
+                   "the step uses the last micro-batch's gradient alone (main.cpp, train)");
+  lesson.add_break("warmup-one-long",
+                   "1F1B's warm-up runs P - r forwards, one too many, before the first backward "
+                   "(with --schedule 1f1b; main.cpp, schedule_of)");
   lesson.on_world([&](const World& w) {
     setup.schedule = schedule_text == "naive"   ? Schedule::naive
                      : schedule_text == "gpipe" ? Schedule::gpipe
                                                 : Schedule::one_f_one_b;
+    if (lesson.options().break_name == "warmup-one-long" && setup.schedule != Schedule::one_f_one_b)
+      throw UsageError("--break warmup-one-long is a bug of 1F1B's warm-up: add --schedule 1f1b");
     if (setup.schedule == Schedule::naive && microbatches > 1)
       throw UsageError(
           "--schedule naive runs the whole batch at once: leave out --microbatches (or use gpipe "
@@ -539,7 +557,7 @@ int main(int argc, char** argv) {
                "order of work");
     const Partition layer_split{setup.shape.layers(), P};
     double mean = 0;
-    bool orders_ok = true, memory_ok = true;
+    bool orders_ok = true, memory_ok = true, formula_ok = true;
     for (int k = 0; k < P; ++k) {
       const std::vector<Op> want = schedule_of(setup.schedule, k, P, M);
       const int flight = max_in_flight(want);
@@ -553,6 +571,9 @@ int main(int argc, char** argv) {
       orders_ok = orders_ok && order_ok;
       const double act_want = flight * f.act_per_micro[std::size_t(k)];
       memory_ok = memory_ok && double(f.act_peak[std::size_t(k)]) == act_want;
+      formula_ok = formula_ok &&
+                   double(f.act_peak[std::size_t(k)]) ==
+                       in_flight_formula(setup.schedule, k, P, M) * f.act_per_micro[std::size_t(k)];
       std::string order;
       for (std::size_t i = 0; i < std::min<std::size_t>(want.size(), 12); ++i)
         order += fmt::format("{}{}{}", i ? " " : "", want[i].forward ? "F" : "B", want[i].micro);
@@ -569,6 +590,10 @@ int main(int argc, char** argv) {
     r.check(
         "every stage's activation peak = micro-batches in flight x one micro-batch's activations",
         memory_ok);
+    r.check(setup.schedule == Schedule::one_f_one_b
+                ? "1F1B: stage r's activation peak is min(P - r, M) micro-batches' (the lecture's)"
+                : "every stage's activation peak is all M micro-batches' (the lecture's)",
+            formula_ok);
     // The schedule's claim, free of the machine: the order the trace shows, replayed on stages of
     // equal cost, gives the formula exactly. The measured figure below is the machine's.
     const IdealReplay ideal = replay_ideal(f.order, M);

@@ -127,6 +127,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
       ->capture_default_str();
   Shape s;
+  lesson.add_break("no-g-allreduce",
+                   "g's all-reduce is left out: every rank's Y is its partial H_i B_i, not the sum "
+                   "(main.cpp, forward)");
+  lesson.add_break("bias-before-g",
+                   "every rank adds the bias b to its partial Y_i before g's all-reduce, so the "
+                   "sum holds N b (main.cpp, forward)");
   tp::Outcome outcome;
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
@@ -211,9 +217,14 @@ int main(int argc, char** argv) {
         auto step = comm.phase("H_i B_i (rows)");
         ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, p);
       }
-      outcome.forward = tp::g_forward(comm, Y.view());  // Y = sum of the partial Y_i
-      ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1,
-                false, false, 1.0f, 1.0f);
+      const auto add_bias = [&] {  // Y += 1 b: the row-parallel bias, once, after the sum
+        ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1,
+                  false, false, 1.0f, 1.0f);
+      };
+      if (broken("bias-before-g")) add_bias();  // --break: every rank adds b, the sum holds N b
+      if (!broken("no-g-allreduce"))            // --break: Y stays my partial Y_i
+        outcome.forward = tp::g_forward(comm, Y.view());  // Y = sum of the partial Y_i
+      if (!broken("bias-before-g")) add_bias();
     }
 
     Buffer<float> dB = comm.alloc<float>(p * h, Category::grads),

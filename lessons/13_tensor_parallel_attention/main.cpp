@@ -245,6 +245,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))
       ->capture_default_str();
   app.add_flag("--causal", causal, "mask the future: token t attends to tokens 0..t only");
+  lesson.add_break("wo-split-by-columns",
+                   "the heads are split, but Wo by columns instead of by the heads' rows: "
+                   "C_i Wo_i is no longer a partial sum of Y (main.cpp, my part of the weights)");
   tp::Outcome outcome;
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
@@ -314,9 +317,13 @@ int main(int argc, char** argv) {
     Buffer<float> Wq = comm.alloc_from(stacked_columns(wq, h, h, first, m, d), Category::params);
     Buffer<float> Wk = comm.alloc_from(stacked_columns(wk, h, h, first, m, d), Category::params);
     Buffer<float> Wv = comm.alloc_from(stacked_columns(wv, h, h, first, m, d), Category::params);
+    // --break wo-split-by-columns: my heads' columns of Wo, as A in lesson 12, where the row
+    // split belongs (the same count of floats, so nothing but the result shows it)
     Buffer<float> Wo =
-        comm.alloc_from(std::vector<float>(wo.begin() + std::ptrdiff_t(first * d * h),
-                                           wo.begin() + std::ptrdiff_t((first + m) * d * h)),
+        comm.alloc_from(broken("wo-split-by-columns")
+                            ? tp::columns(wo, h, h, first * d, m * d)
+                            : std::vector<float>(wo.begin() + std::ptrdiff_t(first * d * h),
+                                                 wo.begin() + std::ptrdiff_t((first + m) * d * h)),
                         Category::params);
     Buffer<float> X = comm.alloc_from(x, Category::data), dY = comm.alloc_from(dy, Category::data);
     // Activations kept for backward: Q, K, V and C per head (tokens x d), P per head and sequence.

@@ -359,12 +359,42 @@ void check_losses(Comm& comm, const Run& run, const Reference& ref, double tol) 
                          ref.losses.empty() ? 0.0 : ref.losses[worst_step], worst, worst_limit));
 }
 
+// Every rank: step 1's gradient, my part of it as the stage sums it, against the reference's sum
+// of the same N bf16 shares. Each bf16 rounding is off by at most 2^-8 of its result; each share
+// is rounded once (from float32 here, from float64 there: they may land one bf16 ulp apart) and
+// the N are summed with N - 1 rounding adds in another order (the ring's). So element by element
+// |error| <= 2 N 2^-8 x the sum of the shares' magnitudes. A gradient that skipped its
+// reduce-scatter holds one share where the sum of N belongs; one computed from the wrong weights
+// differs from the start.
+void check_first_gradient(Comm& comm, const Run& run, const Reference& ref,
+                          const std::vector<std::int64_t>& positions) {
+  const double per_magnitude = 2.0 * comm.size() * 0x1p-8;
+  std::size_t bad = 0, worst = 0;
+  double worst_share = 0;  // the largest |error| / bound
+  for (std::size_t i = 0; i < positions.size() && i < run.first_gradient.size(); ++i) {
+    const double got = run.first_gradient[i];
+    const double want = positions[i] < 0 ? 0.0 : ref.first_gradient[std::size_t(positions[i])];
+    const double bound =
+        positions[i] < 0 ? 0.0
+                         : per_magnitude * ref.first_gradient_magnitude[std::size_t(positions[i])];
+    const double err = std::fabs(got - want);
+    if (!(err <= bound)) ++bad;
+    const double share = err == 0 ? 0 : bound > 0 ? err / bound : INFINITY;
+    if (i == 0 || share > worst_share) worst_share = share, worst = i;
+  }
+  comm.check("step 1: my part of the summed gradient is the reference's sum of every rank's share",
+             bad == 0 && run.first_gradient.size() == positions.size(),
+             fmt::format("{} of {} elements off by more than 2N 2^-8 of their shares' magnitude; "
+                         "the worst, [{}], by {:.3g} of it",
+                         bad, positions.size(), worst, worst_share));
+}
+
 // Every rank: train the stage (traced), record its model state for the report, check it, then
 // check the master weights and the losses against plain data parallel and the reference.
-void train_and_check(Comm& comm, const Config& config, Outcome& outcome) {
+void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome& outcome) {
   const int n = comm.size(), me = comm.rank();
   const MlpShape& s = config.shape;
-  Run run = train(comm, config);
+  Run run = train(comm, config, step);
   const std::uint64_t state[3] = {run.state.params, run.state.grads, run.state.optimizer};
   for (int c = 0; c < 3; ++c) comm.recorder().value(kStateNames[c], double(state[c]));
   comm.recorder().value("state total bytes", double(run.state.total()));
@@ -377,13 +407,14 @@ void train_and_check(Comm& comm, const Config& config, Outcome& outcome) {
   plain.stage = Stage::dp;
   Ledger own;
   comm.charge_scratch_to(&own);
-  const Run dp = train(comm, plain, &own);
+  const Run dp = train(comm, plain, dp_step, &own);
   comm.charge_scratch_to(nullptr);
   comm.recorder().set_enabled(tracing);
   const Reference ref = reference(config, n);
 
   if (comm.inject_fault()) run.master[0] += 1.0f;
   const std::vector<std::int64_t> positions = master_positions(config.stage, s, n, me);
+  check_first_gradient(comm, run, ref, positions);
   const std::vector<float> initial = model::initial_params(s, config.seed);
   const Distance to_dp = distance(run.master, positions,
                                   std::vector<double>(dp.master.begin(), dp.master.end()), initial);
@@ -433,9 +464,10 @@ void train_and_check(Comm& comm, const Config& config, Outcome& outcome) {
 }  // namespace
 
 int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
-               const std::string& name, const LessonText& text) {
+               const std::string& name, const LessonText& text, const Step& step) {
   Lesson lesson({number, name, text.title, 4, 64});
   lesson.set_text(text.concept_text, text.look_at);
+  for (const auto& [break_name, what] : text.breaks) lesson.add_break(break_name, what);
   lesson.set_algorithm(
       fmt::format("{}, mixed-precision Adam (bf16 weights and gradients)", title(stage)));
   Setup setup;
@@ -451,14 +483,17 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
     print_lecture_table(r, stage, measured);
   });
 
-  // Memory: per rank about 100 B per parameter: its training replica and optimizer state
+  // Memory: per rank about 124 B per parameter: its training replica and optimizer state
   // (float32 weights and gradients, bf16 copies, Adam's moments: ~24 B), the comparison run
-  // (~24 B) and the float64 reference with its inputs (~56 B); 112 B with allocator slack.
+  // (~24 B), the float64 reference with its inputs (~56 B) and step 1's gradient and magnitudes
+  // it keeps for the gradient check (+ its accumulator: 24 B), and the run's own copy of that
+  // gradient (4 B); 136 B with allocator slack.
   lesson.needs_memory([&](const World&) {
-    return MemoryNeed{112.0 * double(setup.config.shape.params()), 0};
+    return MemoryNeed{136.0 * double(setup.config.shape.params()), 0};
   });
 
-  return lesson.run(argc, argv, [&](Comm& comm) { train_and_check(comm, setup.config, outcome); });
+  return lesson.run(argc, argv,
+                    [&](Comm& comm) { train_and_check(comm, setup.config, step, outcome); });
 }
 
 }  // namespace distlab::zero

@@ -1,7 +1,7 @@
 // zero_lesson.hpp — the program lessons 08 (ZeRO-1), 09 (ZeRO-2) and 10 (ZeRO-3 / FSDP)
 // share: their options, the training run and its checks, and the report. Each lesson's main.cpp
-// names its stage and says what it teaches; this runs it (core/training/zero.hpp does the
-// training).
+// holds its stage's step and says what it teaches; this runs it (core/training/zero.hpp has the
+// replica the step is built from).
 //
 // On every rank: train the stage (traced), then train plain data parallel on the same data on a
 // ledger of its own (not traced), and check
@@ -16,6 +16,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/runtime/runtime.hpp"
 #include "core/training/zero.hpp"
@@ -26,9 +28,12 @@ struct LessonText {
   std::string title;         // for --help and the trace
   std::string concept_text;  // Lesson::set_text
   std::string look_at;
+  // The stage's --break variants: name, the mistake (core/training/zero.cpp carries them).
+  std::vector<std::pair<std::string, std::string>> breaks;
 };
 
+// `step` is the stage's step, from the lesson's main.cpp.
 int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
-               const std::string& name, const LessonText& text);
+               const std::string& name, const LessonText& text, const Step& step);
 
 }  // namespace distlab::zero

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# breaks.sh LESSON_DIR [README]: every lesson's --break variants are caught by the lesson's own
+# checks, and README's table of them (rows "| NN | `name` |") names exactly the same variants.
+#
+# The table below is the oracle: for each variant, the arguments it needs and the check that must
+# fail (its name, as printed after "check failed on rK: "). Each run must exit 1, end with the
+# FAILED line, print that check among the failed ones and say the break was caught. Every
+# lesson's `--break list` must name exactly the variants in the table (a new variant without a
+# row here fails), and an unknown name must be refused with exit 2.
+set -uo pipefail
+dir="$1" readme="${2:-}"
+table=(
+  "03_reduce_broadcast|reduce-forget-root||reduce: the root holds the sum of every rank's input"
+  "05_parameter_server|sum-not-mean||iteration 1: the summed gradient is the batch's mean gradient"
+  "05_parameter_server|sum-not-mean|--optimizer adam|iteration 1: the summed gradient is the batch's mean gradient"
+  "06_allreduce_sequential_ring_parallel|ring-resend-own|--algo ring|ring: I hold the sum over every rank"
+  "06_allreduce_sequential_ring_parallel|ring-one-step-short|--algo ring_chunked|ring_chunked: I hold the sum over every rank"
+  "07_recursive_halving|doubling-one-step-short|--algo recursive_doubling|recursive_doubling: I hold the sum over every rank"
+  "08_zero1|skip-gradient-reduce-scatter||step 1: my part of the summed gradient is the reference's"
+  "09_zero2|keep-full-gradients||model state after a step = 2 + 14/N bytes per parameter"
+  "10_zero3_fsdp|skip-backward-gather||step 1: my part of the summed gradient is the reference's"
+  "10_zero3_fsdp|keep-gathered-weights||peak of the parameters = my shards + one layer's gathered weights"
+  "11_pipeline_microbatching|no-grad-accumulation||step 1's gradient (summed over 4 micro-batches) equals the reference's"
+  "11_pipeline_microbatching|warmup-one-long|--schedule 1f1b --microbatches 8|1F1B: stage r's activation peak is min(P - r, M) micro-batches'"
+  "12_tensor_parallel_mlp|no-g-allreduce||Y equals the unsplit layer's"
+  "12_tensor_parallel_mlp|bias-before-g||Y equals the unsplit layer's"
+  "13_tensor_parallel_attention|wo-split-by-columns||Y equals the unsplit layer's"
+)
+fail=0
+bad() { echo "breaks: $*" >&2; fail=1; }
+
+declare -A listed  # lesson -> its variants in the table, one per line
+for row in "${table[@]}"; do
+  IFS='|' read -r lesson name args want <<<"$row"
+  [[ "${listed[$lesson]:-}" == *"$name"* ]] || listed[$lesson]+="$name"$'\n'
+  # shellcheck disable=SC2086  # args are words
+  out=$(timeout 300 "$dir/$lesson" --no-trace --break "$name" $args 2>&1)
+  rc=$?
+  what="$lesson --break $name $args"
+  ((rc == 1)) || { bad "$what: exit $rc, expected 1"; continue; }
+  tail -n 1 <<<"$out" | grep -qE "^lesson [0-9]+ [a-z0-9_]+: FAILED" ||
+    bad "$what: the last line is not the FAILED verdict: $(tail -n 1 <<<"$out")"
+  grep -E '^check failed on r[0-9]+: ' <<<"$out" | sed -E 's/^check failed on r[0-9]+: //' |
+    grep -qF -- "$want" || bad "$what: no failed check named '$want'"
+  grep -qxF -- "--break $name: caught, by the failed checks above" <<<"$out" ||
+    bad "$what: does not say the break was caught"
+  ((fail)) || echo "ok: $what -> check failed: $want"
+done
+
+lessons=0 variants=0
+for exe in "$dir"/[0-9][0-9]_*; do
+  [[ -x "$exe" && -f "$exe" ]] || continue
+  lesson=$(basename "$exe")
+  names=$("$exe" --break list) || { bad "$lesson --break list: exit $?"; continue; }
+  want=$(printf '%s' "${listed[$lesson]:-}")
+  [[ "$(sort <<<"$names")" == "$(sort <<<"$want")" ]] ||
+    bad "$lesson --break list says [$(tr '\n' ' ' <<<"$names")], the table [$(tr '\n' ' ' <<<"$want")]"
+  "$exe" --no-trace --break no-such-bug >/dev/null 2>&1
+  rc=$?
+  ((rc == 2)) || bad "$lesson --break no-such-bug: exit $rc, expected 2"
+  if [[ -n "$names" ]]; then
+    lessons=$((lessons + 1))
+    variants=$((variants + $(wc -l <<<"$names")))
+  fi
+done
+if [[ -n "$readme" ]]; then
+  documented=$(grep -oE '^\| [0-9]{2} \| `[a-z0-9-]+` \|' "$readme" | sed -E 's/^\| ([0-9]{2}) \| `([a-z0-9-]+)`.*/\1 \2/' | sort -u)
+  tested=$(for row in "${table[@]}"; do IFS='|' read -r lesson name _ <<<"$row"; echo "${lesson:0:2} $name"; done | sort -u)
+  [[ "$documented" == "$tested" ]] ||
+    bad "$readme's --break table [$(tr '\n' ',' <<<"$documented")] differs from the tested [$(tr '\n' ',' <<<"$tested")]"
+fi
+echo "breaks: $variants variants in $lessons lessons"
+((lessons >= 8 && variants >= 10)) || bad "fewer than 10 variants in 8 lessons"
+exit $fail
