@@ -395,6 +395,10 @@ endforeach()
 add_test(NAME layers.includes COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(layers.includes PROPERTIES LABELS "layers" TIMEOUT 120)
 
+# Every code quote in a README equals the source lines between its markers.
+add_test(NAME docs.readme-quotes COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/readme-quotes.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(docs.readme-quotes PROPERTIES LABELS "layers")
+
 # The plan those refusals rest on, held to what the process takes (tests/memory_plan.sh): the
 # resident growth stays within the plan + 64 MiB, and the plan within 3 x the growth + 64 MiB.
 # Each at a size where the buffers dominate (hundreds of MiB) and the run takes a few seconds.

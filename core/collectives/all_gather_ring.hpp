@@ -22,6 +22,7 @@ void all_gather_ring(Comm& comm, View<T> data, const std::string& buffer = "data
   comm.declare_buffer(buffer, data.size(), n);
   auto chunk = [&](int c) { return data.sub(part.begin(c), part.size(c)); };
   auto whose = [&](int c) { return reduced ? all_ranks(n) : rank_bit(c); };
+  // quote: all-gather-ring
   for (int s = 0; s < n - 1; ++s) {
     // step s: pass chunk (me - s) on to the right, take chunk (me - s - 1) from the left
     const int step = first_step + s;
@@ -31,6 +32,7 @@ void all_gather_ring(Comm& comm, View<T> data, const std::string& buffer = "data
                   meta(step, buffer, out, out + 1, Apply::copy, whose(out)),
                   meta(step, buffer, in, in + 1, Apply::copy, whose(in)));
   }
+  // end quote: all-gather-ring
 }
 
 }  // namespace distlab::coll

@@ -22,6 +22,7 @@ void all_reduce_recursive_doubling(Comm& comm, View<T> data, const std::string& 
   if (f.takes_part(me)) {
     Buffer<T> incoming = comm.scratch<T>(data.size());
     int exchanged = 0;  // the distances crossed so far: my group is me with these bits free
+    // quote: recursive-doubling
     const int end = broken("doubling-one-step-short") ? f.p2 / 2 : f.p2;  // lesson 07's --break
     for (int mask = 1; mask < end; mask <<= 1, ++step) {
       // step: swap whole buffers with rank me ^ mask, then both hold their two groups' sum
@@ -34,6 +35,7 @@ void all_reduce_recursive_doubling(Comm& comm, View<T> data, const std::string& 
       ops::add(data, cview(incoming.view()));
       exchanged |= mask;
     }
+    // end quote: recursive-doubling
   } else {
     step += f.log2_p2();
   }

@@ -36,6 +36,7 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
     int lo = 0, hi = p2;                                       // the chunks I own
     int exchanged = 0;
     // Reduce-scatter by recursive halving.
+    // quote: halving-reduce-scatter
     for (int d = p2 / 2; d >= 1; d /= 2, ++step) {
       // step: keep one half of my range, send the other to rank me ^ d, add what it sends
       const int partner = me ^ d, mid = (lo + hi) / 2;
@@ -54,8 +55,10 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
       lo = keep_lo, hi = keep_hi;
       exchanged |= d;
     }
+    // end quote: halving-reduce-scatter
     // Now [lo, hi) == [me, me + 1): I own chunk me, summed over every rank.
     // All-gather by recursive doubling.
+    // quote: doubling-all-gather
     for (int d = 1; d < p2; d *= 2, ++step) {
       // step: swap my range with rank me ^ d's range of the same size next to it
       const int partner = me ^ d, width = hi - lo;
@@ -66,6 +69,7 @@ void all_reduce_recursive_halving(Comm& comm, View<T> data, const std::string& b
                     meta(step, buffer, their_lo, their_hi, Apply::copy, all_ranks(f.n)));
       lo = std::min(lo, their_lo), hi = std::max(hi, their_hi);
     }
+    // end quote: doubling-all-gather
   } else {
     step += 2 * f.log2_p2();
   }

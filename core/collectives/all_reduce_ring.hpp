@@ -24,6 +24,7 @@ void all_reduce_ring(Comm& comm, View<T> data, const std::string& buffer = "data
   Buffer<T> passing = comm.scratch<T>(data.size());  // the buffer I pass on next
   Buffer<T> incoming = comm.scratch<T>(data.size());
   ops::copy(passing.view(), cview(data));
+  // quote: ring
   for (int s = 1; s < n; ++s) {
     // step s: pass rank (me - s + 1)'s buffer right, receive rank (me - s)'s from the left
     const int step = first_step + s - 1;
@@ -36,6 +37,7 @@ void all_reduce_ring(Comm& comm, View<T> data, const std::string& buffer = "data
     if (broken("ring-resend-own")) continue;  // lesson 06's --break: my own buffer goes out again
     std::swap(passing, incoming);
   }
+  // end quote: ring
 }
 
 }  // namespace distlab::coll

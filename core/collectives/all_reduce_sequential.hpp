@@ -20,6 +20,7 @@ void all_reduce_sequential(Comm& comm, View<T> data, const std::string& buffer =
   Buffer<T> sum = comm.scratch<T>(data.size());  // data stays my input until the end
   Buffer<T> incoming = comm.scratch<T>(data.size());
   ops::fill(sum.view(), T{});
+  // quote: sequential
   for (int i = 0; i < n; ++i) {
     // round i: rank i's input goes to everyone, and everyone adds it
     const int step = first_step + i;
@@ -35,6 +36,7 @@ void all_reduce_sequential(Comm& comm, View<T> data, const std::string& buffer =
       ops::add(sum.view(), cview(incoming.view()));
     }
   }
+  // end quote: sequential
   ops::copy(data, cview(sum.view()));
 }
 

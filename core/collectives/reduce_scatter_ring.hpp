@@ -22,6 +22,7 @@ void reduce_scatter_ring(Comm& comm, View<T> data, const std::string& buffer = "
   comm.declare_buffer(buffer, data.size(), n);
   Buffer<T> incoming = comm.scratch<T>(part.size(0));  // chunk 0 is the largest
   auto chunk = [&](int c) { return data.sub(part.begin(c), part.size(c)); };
+  // quote: reduce-scatter-ring
   const int steps = broken("ring-one-step-short") ? n - 2 : n - 1;  // lesson 06's --break
   for (int s = 0; s < steps; ++s) {
     // step s: send chunk (me - s - 1), receive chunk (me - s - 2) and add it in
@@ -35,6 +36,7 @@ void reduce_scatter_ring(Comm& comm, View<T> data, const std::string& buffer = "
     auto add = comm.phase("add");
     ops::add(chunk(in), cview(got));
   }
+  // end quote: reduce-scatter-ring
 }
 
 }  // namespace distlab::coll

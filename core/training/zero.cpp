@@ -385,6 +385,7 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
                std::uint64_t(charged.current(Category::grads)),
                std::uint64_t(charged.current(Category::optimizer))};
   run.params_peak = std::uint64_t(charged.peak(Category::params));
+  run.activations_peak = std::uint64_t(charged.peak(Category::activations));
   run.master = to_host(View<const float>(rep.all_master()));
   run.first_gradient = rep.first_gradient();
   return run;

@@ -92,6 +92,7 @@ struct Run {
   std::vector<double> losses;                 // rank 0: the whole batch's loss, per step
   StateBytes state;                           // the ledger's model state after the last step
   std::uint64_t params_peak = 0;              // the ledger's peak of Category::params
+  std::uint64_t activations_peak = 0;         // and of Category::activations (ZeRO shards none)
   std::vector<float> master;                  // my part of the f32 master weights (padded units)
   std::vector<float> first_gradient;  // step 1: the summed bf16 gradient of my part, as master
 };

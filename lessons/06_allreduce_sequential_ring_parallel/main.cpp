@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
   // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta.
   AllReduceStudy study;
 
-  // On rank 0 after the run: the schedule, every count against its formula, time against the
-  // cost model, and the scaling table.
+  // STEP 3 (rank 0, after the run): the schedule, every count against its formula, the time
+  // against the cost model, and the scaling table.
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
@@ -343,9 +343,6 @@ int main(int argc, char** argv) {
           "  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
   });
 
-  // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
-  // (an untraced warm-up, then the traced, timed run) and check its result; see
-  // lessons/common/all_reduce_study.hpp for the steps.
   // Memory, counted from the buffers below: per rank the input, the result and the
   // algorithms' workspace (4 x 4 B per element at most at once) and the float64 reference
   // (8 B): 32 B per element with allocator slack.
@@ -354,6 +351,23 @@ int main(int argc, char** argv) {
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
-    run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);
+    // STEP 1: every rank fills its own input of L float32; the reference every result is
+    // checked against is the float64 sum of all the inputs, made on every rank from the seed
+    // (under mpirun MPI_Allreduce must give it too); alpha and beta for the predicted times
+    // come from lesson 01's calibration (lessons/common/all_reduce_study.cpp: prepare_study).
+    StudyRank mine = prepare_study(comm, algos, opt.size, opt.seed, calibration_path, study);
+
+    // STEP 2: each algorithm in turn on a copy of the input: an untraced warm-up, the traced and
+    // timed run, then every rank checks that it holds the sum. The algorithms live in
+    // core/collectives, because lesson 05, the ZeRO lessons and the benchmarks run them too;
+    // the README quotes each one's step loop from there:
+    //   sequential    all_reduce_sequential.hpp    N rounds: in round i rank i sends its buffer
+    //                                              to every other rank in turn; each adds it
+    //   parallel      all_reduce_parallel.hpp      one step: everyone sends to everyone at once
+    //   ring          all_reduce_ring.hpp          N-1 steps: pass the buffer received last to
+    //                                              the right, add the one from the left
+    //   ring_chunked  reduce_scatter_ring.hpp,     N-1 steps of S/N reduce-scatter, then N-1 of
+    //                 all_gather_ring.hpp          all-gather, around the same ring
+    for (AllReduceAlgo a : algos) run_study_algorithm(comm, mine, a, study);
   });
 }

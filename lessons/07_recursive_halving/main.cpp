@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
   // Filled on rank 0 while it runs: each algorithm's step ids, and alpha/beta.
   AllReduceStudy study;
 
-  // On rank 0 after the run: the fold, the schedule with its partners, every count against its
-  // formula, time against the cost model, and the scaling table.
+  // STEP 3 (rank 0, after the run): the fold, the schedule with its partners, every count
+  // against its formula, the time against the cost model, and the scaling table.
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
@@ -377,9 +377,6 @@ int main(int argc, char** argv) {
           "  (N = 1 has nothing to exchange: every count is 0; run with --ranks 2 or more)\n");
   });
 
-  // Every rank: fill its input, build the float64 reference, then run each algorithm in turn
-  // (an untraced warm-up, then the traced, timed run) and check its result; see
-  // lessons/common/all_reduce_study.hpp for the steps.
   // Memory, counted from the buffers below: per rank the input, the result and the halving's
   // workspace (3 x 4 B per element) and the float64 reference (8 B): 20 B, 24 with slack.
   lesson.needs_memory([&](const World&) {
@@ -387,6 +384,21 @@ int main(int argc, char** argv) {
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
-    run_all_reduce_study(comm, algos, opt.size, opt.seed, calibration_path, study);
+    // STEP 1: every rank fills its own input of L float32; the reference every result is
+    // checked against is the float64 sum of all the inputs, made on every rank from the seed;
+    // alpha and beta for the predictions come from lesson 01's calibration
+    // (lessons/common/all_reduce_study.cpp: prepare_study).
+    StudyRank mine = prepare_study(comm, algos, opt.size, opt.seed, calibration_path, study);
+
+    // STEP 2: each algorithm in turn on a copy of the input (untraced warm-up, traced and timed
+    // run, every rank checks the sum). They live in core/collectives, which the README quotes:
+    //   recursive_doubling  all_reduce_recursive_doubling.hpp   for mask = 1, 2, .., N/2: swap
+    //                       the whole buffer with rank ^ mask and add
+    //   recursive_halving   all_reduce_recursive_halving.hpp    for d = N/2 .. 1: keep half my
+    //                       range, send the other half to rank ^ d, add; then d = 1 .. N/2: swap
+    //                       ranges that double
+    //   ring_chunked        reduce_scatter_ring.hpp, all_gather_ring.hpp (lesson 06)
+    // N not a power of two: fold.hpp's fold_in before and fold_out after (one step each).
+    for (AllReduceAlgo a : algos) run_study_algorithm(comm, mine, a, study);
   });
 }

@@ -72,7 +72,7 @@ std::string name_of(const Op& op) {
   return fmt::format("{} {}", op.forward ? "forward" : "backward", op.micro);
 }
 
-// Stage r of P's order of work over M micro-batches.
+// STEP 2: stage r of P's order of work over M micro-batches: the schedule.
 std::vector<Op> schedule_of(Schedule s, int r, int P, int M) {
   std::vector<Op> ops;
   if (s != Schedule::one_f_one_b) {  // naive (M = 1) and GPipe: every forward, then every backward
@@ -255,6 +255,8 @@ void sleep_us(double us) {
 
 void train(Comm& comm, const Setup& s) {
   const int P = comm.size(), r = comm.rank(), M = s.microbatches;
+  // STEP 1: my stage: layers [l0, l1) of the model (a Partition of the layers over P), their
+  // weights, their gradient summed over the micro-batches, and their optimizer.
   const Partition layers{s.shape.layers(), P};
   const std::size_t l0 = layers.begin(r), l1 = layers.end(r);
   const MlpShape stage = make_shape(std::vector<std::size_t>(
@@ -326,8 +328,8 @@ void train(Comm& comm, const Setup& s) {
         Slot& slot = slots[std::size_t(op.micro)];
         const int step = step0 + tick_of(r, op);
         if (op.forward) {
-          // The micro-batch's input: the data on the first stage, the stage before's output on the
-          // others.
+          // STEP 3: a forward. The micro-batch's input: the data on the first stage, the stage
+          // before's output on the others.
           const std::int64_t before = comm.ledger().current(Category::activations);
           slot.input = comm.alloc<float>(mb * in, Category::activations);
           slot.mlp.emplace(comm.ledger(), comm.device(), stage, mb, /*activate_output=*/!last);
@@ -352,6 +354,9 @@ void train(Comm& comm, const Setup& s) {
             slot.sent = comm.isend(y, r + 1, kTagForward + op.micro, message(step));
           }
         } else {
+          // STEP 4: a backward: the gradient of my output from the next stage (the last stage
+          // has it from the loss), my layers' gradient added to the step's, the input's gradient
+          // sent back, and the micro-batch's activations freed.
           if (!last)
             comm.recv(slot.dy.view(), r + 1, kTagBackward + op.micro,
                       message(step0 + tick_of(r + 1, op)));
@@ -376,6 +381,7 @@ void train(Comm& comm, const Setup& s) {
       }
       for (auto& [buffer, req] : sent_back) comm.wait(req);
 
+      // STEP 5: one update per step, after every micro-batch's backward (the flush).
       if (k == 0)
         first_grads = to_host(View<const float>(grads.view()));  // checked below, off the clock
       auto phase = comm.phase("update");

@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
     const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
     const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
 
-    // My part of the weights: columns [c0, c0 + p) of A and a, the same rows of B; b whole.
+    // STEP 1: the split. My part of the weights: columns [c0, c0 + p) of A and a, the same rows
+    // of B; b whole on every rank.
     Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, p), Category::params);
     Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, p), Category::params);
     Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h),
@@ -209,14 +210,19 @@ int main(int argc, char** argv) {
     {
       auto phase = comm.phase("forward");
       {
+        // STEP 2: f is the identity: X is already on every rank. My columns of A give my
+        // columns of Z and, GeLU being elementwise, of H, with no message.
         auto step = comm.phase("X A_i + a_i, GeLU (columns)");
         model::linear_forward(Z.view(), X.view(), A.view(), bA.view(), ones.view(), T, h, p);
         ops::gelu_forward(H.view(), View<const float>(Z.view()));
       }
       {
+        // STEP 3: my rows of B: Y_i = H_i B_i is a partial sum of Y, (T x h) on every rank.
         auto step = comm.phase("H_i B_i (rows)");
         ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, p);
       }
+      // STEP 4: g sums the partial Y_i (a ring all-reduce, core/training/tensor_parallel.cpp:
+      // g_forward); b is added once, after the sum.
       const auto add_bias = [&] {  // Y += 1 b: the row-parallel bias, once, after the sum
         ops::gemm(Y.view(), View<const float>(ones.view()), View<const float>(bB.view()), T, h, 1,
                   false, false, 1.0f, 1.0f);
@@ -236,6 +242,8 @@ int main(int argc, char** argv) {
     {
       auto phase = comm.phase("backward");
       {
+        // STEP 5: backward. g's backward is the identity: every rank has all of dY. My rows of B
+        // give dB_i and my columns of dH.
         auto step = comm.phase("dB_i, dH_i (rows)");  // g's backward is the identity: dY as it is
         ops::col_sums(dbB.view(), View<const float>(dY.view()), T, h);
         ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), p, h, T,
@@ -244,15 +252,18 @@ int main(int argc, char** argv) {
                   false, /*trans_b=*/true);
       }
       {
+        // STEP 6: through GeLU, my columns of A give dA_i, da_i and a partial dX_i.
         auto step = comm.phase("GeLU', dA_i, dX_i (columns)");
         ops::gelu_backward(dH.view(), View<const float>(dH.view()), View<const float>(Z.view()));
         model::linear_backward(dX.view(), dA.view(), dbA.view(), dH.view(), X.view(), A.view(), T,
                                h, p);
       }
+      // STEP 7: f's backward sums the partial dX_i (tensor_parallel.cpp: f_backward).
       outcome.backward = tp::f_backward(comm, dX.view());  // dX = sum of the partial dX_i
     }
 
-    // Against the unsplit block in float64: Y and dX whole, my parts of the weights' gradients.
+    // STEP 8: against the unsplit block in float64: Y and dX whole, my parts of the weights'
+    // gradients, each element within its error bound.
     const Reference ref =
         reference(tp::as_matrix(x, T, h), tp::as_matrix(a, h, F), tp::as_matrix(bias_a, 1, F),
                   tp::as_matrix(b, F, h), tp::as_matrix(bias_b, 1, h), tp::as_matrix(dy, T, h));

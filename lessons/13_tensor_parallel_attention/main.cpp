@@ -313,7 +313,8 @@ int main(int argc, char** argv) {
                              wk = tp::make_tensor(seed, kWk, h, h, w_scale);
     const std::vector<float> wv = tp::make_tensor(seed, kWv, h, h, w_scale),
                              wo = tp::make_tensor(seed, kWo, h, h, w_scale);
-    // My heads: their columns of Wq, Wk, Wv (head after head, each h x d) and their rows of Wo.
+    // STEP 1: the split. My heads, H/N whole ones: their columns of Wq, Wk, Wv (head after
+    // head, each h x d) and their rows of Wo.
     Buffer<float> Wq = comm.alloc_from(stacked_columns(wq, h, h, first, m, d), Category::params);
     Buffer<float> Wk = comm.alloc_from(stacked_columns(wk, h, h, first, m, d), Category::params);
     Buffer<float> Wv = comm.alloc_from(stacked_columns(wv, h, h, first, m, d), Category::params);
@@ -359,6 +360,8 @@ int main(int argc, char** argv) {
     {
       auto phase = comm.phase("forward");
       {
+        // STEP 2: my heads' attention, alone: Q, K, V from X (f's forward is the identity),
+        // the scores, softmax per row (a head's softmax needs no other head), C = P V.
         auto step = comm.phase("my heads' attention");
         for (std::size_t j = 0; j < m; ++j) {
           ops::gemm(head(Q, j), CV(X.view()), weight(Wq, j), T, d, h);
@@ -375,11 +378,13 @@ int main(int argc, char** argv) {
         }
       }
       {
+        // STEP 3: my rows of Wo: Y_i = the sum over my heads of C_j Wo_j, a partial sum of Y.
         auto step = comm.phase("C_i Wo_i (rows)");
         for (std::size_t j = 0; j < m; ++j)  // Y_i = sum over my heads of C_j Wo_j
           ops::gemm(Y.view(), CV(head(C, j)), CV(Wo.view().sub(j * d * h, d * h)), T, h, d, false,
                     false, 1.0f, j == 0 ? 0.0f : 1.0f);
       }
+      // STEP 4: g sums the partial Y_i (core/training/tensor_parallel.cpp: g_forward).
       outcome.forward = tp::g_forward(comm, Y.view());
     }
 
@@ -396,7 +401,9 @@ int main(int argc, char** argv) {
     {
       auto phase = comm.phase("backward");
       {
-        auto step = comm.phase("my heads' gradients");  // g's backward is the identity: dY as it is
+        // STEP 5: backward through my heads. g's backward is the identity: dY as it is. dWo_j,
+        // dC_j, softmax's backward, dQ, dK, dV, my heads' weight gradients and a partial dX.
+        auto step = comm.phase("my heads' gradients");
         for (std::size_t j = 0; j < m; ++j) {
           View<float> dwo = dWo.view().sub(j * d * h, d * h);
           ops::gemm(dwo, CV(head(C, j)), CV(dY.view()), d, h, T, true);  // dWo_j = C_j^T dY
@@ -425,9 +432,11 @@ int main(int argc, char** argv) {
           ops::gemm(dX.view(), CV(dV.view()), weight(Wv, j), T, h, d, false, true, 1.0f, 1.0f);
         }
       }
+      // STEP 6: f's backward sums the partial dX_i (tensor_parallel.cpp: f_backward).
       outcome.backward = tp::f_backward(comm, dX.view());
     }
 
+    // STEP 7: against the unsplit layer in float64, element by element within its error bound.
     const Reference ref =
         reference(s, tp::as_matrix(x, T, h), tp::as_matrix(wq, h, h), tp::as_matrix(wk, h, h),
                   tp::as_matrix(wv, h, h), tp::as_matrix(wo, h, h), tp::as_matrix(dy, T, h));

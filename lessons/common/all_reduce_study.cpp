@@ -76,79 +76,76 @@ constexpr std::uint64_t kStreamBytes = std::uint64_t{4}
                                        << 20;  // buffers this large stream from memory
 }  // namespace
 
-void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos,
-                          std::size_t length, std::uint64_t seed,
-                          const std::string& calibration_path, AllReduceStudy& study) {
+StudyRank prepare_study(Comm& comm, const std::vector<AllReduceAlgo>& algos, std::size_t length,
+                        std::uint64_t seed, const std::string& calibration_path,
+                        AllReduceStudy& study) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t L = length;
-  const bool tiny = L <= 16 && n <= 8;
-  std::size_t width = 0;  // the longest algorithm name, to align the printed values
-  for (AllReduceAlgo a : algos) width = std::max(width, std::strlen(coll::to_string(a)));
+  StudyRank rank;
+  rank.tiny = L <= 16 && n <= 8;
+  for (AllReduceAlgo a : algos) rank.width = std::max(rank.width, std::strlen(coll::to_string(a)));
 
-  // STEP 1: every rank fills its own input of L elements.
-  Buffer<float> input = comm.alloc<float>(L, Category::data);
-  fill_input(input.view(), seed, me);
-  if (tiny)
+  rank.input = comm.alloc<float>(L, Category::data);
+  fill_input(rank.input.view(), seed, me);
+  if (rank.tiny)
     for (int k = 0; k < n; ++k) {
       std::vector<float> x(L);
       fill_input(View<float>{x.data(), L}, seed, k);
-      comm.say("{:<{}}: {}\n", fmt::format("input of r{}", k), width + 7, fmt::join(x, " "));
+      comm.say("{:<{}}: {}\n", fmt::format("input of r{}", k), rank.width + 7, fmt::join(x, " "));
     }
 
-  // STEP 2: the independent reference, in float64 from the inputs: the sum over every rank.
-  Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
-  for (int k = 0; k < n; ++k) sum += reference_input(seed, k, L);
-  // Under mpirun, MPI's own all-reduce of the same inputs; every algorithm must agree with it too.
-  Buffer<float> mpi_sum = comm.alloc<float>(baseline::available(comm) ? L : 0, Category::data);
+  rank.sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(L));
+  for (int k = 0; k < n; ++k) rank.sum += reference_input(seed, k, L);
+  rank.mpi_sum = comm.alloc<float>(baseline::available(comm) ? L : 0, Category::data);
   if (baseline::available(comm)) {
     const std::string call =
-        baseline::all_reduce(comm, input.data(), mpi_sum.data(), L, DType::f32);
-    auto c = compare(View<const float>(mpi_sum.view()), sum, sum_tolerance(n));
+        baseline::all_reduce(comm, rank.input.data(), rank.mpi_sum.data(), L, DType::f32);
+    auto c = compare(View<const float>(rank.mpi_sum.view()), rank.sum, sum_tolerance(n));
     comm.check(call + " gives the sum", c.ok, c.detail());
   }
 
-  // STEP 3: alpha and beta for the predicted times. Lesson 01 saves them; without that file
-  // r0 and r1 ping-pong a few sizes here, untraced.
   FoundCalibration found = find_or_measure_calibration(
       comm, calibration_path,
       fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
       std::size_t{1} << 20, 16);
   if (me == 0) study.calibration = std::move(found);
+  return rank;
+}
 
-  // STEP 4: every algorithm on the same input, one after another.
-  for (AllReduceAlgo a : algos) {
-    const std::string name = coll::to_string(a);
-    Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
-    ops::copy(work.view(), View<const float>(input.view()));
-    // reduce.hpp and broadcast.hpp name chunks 0..N-1 of a buffer they leave the caller to declare
-    if (a == AllReduceAlgo::reduce_broadcast) comm.declare_buffer(name, L, n);
-    // The warm-up, untraced (its step ids are skipped).
-    comm.recorder().set_enabled(false);
+void run_study_algorithm(Comm& comm, StudyRank& rank, AllReduceAlgo a, AllReduceStudy& study) {
+  const int n = comm.size();
+  const std::size_t L = rank.input.size();
+  const std::string name = coll::to_string(a);
+  Buffer<float> work = comm.alloc<float>(L, Category::data);  // input in, sum out
+  ops::copy(work.view(), View<const float>(rank.input.view()));
+  // reduce.hpp and broadcast.hpp name chunks 0..N-1 of a buffer they leave the caller to declare
+  if (a == AllReduceAlgo::reduce_broadcast) comm.declare_buffer(name, L, n);
+  // The warm-up, untraced (its step ids are skipped).
+  comm.recorder().set_enabled(false);
+  coll::all_reduce(comm, work.view(), a, name);
+  comm.recorder().set_enabled(true);
+  ops::copy(work.view(), View<const float>(rank.input.view()));
+  comm.barrier();  // start together, so the phase times the algorithm and not a late rank
+  const int first = comm.next_steps(0);
+  {
+    auto phase = comm.phase(name);
     coll::all_reduce(comm, work.view(), a, name);
-    comm.recorder().set_enabled(true);
-    ops::copy(work.view(), View<const float>(input.view()));
-    comm.barrier();  // start together, so the phase times the algorithm and not a late rank
-    const int first = comm.next_steps(0);
-    {
-      auto phase = comm.phase(name);
-      coll::all_reduce(comm, work.view(), a, name);
-    }
-    if (me == 0) study.step_range.emplace_back(first, comm.next_steps(0) - 1);
-
-    // A test's --inject-fault corrupts one element of the last rank's result before its check.
-    if (comm.inject_fault()) inject_fault_into(work.view());
-    auto c = compare(View<const float>(work.view()), sum, sum_tolerance(n));
-    comm.check(name + ": I hold the sum over every rank", c.ok, c.detail());
-    if (baseline::available(comm) && a != AllReduceAlgo::library) {
-      const std::vector<float> lib = to_host(mpi_sum.view());
-      Eigen::VectorXd theirs(static_cast<Eigen::Index>(L));
-      for (std::size_t i = 0; i < L; ++i) theirs[static_cast<Eigen::Index>(i)] = lib[i];
-      auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
-      comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
-    }
-    if (tiny)
-      comm.say("{:<{}}: {}\n", name + " on r0", width + 7, fmt::join(to_host(work.view()), " "));
   }
+  if (comm.rank() == 0) study.step_range.emplace_back(first, comm.next_steps(0) - 1);
+
+  // A test's --inject-fault corrupts one element of the last rank's result before its check.
+  if (comm.inject_fault()) inject_fault_into(work.view());
+  auto c = compare(View<const float>(work.view()), rank.sum, sum_tolerance(n));
+  comm.check(name + ": I hold the sum over every rank", c.ok, c.detail());
+  if (baseline::available(comm) && a != AllReduceAlgo::library) {
+    const std::vector<float> lib = to_host(rank.mpi_sum.view());
+    Eigen::VectorXd theirs(static_cast<Eigen::Index>(L));
+    for (std::size_t i = 0; i < L; ++i) theirs[static_cast<Eigen::Index>(i)] = lib[i];
+    auto d = compare(View<const float>(work.view()), theirs, 2 * sum_tolerance(n));
+    comm.check(name + " agrees with MPI_Allreduce", d.ok, d.detail());
+  }
+  if (rank.tiny)
+    comm.say("{:<{}}: {}\n", name + " on r0", rank.width + 7, fmt::join(to_host(work.view()), " "));
 }
 
 CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,

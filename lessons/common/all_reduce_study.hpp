@@ -2,6 +2,8 @@
 // the same inputs, each verified and timed, and the cost model's parameters to predict them.
 #pragma once
 
+#include <Eigen/Core>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -39,18 +41,29 @@ std::vector<coll::AllReduceAlgo> study_algos(const std::string& choice, bool und
                                              const std::vector<coll::AllReduceAlgo>& menu,
                                              const std::string& number);
 
-// On every rank:
-//   STEP 1: fill this rank's input of `length` float32 (data.hpp); print the inputs when tiny.
-//   STEP 2: the independent reference, the float64 sum of every rank's input; under mpirun
-//           MPI_Allreduce must give it too.
-//   STEP 3: alpha and beta for the predictions (find_or_measure_calibration).
-//   STEP 4: each algorithm in turn: an untraced warm-up (so the timed run finds its workspace
-//           allocated and the caches warm), a barrier, then the traced run in a phase named
-//           after the algorithm, reducing a logical buffer of that name; its result checked
-//           against the reference on every rank (and against MPI's under mpirun).
-void run_all_reduce_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos,
-                          std::size_t length, std::uint64_t seed,
-                          const std::string& calibration_path, AllReduceStudy& study);
+// One rank's part of the study: its input, the reference every result is checked against, and
+// (under mpirun) MPI_Allreduce's result.
+struct StudyRank {
+  Buffer<float> input;    // this rank's L float32 (data.hpp)
+  Eigen::VectorXd sum;    // the float64 sum of every rank's input, made here from the seed
+  Buffer<float> mpi_sum;  // under mpirun: MPI_Allreduce of the inputs (checked against sum)
+  bool tiny = false;      // L <= 16 and N <= 8: the values are printed
+  std::size_t width = 0;  // the longest algorithm name, to align them
+};
+
+// On every rank, before the algorithms: fill the input (printed when tiny), make the float64
+// reference, check MPI_Allreduce against it under mpirun, and find alpha and beta for the
+// predictions (lesson 01's file, or a short ping-pong now: find_or_measure_calibration).
+StudyRank prepare_study(Comm& comm, const std::vector<coll::AllReduceAlgo>& algos,
+                        std::size_t length, std::uint64_t seed, const std::string& calibration_path,
+                        AllReduceStudy& study);
+
+// On every rank, one algorithm: an untraced warm-up on a copy of the input (so the timed run
+// finds its workspace allocated and the caches warm), a barrier, then the traced run in a phase
+// named after the algorithm, reducing a logical buffer of that name; its result checked against
+// the reference (and against MPI's under mpirun).
+void run_study_algorithm(Comm& comm, StudyRank& rank, coll::AllReduceAlgo algo,
+                         AllReduceStudy& study);
 
 // On rank 0 after the run: the model's parameters for `bytes`-byte buffers. alpha and beta
 // from the study's calibration (fixed defaults when there was none and no second rank), beta

@@ -219,6 +219,15 @@ double print_state(const RunResult& r, const Setup& setup) {
       "16 bytes: {})\n",
       gpu_memory_gb, measured, params_text(gpu_memory_gb * 1e9 / measured),
       params_text(gpu_memory_gb * 1e9 / 16));
+  // What ZeRO leaves whole: the activations of my share of the batch (checked on every rank to
+  // equal plain data parallel's). At this size they outgrow the sharded model state.
+  const RankLog& r0 = r.logs[0];
+  const double acts = double(r0.peak[std::size_t(Category::activations)]);
+  fmt::print(
+      "  not sharded: activations. r0's peak of them, {}, is {:.1f}x its model state: ZeRO "
+      "shards\n  the 16 bytes per parameter, not what the batch's forward keeps for the "
+      "backward\n",
+      format_bytes(acts), measured > 0 ? acts / (measured * P) : 0.0);
   return measured;
 }
 
@@ -420,6 +429,9 @@ void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome
                                   std::vector<double>(dp.master.begin(), dp.master.end()), initial);
   const Distance to_ref = distance(run.master, positions, ref.master, initial);
   comm.check("my master weights' padding stays 0", to_dp.padding_zero);
+  comm.check("activations are not sharded: my activation peak equals plain data parallel's",
+             run.activations_peak == dp.activations_peak,
+             fmt::format("{} B against {} B", run.activations_peak, dp.activations_peak));
   // Weight by weight, a flipped gradient sign costs at most about twice the largest update.
   const double largest = largest_update(ref.master, initial);
   comm.check("no master weight is further from the reference's than twice the largest update",
