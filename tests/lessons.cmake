@@ -448,3 +448,9 @@ if(TARGET 03_reduce_broadcast)
     set_tests_properties(lesson.breaks.mpi3 PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
   endif()
 endif()
+
+# Every lesson's default run fits 100 columns and ends with its verdict (tests/output_width.sh).
+if(TARGET 00_why_distributed)
+  add_test(NAME lesson.output-width COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/output_width.sh $<TARGET_FILE_DIR:00_why_distributed>)
+  set_tests_properties(lesson.output-width PROPERTIES TIMEOUT 900 LABELS lesson RUN_SERIAL ON)
+endif()

@@ -291,9 +291,10 @@ int Lesson::finish(RunResult& result) {
     fmt::print("--break {}: {}\n", options_.break_name,
                code == 0 ? "no check failed, so this bug went unnoticed"
                          : "caught, by the failed checks above");
+  if (!trace_note.empty()) fmt::print("trace: {}\n", trace_note);
   if (code == 0)
-    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s{})\n", info_.number, info_.name,
-               result.checks, where, result.wall_seconds, trace_note);
+    fmt::print("lesson {} {}: verified ({} checks, {}, {:.3f} s)\n", info_.number, info_.name,
+               result.checks, where, result.wall_seconds);
   else if (result.checks == 0)
     fmt::print("lesson {} {}: FAILED (no checks ran, {})\n", info_.number, info_.name, where);
   else
@@ -303,8 +304,8 @@ int Lesson::finish(RunResult& result) {
   return code;
 }
 
-// Writes the trace; returns ", trace <path>" for the final line (the path relative to here
-// when it is below it). Throws Error when the file cannot be written.
+// Writes the trace; returns its path for the line before the verdict (relative to here when
+// it is below it). Throws Error when the file cannot be written.
 std::string Lesson::write_trace_file(const RunResult& result) const {
   TraceInfo ti;
   ti.lesson = id();
@@ -324,7 +325,7 @@ std::string Lesson::write_trace_file(const RunResult& result) const {
   std::error_code ec;
   const auto shown = std::filesystem::proximate(options_.trace_path, ec);
   const bool inside = !ec && !shown.empty() && shown.string().rfind("..", 0) != 0;
-  return ", trace " + (inside ? shown.string() : options_.trace_path);
+  return inside ? shown.string() : options_.trace_path;
 }
 
 }  // namespace distlab

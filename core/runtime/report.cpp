@@ -1,4 +1,5 @@
-// report.cpp — the tables every lesson can print from its run: the schedule, one line per step,
+// report.cpp — the tables every lesson can print from its run: the schedule, one line per step
+// (wrapped at 100 columns),
 // and the traffic per rank (counted in trace_counts.cpp).
 #include <fmt/format.h>
 
@@ -28,18 +29,26 @@ void print_schedule(const RunResult& result, int max_ranks, int max_lines) {
       break;
     }
     std::sort(sends.begin(), sends.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    // The step's messages, wrapped at 100 columns under the first one.
     std::string line = fmt::format("  step {:>2}:", step);
+    const std::string indent(line.size(), ' ');
     for (std::size_t i = 0; i < sends.size(); ++i) {
       const auto& [src, e] = sends[i];
-      line += fmt::format("{} r{} -> r{}", i ? "," : "", src, e->peer);
+      std::string msg = fmt::format(" r{} -> r{}", src, e->peer);
       if (e->meta.chunk_begin >= 0) {
         if (e->meta.chunk_end == e->meta.chunk_begin + 1)
-          line += fmt::format(" chunk {}", e->meta.chunk_begin);
+          msg += fmt::format(" chunk {}", e->meta.chunk_begin);
         else
-          line += fmt::format(" chunks {}-{}", e->meta.chunk_begin, e->meta.chunk_end - 1);
+          msg += fmt::format(" chunks {}-{}", e->meta.chunk_begin, e->meta.chunk_end - 1);
       }
-      line += fmt::format(" ({}{})", format_bytes(static_cast<double>(e->bytes)),
-                          e->meta.apply == Apply::reduce ? ", reduce" : "");
+      msg += fmt::format(" ({}{}){}", format_bytes(static_cast<double>(e->bytes)),
+                         e->meta.apply == Apply::reduce ? ", reduce" : "",
+                         i + 1 < sends.size() ? "," : "");
+      if (i > 0 && line.size() + msg.size() > 100) {
+        fmt::print("{}\n", line);
+        line = indent;
+      }
+      line += msg;
     }
     fmt::print("{}\n", line);
   }

@@ -134,8 +134,8 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
            "tp::report: {} bytes of split weights do not divide by {} ranks", split, n);
   const std::uint64_t per_rank_bytes = split / std::uint64_t(n) + replicated_bytes;
   fmt::print(
-      "\nweights per rank (the ledger's params): formula {} = the unsplit layer's {} over {} "
-      "rank{}{}\n",
+      "\nweights per rank (the ledger's params): formula {} = the unsplit layer's {}\n"
+      "over {} rank{}{}\n",
       format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n,
       n == 1 ? "" : "s",
       replicated_bytes > 0 && n > 1 ? fmt::format(", plus {} kept whole on every rank",
@@ -146,12 +146,17 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   for (const RankLog& log : r.logs) {
     const auto got = std::uint64_t(log.peak[std::size_t(Category::params)]);
     weights_ok = weights_ok && got == per_rank_bytes;
-    line += fmt::format(" r{} {}", log.rank, format_bytes(double(got)));
+    const std::string cell = fmt::format(" r{} {}", log.rank, format_bytes(double(got)));
+    if (line.size() + cell.size() > 100) {  // the next rank on a line of its own
+      fmt::print("{}\n", line);
+      line = " ";
+    }
+    line += cell;
   }
   fmt::print("{}\n", line);
   r.check("every rank holds its share of the weights, as the formula says", weights_ok);
 
-  fmt::print("\nagainst the unsplit layer in float64 ({}, rank 0's tensors):\n", o.error_measure);
+  fmt::print("\nagainst the unsplit layer in float64, rank 0's tensors\n({}):\n", o.error_measure);
   for (const Compared& c : o.compared)
     fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
 }

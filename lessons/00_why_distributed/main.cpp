@@ -175,13 +175,12 @@ std::optional<Lecture> lecture_if(bool inputs_are_the_lecture_s, Lecture lecture
   return lecture;
 }
 
-// One figure: the table's text, its value both ways, the lecture's, and the lessons that fix it.
+// One figure: the table's text, its value both ways, and the lecture's.
 struct Row {
   std::string problem, question, inputs, shown, unit;  // shown: way 1's value in units
   double formula = 0, unit_chain = 0;
   double agree_abs = 0;  // allowed |formula - unit chain| besides 1e-12 relative
   std::optional<Lecture> lecture;
-  std::string fixed_by;
 };
 
 bool near(double x, double want, double relative) {
@@ -193,7 +192,6 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
   const bool memory_is_lecture_s =
       in.gpu_memory_gb == lecture.gpu_memory_gb && in.bytes_per_param == lecture.bytes_per_param;
   const std::string gpus = fmt::format("{} GPUs", in.gpus), flop = sci(a.flops) + " FLOP";
-  const std::string time = "05-07: data parallelism", memory = "08-13: ZeRO, pipeline, tensor";
   std::vector<Row> r;
   const std::string compute_inputs =
       flops_given ? "--flops"
@@ -207,8 +205,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .unit_chain = b.flops,
                .lecture = lecture_if(
                    !flops_given && in.params == lecture.params && in.tokens == lecture.tokens,
-                   {kLectureFlops, 0.01, sci(kLectureFlops)}),
-               .fixed_by = "-"});
+                   {kLectureFlops, 0.01, sci(kLectureFlops)})});
   r.push_back({.problem = "time",
                .question = "training on one GPU",
                .inputs = fmt::format("{} / {} TFLOP/s", flop, plain(in.gpu_tflops)),
@@ -218,8 +215,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .unit_chain = b.years,
                .lecture = lecture_if(
                    near(a.flops, kLectureFlops, 0.01) && in.gpu_tflops == lecture.gpu_tflops,
-                   {kLectureYears, 0.01, "355 years"}),
-               .fixed_by = time});
+                   {kLectureYears, 0.01, "355 years"})});
   r.push_back({.problem = "time",
                .question = fmt::format("a {}-GPU-day job on {}", plain(in.gpu_days), gpus),
                .inputs = fmt::format("{} GPU-days / {}", plain(in.gpu_days), gpus),
@@ -228,8 +224,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .formula = a.job_minutes,
                .unit_chain = b.job_minutes,
                .lecture = lecture_if(in.gpu_days == lecture.gpu_days && in.gpus == lecture.gpus,
-                                     {kLectureMinutes, 0.05, "14 minutes"}),
-               .fixed_by = time});
+                                     {kLectureMinutes, 0.05, "14 minutes"})});
   r.push_back({.problem = "time",
                .question = fmt::format("training on {}", gpus),
                .inputs = fmt::format("{} / ({} x {} TFLOP/s)", flop, in.gpus, plain(in.gpu_tflops)),
@@ -237,8 +232,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .unit = "days",
                .formula = a.spread_days,
                .unit_chain = b.spread_days,
-               .lecture = std::nullopt,
-               .fixed_by = time});
+               .lecture = std::nullopt});
   r.push_back(
       {.problem = "memory",
        .question = "model state",
@@ -247,8 +241,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
        .unit = "bytes",
        .formula = a.state_bytes,
        .unit_chain = b.state_bytes,
-       .lecture = std::nullopt,
-       .fixed_by = memory});
+       .lecture = std::nullopt});
   r.push_back({.problem = "memory",
                .question = "largest model on one GPU",
                .inputs = fmt::format("{} GB / {} B per param", plain(in.gpu_memory_gb),
@@ -258,8 +251,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .formula = a.max_params,
                .unit_chain = b.max_params,
                .agree_abs = 1,  // the search gives a whole number
-               .lecture = lecture_if(memory_is_lecture_s, {kLectureMaxParams, 0.01, "5B"}),
-               .fixed_by = memory});
+               .lecture = lecture_if(memory_is_lecture_s, {kLectureMaxParams, 0.01, "5B"})});
   r.push_back({.problem = "memory",
                .question = "model state / one GPU's memory",
                .inputs = fmt::format("{} / {} params", count(in.params), count(a.max_params)),
@@ -268,8 +260,7 @@ std::vector<Row> rows(const Inputs& in, bool flops_given, const Figures& a, cons
                .formula = a.ratio,
                .unit_chain = b.ratio,
                .lecture = lecture_if(memory_is_lecture_s && in.params == lecture.params,
-                                     {kLectureRatio, 0.01, "35x (175B / 5B)"}),
-               .fixed_by = memory});
+                                     {kLectureRatio, 0.01, "35x"})});
   return r;
 }
 
@@ -286,13 +277,25 @@ void print_table(const std::vector<std::vector<std::string>>& cells) {
   }
 }
 
+// The figures under one heading per problem (time, memory); what fixes each follows the table.
 void print_rows(const std::vector<Row>& table) {
-  std::vector<std::vector<std::string>> cells{
-      {"problem", "question", "inputs", "figure", "lecture", "fixed by lessons"}};
-  for (const auto& r : table)
-    cells.push_back(
-        {r.problem, r.question, r.inputs, r.shown, r.lecture ? r.lecture->shown : "-", r.fixed_by});
-  print_table(cells);
+  std::vector<std::vector<std::string>> cells{{"question", "inputs", "figure", "lecture"}};
+  std::vector<std::string> problem{""};
+  for (const auto& r : table) {
+    cells.push_back({r.question, r.inputs, r.shown, r.lecture ? r.lecture->shown : "-"});
+    problem.push_back(r.problem);
+  }
+  std::vector<std::size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0 && problem[i] != problem[i - 1]) fmt::print("  {}:\n", problem[i]);
+    std::string line = "   ";
+    for (std::size_t c = 0; c < cells[i].size(); ++c)
+      line += fmt::format(" {:<{}} ", cells[i][c], width[c]);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+  }
 }
 
 void print_checks(const std::vector<Row>& table) {
@@ -459,14 +462,12 @@ int main(int argc, char** argv) {
     print_rows(table);
     fmt::print(
         "\nfixed by:\n"
-        "  time    data parallelism: each GPU trains a replica on its share of the batch, and the "
-        "gradients\n"
-        "          are summed: lesson 05 (parameter server), lessons 06-07 (all-reduce: ring, "
-        "recursive halving)\n"
-        "  memory  shard the 16 B per parameter over N GPUs: lessons 08-10 (ZeRO-1/2/3: 4 + 12/N, "
-        "2 + 14/N, 16/N);\n"
-        "          split the model itself: lesson 11 (pipeline, by layers), lessons 12-13 (tensor "
-        "parallelism)\n");
+        "  time    data parallelism: each GPU trains a replica on its share of the batch and the\n"
+        "          gradients are summed: lesson 05 (parameter server), 06-07 (all-reduce: ring,\n"
+        "          recursive halving)\n"
+        "  memory  shard the 16 B per parameter over N GPUs: lessons 08-10 (ZeRO-1/2/3: 4 + 12/N,\n"
+        "          2 + 14/N, 16/N); split the model itself: lesson 11 (pipeline, by layers),\n"
+        "          lessons 12-13 (tensor parallelism)\n");
     fmt::print(
         "\neach figure two ways, and against the lecture's where the inputs are the lecture's:\n");
     print_checks(table);

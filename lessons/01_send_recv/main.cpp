@@ -8,7 +8,11 @@
 //     t(n) = alpha + beta * n        alpha: latency (s), beta: seconds per byte (1/bandwidth)
 //
 // Small messages cost alpha, large ones cost n / bandwidth. The fit is saved to
-// traces/calibration.json so later lessons can predict their times from it.
+// traces/calibration.json so later lessons can predict their times from it. One line does not
+// fit every size: past the caches (a few MiB of buffers) a copy streams from memory and beta
+// grows several times, so the lesson also fits the small and the large sizes apart (one alpha,
+// two betas), puts the break where the two lines leave the least error, and prints how well
+// each size is explained.
 //
 // Run:  ./distlab lesson 01                       two in-process ranks (threads: memcpy)
 //       ./distlab lesson 01 --mpi 2               two processes through Open MPI
@@ -17,6 +21,7 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/base/units.hpp"
@@ -36,6 +41,48 @@ int repetitions(std::size_t bytes) {
   const std::size_t budget = std::size_t{128} << 20;  // about 128 MiB moved per size
   return static_cast<int>(
       std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 5, 200));
+}
+
+// Two lines instead of one. A message whose buffers fit in the caches is copied at the caches'
+// speed; a larger one streams from memory, and its beta is several times larger (the "cliff").
+// The small sizes get their own alpha and beta; the large ones only their own beta, since a
+// message's fixed cost does not depend on its size (a free alpha would go negative, fitting
+// the curve's bend rather than a latency). The break is put between the two consecutive sizes
+// that leave the least error (each size weighted by 1/t^2, as the single fit), with at least 3
+// sizes on either side.
+struct TwoLines {
+  std::size_t split = 0;  // points [0, split) are the small regime, [split, n) the large one
+  Calibration small;
+  double large_beta = 0;
+  double predict(std::size_t i, double n) const {
+    return small.alpha_s + (i < split ? small.beta_s_per_byte : large_beta) * n;
+  }
+};
+TwoLines fit_two_lines(const std::vector<std::pair<double, double>>& points) {
+  using Points = std::vector<std::pair<double, double>>;
+  constexpr std::size_t kMinSizes = 3;
+  TwoLines best;
+  double best_error = INFINITY;
+  for (std::size_t k = kMinSizes; k + kMinSizes <= points.size(); ++k) {
+    TwoLines t;
+    t.split = k;
+    t.small = fit_alpha_beta(Points(points.begin(), points.begin() + long(k)));
+    // beta of t - alpha = beta n, weighted by 1/t^2: sum(w^2 n (t - alpha)) / sum(w^2 n^2).
+    double num = 0, den = 0;
+    for (std::size_t i = k; i < points.size(); ++i) {
+      const auto [n, time] = points[i];
+      const double w2 = 1 / (time * time);
+      num += w2 * n * (time - t.small.alpha_s), den += w2 * n * n;
+    }
+    t.large_beta = den > 0 ? num / den : 0;
+    double error = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const double r = t.predict(i, points[i].first) / points[i].second - 1;
+      error += r * r;
+    }
+    if (error < best_error) best_error = error, best = t;
+  }
+  return best;
 }
 
 }  // namespace
@@ -78,13 +125,20 @@ int main(int argc, char** argv) {
         "\nping-pong r0 <-> r1 ({}, {}); one-way time = round trip / 2, median over the "
         "repetitions\n",
         r.world.transport, to_string(r.world.device));
-    fmt::print("  {:>10}  {:>5}  {:>10}  {:>12}  {:>10}  {:>6}\n", "size", "reps", "one-way",
-               "bandwidth", "model", "model/measured");
+    const TwoLines two = fit_two_lines(points);
+    const bool two_fitted = two.split > 0;
+    fmt::print("  {:>10}  {:>5}  {:>10}  {:>12}  {:>10}  {:>8}  {:>9}\n", "size", "reps", "one-way",
+               "bandwidth", "one line", "/measured", "two lines");
+    double lowest = INFINITY, highest = 0;  // the two lines' model/measured, over every size
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto [n, t] = points[i];
       const double model = fit.alpha_s + fit.beta_s_per_byte * n;
-      fmt::print("  {:>10}  {:>5}  {:>10}  {:>7.3f} GB/s  {:>10}  {:>6.2f}\n", format_bytes(n),
-                 reps_used[i], format_seconds(t), n / t * 1e-9, format_seconds(model), model / t);
+      const double two_model = two_fitted ? two.predict(i, n) / t : 0;
+      lowest = std::min(lowest, two_model), highest = std::max(highest, two_model);
+      fmt::print("  {:>10}  {:>5}  {:>10}  {:>7.3f} GB/s  {:>10}  {:>8.2f}  {:>9}\n",
+                 format_bytes(n), reps_used[i], format_seconds(t), n / t * 1e-9,
+                 format_seconds(model), model / t,
+                 two_fitted ? fmt::format("{:.2f}", two_model) : "-");
     }
     fmt::print("\nfit by weighted least squares (each size weighted by 1/t^2):\n");
     fmt::print("  alpha (latency)     = {}\n", format_seconds(fit.alpha_s));
@@ -93,6 +147,24 @@ int main(int argc, char** argv) {
                fit.beta_s_per_byte > 0 ? 1e-9 / fit.beta_s_per_byte : 0.0);
     fmt::print("  half-performance size n_1/2 = alpha / beta = {}\n",
                format_bytes(fit.beta_s_per_byte > 0 ? fit.alpha_s / fit.beta_s_per_byte : 0.0));
+
+    // Two regimes, each with its own beta: the caches' and memory's.
+    if (two_fitted) {
+      const auto regime = [](const std::string& what, double beta) {
+        fmt::print("  {:<18} beta {:.4g} ns/B  ({:.2f} GB/s)\n", what, beta * 1e9,
+                   beta > 0 ? 1e-9 / beta : 0.0);
+      };
+      fmt::print(
+          "\ntwo lines, fitted apart (alpha {} for both; the break where they leave the "
+          "least error):\n",
+          format_seconds(two.small.alpha_s));
+      regime(fmt::format("up to {}", format_bytes(points[two.split - 1].first)),
+             two.small.beta_s_per_byte);
+      regime(fmt::format("from {}", format_bytes(points[two.split].first)), two.large_beta);
+      fmt::print("  every size against its line: model/measured {:.2f} .. {:.2f}\n", lowest,
+                 highest);
+      lesson.set_metadata("beta_large_s_per_byte", fmt::format("{}", two.large_beta));
+    }
 
     // An independent solution of the same weighted problem: the 2x2 normal equations by hand.
     double s00 = 0, s01 = 0, s11 = 0, b0 = 0, b1 = 0;

@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
     fmt::print("  all steps             {:>12}  formula {:>12}\n", r.steps(), 4 * (n - 1));
     if (n > 1)
       fmt::print(
-          "  every other rank sends {} in reduce and receives {} in broadcast: the root moves {}x "
-          "as much\n",
+          "  every other rank sends {} in reduce and receives {} in broadcast:\n"
+          "  the root moves {}x as much\n",
           format_bytes(double(buf)), format_bytes(double(buf)), n - 1);
     r.check("reduce: root receives (N-1) * L * 4 bytes", reduce[root].bytes_recv == per_peer * buf);
     r.check("broadcast: root sends (N-1) * L * 4 bytes", bcast[root].bytes_sent == per_peer * buf);

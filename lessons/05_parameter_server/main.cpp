@@ -430,7 +430,7 @@ int main(int argc, char** argv) {
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t S = setup.shape.params() * sizeof(float);
-    fmt::print("\nmodel {}, S = {} of weights; global batch {} over {} worker{}; {} x {}\n",
+    fmt::print("\nmodel {}, S = {} of weights;\nglobal batch {} over {} worker{}; {} x {}\n",
                setup.shape.describe(), format_bytes(double(S)), setup.batch, setup.workers(n),
                setup.workers(n) == 1 ? "" : "s", setup.steps, to_string(setup.optimizer.kind));
     fmt::print("\n  {:>4}  {:>14}  {:>14}\n", "iter", "loss", "reference");
@@ -473,9 +473,9 @@ int main(int argc, char** argv) {
     // verified like this one. Columns: received / sent, measured then by formula.
     const bool ps = setup.mode == TrainMode::ps;
     fmt::print(
-        "\nbytes per iteration as N grows (in-process runs of 1 iteration, counted from their "
+        "\nbytes per iteration as N grows (in-process runs of 1 iteration, counted from their\n"
         "traces; in / out):\n");
-    fmt::print("  {:>3}  {:>24}  {:>24}  {:>24}  {:>24}\n", "N", ps ? "server r0" : "r0", "formula",
+    fmt::print("  {:>3}  {:>21}  {:>21}  {:>21}  {:>21}\n", "N", ps ? "server r0" : "r0", "formula",
                ps ? "a worker" : "busiest rank", "formula");
     const auto in_out = [](std::uint64_t in, std::uint64_t out) {
       return fmt::format("{} / {}", format_bytes(double(in)), format_bytes(double(out)));
@@ -503,7 +503,7 @@ int main(int argc, char** argv) {
         const RankTraffic got = measured(run, o, 0, rank);
         const RoleBytes want = formula_bytes(one, rank, N);
         ok = ok && got.bytes_recv == want.recv && got.bytes_sent == want.sent;
-        line += fmt::format("  {:>24}  {:>24}", in_out(got.bytes_recv, got.bytes_sent),
+        line += fmt::format("  {:>21}  {:>21}", in_out(got.bytes_recv, got.bytes_sent),
                             in_out(want.recv, want.sent));
       }
       r.check(fmt::format("N = {}: r0's and r{}'s bytes equal the formulas", N, other), ok);

@@ -24,6 +24,7 @@
 //
 // Run:  ./distlab lesson 06                        4 in-process ranks, 1M float32 per rank, every algorithm
 //       ./distlab lesson 06 --ranks 3 --size 6     small: the schedule of every step and the values
+//       ./distlab lesson 06 --schedule             every step's messages at the default size too
 //       ./distlab lesson 06 --algo ring            one algorithm (reduce_broadcast, sequential, parallel,
 //                                                  ring, ring_chunked; library under mpirun)
 //       ./distlab lesson 06 --ranks 16             16 ranks (the scaling table measures N = 2 .. 16 anyway)
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, e = sizeof(float), S = L * e;
     print_study_header(r, algos, study, L);
-    print_schedule(r, 4);
+    if (study_options.schedule || L <= 64) print_schedule(r, study_options.schedule ? 16 : 4);
     print_traffic(r, "traffic per rank, every algorithm together");
 
     // The cost model: alpha and beta from lesson 01's calibration, else measured just now;
@@ -248,30 +249,26 @@ int main(int argc, char** argv) {
     }
     lesson.set_cost_model(study_cost_model_json(cp, S, n, counted.predictions));
 
-    // The summary: measured counts (each checked against the formula below it), time and model.
+    // The summary: measured counts, each checked against the formula below it.
     const auto row = [](auto... cells) {
-      std::string line = fmt::format(
-          "  {:<16}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>5}  {:>10}  {:>10}",
-          cells...);
+      std::string line =
+          fmt::format("  {:<16}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}  {:>5}", cells...);
       fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
     };
     fmt::print(
         "\nsummary (S = {}; bytes sent; one step = the busiest step; time = the slowest rank):\n",
         format_bytes(double(S)));
-    row("algorithm", "steps", "one rank", "all links", "step: rank", "step: all", "msgs", "fly",
-        "measured", "predicted");
+    row("algorithm", "steps", "one rank", "all links", "step: rank", "step: all", "msgs", "fly");
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const StepCounts& m = meas[j];
-      const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
       if (a == AllReduceAlgo::library) {
-        row(coll::to_string(a), "-", "-", "-", "-", "-", "-", "-", format_seconds(m.seconds),
-            predicted);
+        row(coll::to_string(a), "-", "-", "-", "-", "-", "-", "-");
         continue;
       }
       const auto b = [](std::uint64_t x) { return format_bytes(double(x)); };
       row(coll::to_string(a), m.steps, b(m.max_sent), b(m.all_links), b(m.peak.rank), b(m.peak.all),
-          m.max_msgs, m.in_flight, format_seconds(m.seconds), predicted);
+          m.max_msgs, m.in_flight);
     }
     const bool traced =
         algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
@@ -281,12 +278,12 @@ int main(int argc, char** argv) {
       if (a == AllReduceAlgo::library) continue;
       const Symbols s = symbols(a);
       row(coll::to_string(a), s.steps, s.rank, s.links, s.step_rank, s.step_links, s.msgs,
-          s.in_flight, "", "");
+          s.in_flight);
     }
     if (traced)
       fmt::print(
           "  msgs: most messages one rank sends; fly: most sends one rank has in flight at once\n");
-    print_model_notes(cp, r);
+    print_times(r, algos, meas, cp, S);
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 8, 16 ranks (N elements each, so every chunk is one element and S/N is exact);
@@ -294,9 +291,8 @@ int main(int argc, char** argv) {
     const std::vector<int> ns = scaling_sizes({2, 4, 8, 16}, n);
     if (!traced) return;
     fmt::print(
-        "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
-        "checked "
-        "against its formula):\n");
+        "\nscaling with N (measured on in-process worlds of N ranks, in units of S;\n"
+        "every row checked against its formula):\n");
     fmt::print(
         "  steps ~ time; step: rank and step: all ~ bandwidth (what one rank, and all links, carry "
         "at once)\n");

@@ -29,6 +29,7 @@
 // Run:  ./distlab lesson 07                        4 in-process ranks, 1M float32 per rank
 //       ./distlab lesson 07 --ranks 8 --size 8     N = 8: doubling in 3 steps; the schedule shows rank ^ 2^k
 //       ./distlab lesson 07 --ranks 6              not a power of two: the fold r4 -> r0, r5 -> r1
+//       ./distlab lesson 07 --schedule             every step's messages at the default size too
 //       ./distlab lesson 07 --algo recursive_halving   one algorithm (recursive_doubling, recursive_halving,
 //                                                  ring_chunked; library under mpirun)
 //       ./distlab lesson 07 --mpi 4                one process per rank; also MPI_Allreduce
@@ -240,10 +241,10 @@ int main(int argc, char** argv) {
                      name, fmt::join(up, ", "));
         else
           fmt::print(
-              "\n{}: reduce-scatter, keep half, partner rank ^ d, d = {}; all-gather, swap ranges, "
-              "d = {}\n",
+              "\n{}: reduce-scatter, keep half, partner rank ^ d, d = {};\n"
+              "  all-gather, swap ranges, d = {}\n",
               name, fmt::join(down, ", "), fmt::join(up, ", "));
-        print_schedule(only_steps(r, first, last), 8, 64);
+        if (study_options.schedule || L <= 64) print_schedule(only_steps(r, first, last), 8, 64);
       }
       bool partners_ok = true;
       std::string wrong;
@@ -286,26 +287,23 @@ int main(int argc, char** argv) {
     }
     lesson.set_cost_model(study_cost_model_json(cp, S, n, counted.predictions));
 
-    // The summary: measured counts (each checked against the formula below it), time and model.
+    // The summary: measured counts, each checked against the formula below it.
     const auto row = [](auto... cells) {
-      std::string line =
-          fmt::format("  {:<18}  {:>7}  {:>13}  {:>12}  {:>7}  {:>4}  {:>10}  {:>10}", cells...);
+      std::string line = fmt::format("  {:<18}  {:>7}  {:>13}  {:>12}  {:>7}  {:>4}", cells...);
       fmt::print("{}\n", line.erase(line.find_last_not_of(' ') + 1));
     };
     fmt::print("\nsummary (S = {}; bytes sent; time = the slowest rank):\n",
                format_bytes(double(S)));
-    row("algorithm", "steps", "one rank", "all links", "msgs", "fly", "measured", "predicted");
+    row("algorithm", "steps", "one rank", "all links", "msgs", "fly");
     for (std::size_t j = 0; j < algos.size(); ++j) {
       const AllReduceAlgo a = algos[j];
       const StepCounts& m = meas[j];
-      const std::string predicted = format_seconds(predict_all_reduce(a, n, double(S)).seconds(cp));
       if (a == AllReduceAlgo::library) {
-        row(coll::to_string(a), "-", "-", "-", "-", "-", format_seconds(m.seconds), predicted);
+        row(coll::to_string(a), "-", "-", "-", "-", "-");
         continue;
       }
       row(coll::to_string(a), m.steps, format_bytes(double(m.max_sent)),
-          format_bytes(double(m.all_links)), m.max_msgs, m.in_flight, format_seconds(m.seconds),
-          predicted);
+          format_bytes(double(m.all_links)), m.max_msgs, m.in_flight);
     }
     const bool traced =
         algos.front() != AllReduceAlgo::library;  // --algo library alone: nothing traced
@@ -315,13 +313,13 @@ int main(int argc, char** argv) {
     for (AllReduceAlgo a : algos) {
       if (a == AllReduceAlgo::library) continue;
       const Symbols s = symbols(a, f.rem > 0);
-      row(coll::to_string(a), s.steps, s.rank, s.links, s.msgs, "1", "", "");
+      row(coll::to_string(a), s.steps, s.rank, s.links, s.msgs, "1");
     }
     if (traced)
       fmt::print(
           "  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight "
           "at once\n");
-    print_model_notes(cp, r);
+    print_times(r, algos, meas, cp, S);
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of
     // N = 2, 4, 6, 8, 16 ranks (6 shows the fold's +2), and the counts read off those runs'
@@ -329,9 +327,8 @@ int main(int argc, char** argv) {
     const std::vector<int> ns = scaling_sizes({2, 4, 6, 8, 16}, n);
     if (!traced) return;
     fmt::print(
-        "\nscaling with N (measured on in-process worlds of N ranks, in units of S; every row "
-        "checked "
-        "against its formula):\n");
+        "\nscaling with N (measured on in-process worlds of N ranks, in units of S;\n"
+        "every row checked against its formula):\n");
     const auto srow = [](auto... cells) {
       fmt::print("  {:<18}  {:>4}  {:>7}  {:>6}  {:>10}  {:>10}\n", cells...);
     };

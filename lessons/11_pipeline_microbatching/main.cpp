@@ -558,9 +558,9 @@ int main(int argc, char** argv) {
                setup.shape.describe());
     fmt::print("step {}: {} from the first stage's start to the last stage's end\n", shown,
                format_seconds(f.step_s));
-    fmt::print("\n  {:>5}  {:>6}  {:>10}  {:>11}  {:>8}  {:>9}  {:>13}  {:>10}  {}\n", "stage",
-               "layers", "busy", "utilisation", "formula", "in flight", "activations", "formula",
-               "order of work");
+    fmt::print("\n  {:>5}  {:>6}  {:>10}  {:>11}  {:>8}  {:>9}  {:>13}  {:>10}\n", "stage",
+               "layers", "busy", "utilisation", "formula", "in flight", "activations", "formula");
+    std::vector<std::string> orders;  // each stage's order of work, printed under the table
     const Partition layer_split{setup.shape.layers(), P};
     double mean = 0;
     bool orders_ok = true, memory_ok = true, formula_ok = true;
@@ -581,15 +581,21 @@ int main(int argc, char** argv) {
                    double(f.act_peak[std::size_t(k)]) ==
                        in_flight_formula(setup.schedule, k, P, M) * f.act_per_micro[std::size_t(k)];
       std::string order;
-      for (std::size_t i = 0; i < std::min<std::size_t>(want.size(), 12); ++i)
+      for (std::size_t i = 0; i < std::min<std::size_t>(want.size(), 24); ++i)
         order += fmt::format("{}{}{}", i ? " " : "", want[i].forward ? "F" : "B", want[i].micro);
-      if (want.size() > 12) order += " ...";
-      fmt::print("  {:>5}  {:>6}  {:>10}  {:>10.1f}%  {:>7.1f}%  {:>9}  {:>13}  {:>10}  {}{}\n", k,
+      if (want.size() > 24) order += " ...";
+      orders.push_back(
+          fmt::format("  {:>5}  {}{}", k, order, order_ok ? "" : "  (the trace differs!)"));
+      fmt::print("  {:>5}  {:>6}  {:>10}  {:>10.1f}%  {:>7.1f}%  {:>9}  {:>13}  {:>10}\n", k,
                  fmt::format("{}-{}", layer_split.begin(k), layer_split.end(k) - 1),
                  format_seconds(f.busy_s[std::size_t(k)]), util * 100,
                  utilisation_formula(P, M) * 100, flight,
-                 format_bytes(double(f.act_peak[std::size_t(k)])), format_bytes(act_want), order,
-                 order_ok ? "" : "  (the trace differs!)");
+                 format_bytes(double(f.act_peak[std::size_t(k)])), format_bytes(act_want));
+    }
+    if (P <= 16) {
+      fmt::print(
+          "  order of work (F forward, B backward of micro-batch m), checked against the trace:\n");
+      for (const std::string& line : orders) fmt::print("{}\n", line);
     }
     r.check("every stage ran its schedule's forwards and backwards in order (from the trace)",
             orders_ok);
@@ -614,8 +620,8 @@ int main(int argc, char** argv) {
                           ideal.step, P, ideal_util * 100, utilisation_formula(P, M) * 100)
             : std::string("the order stalls: some op's input never comes"));
     fmt::print(
-        "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%, formula "
-        "M/(M+P-1) = {}/{} = {:.1f}%\n",
+        "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%;\n"
+        "  formula M/(M+P-1) = {}/{} = {:.1f}%\n",
         ideal_util * 100, ideal.step, mean * 100, M, M + P - 1, utilisation_formula(P, M) * 100);
     // The formula assumes equal stage costs. The simulated compute is the same on every stage; a
     // large model's own compute is not (the first and last layers differ), nor is a busy machine.
@@ -647,12 +653,11 @@ int main(int argc, char** argv) {
     if (P > 1) {
       fmt::print(
           "\nmicro-batches on {} stages (in-process runs of one step; compute {:.0f} us + {:.0f} "
-          "us/sample, "
-          "backward twice):\n",
+          "us/sample,\nbackward twice): utilisation and stage 0's activation peak, GPipe and "
+          "1F1B\n",
           P, setup.work_us, setup.sample_us);
-      fmt::print("  {:>3}  {:>6}  {:>8}  {:>15}  {:>15}  {:>13}  {:>19}  {:>19}\n", "M", "samples",
-                 "formula", "gpipe measured", "1f1b measured", "time/sample", "stage 0 act. gpipe",
-                 "stage 0 act. 1f1b");
+      fmt::print("  {:>3}  {:>7}  {:>8}  {:>8}  {:>8}  {:>11}  {:>11}  {:>11}\n", "M", "samples",
+                 "formula", "gpipe", "1f1b", "time/sample", "act. gpipe", "act. 1f1b");
       for (int m : {1, 2, 4, 8, 16}) {
         if (setup.batch % std::size_t(m) != 0) continue;
         std::map<Schedule, StepFigures> got;
@@ -671,16 +676,15 @@ int main(int argc, char** argv) {
           return g.step_s > 0 ? sum / P / g.step_s : 0;
         };
         const StepFigures &g = got[Schedule::gpipe], &o = got[Schedule::one_f_one_b];
-        fmt::print("  {:>3}  {:>6}  {:>7.1f}%  {:>14.1f}%  {:>14.1f}%  {:>13}  {:>19}  {:>19}\n", m,
+        fmt::print("  {:>3}  {:>7}  {:>7.1f}%  {:>7.1f}%  {:>7.1f}%  {:>11}  {:>11}  {:>11}\n", m,
                    setup.batch / std::size_t(m), utilisation_formula(P, m) * 100, util(g) * 100,
                    util(o) * 100, format_seconds(g.step_s / double(setup.batch)),
                    format_bytes(double(g.act_peak[0])), format_bytes(double(o.act_peak[0])));
       }
       if (setup.work_us > 0)
         fmt::print(
-            "  the bubble shrinks as M grows, but every micro-batch pays the fixed {:.0f} us: past "
-            "some M the time "
-            "per sample rises again\n",
+            "  the bubble shrinks as M grows, but every micro-batch pays the fixed {:.0f} us:\n"
+            "  past some M the time per sample rises again\n",
             setup.work_us);
     }
   });

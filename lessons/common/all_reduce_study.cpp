@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
@@ -60,6 +61,9 @@ void add_study_options(Lesson& lesson, StudyOptions& options,
       .add_option("--calibration", options.calibration_path,
                   "alpha and beta saved by lesson 01, for the predicted times")
       ->capture_default_str();
+  lesson.app().add_flag("--schedule", options.schedule,
+                        "print every step's messages (shown anyway for buffers of 64 elements or "
+                        "fewer)");
   lesson.on_world([&lesson, &options, menu](const World& w) {
     options.algos = study_algos(options.algo, w.mode == Mode::mpi, menu, lesson.info().number);
     std::string chosen;
@@ -235,21 +239,68 @@ std::string study_cost_model_json(const CostParams& cp, std::uint64_t bytes, int
       json_string(cp.source), bytes, ranks, predictions);
 }
 
-void print_model_notes(const CostParams& cp, const RunResult& run) {
-  fmt::print(
-      "  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add); alpha and beta from "
-      "{}\n",
-      format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9, cp.source);
+namespace {
+// The model's parameters and where they came from.
+void print_model_notes(const CostParams& cp) {
+  fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add);\n",
+             format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9);
+  fmt::print("  alpha and beta from {}\n", cp.source);
   if (cp.sharing > 1)
     fmt::print(
         "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
         "{:.1f}\n",
         cp.sharing, cp.sharing);
-  if (run.world.mode == Mode::threads && run.world.size > 1)
+}
+}  // namespace
+
+void print_times(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
+                 const std::vector<StepCounts>& counts, const CostParams& cp, std::uint64_t bytes) {
+  const int n = run.world.size;
+  struct Time {
+    std::string name;
+    double measured, predicted;
+  };
+  std::vector<Time> times;
+  for (std::size_t j = 0; j < algos.size(); ++j)
+    times.push_back({coll::to_string(algos[j]), counts[j].seconds,
+                     predict_all_reduce(algos[j], n, double(bytes)).seconds(cp)});
+  fmt::print("\ntime (the slowest rank's phase) against the alpha-beta-gamma model:\n");
+  fmt::print("  {:<18}  {:>10}  {:>10}  {:>18}\n", "algorithm", "measured", "predicted",
+             "measured/predicted");
+  for (const Time& t : times)
+    fmt::print("  {:<18}  {:>10}  {:>10}  {:>18}\n", t.name, format_seconds(t.measured),
+               format_seconds(t.predicted),
+               t.predicted > 0 ? fmt::format("{:.2f}", t.measured / t.predicted) : "-");
+  print_model_notes(cp);
+  if (n == 1 || times.size() < 2) return;
+
+  // Which to believe: the model ranks the algorithms by their alpha, beta and gamma terms; the
+  // machine by what it did. Fastest first, each way.
+  const auto ranked = [&](double Time::*key) {
+    std::vector<Time> v = times;
+    std::stable_sort(v.begin(), v.end(),
+                     [&](const Time& a, const Time& b) { return a.*key < b.*key; });
+    std::string names;
+    for (const Time& t : v) names += (names.empty() ? "" : ", ") + t.name;
+    return names;
+  };
+  const std::string by_measured = ranked(&Time::measured), by_model = ranked(&Time::predicted);
+  fmt::print("  fastest first, measured: {}\n", by_measured);
+  fmt::print("  fastest first, the model: {}\n", by_model);
+  fmt::print("  the ranking {} the model's\n",
+             by_measured == by_model ? "agrees with" : "differs from");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (run.world.mode == Mode::threads && unsigned(n) > cores)
     fmt::print(
-        "  in-process ranks share this machine's cores: with more ranks than cores the times "
-        "measure the\n"
-        "  scheduler too; compare the algorithms by steps and bytes first\n");
+        "  {} in-process ranks share {} cores: these times measure how the ranks share the cores,\n"
+        "  not a network; believe the steps and bytes above, and rank by time on one core per "
+        "rank\n",
+        n, cores);
+  else if (run.world.mode == Mode::threads)
+    fmt::print(
+        "  in-process ranks copy through memory: alpha and beta are this machine's memory "
+        "system's,\n"
+        "  not a network's; the model's ratio above says how far that carries\n");
 }
 
 std::vector<int> scaling_sizes(std::vector<int> sizes, int n) {

@@ -30,6 +30,7 @@ struct AllReduceStudy {
 // as the comparison; the trace names them. `number` is the lesson's, for the error sentences.
 struct StudyOptions {
   std::string algo = "all";
+  bool schedule = false;  // --schedule: every step's messages, whatever the size
   std::string calibration_path;
   std::vector<coll::AllReduceAlgo> algos;
 };
@@ -105,9 +106,11 @@ void check_rank_formulas(RunResult& run, const std::string& name, const StepCoun
 std::string study_cost_model_json(const CostParams& cp, std::uint64_t bytes, int ranks,
                                   const std::string& predictions);
 
-// The lines under the summary: the model's parameters and where they came from, and what ranks
-// sharing cores do to the times.
-void print_model_notes(const CostParams& cp, const RunResult& run);
+// The time table: each algorithm's measured time, the model's prediction and their ratio, the
+// model's parameters and where they came from, the ranking by each (fastest first) and whether
+// they agree, and when in-process ranks outnumber the cores, that the times measure the sharing.
+void print_times(const RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
+                 const std::vector<StepCounts>& counts, const CostParams& cp, std::uint64_t bytes);
 
 // The world sizes of the scaling table: `sizes`, and this run's N among them.
 std::vector<int> scaling_sizes(std::vector<int> sizes, int n);

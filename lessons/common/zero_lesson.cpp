@@ -152,7 +152,7 @@ void print_training(const RunResult& r, const Config& config, const Outcome& out
   const auto& distances = outcome.distances;
   const int n = r.world.size;
   const MlpShape& s = config.shape;
-  fmt::print("\n{}: model {}, {} ranks, batch {}, {} steps of Adam (lr {}){}\n", title(stage),
+  fmt::print("\n{}: model {}\n{} ranks, batch {}, {} steps of Adam (lr {}){}\n", title(stage),
              s.describe(), n, config.batch, config.steps, config.adam.lr,
              config.deterministic ? ", --deterministic" : "");
   fmt::print("\n  {:>4}  {:>10}\n", "step", "loss");
@@ -160,8 +160,7 @@ void print_training(const RunResult& r, const Config& config, const Outcome& out
     fmt::print("  {:>4}  {:>10.6f}\n", k + 1, outcome.run.losses[k]);
   fmt::print(
       "\nthe master weights, all ranks: ||error|| / ||update|| {:.3g} against plain data "
-      "parallel and {:.3g} "
-      "against the float64 reference (r0's max |error| {:.3g} and {:.3g})\n",
+      "parallel\nand {:.3g} against the float64 reference (r0's max |error| {:.3g} and {:.3g})\n",
       distances[0], distances[1], distances[2], distances[3]);
 }
 
@@ -178,11 +177,10 @@ double print_state(const RunResult& r, const Setup& setup) {
   fmt::print(
       "\nmodel state per rank after a step (bytes; the ledger) against {} bytes per parameter:\n",
       bytes_per_param_formula(stage));
-  fmt::print(
-      "  {:>4}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8}  {:>8}  {:>8}  |  peaks: {:>9}  {:>9}  "
-      "{:>11}  {:>9}\n",
-      "rank", "params", "grads", "optimizer", "total", "B/param", "formula", "padded", "params",
-      "grads", "activations", "comm");
+  fmt::print("  {:>4}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}  {:>8}  {:>8}\n", "rank", "params",
+             "grads", "optimizer", "total", "B/param", "formula", "padded");
+  std::string peaks = fmt::format("  {:>4}  {:>9}  {:>9}  {:>11}  {:>9}\n", "rank", "params",
+                                  "grads", "activations", "comm");
   for (const RankLog& log : r.logs) {
     double got[3] = {0, 0, 0};
     for (const ValueEvent& v : log.values)
@@ -190,14 +188,14 @@ double print_state(const RunResult& r, const Setup& setup) {
         if (v.name == kStateNames[c]) got[c] = v.value;
     const double total = got[0] + got[1] + got[2];
     const auto peak = [&](Category c) { return format_bytes(double(log.peak[std::size_t(c)])); };
-    fmt::print(
-        "  {:>4}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8.4f}  {:>8.4f}  {:>8.4f}  |         {:>9}  "
-        "{:>9}  {:>11}  {:>9}\n",
-        fmt::format("r{}", log.rank), format_count(std::uint64_t(got[0])),
-        format_count(std::uint64_t(got[1])), format_count(std::uint64_t(got[2])),
-        format_count(std::uint64_t(total)), total / P, bytes_per_param(stage, n),
-        double(want.total()) / P, peak(Category::params), peak(Category::grads),
-        peak(Category::activations), peak(Category::comm));
+    fmt::print("  {:>4}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8.4f}  {:>8.4f}  {:>8.4f}\n",
+               fmt::format("r{}", log.rank), format_count(std::uint64_t(got[0])),
+               format_count(std::uint64_t(got[1])), format_count(std::uint64_t(got[2])),
+               format_count(std::uint64_t(total)), total / P, bytes_per_param(stage, n),
+               double(want.total()) / P);
+    peaks += fmt::format("  {:>4}  {:>9}  {:>9}  {:>11}  {:>9}\n", fmt::format("r{}", log.rank),
+                         peak(Category::params), peak(Category::grads), peak(Category::activations),
+                         peak(Category::comm));
   }
   const double measured = [&] {
     for (const ValueEvent& v : r.logs[0].values)
@@ -205,8 +203,8 @@ double print_state(const RunResult& r, const Setup& setup) {
     return 0.0;
   }();
   fmt::print(
-      "  formula {} = {:.4f} at N = {}; {:.4f} with the padding to a multiple of N ({} "
-      "parameters padded to {})\n",
+      "  formula {} = {:.4f} at N = {}; {:.4f} with the padding to a multiple of N\n"
+      "  ({} parameters padded to {})\n",
       bytes_per_param_formula(stage), bytes_per_param(stage, n), n, double(want.total()) / P,
       format_count(s.params()), [&] {
         std::uint64_t padded = 0;
@@ -214,13 +212,13 @@ double print_state(const RunResult& r, const Setup& setup) {
         return format_count(padded);
       }());
   fmt::print(
-      "  largest model on one {:.0f} GB GPU at {:.4f} bytes per parameter: {} parameters (plain "
-      "data parallel, "
-      "16 bytes: {})\n",
+      "  largest model on one {:.0f} GB GPU at {:.4f} bytes per parameter: {} parameters\n"
+      "  (plain data parallel, 16 bytes: {})\n",
       gpu_memory_gb, measured, params_text(gpu_memory_gb * 1e9 / measured),
       params_text(gpu_memory_gb * 1e9 / 16));
   // What ZeRO leaves whole: the activations of my share of the batch (checked on every rank to
   // equal plain data parallel's). At this size they outgrow the sharded model state.
+  fmt::print("\npeaks per rank (the ledger's highest, by category):\n{}", peaks);
   const RankLog& r0 = r.logs[0];
   const double acts = double(r0.peak[std::size_t(Category::activations)]);
   fmt::print(
@@ -259,9 +257,8 @@ void check_communication(RunResult& r, const Config& config, const Outcome& outc
         "\ncommunication per step (sent by each rank; received: the same), counted from the "
         "trace:\n");
     fmt::print(
-        "  r0 sent {} = {:.3f} x Psi x 2 bytes; formula {} x (N-1)/N = {:.3f} (ZeRO's paper "
-        "counts {} per step, "
-        "in parameters: sent and received)\n",
+        "  r0 sent {} = {:.3f} x Psi x 2 bytes; formula {} x (N-1)/N = {:.3f}\n"
+        "  (ZeRO's paper counts {} per step, in parameters: sent and received)\n",
         format_bytes(double(t[0].bytes_sent)), double(t[0].bytes_sent) / psi_bytes,
         step_bytes_formula(stage), (stage == Stage::zero3 ? 3.0 : 2.0) * (n - 1) / n,
         step_bytes_formula(stage));
