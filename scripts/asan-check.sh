@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # asan-check.sh — the failure paths under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
-# Builds the unit tests, the failure probe and every lesson with -fsanitize=address,undefined
+# Builds the failure paths' unit tests (distlab_failure_tests), the failure probe and every lesson with -fsanitize=address,undefined
 # (build/asan-ci; -O1 and line tables only, to keep the build short) and runs:
 #   the unit tests of the transport, the runtime, the collectives and the trace;
 #   the failure probe: a wrong send/recv order on 2, 64 and 1000 ranks (exit 3), a rank that
@@ -20,7 +20,7 @@ cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=None -DDISTLAB_CUD
 lessons=(00_why_distributed 01_send_recv 02_scatter_gather 03_reduce_broadcast 04_allreduce_allgather
          05_parameter_server 06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2
          10_zero3_fsdp 11_pipeline_microbatching 12_tensor_parallel_mlp 13_tensor_parallel_attention)
-cmake --build "$build" -j "$(nproc)" --target distlab_tests failure_probe "${lessons[@]}"
+cmake --build "$build" -j "$(nproc)" --target distlab_failure_tests failure_probe "${lessons[@]}"
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -40,7 +40,7 @@ expect() {
   fi
 }
 
-expect 0 unit "$build/tests/distlab_tests" "[transport],[comm],[collectives],[runtime],[trace],[memory]"
+expect 0 unit "$build/tests/distlab_failure_tests" "[transport],[comm],[collectives],[runtime],[trace],[memory]"
 probe="$build/tests/failure_probe"
 for n in 2 64 1000; do
   expect 3 "wrong-order-n$n" "$probe" --scenario wrong-order --ranks "$n" --deadlock-timeout 30 --no-trace

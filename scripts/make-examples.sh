@@ -25,7 +25,7 @@ for dir in lessons/[0-9][0-9]_*/; do
   args=(--ranks 4 --size 4K)
   [[ "$name" == 01_send_recv ]] && args=(--ranks 2 --size 1M --calibration "")
   [[ "$name" == 05_parameter_server ]] && args=(--ranks 4 --steps 5)  # 1 server, 3 workers, 5 iterations
-  [[ "$name" == 00_why_distributed ]] && args=(--ranks 4)  # arithmetic, then a gather of the figures into r0
+  [[ "$name" == 00_why_distributed ]] && args=(--ranks 4)  # arithmetic, then a gather of the measurements into r0
   # ZeRO-1/2/3: --size is hidden units there; the default 16 -> 64 -> 64 -> 8 MLP, 5 steps
   [[ "$name" == 08_zero1 || "$name" == 09_zero2 || "$name" == 10_zero3_fsdp ]] && args=(--ranks 4)
   # pipeline: 4 stages of the default MLP (3 hidden layers, 4 Linear: one per stage), 2 steps;
