@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -244,7 +245,20 @@ namespace {
 void print_model_notes(const CostParams& cp) {
   fmt::print("  model: alpha {}, beta {:.4g} ns/B, gamma {:.4g} ns/B (the add);\n",
              format_seconds(cp.alpha_s), cp.beta_s_per_byte * 1e9, cp.gamma_s_per_byte * 1e9);
-  fmt::print("  alpha and beta from {}\n", cp.source);
+  // Where alpha and beta came from, wrapped at 100 columns (it may name a long path).
+  std::string line = "  alpha and beta from";
+  std::size_t at = 0;
+  while (at < cp.source.size()) {
+    const std::size_t end = std::min(cp.source.find(' ', at), cp.source.size());
+    const std::string word = cp.source.substr(at, end - at);
+    if (line.size() + 1 + word.size() > 100 && line.size() > 4) {
+      fmt::print("{}\n", line);
+      line = "   ";
+    }
+    line += " " + word;
+    at = end + 1;
+  }
+  fmt::print("{}\n", line);
   if (cp.sharing > 1)
     fmt::print(
         "  {:.1f} ranks per core here: they take turns, so the model stretches its byte terms by "
@@ -290,17 +304,15 @@ void print_times(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
   fmt::print("  the ranking {} the model's\n",
              by_measured == by_model ? "agrees with" : "differs from");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (run.world.mode == Mode::threads && unsigned(n) > cores)
+  if (cp.sharing > 1)
     fmt::print(
-        "  {} in-process ranks share {} cores: these times measure how the ranks share the cores,\n"
-        "  not a network; believe the steps and bytes above, and rank by time on one core per "
-        "rank\n",
-        n, cores);
+        "  {} ranks share {} cores here: these times measure how the ranks share the cores, not\n"
+        "  a network; believe the steps and bytes above, and rank by time on one core per rank\n",
+        std::lround(cp.sharing * cores), cores);
   else if (run.world.mode == Mode::threads)
     fmt::print(
         "  in-process ranks copy through memory: alpha and beta are this machine's memory "
-        "system's,\n"
-        "  not a network's; the model's ratio above says how far that carries\n");
+        "system's,\n  not a network's; the model's ratio above says how far that carries\n");
 }
 
 std::vector<int> scaling_sizes(std::vector<int> sizes, int n) {
