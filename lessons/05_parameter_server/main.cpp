@@ -518,10 +518,11 @@ int main(int argc, char** argv) {
           "  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
   });
 
-  // Memory: per rank about 100 B per parameter: its training replica and optimizer state
-  // (float32 weights and gradients, bf16 copies, Adam's moments: ~24 B), the comparison run
-  // (~24 B) and the float64 reference with its inputs (~56 B); 112 B with allocator slack. Its
-  // float64 reference also holds, per sample and unit, the pre-activation, the activation and
+  // Memory: per rank at most about 100 B per parameter: the float32 weights and gradient (8 B),
+  // Adam's moments (8 B), a server's receive buffer per worker for its shard (4 B each), the
+  // float64 reference run with its inputs (~56 B: weights, gradient, two moments, the initial
+  // copy) and iteration 1's float64 gradient for its check (8 B); 112 B with allocator slack.
+  // The float64 reference also holds, per sample and unit, the pre-activation, the activation and
   // their gradients (4 x 8 B). The report then repeats the run in-process on up to 8 ranks, once
   // this run's ranks have freed theirs: the peak is the larger of the two. tests/memory_plan.sh
   // holds the plan to what the process takes.
