@@ -14,6 +14,7 @@ table=(
   "05_parameter_server|sum-not-mean||iteration 1: the summed gradient is the batch's mean gradient"
   "05_parameter_server|sum-not-mean|--optimizer adam|iteration 1: the summed gradient is the batch's mean gradient"
   "06_allreduce_sequential_ring_parallel|ring-resend-own|--algo ring|ring: I hold the sum over every rank"
+  "06_allreduce_sequential_ring_parallel|parallel-one-send-at-a-time|--algo parallel|parallel: sends in flight on this rank = N-1"
   "06_allreduce_sequential_ring_parallel|ring-one-step-short|--algo ring_chunked|ring_chunked: I hold the sum over every rank"
   "07_recursive_halving|doubling-one-step-short|--algo recursive_doubling|recursive_doubling: I hold the sum over every rank"
   "08_zero1|skip-gradient-reduce-scatter||step 1: my part of the summed gradient is the reference's"

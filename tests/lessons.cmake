@@ -347,8 +347,14 @@ if(TARGET 00_why_distributed)
   add_test(NAME lesson.00_why_distributed.zero1-bytes COMMAND bash ${expect_failure} 0 10
            "largest model on one GPU +80 GB / 4\\.2 B per param +19\\.0B params" ": verified \\("
            -- $<TARGET_FILE:00_why_distributed> --bytes-per-param 4.2 --no-trace)
-  set_tests_properties(lesson.00_why_distributed.gpus-2048 lesson.00_why_distributed.zero1-bytes PROPERTIES
-                       LABELS lesson)
+  # The measured step: the FLOP per parameter per sample the counted GEMMs give (exact, from the
+  # layer sizes), on 3 ranks, each of which checks its own count.
+  add_test(NAME lesson.00_why_distributed.flops-counted COMMAND bash ${expect_failure} 0 20
+           "FLOP +forward 2 \\+ backward 3\\.93 = 5\\.93 per parameter per sample, counted"
+           "16 bytes per parameter of model state" ": verified \\(22 checks"
+           -- $<TARGET_FILE:00_why_distributed> --ranks 3 --no-trace)
+  set_tests_properties(lesson.00_why_distributed.gpus-2048 lesson.00_why_distributed.zero1-bytes
+                       lesson.00_why_distributed.flops-counted PROPERTIES LABELS lesson)
 endif()
 
 # The property sweep: each training and tensor-parallel lesson on 40 valid settings drawn from a

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/comm/comm.hpp"
 #include "thread_world.hpp"
@@ -105,6 +106,32 @@ TEST_CASE("comm: waiting twice on a request traces it once", "[comm]") {
   REQUIRE_FALSE(run.failed);
   CHECK(run.logs[0].spans.size() == 1);
   CHECK(run.logs[1].spans.size() == 1);
+}
+
+TEST_CASE("comm: take_most_open_sends counts sends posted and not yet waited for", "[comm]") {
+  // Rank 1 posts its receives first, so on threads rank 0's sends are copied as they are
+  // posted: the count is of requests, not of data still moving.
+  std::vector<int> seen;  // rank 0's: three isends then a wait for all; blocking sends; none
+  auto run = run_ranks(2, [&](Comm& comm) {
+    auto b = comm.alloc<float>(3, Category::data);
+    if (comm.rank() == 1) {
+      for (int round = 0; round < 2; ++round)
+        for (int t = 0; t < 3; ++t) comm.recv(b.view().sub(std::size_t(t), 1), 0, t);
+      return;
+    }
+    (void)comm.take_most_open_sends();
+    std::vector<Request> rs;
+    for (int t = 0; t < 3; ++t)
+      rs.push_back(comm.isend(View<const float>(b.view()).sub(std::size_t(t), 1), 1, t));
+    comm.wait_all(rs);
+    comm.wait_all(rs);  // waited twice: counted once
+    seen.push_back(comm.take_most_open_sends());
+    for (int t = 0; t < 3; ++t) comm.send(View<const float>(b.view()).sub(std::size_t(t), 1), 1, t);
+    seen.push_back(comm.take_most_open_sends());
+    seen.push_back(comm.take_most_open_sends());
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(seen == std::vector<int>{3, 1, 0});
 }
 
 TEST_CASE("comm: next_steps hands out the same ids on every rank, from 1", "[comm]") {

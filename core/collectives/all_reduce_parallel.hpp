@@ -29,9 +29,12 @@ void all_reduce_parallel(Comm& comm, View<T> data, const std::string& buffer = "
                                     meta(step, buffer, 0, 1, Apply::reduce, rank_bit(k))));
   }
   for (int k = 0; k < n; ++k)
-    if (k != me)
+    if (k != me) {
       requests.push_back(comm.isend(cview(data), k, kTagParallel,
                                     meta(step, buffer, 0, 1, Apply::reduce, rank_bit(me))));
+      // lesson 06's --break: a blocking send, so one is in flight at a time, not N-1
+      if (broken("parallel-one-send-at-a-time")) comm.wait(requests.back());
+    }
   comm.wait_all(requests);
   auto add = comm.phase("add");
   Buffer<T> sum = comm.scratch<T>(data.size());

@@ -1,5 +1,6 @@
 #include "core/comm/comm.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include "core/base/check.hpp"
@@ -49,6 +50,7 @@ Request Comm::post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta m
     std::fprintf(stderr, "%s\n", line.c_str());
   }
   Request r = is_send ? transport_.isend(mem, peer, tag) : transport_.irecv(mem, peer, tag);
+  if (is_send) most_open_sends_ = std::max(most_open_sends_, ++open_sends_);
   r->meta = std::move(meta);
   r->seq = seq;
   return r;
@@ -59,6 +61,7 @@ void Comm::wait(Request& r) {
   transport_.wait(*r);
   if (r->traced) return;  // waited on before
   r->traced = true;
+  if (r->is_send) --open_sends_;
   SpanEvent e;
   e.kind = r->is_send ? SpanEvent::Kind::send : SpanEvent::Kind::recv;
   e.lane = r->is_send ? Lane::send : Lane::recv;

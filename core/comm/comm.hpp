@@ -104,6 +104,16 @@ class Comm {
     for (auto& r : rs) wait(r);
   }
   void barrier() { transport_.barrier(); }
+  // The most sends this rank had posted and not yet waited for, at once, since the last call
+  // (which starts the count again from the sends open now). That is what an algorithm keeps in
+  // flight, whatever the transport does with the data meanwhile: on threads a send whose receive
+  // is already posted is copied at once and its trace span ends there, while MPI keeps the
+  // request, and its span, open until the wait.
+  int take_most_open_sends() {
+    const int most = most_open_sends_;
+    most_open_sends_ = open_sends_;
+    return most;
+  }
 
   // --- steps and phases -----------------------------------------------------------------
   // Reserves `count` global step ids. Every rank calls the same collectives in the same
@@ -175,7 +185,8 @@ class Comm {
   Ledger* scratch_ledger_ = nullptr;
   bool verbose_;
   bool inject_fault_ = false;
-  int step_counter_ = 1;  // step ids start at 1, as people count them
+  int step_counter_ = 1;                      // step ids start at 1, as people count them
+  int open_sends_ = 0, most_open_sends_ = 0;  // sends posted, not yet waited for
   std::unordered_map<std::uint64_t, std::uint64_t> send_seq_, recv_seq_;
   std::unique_ptr<GpuTimeline> gpu_;  // --device cuda only: no cost on the CPU
 };

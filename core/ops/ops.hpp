@@ -12,7 +12,7 @@
 //   elementwise  add, axpy, scale, gelu_forward, gelu_backward, cast
 //   optimizer    AdamConfig, adam_step
 //   reductions   sum, row_sums, col_sums, softmax_rows, softmax_backward_rows
-//   matrices     gemm (row-major)
+//   matrices     gemm (row-major); gemm_flops, the FLOP this thread's gemm calls did
 //
 // Matrices are row-major: (rows, cols) with element (r, c) at r * cols + c.
 #pragma once
@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <concepts>
+#include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 #include <vector>
@@ -365,6 +366,14 @@ void softmax_backward_rows(View<T> dx, In<T> y, In<T> dy, std::size_t rows, std:
 
 // --- matrices --------------------------------------------------------------------------------
 
+// The FLOP done by gemm on this thread (a rank's thread, or an MPI rank's process): 2 m n k per
+// call, a multiply and an add per term, counted when the call is made, on either device. The
+// count only grows; a caller reads it before and after the work it wants counted (lesson 00).
+inline std::uint64_t& gemm_flops() {
+  thread_local std::uint64_t flops = 0;
+  return flops;
+}
+
 // C = alpha op(A) op(B) + beta C, row-major, with op(X) = X^T when trans_x:
 //   C is (m, n); A is stored (m, k), or (k, m) when trans_a; B is stored (k, n), or (n, k).
 // beta = 0 overwrites C without reading it. f16 and bf16 accumulate in f32 (on the CPU: widened
@@ -376,6 +385,7 @@ void gemm(View<T> c, In<T> a, In<T> b, std::size_t m, std::size_t n, std::size_t
   detail::check_size("gemm", "B", b.size(), k * n);
   detail::check_size("gemm", "C", c.size(), m * n);
   detail::same_device("gemm", c.device, {a.device, b.device});
+  gemm_flops() += 2 * std::uint64_t(m) * n * k;
 #ifdef DISTLAB_HAVE_CUDA
   if (c.device == Device::cuda)
     return cuda::gemm(c.ptr, a.ptr, b.ptr, dtype_of<T>(), m, n, k, trans_a, trans_b, alpha, beta);

@@ -623,8 +623,6 @@ int main(int argc, char** argv) {
         "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%;\n"
         "  formula M/(M+P-1) = {}/{} = {:.1f}%\n",
         ideal_util * 100, ideal.step, mean * 100, M, M + P - 1, utilisation_formula(P, M) * 100);
-    // The formula assumes equal stage costs. The simulated compute is the same on every stage; a
-    // large model's own compute is not (the first and last layers differ), nor is a busy machine.
     double busiest = 0, idlest = INFINITY;
     for (double b : f.busy_s) {
       busiest = std::max(busiest, b);
@@ -638,10 +636,11 @@ int main(int argc, char** argv) {
     const bool close = std::fabs(mean - utilisation_formula(P, M)) <= 0.10;
     if (P > 1)
       fmt::print(
-          "  {} 10 points of the formula; the stages took {} to {}, of which {} simulated{}\n",
+          "  {} 10 points of the formula: the stages took {} to {}, {} of it simulated\n{}",
           close ? "within" : "NOT within", format_seconds(idlest), format_seconds(busiest),
           format_seconds(simulated_s),
-          equal ? "" : " (unequal, or mostly the model's own compute: the formula need not hold)");
+          equal ? ""
+                : "  (unequal, or mostly the model's own compute: the formula need not hold)\n");
     if (expect_utilisation)
       r.check("the mean utilisation is within 10 points of M/(M+P-1), the stages of equal cost",
               equal && close,

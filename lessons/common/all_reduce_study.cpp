@@ -132,10 +132,13 @@ void run_study_algorithm(Comm& comm, StudyRank& rank, AllReduceAlgo a, AllReduce
   ops::copy(work.view(), View<const float>(rank.input.view()));
   comm.barrier();  // start together, so the phase times the algorithm and not a late rank
   const int first = comm.next_steps(0);
+  (void)comm.take_most_open_sends();  // none are open: the count starts here
   {
     auto phase = comm.phase(name);
     coll::all_reduce(comm, work.view(), a, name);
   }
+  rank.most_open_sends.push_back(comm.take_most_open_sends());
+  if (comm.rank() == 0) study.most_open_sends.push_back(rank.most_open_sends.back());
   if (comm.rank() == 0) study.step_range.emplace_back(first, comm.next_steps(0) - 1);
 
   // A test's --inject-fault corrupts one element of the last rank's result before its check.

@@ -21,6 +21,7 @@ namespace distlab {
 // Filled on rank 0 while the study runs.
 struct AllReduceStudy {
   std::vector<std::pair<int, int>> step_range;  // each algorithm's step ids [first, last]
+  std::vector<int> most_open_sends;             // rank 0's, per algorithm (StudyRank's)
   FoundCalibration calibration;                 // alpha and beta: lesson 01's file, or measured now
 };
 
@@ -50,6 +51,9 @@ struct StudyRank {
   Buffer<float> mpi_sum;  // under mpirun: MPI_Allreduce of the inputs (checked against sum)
   bool tiny = false;      // L <= 16 and N <= 8: the values are printed
   std::size_t width = 0;  // the longest algorithm name, to align them
+  // Per algorithm run, in order: the most sends this rank had posted and not yet waited for at
+  // once in its traced run (Comm::take_most_open_sends).
+  std::vector<int> most_open_sends;
 };
 
 // On every rank, before the algorithms: fill the input (printed when tiny), make the float64
