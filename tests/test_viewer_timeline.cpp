@@ -351,14 +351,19 @@ TEST_CASE("timeline panel: every example trace draws its lanes at several moment
       }
       CHECK(draw_panel_frame(gui, PanelId::playback, doc) > 100);
     }
-    // Zoomed onto the first message, its send and its delivery are drawn in their own colours
-    // (at the fitted view they may be too small, merged into neutral blocks).
+    // Zoomed onto each span of the first message, its send and its delivery are drawn in their
+    // own colours (at the fitted view they may be too small, merged into neutral blocks; a
+    // delivery of a few bytes is a sliver of a send that waited long for its receive).
     REQUIRE_FALSE(doc.model.messages.empty());
     const Message& msg = doc.model.messages.front();
-    doc.timeline.view_begin = msg.send_time - 2, doc.timeline.view_end = msg.arrival + 2;
-    draw_panel_frame(gui, PanelId::timeline, doc);
-    if (msg.send_span >= 0) CHECK(drew_colour(span_color(SpanKind::send)));
-    if (msg.deliver_span >= 0) CHECK(drew_colour(span_color(SpanKind::deliver)));
+    const auto zoomed_draws = [&](std::int32_t span, SpanKind kind) {
+      const Span& s = doc.model.spans[std::size_t(span)];
+      doc.timeline.view_begin = s.start - 2, doc.timeline.view_end = s.end() + 2;
+      draw_panel_frame(gui, PanelId::timeline, doc);
+      return drew_colour(span_color(kind));
+    };
+    if (msg.send_span >= 0) CHECK(zoomed_draws(msg.send_span, SpanKind::send));
+    if (msg.deliver_span >= 0) CHECK(zoomed_draws(msg.deliver_span, SpanKind::deliver));
   }
 }
 
