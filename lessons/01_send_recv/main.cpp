@@ -242,9 +242,8 @@ int main(int argc, char** argv) {
                  two_fitted ? fmt::format("{:.2f}", two_model) : "-");
     }
     fmt::print(
-        "  q3/q1: the repetitions' scatter; others: the cores other programs took meanwhile, "
-        "where\n"
-        "  over a quarter of one\n");
+        "  q3/q1: the repetitions' scatter; others: the share of a core other programs took\n"
+        "  meanwhile, shown where over a quarter (that size is not held to the lines)\n");
     fmt::print("\nfit by weighted least squares (each size weighted by 1/t^2):\n");
     fmt::print("  alpha (latency)     = {}\n", format_seconds(fit.alpha_s));
     fmt::print("  beta  (per byte)    = {:.4g} ns/B   ->  bandwidth 1/beta = {:.2f} GB/s\n",
