@@ -322,6 +322,28 @@ TEST_CASE("schema 2: the lesson's text and memory formula", "[trace_model]") {
   CHECK(old.info.memory_expected_bytes.empty());
 }
 
+TEST_CASE("schema 3: phase args on compute spans, and a lesson's own otherData fields",
+          "[trace_model]") {
+  const TraceModel m = parse_trace_model(R"({"traceEvents":[
+    {"ph":"X","name":"F 2","cat":"compute","pid":1,"tid":1,"ts":0,"dur":1,
+     "args":{"op":"forward","micro":2,"stage":1,"text":"stage 1 runs micro-batch 2"}},
+    {"ph":"X","name":"plain","cat":"compute","pid":1,"tid":1,"ts":2,"dur":1}],
+    "otherData":{"schema":"distlab-trace","schema_version":3,"world_size":1,
+    "roles":["server"],"splits":{"matrices":[{"name":"A"}]}}})");
+  REQUIRE(m.spans.size() == 2);
+  const SpanArgs* a = m.args(m.spans[0]);
+  REQUIRE(a != nullptr);
+  CHECK(m.str(a->op) == "forward");
+  CHECK(a->micro == 2);
+  CHECK(a->stage == 1);
+  CHECK(m.str(a->text) == "stage 1 runs micro-batch 2");
+  CHECK(m.args(m.spans[1]) == nullptr);  // a compute span without args stores none
+  CHECK(m.info.extra_json("roles") == R"(["server"])");
+  CHECK(m.info.extra_json("splits") == R"({"matrices":[{"name":"A"}]})");
+  CHECK(m.info.extra_json("absent").empty());
+  CHECK(m.info.extra.count("world_size") == 0);  // read by the loader itself, not extra
+}
+
 // The libFuzzer target (viewer/model/fuzz_trace_model.cpp) needs clang; its seed corpus and
 // cut-off example traces run here on every build: each loads or raises Error, nothing else.
 TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Error", "[model]") {

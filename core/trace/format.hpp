@@ -9,8 +9,11 @@
 namespace distlab {
 
 // 2: otherData.text (the lesson's concept and what to look at) and otherData.memory_formula.
+// 3: phase args on compute spans (op, micro, stage, text), the lesson's own otherData fields
+//    for the viewer's lesson pictures (roles, splits, zero), and the Perfetto / Catapult
+//    fixes of docs/trace-format.md "Versions".
 // Readers take every version up to theirs.
-inline constexpr int kTraceSchemaVersion = 2;
+inline constexpr int kTraceSchemaVersion = 3;
 
 // Lanes of a rank in the trace (tids). Overlapping spans on one lane go to sub-lanes.
 // gpu: when the rank's GPU did the work (CUDA events on the host clock, device_timing.hpp).

@@ -145,6 +145,7 @@ struct EventFields {
   // args
   SpanArgs margs;
   bool message_args = false;
+  bool phase_args = false;  // op, micro, stage or text: kept on a compute span too
   std::string_view arg_name;
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
@@ -303,6 +304,14 @@ class Builder {
         a.contrib_mask = as_mask(v);
       else if (key == "msg")
         a.msg = static_cast<std::uint64_t>(as_int(v).value_or(0));
+      else if (key == "op")
+        a.op = intern(as_string(v).value_or("")), f.phase_args = true;
+      else if (key == "micro")
+        a.micro = clamp_int(as_int(v).value_or(-1)), f.phase_args = true;
+      else if (key == "stage")
+        a.stage = clamp_int(as_int(v).value_or(-1)), f.phase_args = true;
+      else if (key == "text")
+        a.text = intern(as_string(v).value_or("")), f.phase_args = true;
       else if (key == "name")
         f.arg_name = as_string(v).value_or("");
       else if (key == "sort_index")
@@ -339,7 +348,7 @@ class Builder {
     s.lane = lane_of(pid, tid);
     s.name = name;
     s.kind = kind;
-    if (f && (f->message_args || f->margs.msg || kind != SpanKind::compute)) {
+    if (f && (f->message_args || f->phase_args || f->margs.msg || kind != SpanKind::compute)) {
       s.args = static_cast<std::int32_t>(m.span_args.size());
       m.span_args.push_back(f->margs);
     }
@@ -550,6 +559,9 @@ void Builder::read_other(od::object other) {
         }
         if (!b.name.empty()) in.buffers.push_back(std::move(b));
       }
+    } else {
+      std::string_view raw;
+      if (!simdjson::to_json_string(v).get(raw)) in.extra[std::string(key)] = std::string(raw);
     }
   }
 }

@@ -19,6 +19,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,12 @@ struct SpanArgs {
   std::int64_t tag = -1;
   std::uint64_t contrib_mask = 0;
   std::uint64_t msg = 0;  // message (flow) id, 0 when none
+  // Phase args of a compute span (schema 3, docs/trace-format.md "Phase args"): what the lesson
+  // says the phase is. 0 / -1 when absent.
+  std::uint32_t op = 0;     // string table index: "forward", "backward", "update", ...
+  std::int32_t micro = -1;  // micro-batch
+  std::int32_t stage = -1;  // pipeline stage (model chunk) the phase runs
+  std::uint32_t text = 0;   // string table index: the lesson's caption for the phase
 };
 
 // 32 bytes; the args of message spans live beside, in TraceModel::span_args.
@@ -133,6 +141,14 @@ struct TraceMeta {
   std::string concept_text, look_at;
   std::string memory_formula;
   std::vector<double> memory_expected_bytes;  // per rank; empty when the lesson gives none
+  // Every other otherData field, as its raw JSON text by key (a lesson's own metadata:
+  // "roles", "splits", "zero", "alpha_s", ...). A panel that needs one parses it.
+  std::map<std::string, std::string, std::less<>> extra;
+  // extra[key], or "" when the trace has no such field.
+  std::string_view extra_json(std::string_view key) const {
+    auto it = extra.find(key);
+    return it == extra.end() ? std::string_view{} : std::string_view(it->second);
+  }
 };
 
 struct TraceModel {
