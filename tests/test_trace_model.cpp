@@ -344,6 +344,39 @@ TEST_CASE("schema 3: phase args on compute spans, and a lesson's own otherData f
   CHECK(m.info.extra.count("world_size") == 0);  // read by the loader itself, not extra
 }
 
+TEST_CASE("schema 3: a phase's args are written and read back by the viewer's model",
+          "[trace_model]") {
+  const TraceModel m = parse_trace_model(traced(2, "99_phases", [](distlab::Comm& comm) {
+    { auto p = comm.phase("F 1", {.op = "forward", .micro = 1, .stage = comm.rank()}); }
+    { auto p = comm.phase("caption only", {.text = "a \"quoted\" caption"}); }
+    { auto p = comm.phase("bare"); }
+  }));
+  int forward = 0, captions = 0, bare = 0;
+  for (const Span& s : m.spans) {
+    const SpanArgs* a = m.args(s);
+    if (m.str(s.name) == "F 1") {
+      REQUIRE(a != nullptr);
+      CHECK(m.str(a->op) == "forward");
+      CHECK(a->micro == 1);
+      CHECK(a->stage == m.lanes[s.lane].rank);
+      CHECK(a->text == 0);
+      ++forward;
+    } else if (m.str(s.name) == "caption only") {
+      REQUIRE(a != nullptr);
+      CHECK(m.str(a->text) == "a \"quoted\" caption");
+      CHECK(a->op == 0);
+      CHECK(a->micro == -1);
+      ++captions;
+    } else if (m.str(s.name) == "bare") {
+      CHECK(a == nullptr);
+      ++bare;
+    }
+  }
+  CHECK(forward == 2);
+  CHECK(captions == 2);
+  CHECK(bare == 2);
+}
+
 // The libFuzzer target (viewer/model/fuzz_trace_model.cpp) needs clang; its seed corpus and
 // cut-off example traces run here on every build: each loads or raises Error, nothing else.
 TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Error", "[model]") {

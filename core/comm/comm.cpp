@@ -90,8 +90,8 @@ void Comm::finish_device_trace() {
   if (gpu_ && cuda_rank().device >= 0) gpu_->collect(recorder_, true);
 }
 
-Comm::Phase::Phase(Comm& comm, std::string name)
-    : comm_(comm), name_(std::move(name)), t0_(now_us()) {
+Comm::Phase::Phase(Comm& comm, std::string name, PhaseArgs args)
+    : comm_(comm), name_(std::move(name)), args_(std::move(args)), t0_(now_us()) {
   if (!comm_.gpu_ || cuda_rank().device < 0) return;
 #ifdef DISTLAB_HAVE_CUDA
   nvtxRangePushA(name_.c_str());
@@ -114,6 +114,7 @@ Comm::Phase::~Phase() {
   SpanEvent e;
   e.lane = Lane::compute;
   e.name = std::move(name_);
+  e.phase = std::move(args_);
   e.t0 = t0_;
   e.t1 = now_us();
   comm_.recorder_.span(std::move(e));

@@ -9,7 +9,8 @@
 //   comm.next_steps(k), comm.mark_step(s)    algorithm steps, for the trace and the viewer
 //   comm.phase("name")                       a named span on the compute lane (RAII); on a GPU
 //                                            also on the gpu lane (CUDA events) and in Nsight
-//                                            Systems (an NVTX range)
+//                                            Systems (an NVTX range); comm.phase("F 2",
+//                                            {.op = "forward", .micro = 2}) says what it is
 //   comm.check(name, ok, detail)             a verification result; all must pass
 //   comm.say(...), comm.say_on(r, ...)       print on rank 0 only / on rank r only
 #pragma once
@@ -130,7 +131,7 @@ class Comm {
   // the CPU it costs what it always did: two clock reads and a span.
   class Phase {
    public:
-    Phase(Comm& comm, std::string name);
+    Phase(Comm& comm, std::string name, PhaseArgs args = {});
     ~Phase();
     Phase(const Phase&) = delete;
     Phase& operator=(const Phase&) = delete;
@@ -138,11 +139,15 @@ class Comm {
    private:
     Comm& comm_;
     std::string name_;
+    PhaseArgs args_;
     double t0_;
     std::shared_ptr<DeviceWork> gpu_;  // null on the CPU
     bool nvtx_ = false;
   };
-  Phase phase(std::string name) { return Phase(*this, std::move(name)); }
+  // `args` says what the phase is (op, micro-batch, stage, a caption) for the viewer's pictures.
+  Phase phase(std::string name, PhaseArgs args = {}) {
+    return Phase(*this, std::move(name), std::move(args));
+  }
 
   // --- the gpu lane (--device cuda; device_timing.hpp) -----------------------------------------
   // Device work this rank's GPU runs (a library collective): a span on the gpu lane once done.

@@ -76,6 +76,10 @@ std::vector<char> serialize(const RankLog& log) {
     w.pod(e.meta.apply);
     w.pod(e.meta.contributions);
     w.pod(e.meta.contrib_mask);
+    w.str(e.phase.op);
+    w.pod(e.phase.micro);
+    w.pod(e.phase.stage);
+    w.str(e.phase.text);
   }
   w.pod(static_cast<std::uint64_t>(log.counters.size()));
   for (const auto& c : log.counters) w.pod(c);
@@ -130,6 +134,10 @@ RankLog deserialize(const std::vector<char>& bytes) {
     e.meta.apply = r.pod<Apply>();
     e.meta.contributions = r.pod<int>();
     e.meta.contrib_mask = r.pod<std::uint64_t>();
+    e.phase.op = r.str();
+    e.phase.micro = r.pod<int>();
+    e.phase.stage = r.pod<int>();
+    e.phase.text = r.str();
   }
   log.counters.resize(r.pod<std::uint64_t>());
   for (auto& c : log.counters) c = r.pod<CounterEvent>();

@@ -32,6 +32,17 @@ struct MsgMeta {
   std::uint64_t contrib_mask = 0;  // bit r set when rank r's data is in it (world <= 64)
 };
 
+// What a lesson says a compute phase is (schema 3, docs/trace-format.md "Phase args"): the op,
+// the micro-batch and pipeline stage it works on, and a caption the viewer shows while it runs.
+// Empty fields are not written.
+struct PhaseArgs {
+  std::string op;    // "forward", "backward", "update", ...
+  int micro = -1;    // micro-batch, -1 when none
+  int stage = -1;    // pipeline stage (model chunk), -1 when none
+  std::string text;  // the caption
+  bool empty() const { return op.empty() && micro < 0 && stage < 0 && text.empty(); }
+};
+
 // A span on one of the rank's lanes. Messages are spans too: a send span carries the flow
 // start, a recv span the flow finish (bound to a short "deliver" slice at its end).
 struct SpanEvent {
@@ -44,6 +55,7 @@ struct SpanEvent {
   std::uint64_t bytes = 0;
   std::uint64_t seq = 0;  // k-th message between (src, dst, tag): pairs send with recv
   MsgMeta meta;
+  PhaseArgs phase;  // plain spans on the compute lane only
 };
 
 struct CounterEvent {

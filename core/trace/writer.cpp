@@ -87,6 +87,17 @@ void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flo
   out += "}";
 }
 
+// Phase args of a compute span (schema 3): only the fields the lesson set.
+void append_phase_args(std::string& out, const PhaseArgs& a) {
+  if (a.empty()) return;
+  std::string args;
+  if (!a.op.empty()) args += fmt::format(R"(,"op":{})", json_string(a.op));
+  if (a.micro >= 0) args += fmt::format(R"(,"micro":{})", a.micro);
+  if (a.stage >= 0) args += fmt::format(R"(,"stage":{})", a.stage);
+  if (!a.text.empty()) args += fmt::format(R"(,"text":{})", json_string(a.text));
+  out += R"(,"args":{)" + args.substr(1) + "}";
+}
+
 }  // namespace
 
 std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) {
@@ -178,7 +189,10 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         std::string text = fmt::format(
             R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
             json_string(name), cat, pid, s->tid, t0, t1 - t0);
-        if (e.kind != SpanEvent::Kind::plain) append_message_args(text, e, s->flow);
+        if (e.kind != SpanEvent::Kind::plain)
+          append_message_args(text, e, s->flow);
+        else
+          append_phase_args(text, e.phase);
         text += "}";
         event(text);
         if (s->flow && e.kind == SpanEvent::Kind::send)
