@@ -36,6 +36,15 @@ add_test(NAME viewer.bad.panel COMMAND bash ${expect_failure} 2 20 "--panel nope
          -- ${viewer} --png ${out}/x.png --panel nope ${examples}/02_scatter_gather.json)
 add_test(NAME viewer.bad.no-display COMMAND env -u DISPLAY -u WAYLAND_DISPLAY
          bash ${expect_failure} 2 20 "no display" -- ${viewer} ${examples}/02_scatter_gather.json)
+# The frames of an animation (scripts/make-animations.sh): N PNGs over the whole playback.
+add_test(NAME viewer.png-sequence COMMAND bash ${expect_failure} 0 60
+         "wrote 3 frames .*seq-000.png .. .*seq-002.png \\(320x200"
+         -- ${viewer} --png ${out}/seq.png --png-sequence 3 --width 320 --height 200
+            ${examples}/02_scatter_gather.json)
+add_test(NAME viewer.bad.png-sequence-step COMMAND bash ${expect_failure} 2 20
+         "--png-sequence needs --png FILE and runs over the whole playback"
+         -- ${viewer} --png ${out}/seq.png --png-sequence 3 --step 1 ${examples}/02_scatter_gather.json)
+set_tests_properties(viewer.png-sequence viewer.bad.png-sequence-step PROPERTIES LABELS viewer)
 add_test(NAME viewer.bench-frames COMMAND bash ${expect_failure} 0 60 "frame build over 20 frames"
          -- ${viewer} --bench-frames 20 ${examples}/06_allreduce_sequential_ring_parallel.json)
 # The interactive path (GLFW window, OpenGL 3.3 core) under a virtual X server.

@@ -4,6 +4,9 @@
 //   distlab-viewer a.json b.json --compare           two traces side by side, playback linked
 //   distlab-viewer --png out.png [--step K | --time T] [--panel NAME] trace.json
 //                                                    render one frame with no display (EGL)
+//   distlab-viewer --png out.png --png-sequence N trace.json
+//                                                    N frames over the whole playback, out-000.png
+//                                                    ... (scripts/make-animations.sh)
 //   distlab-viewer --bench-frames N trace.json       frame-build time statistics (CPU, no GL)
 //
 // Exit status: 0; 1 a trace did not load (--png, --bench-frames) or the PNG was not written;
@@ -42,6 +45,7 @@ struct Args {
   float font_size = 15.0f;
   int bench_frames = 0;
   int frames = 0;
+  int png_sequence = 0;  // with --png: this many frames from the start to the end of playback
 };
 
 // DejaVu Sans when the system has it (readable on a projector), else ImGui's built-in font.
@@ -87,6 +91,14 @@ int report_load_errors(dv::View& view) {
   return failed;
 }
 
+// out.png, k -> out-00k.png (three digits: a sequence sorts by name).
+std::string sequence_path(const std::string& png, int k) {
+  const std::filesystem::path p(png);
+  std::filesystem::path named = p.parent_path() / fmt::format("{}-{:03d}", p.stem().string(), k);
+  named += p.extension();
+  return named.string();
+}
+
 int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   dv::HeadlessGl gl(a.width, a.height);
   ImGui::CreateContext();
@@ -94,14 +106,36 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   ImGui::GetIO().DisplaySize = ImVec2(static_cast<float>(a.width), static_cast<float>(a.height));
   if (!ImGui_ImplOpenGL3_Init("#version 330"))
     throw distlab::Error("ImGui's OpenGL 3 renderer did not start");
-  // A few frames: ImGui sizes auto-fitting windows and tables from the frame before.
-  for (int frame = 0; frame < 3; ++frame) {
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui::NewFrame();
-    view.draw(0.0, only);
-    ImGui::Render();
-    gl.bind();
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  auto render = [&](int frames) {
+    // ImGui sizes auto-fitting windows and tables from the frame before.
+    for (int frame = 0; frame < frames; ++frame) {
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui::NewFrame();
+      view.draw(0.0, only);
+      ImGui::Render();
+      gl.bind();
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    }
+  };
+  render(3);
+  if (a.png_sequence > 0) {
+    // Frame k of n shows beat k * last / (n - 1): the first is the start, the last the end state.
+    for (int k = 0; k < a.png_sequence; ++k) {
+      for (auto& doc : view.documents())
+        if (doc.ok()) {
+          const double last = dv::last_beat(doc.model);
+          doc.playback.seek_beat(doc.model,
+                                 a.png_sequence > 1 ? last * k / (a.png_sequence - 1) : last);
+        }
+      render(2);
+      dv::write_png(sequence_path(a.png, k), a.width, a.height, gl.read_rgba());
+    }
+    fmt::print("distlab-viewer: wrote {} frames {} .. {} ({}x{}, {})\n", a.png_sequence,
+               sequence_path(a.png, 0), sequence_path(a.png, a.png_sequence - 1), a.width, a.height,
+               gl.renderer());
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui::DestroyContext();
+    return 0;
   }
   dv::write_png(a.png, a.width, a.height, gl.read_rgba());
   std::string where;
@@ -191,6 +225,10 @@ int main(int argc, char** argv) {
   app.add_option("--bench-frames", a.bench_frames,
                  "build this many frames with no GL and print their CPU time")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--png-sequence", a.png_sequence,
+                 "with --png: write this many frames over the whole playback (on the steps "
+                 "clock), as FILE-000.png, FILE-001.png, ... (for animations)")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--frames", a.frames,
                  "close the window after this many frames (tests, scripted runs)")
       ->check(CLI::Range(1, 1000000));
@@ -218,6 +256,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "distlab-viewer: --png renders one trace, or two with --compare ({} given)\n",
                a.traces.size());
+    return 2;
+  }
+  if (a.png_sequence > 0 && (a.png.empty() || a.step || a.time_us)) {
+    fmt::print(stderr,
+               "distlab-viewer: --png-sequence needs --png FILE and runs over the whole playback "
+               "(no --step or --time)\n");
     return 2;
   }
   if (a.compare && a.traces.size() < 2) {
