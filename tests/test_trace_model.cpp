@@ -422,3 +422,66 @@ TEST_CASE("model: the fuzz corpus and truncated example traces load or raise Err
   }
   CHECK(examples >= 6);
 }
+
+// Schema 3's additions for Perfetto and chrome://tracing (post slices, each rank's own step
+// instants, the memory total in a counter of its own, the top-level metadata) leave what the
+// viewer shows as it was: the same messages, steps, memory and otherData.
+TEST_CASE(
+    "schema 3: post slices, per-rank steps, the memory total and metadata change nothing "
+    "the viewer shows",
+    "[trace_model]") {
+  const int n = 4;
+  const std::string json = ring_trace(n);
+  REQUIRE(json.find(R"("cat":"post")") != std::string::npos);
+  REQUIRE(json.find(R"("s":"p","name":"step")") != std::string::npos);
+  REQUIRE(json.find(R"("name":"memory total")") != std::string::npos);
+  REQUIRE(json.find("\n\"metadata\":{") != std::string::npos);
+  const TraceModel m = parse_trace_model(json);
+  for (const Span& s : m.spans) CHECK(m.str(s.name) != "post");  // no clutter on the send lane
+  for (const Lane& l : m.lanes)
+    if (l.name == "send") CHECK(l.depth == 1);  // a send does not nest its post slice
+  CHECK(m.steps.size() == static_cast<std::size_t>(2 * (n - 1)));  // global frames, once each
+  REQUIRE(m.messages.size() == static_cast<std::size_t>(2 * (n - 1) * n));
+  for (const Message& msg : m.messages) {
+    REQUIRE(msg.send_span >= 0);
+    REQUIRE(msg.deliver_span >= 0);
+    CHECK(msg.send_time == m.spans[msg.send_span].start);  // from the flow start
+    CHECK(msg.arrival == m.spans[msg.deliver_span].end());
+    CHECK(msg.arrival > msg.send_time);
+  }
+  for (const auto& series : m.memory)
+    for (const MemorySample& s : series) {
+      std::int64_t sum = 0;
+      for (auto b : s.bytes) sum += b;
+      CHECK(s.total == sum);  // derived: the counter no longer carries total_bytes
+    }
+  CHECK(m.info.lesson == "99_ring");
+  CHECK(m.info.extra_json("metadata").empty());  // top level, not an otherData field
+}
+
+TEST_CASE(
+    "schema 3: the memory total comes from total_bytes in older traces, from the parts "
+    "in newer ones; the top-level metadata never overrides otherData",
+    "[trace_model]") {
+  const TraceModel old = parse_trace_model(R"({"traceEvents":[
+    {"ph":"C","name":"memory","pid":1,"tid":0,"ts":0,"args":{"params_bytes":60,"grads_bytes":40,"total_bytes":100}}],
+    "otherData":{"schema":"distlab-trace","schema_version":2,"world_size":1}})");
+  REQUIRE(old.memory.size() == 1);
+  REQUIRE(old.memory[0].size() == 1);
+  CHECK(old.memory[0][0].total == 100);
+  const TraceModel now = parse_trace_model(R"({"traceEvents":[
+    {"ph":"C","name":"memory","pid":1,"tid":0,"ts":0,"args":{"params_bytes":60,"grads_bytes":40}},
+    {"ph":"C","name":"memory total","pid":1,"tid":0,"ts":0,"args":{"bytes":100}},
+    {"ph":"i","s":"p","name":"step","pid":1,"tid":0,"ts":0,"args":{"step":1}},
+    {"ph":"i","s":"g","name":"step frame","pid":1,"tid":0,"ts":0,"args":{"step":1}}],
+    "otherData":{"schema":"distlab-trace","schema_version":3,"world_size":1,"lesson":"real"},
+    "metadata":{"lesson":"flat copy","world_size":7,"clock":1}})");
+  REQUIRE(now.memory.size() == 1);
+  REQUIRE(now.memory[0].size() == 1);
+  CHECK(now.memory[0][0].total == 100);
+  CHECK(now.memory[0][0].bytes[0] == 60);
+  CHECK(now.steps.size() == 1);
+  CHECK(now.info.lesson == "real");
+  CHECK(now.info.world_size == 1);
+  CHECK(now.info.extra.empty());
+}

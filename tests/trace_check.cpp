@@ -37,9 +37,11 @@ int main(int argc, char** argv) {
       problems.push_back("no messages in a multi-rank trace");
     for (const auto& p : problems) fmt::print(stderr, "{}: {}\n", argv[1], p);
     if (!problems.empty()) return 1;
-    fmt::print("{}: ok ({} ranks, {} spans, {} flow events, {} counters, {} step frames)\n",
-               argv[1], trace.world_size, trace.spans.size(), trace.flows.size(),
-               trace.counters.size(), trace.steps.size());
+    fmt::print(
+        "{}: ok ({} ranks, {} spans, {} flow events, {} counters, {} step frames, {} rank step "
+        "instants)\n",
+        argv[1], trace.world_size, trace.spans.size(), trace.flows.size(), trace.counters.size(),
+        trace.steps.size(), trace.rank_steps.size());
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/base/check.hpp"
 #include "core/trace/format.hpp"
@@ -41,6 +43,121 @@ std::string string_or(const object& o, const char* key, const std::string& fallb
   return fallback;
 }
 
+// Times are printed to the nanosecond and ts + dur is summed in floating point: ends and
+// starts within half a nanosecond are equal.
+constexpr double kHalfNs = 5e-4;
+
+double end_of(const TraceSpan& s) {
+  return s.ts + std::max(0.0, s.dur);
+}
+
+// The slice each flow event binds to, the way Perfetto's JSON importer binds it. Its sorter
+// orders events by ts; at one ts, complete slices longest first, then everything else (flow
+// events among it), ties in file order. One stack of open slices per (pid, tid), a slice
+// closed once an event comes at or after its end; a flow event binds to the top of its stack
+// (nullptr: none). So a flow event binds to the deepest slice enclosing its ts, wherever the
+// file puts it, and of two slices over the same interval, to the one written second.
+std::map<const TraceFlow*, const TraceSpan*> bind_flows(const LoadedTrace& t) {
+  struct Item {
+    double ts, key;  // key: -dur for a slice of some length, else +inf
+    std::size_t index;
+    const TraceSpan* span;
+    const TraceFlow* flow;
+  };
+  constexpr double kLast = std::numeric_limits<double>::infinity();
+  std::map<std::pair<int, int>, std::vector<Item>> lanes;
+  for (const auto& s : t.spans)
+    lanes[{s.pid, s.tid}].push_back({s.ts, s.dur > 0 ? -s.dur : kLast, s.index, &s, nullptr});
+  for (const auto& f : t.flows)
+    lanes[{f.pid, f.tid}].push_back({f.ts, kLast, f.index, nullptr, &f});
+  std::map<const TraceFlow*, const TraceSpan*> bound;
+  for (auto& [key, items] : lanes) {
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return std::tie(a.ts, a.key, a.index) < std::tie(b.ts, b.key, b.index);
+    });
+    std::vector<const TraceSpan*> open;
+    for (const Item& it : items) {
+      while (!open.empty() && end_of(*open.back()) <= it.ts + kHalfNs) open.pop_back();
+      if (it.span)
+        open.push_back(it.span);
+      else
+        bound[it.flow] = open.empty() ? nullptr : open.back();
+    }
+  }
+  return bound;
+}
+
+// Schema 3: the rules Perfetto and chrome://tracing need (reader.hpp's list).
+void check_for_other_viewers(const LoadedTrace& t, std::vector<std::string>& bad) {
+  // Arrows forward in time: 's' on its post slice, 'f' on its deliver slice, the first ending
+  // no later than the second starts (Perfetto draws from the end of one to the start of the
+  // other).
+  const auto bound = bind_flows(t);
+  std::map<std::uint64_t, const TraceSpan*> start_slice, finish_slice;
+  int reported = 0;
+  auto report = [&](std::string line) {
+    if (reported++ < 5) bad.push_back(std::move(line));  // a broken writer breaks every message
+  };
+  for (const auto& f : t.flows) {
+    const TraceSpan* b = bound.at(&f);
+    const auto id = static_cast<std::int64_t>(f.id);
+    if (!b || b->msg != id || (!f.start && b->cat != "deliver")) {
+      report(fmt::format("flow {}'s {} at {:.3f} us on pid {} tid {} binds to {}, not to {}", f.id,
+                         f.start ? "start" : "finish", f.ts, f.pid, f.tid,
+                         b ? fmt::format("'{}' (message {})", b->name, b->msg) : "no slice",
+                         f.start ? "a slice of its message" : "its message's deliver slice"));
+      continue;
+    }
+    (f.start ? start_slice : finish_slice)[f.id] = b;
+  }
+  for (const auto& [id, s] : start_slice) {
+    auto it = finish_slice.find(id);
+    if (it != finish_slice.end() && end_of(*s) > it->second->ts + kHalfNs)
+      report(fmt::format(
+          "flow {} runs backwards in time: its start's slice '{}' ends at {:.3f} us, after its "
+          "finish's slice '{}' starts at {:.3f} us",
+          id, s->name, end_of(*s), it->second->name, it->second->ts));
+  }
+
+  // The memory counter: parts only (Catapult stacks every series of a counter).
+  for (const auto& c : t.counters)
+    if (c.total_arg) {
+      bad.push_back(fmt::format(
+          "the memory counter on pid {} carries total_bytes beside its parts (stacked on them, it "
+          "doubles the height); the total goes in the \"memory total\" counter",
+          c.pid));
+      break;
+    }
+
+  // The top-level metadata: there, flat, and without the keys Catapult reserves.
+  if (!t.has_metadata)
+    bad.push_back("the trace has no top-level \"metadata\" object (Perfetto skips otherData)");
+  if (!t.metadata_flat) bad.push_back("the top-level \"metadata\" holds an array or object");
+  for (const auto& k : t.metadata_keys)
+    if (k == "clock-domain" || k == "highres-ticks")
+      bad.push_back(fmt::format("the top-level \"metadata\" uses Catapult's reserved key '{}'", k));
+
+  // Each rank's own step instants: one for every step its messages belong to, no later than
+  // the first of them.
+  std::map<std::pair<int, std::int64_t>, double> own;
+  for (const auto& s : t.rank_steps) {
+    auto [it, fresh] = own.try_emplace({s.pid, s.step}, s.ts);
+    if (!fresh) it->second = std::min(it->second, s.ts);
+  }
+  std::set<int> missing;
+  for (const auto& s : t.spans) {
+    if ((s.cat != "send" && s.cat != "recv") || s.step < 0 || missing.count(s.pid)) continue;
+    auto it = own.find({s.pid, s.step});
+    if (it == own.end() || it->second > s.ts + kHalfNs) {
+      missing.insert(s.pid);
+      bad.push_back(fmt::format(
+          "pid {} has no step instant of its own (\"s\":\"p\") for step {} at or before its "
+          "'{}' at {:.3f} us",
+          s.pid, s.step, s.name, s.ts));
+    }
+  }
+}
+
 }  // namespace
 
 LoadedTrace parse_trace(const std::string& json) {
@@ -72,10 +189,23 @@ LoadedTrace parse_trace(const std::string& json) {
         fmt::format("trace schema version {} is newer than this loader ({}); update distlab",
                     t.schema_version, kTraceSchemaVersion));
 
+  object metadata;
+  if (root["metadata"].get_object().get(metadata) == simdjson::SUCCESS) {
+    t.has_metadata = true;
+    for (auto field : metadata) {
+      t.metadata_keys.emplace_back(field.key);
+      const auto type = field.value.type();
+      if (type == simdjson::dom::element_type::ARRAY || type == simdjson::dom::element_type::OBJECT)
+        t.metadata_flat = false;
+    }
+  }
+
   simdjson::dom::array events;
   if (root["traceEvents"].get_array().get(events) != simdjson::SUCCESS)
     throw Error("trace has no traceEvents array");
+  std::size_t index = 0;
   for (element ev : events) {
+    const std::size_t at = index++;
     object o;
     if (ev.get_object().get(o) != simdjson::SUCCESS) {
       t.problems.push_back("an event is not a JSON object");
@@ -91,6 +221,7 @@ LoadedTrace parse_trace(const std::string& json) {
     const double ts = number_or(o, "ts", 0);
     if (ph == "X") {
       TraceSpan s;
+      s.index = at;
       s.pid = static_cast<int>(pid);
       s.tid = static_cast<int>(tid);
       s.name = string_or(o, "name");
@@ -108,6 +239,7 @@ LoadedTrace parse_trace(const std::string& json) {
       t.spans.push_back(std::move(s));
     } else if (ph == "s" || ph == "f") {
       TraceFlow f;
+      f.index = at;
       f.start = ph == "s";
       f.pid = static_cast<int>(pid);
       f.tid = static_cast<int>(tid);
@@ -122,9 +254,16 @@ LoadedTrace parse_trace(const std::string& json) {
       c.pid = static_cast<int>(pid);
       c.ts = ts;
       object args;
-      if (o["args"].get_object().get(args) == simdjson::SUCCESS)
-        c.total_bytes = int_or(args, "total_bytes", 0);
+      if (o["args"].get_object().get(args) == simdjson::SUCCESS) {
+        for (int k = 0; k < kCategories; ++k)
+          c.total_bytes += int_or(args, fmt::format("{}_bytes", kCategoryNames[k]).c_str(), 0);
+        std::int64_t total;
+        c.total_arg = args["total_bytes"].get_int64().get(total) == simdjson::SUCCESS;
+        if (c.total_arg) c.total_bytes = total;  // before schema 3: the total beside its parts
+      }
       t.counters.push_back(c);
+    } else if (ph == "C" && string_or(o, "name") == "memory total") {
+      // The ledger's total (schema 3), the sum of the "memory" parts: nothing more to read.
     } else if (ph == "C") {
       TraceValue v;
       v.pid = static_cast<int>(pid);
@@ -140,7 +279,10 @@ LoadedTrace parse_trace(const std::string& json) {
       s.pid = static_cast<int>(pid);
       s.ts = ts;
       if (o["args"].get_object().get(args) == simdjson::SUCCESS) s.step = int_or(args, "step", -1);
-      t.steps.push_back(s);
+      if (string_or(o, "s") == "p")
+        t.rank_steps.push_back(s);
+      else
+        t.steps.push_back(s);
     } else if (ph == "M") {
       if (string_or(o, "name") == "process_name") t.named_pids.push_back(static_cast<int>(pid));
     } else {
@@ -184,6 +326,7 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
   first_bad_pid(t.flows, "flow event");
   first_bad_pid(t.counters, "counter");
   first_bad_pid(t.steps, "step frame");
+  first_bad_pid(t.rank_steps, "step instant");
 
   // Durations and timestamps.
   for (const auto& s : t.spans) {
@@ -245,10 +388,7 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
         break;
       }
       last_start = s->ts;
-      const double end = s->ts + std::max(0.0, s->dur);
-      // Times are printed to the nanosecond and ts + dur is summed in floating point: ends and
-      // starts within half a nanosecond are equal.
-      constexpr double kHalfNs = 5e-4;
+      const double end = end_of(*s);
       while (!open.empty() && open.back() <= s->ts + kHalfNs) open.pop_back();
       if (!open.empty() && end > open.back() + kHalfNs) {
         bad.push_back(fmt::format(
@@ -259,6 +399,7 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
       open.push_back(end);
     }
   }
+  if (t.schema_version >= 3) check_for_other_viewers(t, bad);
   return bad;
 }
 

@@ -9,8 +9,17 @@
 //     and every finish has its start
 //   - a message's bytes are the same on the send span and on the deliver span
 //   - spans on one (pid, tid) nest strictly and appear sorted by start
+// and from schema 3 on, what Perfetto and chrome://tracing need to show the trace right:
+//   - every flow's 's' binds (as Perfetto binds it: the deepest slice enclosing its ts on its
+//     pid/tid; of two over the same interval, the one written second) to a slice of its
+//     message that ends no later than the slice its 'f' binds to starts, and that one is the
+//     message's deliver slice: arrows run forward in time
+//   - the "memory" counter carries only its parts (no total_bytes to stack on them)
+//   - a flat top-level "metadata" object without Catapult's reserved keys
+//   - every rank has its own step instants ("s":"p") for the steps its messages belong to
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +27,7 @@
 namespace distlab {
 
 struct TraceSpan {
+  std::size_t index = 0;  // position in traceEvents
   int pid = 0, tid = 0;
   std::string name, cat;
   double ts = 0, dur = 0;
@@ -25,16 +35,20 @@ struct TraceSpan {
 };
 
 struct TraceFlow {
+  std::size_t index = 0;  // position in traceEvents
   std::uint64_t id = 0;
   bool start = false;
   int pid = 0, tid = 0;
   double ts = 0;
 };
 
+// The memory ledger after a change. total_bytes: the args' total_bytes in traces before
+// schema 3, else the sum of the parts (the "memory total" counter beside it holds the same).
 struct TraceCounter {
   int pid = 0;
   double ts = 0;
   std::int64_t total_bytes = 0;
+  bool total_arg = false;  // total_bytes was among the args (stacked on the parts)
 };
 
 // A lesson's value counter (a "C" event not named "memory": the training loss).
@@ -45,6 +59,7 @@ struct TraceValue {
   double value = 0;
 };
 
+// A "step frame" instant (global), or a rank's own "step" instant ("s":"p").
 struct TraceStep {
   int pid = 0;
   double ts = 0;
@@ -61,8 +76,13 @@ struct LoadedTrace {
   std::vector<TraceFlow> flows;
   std::vector<TraceCounter> counters;  // the memory ledger's
   std::vector<TraceValue> values;
-  std::vector<TraceStep> steps;
+  std::vector<TraceStep> steps;       // global step frames
+  std::vector<TraceStep> rank_steps;  // each rank's own step instants (schema 3)
   std::vector<int> named_pids;        // pids with a process_name
+  // The top-level "metadata" object (schema 3): present, its keys, and whether every value is
+  // a string, number or boolean.
+  bool has_metadata = false, metadata_flat = true;
+  std::vector<std::string> metadata_keys;
   std::vector<std::string> problems;  // rules broken while reading (bad phase, non-integer pid)
 };
 

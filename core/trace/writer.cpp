@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -20,14 +21,23 @@ namespace distlab {
 namespace {
 
 constexpr double kDeliverUs = 0.5;  // the short slice a message's flow arrow lands on
+constexpr double kPostUs = 0.1;     // the short slice a message's flow arrow leaves from
+constexpr double kNs = 1e-3;        // one step of the printed grid
 
 // A slice about to be written, already on rank 0's clock and relative to the epoch.
+// span: a recorded span. post: the first moments of a send, where its flow starts (Perfetto
+// draws an arrow from the END of the slice its 's' binds to: bound to the whole send, every
+// arrow would run backwards). deliver: the last moments of a receive, where its flow ends.
+enum class Role : std::uint8_t { span, post, deliver };
+
 struct Slice {
   const SpanEvent* src = nullptr;
-  bool deliver = false;
+  Role role = Role::span;
   double t0 = 0, t1 = 0;
   int tid = 0;
-  std::uint64_t flow = 0;  // flow id bound here (0: none)
+  int sub = 0;                    // sub-lane index
+  std::uint64_t flow = 0;         // flow id bound here (0: none)
+  const Slice* parent = nullptr;  // post and deliver: the send or receive they belong to
 };
 
 // A time on the grid the trace prints (ns, as microseconds with 3 decimals). Slices are placed
@@ -52,24 +62,44 @@ const char* lane_name(Lane lane) {
 }
 
 // Places slices of one lane on sub-lanes so that on each sub-lane they nest strictly:
-// first fit over sub-lanes, each a stack of open end times.
+// first fit over sub-lanes, each a stack of open end times; a post or deliver slice tries its
+// parent's sub-lane first. Sorted by start, the outermost first; a slice and its post or
+// deliver slice over the same interval stay parent first (a tie std::sort would write in
+// either order, and a flow's finish would then bind to the receive instead of its deliver).
 int assign_sub_lanes(std::vector<Slice*>& slices, Lane lane) {
-  std::sort(slices.begin(), slices.end(), [](const Slice* a, const Slice* b) {
-    return a->t0 != b->t0 ? a->t0 < b->t0 : a->t1 > b->t1;
+  std::stable_sort(slices.begin(), slices.end(), [](const Slice* a, const Slice* b) {
+    if (a->t0 != b->t0) return a->t0 < b->t0;
+    if (a->t1 != b->t1) return a->t1 > b->t1;
+    return (a->role != Role::span) < (b->role != Role::span);
   });
   std::vector<std::vector<double>> stacks;
+  auto fits = [&](std::size_t k, const Slice* s) {
+    auto& st = stacks[k];
+    while (!st.empty() && st.back() <= s->t0) st.pop_back();
+    return st.empty() || s->t1 <= st.back();
+  };
   for (Slice* s : slices) {
     std::size_t k = 0;
-    for (; k < stacks.size(); ++k) {
-      auto& st = stacks[k];
-      while (!st.empty() && st.back() <= s->t0) st.pop_back();
-      if (st.empty() || s->t1 <= st.back()) break;
-    }
+    const auto home = s->parent ? static_cast<std::size_t>(s->parent->sub) : stacks.size();
+    if (home < stacks.size() && fits(home, s))
+      k = home;
+    else
+      while (k < stacks.size() && !fits(k, s)) ++k;
     if (k == stacks.size()) stacks.emplace_back();
     stacks[k].push_back(s->t1);
-    s->tid = sub_lane_tid(lane, static_cast<int>(k));
+    s->sub = static_cast<int>(k);
+    s->tid = sub_lane_tid(lane, s->sub);
   }
   return static_cast<int>(stacks.size());
+}
+
+// Where a receive's deliver slice starts: its last kDeliverUs, but at least a nanosecond after
+// the send was posted (the post slice before it ends no later) and a nanosecond before the
+// receive ends (a slice of no length encloses nothing for the 'f' to bind to).
+double deliver_start(double t0, double t1, std::optional<double> sent) {
+  double d0 = std::max(t0, t1 - kDeliverUs);
+  if (sent) d0 = std::max(d0, *sent + kNs);
+  return to_ns(std::max(t0, std::min(d0, t1 - kNs)));
 }
 
 using FlowKey = std::tuple<int, int, int, std::uint64_t>;  // src, dst, tag, seq
@@ -109,15 +139,26 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
   }
   if (logs.empty() || epoch > 1e299) epoch = 0;
 
-  // Flow ids: one per message, keyed by (src, dst, tag, seq), numbered in send order.
+  // Flow ids: one per message, keyed by (src, dst, tag, seq), numbered in send order. Times on
+  // the printed nanosecond grid: when each message was sent, and where its deliver slice
+  // starts (the post slice at the send's start must end by then).
   std::map<FlowKey, std::uint64_t> flow_ids;
-  std::map<std::uint64_t, double> sent_at;  // flow id -> send post time, relative to the epoch
+  std::map<std::uint64_t, double> sent_at, delivered_at;  // flow id -> us from the epoch
   std::uint64_t next_flow = 1;
   for (const auto& log : logs)
     for (const auto& e : log.spans)
       if (e.kind == SpanEvent::Kind::send) {
-        sent_at[next_flow] = e.t0 + log.clock_offset_us - epoch;
+        sent_at[next_flow] = to_ns(e.t0 + log.clock_offset_us - epoch);
         flow_ids[{log.rank, e.peer, e.tag, e.seq}] = next_flow++;
+      }
+  for (const auto& log : logs)
+    for (const auto& e : log.spans)
+      if (e.kind == SpanEvent::Kind::recv) {
+        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.seq});
+        if (it == flow_ids.end()) continue;
+        const double off = log.clock_offset_us - epoch;
+        delivered_at[it->second] = deliver_start(
+            to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off), sent_at[it->second]);
       }
 
   std::string out;
@@ -141,23 +182,29 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
         pid, pid));
 
-    // Slices of this rank, per lane; every completed receive also gets its deliver slice.
+    // Slices of this rank, per lane: every send also gets its post slice, every completed
+    // receive its deliver slice. Parents are pushed before their children (reserve: no
+    // reallocation, so the parent pointers stay valid).
     std::vector<Slice> slices;
     slices.reserve(log.spans.size() * 2);
     for (const auto& e : log.spans) {
       // On the printed nanosecond grid from here on: nesting is decided on the times written.
-      Slice s{&e, false, to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off), 0, 0};
+      Slice s{&e, Role::span, to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off)};
       if (e.kind == SpanEvent::Kind::send) s.flow = flow_ids[{log.rank, e.peer, e.tag, e.seq}];
       slices.push_back(s);
+      const Slice* parent = &slices.back();
+      if (e.kind == SpanEvent::Kind::send) {
+        // The post slice: the send's first moments, ended by the time the message is delivered.
+        double p1 = std::min(s.t0 + kPostUs, s.t1);
+        if (auto it = delivered_at.find(s.flow); it != delivered_at.end())
+          p1 = std::min(p1, it->second);
+        slices.push_back({&e, Role::post, s.t0, to_ns(std::max(s.t0, p1)), 0, 0, s.flow, parent});
+      }
       if (e.kind == SpanEvent::Kind::recv) {
         auto it = flow_ids.find({e.peer, log.rank, e.tag, e.seq});
         const std::uint64_t flow = it == flow_ids.end() ? 0 : it->second;
-        // The arrival slice: the last moments of the receive, never before the message was sent.
-        double d0 = std::max(s.t0, s.t1 - kDeliverUs);
-        if (flow) d0 = std::min(s.t1, std::max(d0, sent_at[flow]));
-        d0 = to_ns(d0);
-        Slice d{&e, true, d0, s.t1, 0, flow};
-        slices.push_back(d);
+        const double d0 = flow ? delivered_at[flow] : deliver_start(s.t0, s.t1, std::nullopt);
+        slices.push_back({&e, Role::deliver, d0, s.t1, 0, 0, flow, parent});
       }
     }
     std::vector<Slice*> by_lane[kLanes];
@@ -180,12 +227,24 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       }
     }
     // Spans, outermost first and sorted by start on each lane (assign_sub_lanes sorted them).
+    // A flow's 's' follows its post slice and its 'f' its deliver slice, at their start: an
+    // importer binds each to the deepest slice open there, which is that one.
     for (int l = 0; l < kLanes; ++l) {
       for (const Slice* s : by_lane[l]) {
         const SpanEvent& e = *s->src;
-        const char* cat = s->deliver ? "deliver" : lane_name(e.lane);
-        const std::string name = s->deliver ? "deliver" : e.name;
         const double t0 = s->t0, t1 = s->t1;  // on the nanosecond grid already
+        if (s->role == Role::post) {
+          event(fmt::format(
+              R"({{"ph":"X","name":"post","cat":"post","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"msg":{}}}}})",
+              pid, s->tid, t0, t1 - t0, s->flow));
+          event(fmt::format(
+              R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
+              s->flow, pid, s->tid, t0));
+          continue;
+        }
+        const bool deliver = s->role == Role::deliver;
+        const char* cat = deliver ? "deliver" : lane_name(e.lane);
+        const std::string name = deliver ? "deliver" : e.name;
         std::string text = fmt::format(
             R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
             json_string(name), cat, pid, s->tid, t0, t1 - t0);
@@ -195,41 +254,58 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
           append_phase_args(text, e.phase);
         text += "}";
         event(text);
-        if (s->flow && e.kind == SpanEvent::Kind::send)
-          event(fmt::format(
-              R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
-              s->flow, pid, s->tid, s->t0));
-        if (s->flow && s->deliver)
+        if (s->flow && deliver)
           event(fmt::format(
               R"({{"ph":"f","bp":"e","name":"message","cat":"message","id":{},"pid":{},"tid":{},"ts":{:.3f}}})",
-              s->flow, pid, s->tid, s->t0));
+              s->flow, pid, s->tid, t0));
       }
     }
-    // Memory ledger counters.
+    // Memory ledger counters: the parts in "memory" (Catapult stacks a counter's series, so
+    // their sum is its height; a total among them would double it), the total in its own.
     for (const auto& c : log.counters) {
       std::string args;
       std::int64_t total = 0;
       for (int k = 0; k < kCategories; ++k) {
-        args += fmt::format(R"("{}_bytes":{},)", to_string(static_cast<Category>(k)), c.bytes[k]);
+        args += fmt::format(R"({}"{}_bytes":{})", k ? "," : "", to_string(static_cast<Category>(k)),
+                            c.bytes[k]);
         total += c.bytes[k];
       }
+      const double ts = to_ns(c.ts + off);
+      event(
+          fmt::format(R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{{}}}}})",
+                      pid, ts, args));
       event(fmt::format(
-          R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{{}"total_bytes":{}}}}})",
-          pid, c.ts + off, args, total));
+          R"({{"ph":"C","name":"memory total","pid":{},"tid":0,"ts":{:.3f},"args":{{"bytes":{}}}}})",
+          pid, ts, total));
     }
     // Values the lesson recorded (a loss): one counter track per name.
     for (const auto& v : log.values)
       if (std::isfinite(v.value))  // JSON has no NaN: a diverged loss leaves a gap
         event(fmt::format(
             R"({{"ph":"C","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"value":{:.9g}}}}})",
-            json_string(v.name), pid, v.ts + off, v.value));
+            json_string(v.name), pid, to_ns(v.ts + off), v.value));
+    // This rank's own step instants (Perfetto puts global ones on one unnamed track): when the
+    // rank first acts in each step, marking it or posting one of its messages.
+    std::map<int, double> own_steps;
+    auto first_act = [&](int step, double ts) {
+      auto [it, fresh] = own_steps.try_emplace(step, ts);
+      if (!fresh) it->second = std::min(it->second, ts);
+    };
+    for (const auto& st : log.steps) first_act(st.step, to_ns(st.ts + off));
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= 0)
+        first_act(e.meta.step, to_ns(e.t0 + off));
+    for (const auto& [step, ts] : own_steps)
+      event(fmt::format(
+          R"({{"ph":"i","s":"p","name":"step","pid":{},"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
+          pid, ts, step));
   }
 
   // Step frames: one global instant per step, at the earliest rank's start of that step.
   std::map<int, std::pair<double, int>> steps;  // step -> (ts, pid)
   for (const auto& log : logs)
     for (const auto& s : log.steps) {
-      const double ts = s.ts + log.clock_offset_us - epoch;
+      const double ts = to_ns(s.ts + log.clock_offset_us - epoch);
       auto it = steps.find(s.step);
       if (it == steps.end() || ts < it->second.first) steps[s.step] = {ts, log.rank + 1};
     }
@@ -280,9 +356,20 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         out += fmt::format(R"({}{{"name":{},"length":{},"chunks":{}}})",
                            declared.size() > 1 ? "," : "", json_string(b.name), b.length, b.chunks);
   out +=
-      fmt::format(R"(],"steps":{},"messages":{},"wall_seconds":{},"cost_model":{}}}}})",
-                  steps.size(), flow_ids.size(), json_number(info.wall_seconds), info.cost_model);
-  out += "\n";
+      fmt::format(R"(],"steps":{},"messages":{},"wall_seconds":{},"cost_model":{}}})", steps.size(),
+                  flow_ids.size(), json_number(info.wall_seconds), info.cost_model);
+
+  // metadata: the same facts, flat, for Perfetto (it skips otherData) and Catapult's metadata
+  // view. Flat values only (Perfetto's reader takes no arrays), and none of the keys Catapult
+  // reserves for itself (clock-domain, highres-ticks).
+  out += fmt::format(
+      ",\n\"metadata\":{{\"schema\":\"distlab-trace\",\"schema_version\":{},\"lesson\":{},"
+      "\"title\":{},\"algorithm\":{},\"world_size\":{},\"mode\":\"{}\",\"device\":\"{}\","
+      "\"transport\":{},\"verified\":{},\"checks\":{},\"wall_seconds\":{}}}}}\n",
+      kTraceSchemaVersion, json_string(info.lesson), json_string(info.title),
+      json_string(info.algorithm), info.world.size, to_string(info.world.mode),
+      to_string(info.world.device), json_string(info.world.transport),
+      info.verified ? "true" : "false", checks, json_number(info.wall_seconds));
   return out;
 }
 

@@ -1,9 +1,11 @@
 // writer.hpp — merges every rank's log into one Chrome Trace Event JSON file.
 //
 // pid = rank + 1; tids are lanes (1 compute, 2 send, 3 recv; overlapping spans move to
-// sub-lanes 11, 12, 13, 21, ...); one flow s -> f per message; C counters for the memory
-// ledger; global "step frame" instants; otherData with the lesson's metadata and its
-// verification result. docs/trace-format.md is the reference.
+// sub-lanes 11, 12, 13, 21, ...); one flow s -> f per message, from a short "post" slice at
+// the send's start to a short "deliver" slice at the receive's end; C counters for the memory
+// ledger's parts and its total; global "step frame" instants and each rank's own "step"
+// instants; otherData with the lesson's metadata and its verification result, and the same
+// facts flat in a top-level "metadata" object. docs/trace-format.md is the reference.
 #pragma once
 
 #include <string>

@@ -369,7 +369,9 @@ class Builder {
     const char ph = f.ph.size() == 1 ? f.ph[0] : '?';
     switch (ph) {
       case 'X':
-        add_span(pid, tid, f.ts, f.dur, intern(f.name), kind_of(f.cat), &f);
+        // A send's "post" slice (schema 3) exists for other viewers' flow arrows: the message
+        // takes its send time from its flow start, and the timeline draws the send span.
+        if (f.cat != "post") add_span(pid, tid, f.ts, f.dur, intern(f.name), kind_of(f.cat), &f);
         break;
       case 'B':
         lane_of(pid, tid);
@@ -406,7 +408,10 @@ class Builder {
         break;
       case 'i':
       case 'I':
-        if (f.name == "step frame" && f.step) m.steps.push_back({clamp_int(*f.step), f.ts});
+        // The global frames only: each rank's own "step" instants ("s":"p", schema 3) are for
+        // other viewers, and would count every step once per rank.
+        if (f.name == "step frame" && f.step && f.s_scope != "p" && f.s_scope != "t")
+          m.steps.push_back({clamp_int(*f.step), f.ts});
         break;
       case 'M':
         if (f.name == "process_name")
