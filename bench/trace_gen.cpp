@@ -18,7 +18,9 @@
 // With --pipeline it writes GPipe training steps instead (PipeGen below): R stages, M
 // micro-batches, every forward and backward a compute span with its phase args (op, micro,
 // stage: what the viewer's Schedule panel reads), activations sent down the pipeline and their
-// gradients back up, the activations on the ledger while they wait for their backward.
+// gradients back up, the activations on the ledger while they wait for their backward. Both
+// are written as schema 2 (without schema 3's post slices, per-rank instants and metadata; the
+// viewer reads phase args at any version).
 //
 //   distlab_trace_gen [--events 1000000] [--ranks 8] [--size 1048576] -o FILE
 //   distlab_trace_gen --pipeline [--events 1000000] [--ranks 4] [--micro 8] -o FILE
@@ -308,7 +310,7 @@ struct PipeGen {
     fmt::format_to(
         std::back_inserter(g->buf),
         "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"schema\":\"distlab-trace\","
-        R"("schema_version":3,"lesson":"bench_trace_gen_pipeline","title":"synthetic GPipe steps",)"
+        R"("schema_version":2,"lesson":"bench_trace_gen_pipeline","title":"synthetic GPipe steps",)"
         R"("algorithm":"gpipe, {} micro-batches","world_size":{},"mode":"threads","device":"cpu",)"
         R"("transport":"threads","parameters":{{"ranks":{},"microbatches":{},"iterations":{}}},)"
         R"("verification":{{"verified":true,"checks":{},"failed":[]}},"buffers":[],)"

@@ -402,6 +402,9 @@ add_test(NAME layers.includes COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_lay
 set_tests_properties(layers.includes PROPERTIES LABELS "layers" TIMEOUT 120)
 
 # Every code quote in a README equals the source lines between its markers.
+# Every lesson README 01-13 shows its trace's animation (scripts/make-animations.sh).
+add_test(NAME docs.animations COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/animations.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(docs.animations PROPERTIES LABELS "layers")
 add_test(NAME docs.readme-quotes COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/readme-quotes.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(docs.readme-quotes PROPERTIES LABELS "layers")
 
