@@ -330,7 +330,7 @@ void draw_topology(PanelContext& ctx) {
       dl->AddLine(at[p.a], at[p.b], kLinkUsed, w);
     }
   }
-  if (l.star)  // the bytes each link has carried so far, at its middle
+  if (l.star)  // the bytes each link has carried so far, along it
     for (std::size_t i = 0; i < l.pairs.size(); ++i) {
       if (l.pair_so_far[i] <= 0) continue;
       const Pair& p = l.pairs[i];
@@ -407,7 +407,7 @@ void draw_topology(PanelContext& ctx) {
     }
   }
 
-  if (l.star) {  // role and traffic under each node; a server's as a multiple of a worker's
+  if (l.star) {  // role and traffic beside each node; a server's as a multiple of a worker's
     std::int64_t worker_sum = 0;
     int workers = 0;
     for (int r = 0; r < n; ++r)
