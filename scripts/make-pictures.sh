@@ -51,3 +51,9 @@ done
   traces/examples/12_tensor_parallel_mlp.json
 "$viewer" --png "$out/13_shards_g.png" --panel shards --step 2.5 --width 800 --height 340 \
   traces/examples/13_tensor_parallel_attention.json
+# ZeRO's three stages and plain data parallel side by side, from the three ZeRO traces at once;
+# lesson 05's star, servers in the middle, as the second iteration's gradients fly in.
+"$viewer" --png "$out/memory-compare.png" --panel memory-compare --width 1200 --height 560 \
+  traces/examples/08_zero1.json traces/examples/09_zero2.json traces/examples/10_zero3_fsdp.json
+"$viewer" --png "$out/parameter-server.png" --panel topology --step 5.5 --width 800 --height 720 \
+  traces/examples/05_parameter_server.json

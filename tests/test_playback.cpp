@@ -191,9 +191,76 @@ TEST_CASE("memory at a moment is the last ledger sample before it", "[playback]"
   at.clock = Clock::measured;
   at.time_us = m.memory[0].front().ts - 1;
   CHECK(memory_at(m, at)[0].total == 0);  // before the first sample: nothing allocated
+  // at a sample's time during the run, that sample ...
+  REQUIRE(m.rank_end.size() == m.ranks.size());
+  const MemorySample* last = nullptr;
+  for (const MemorySample& s : m.memory[0])
+    if (s.ts <= m.rank_end[0]) last = &s;
+  REQUIRE(last);
+  at.time_us = last->ts;
+  CHECK(memory_at(m, at)[0].total == last->total);
+  // ... and after the rank's last span, in its teardown, still the state it finished in
   at.time_us = m.memory[0].back().ts;
-  CHECK(memory_at(m, at)[0].total == m.memory[0].back().total);
+  REQUIRE(at.time_us > m.rank_end[0]);
+  CHECK(memory_at(m, at)[0].total == last->total);
   CHECK(memory_at(m, at).size() == m.ranks.size());
+}
+
+TEST_CASE("memory at the end: every rank shows its state before its teardown", "[playback]") {
+  // Two ranks; rank 1 finishes its span at 50 and frees everything at 60 (its teardown), while
+  // rank 0 works on to 100 and frees at 110. At the end of the active range (100) both ranks
+  // show the state they finished in, not 0 B on rank 1 and full bars on rank 0.
+  TraceModel m;
+  m.strings = {"", "work"};
+  for (int r = 0; r < 2; ++r) {
+    m.ranks.push_back({r + 1, "rank " + std::to_string(r), r, {static_cast<std::uint32_t>(r)}});
+    Lane lane;
+    lane.rank = r;
+    lane.span_begin = static_cast<std::uint32_t>(r);
+    lane.span_end = static_cast<std::uint32_t>(r + 1);
+    m.lanes.push_back(lane);
+    Span s;
+    s.dur = r == 0 ? 100 : 50;
+    s.lane = static_cast<std::uint32_t>(r);
+    s.name = 1;
+    m.spans.push_back(s);
+    MemorySample full, freed;
+    full.ts = 10;
+    full.bytes[0] = 1000;
+    full.total = 1000;
+    freed.ts = r == 0 ? 110 : 60;
+    m.memory.push_back({full, freed});
+  }
+  m.t_end = 120;
+  index_steps(m);
+  REQUIRE(active_range(m).end == 100);
+
+  Playback p;
+  p.seek_beat(m, last_beat(m));  // the end, as --png draws it
+  for (const MemorySample& s : memory_at(m, p.moment(m))) CHECK(s.total == 1000);
+  p.set_clock(m, Clock::measured);
+  p.seek_time(m, 1e9);  // clamped to the active range's end
+  for (const MemorySample& s : memory_at(m, p.moment(m))) CHECK(s.total == 1000);
+  // Before a rank's teardown nothing changes: at 55 rank 1 has finished and still holds it all.
+  Moment at;
+  at.clock = Clock::measured;
+  at.time_us = 55;
+  CHECK(memory_at(m, at)[1].total == 1000);
+
+  // The ZeRO-3 and attention examples, whose ranks tear down at different times: at the last
+  // step every rank holds memory, the same model state on every rank of ZeRO-3.
+  for (const char* name : {"10_zero3_fsdp", "13_tensor_parallel_attention"}) {
+    INFO(name);
+    const TraceModel t = load_trace_model(example_trace(name));
+    Playback q;
+    q.seek_beat(t, last_beat(t));
+    const auto end = memory_at(t, q.moment(t));
+    for (const MemorySample& s : end) CHECK(s.total > 0);
+    if (std::string(name) == "10_zero3_fsdp")
+      for (const MemorySample& s : end)
+        CHECK(s.bytes[0] + s.bytes[1] + s.bytes[2] ==
+              end[0].bytes[0] + end[0].bytes[1] + end[0].bytes[2]);
+  }
 }
 
 TEST_CASE("computing is true only inside a compute span", "[playback]") {

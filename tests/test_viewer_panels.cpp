@@ -332,6 +332,100 @@ TEST_CASE("the memory panel stacks each rank's ledger and draws the formula line
   CHECK(draw_at(gui, PanelId::memory, formula, mid) > draw_at(gui, PanelId::memory, doc, mid));
 }
 
+TEST_CASE("at the last step every rank's memory bar is drawn, torn down or not", "[memory]") {
+  // Lesson 10's ranks free their memory at different times after their last span: every rank
+  // draws its bars in the params colour at the end, as in the middle of the run.
+  HeadlessImGui gui;
+  Document doc = open_document(example_trace("10_zero3_fsdp"));
+  REQUIRE(doc.ok());
+  const int params = 0;
+  draw_at(gui, PanelId::memory, doc, last_beat(doc.model));
+  const int at_end = vertices_of_color(category_color(params));
+  // one rank's bar less (its ledger emptied) draws fewer vertices in that colour
+  Document one_less = open_document(example_trace("10_zero3_fsdp"));
+  for (auto& s : one_less.model.memory[1]) s.bytes = {}, s.total = 0;
+  draw_at(gui, PanelId::memory, one_less, last_beat(doc.model));
+  CHECK(at_end > vertices_of_color(category_color(params)));
+}
+
+// ---- memory-compare -------------------------------------------------------------------------
+
+namespace {
+
+// The memory-compare panel over `docs` (all open), for one frame; returns the vertices drawn.
+int draw_compare(HeadlessImGui& gui, std::vector<Document>& docs) {
+  gui.begin_frame();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
+  ImGui::Begin("panel");
+  PanelContext ctx{docs.front(), docs.front().playback.moment(docs.front().model), &docs};
+  draw_panel(PanelId::memory_compare, ctx);
+  ImGui::End();
+  return gui.end_frame();
+}
+
+}  // namespace
+
+TEST_CASE("the memory-compare panel draws a group per ZeRO stage of every open trace",
+          "[memory-compare]") {
+  HeadlessImGui gui;
+  PanelId id;
+  REQUIRE(parse_panel("memory-compare", id));
+  CHECK(id == PanelId::memory_compare);
+  std::vector<Document> all, two, none;
+  for (const char* name : {"08_zero1", "09_zero2", "10_zero3_fsdp"})
+    all.push_back(open_document(example_trace(name)));
+  two.push_back(open_document(example_trace("10_zero3_fsdp")));
+  two.push_back(open_document(example_trace("08_zero1")));
+  none.push_back(open_document(example_trace("06_allreduce_sequential_ring_parallel")));
+  const int optimizer = 2;  // the baseline's 12 bytes per parameter, P_os's 12/N, ...
+  const int v_all = draw_compare(gui, all);
+  const int bars_all = vertices_of_color(category_color(optimizer));
+  const int v_two = draw_compare(gui, two);
+  const int bars_two = vertices_of_color(category_color(optimizer));
+  const int v_none = draw_compare(gui, none);
+  CHECK(vertices_of_color(category_color(optimizer)) == 0);  // a sentence, no chart
+  CHECK(v_all > v_two);
+  CHECK(v_two > v_none);
+  CHECK(bars_all > bars_two);  // four groups against three (baseline, P_os, P_os+g+p)
+  CHECK(bars_two > 0);
+  // Without the list of documents the panel draws its own trace (and its baseline).
+  CHECK(draw_at(gui, PanelId::memory_compare, all.front(), 1.0) > v_none);
+}
+
+// ---- the parameter server -------------------------------------------------------------------
+
+TEST_CASE("the parameter server: a star by role, its steps lit as playback passes them",
+          "[topology]") {
+  HeadlessImGui gui;
+  Document ps = open_document(example_trace("05_parameter_server"));
+  REQUIRE(ps.ok());
+  REQUIRE(!ps.model.info.extra_json("roles").empty());
+  const ImU32 lit = with_alpha(kRankGlow, 0.75f);
+  // Half way through a "3 compute gradients" span the legend lights that step; the example of
+  // lesson 06 has no numbered phases and no legend.
+  double mid = 0;
+  for (const Span& s : ps.model.spans)
+    if (ps.model.str(s.name) == "3 compute gradients") {
+      mid = s.start + s.dur * 0.5;
+      break;
+    }
+  REQUIRE(mid > 0);
+  ps.playback.set_clock(ps.model, Clock::measured);
+  ps.playback.seek_time(ps.model, mid);
+  CHECK(draw_panel_frame(gui, PanelId::topology, ps) > 0);
+  CHECK(vertices_of_color(lit) > 0);
+  Document ring = open_document(example_trace("06_allreduce_sequential_ring_parallel"));
+  draw_at(gui, PanelId::topology, ring, 1.5);
+  CHECK(vertices_of_color(lit) == 0);
+
+  // With roles the links and nodes carry labels: more to draw than the same trace without.
+  const int with_roles = draw_at(gui, PanelId::topology, ps, last_beat(ps.model));
+  Document plain = open_document(example_trace("05_parameter_server"));  // its own caches
+  plain.model.info.extra.erase("roles");
+  CHECK(with_roles > draw_at(gui, PanelId::topology, plain, last_beat(ps.model)));
+}
+
 // ---- stats ----------------------------------------------------------------------------------
 
 TEST_CASE("per-link and per-rank totals are the sums of the messages' bytes", "[stats]") {

@@ -47,6 +47,26 @@ add_test(NAME viewer.bad.png-sequence-step COMMAND bash ${expect_failure} 2 20
 set_tests_properties(viewer.png-sequence viewer.bad.png-sequence-step PROPERTIES LABELS viewer)
 add_test(NAME viewer.bench-frames COMMAND bash ${expect_failure} 0 60 "frame build over 20 frames"
          -- ${viewer} --bench-frames 20 ${examples}/06_allreduce_sequential_ring_parallel.json)
+# The lessons' own pictures: ZeRO's stages side by side from several traces (any subset, one
+# line naming the stages found), and the parameter server's star.
+add_test(NAME viewer.png.memory-compare COMMAND bash ${expect_failure} 0 30
+         "memory-compare: baseline DP, P_os, P_os\\+g, P_os\\+g\\+p"
+         -- ${viewer} --png ${out}/memory-compare.png --panel memory-compare ${examples}/08_zero1.json
+            ${examples}/09_zero2.json ${examples}/10_zero3_fsdp.json)
+add_test(NAME viewer.png.memory-compare-subset COMMAND bash ${expect_failure} 0 30
+         "memory-compare: baseline DP, P_os, P_os\\+g\\+p$" "05_parameter_server: not a ZeRO"
+         -- ${viewer} --png ${out}/memory-compare-subset.png --panel memory-compare
+            ${examples}/10_zero3_fsdp.json ${examples}/08_zero1.json ${examples}/05_parameter_server.json)
+add_test(NAME viewer.bad.png-many COMMAND bash ${expect_failure} 2 20 "--png renders one trace"
+         -- ${viewer} --png ${out}/x.png ${examples}/08_zero1.json ${examples}/09_zero2.json
+            ${examples}/10_zero3_fsdp.json)
+add_test(NAME viewer.png.parameter-server COMMAND bash ${expect_failure} 0 30
+         "wrote .*parameter-server.png \\(800x800, step 3.00 of"
+         -- ${viewer} --png ${out}/parameter-server.png --panel topology --step 3 --width 800
+            --height 800 ${examples}/05_parameter_server.json)
+set_tests_properties(viewer.png.memory-compare viewer.png.memory-compare-subset viewer.bad.png-many
+                     viewer.png.parameter-server PROPERTIES LABELS viewer)
+
 # The interactive path (GLFW window, OpenGL 3.3 core) under a virtual X server.
 find_program(XVFB_RUN xvfb-run)
 if(XVFB_RUN)

@@ -425,6 +425,11 @@ int main(int argc, char** argv) {
     lesson.set_algorithm(setup.mode == TrainMode::ps ? fmt::format("parameter server ({} server{})",
                                                                    servers, servers == 1 ? "" : "s")
                                                      : "all-reduce (ring_chunked)");
+    // otherData.roles: the viewer's Topology panel puts the servers in the middle.
+    std::string roles;
+    for (int r = 0; r < w.size; ++r)
+      roles += fmt::format("{}\"{}\"", r ? "," : "", setup.is_server(r) ? "server" : "worker");
+    lesson.set_metadata("roles", "[" + roles + "]");
   });
 
   lesson.on_report([&](RunResult& r) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 
+#include "core/base/json.hpp"
 #include "core/base/units.hpp"
 #include "core/training/teacher.hpp"
 #include "lessons/common/mlp_options.hpp"
@@ -99,6 +100,10 @@ struct Outcome {
   Run run;
   // ||error|| / ||update|| against plain data parallel and the reference; r0's max |error| of each
   std::array<double, 4> distances{};
+  // The plain data-parallel run beside it (untraced), as its own ledger measured it: the
+  // viewer's baseline (otherData.zero.baseline).
+  StateBytes dp_state;
+  std::uint64_t dp_activations_peak = 0;
 };
 
 void add_options(Lesson& lesson, Setup& setup) {
@@ -467,7 +472,32 @@ void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome
   check_distance("the float64 reference's", all_ref, tol);
   check_losses(comm, run, ref, tol);
   outcome.distances = {all_dp.relative(), all_ref.relative(), to_dp.max_abs, to_ref.max_abs};
+  outcome.dp_state = dp.state;
+  outcome.dp_activations_peak = dp.activations_peak;
   outcome.run = std::move(run);
+}
+
+// otherData.zero, for the viewer's memory-compare panel (docs/trace-format.md): the stage, Psi,
+// N, the steps, every rank's model state as its ledger measured it after the last step, and
+// rank 0's plain data-parallel run (trained beside the stage, untraced) as the baseline.
+std::string zero_metadata(const RunResult& r, const Config& config, const Outcome& outcome) {
+  std::string state;
+  for (const RankLog& log : r.logs) {
+    double got[3] = {0, 0, 0};
+    for (const ValueEvent& v : log.values)
+      for (int c = 0; c < 3; ++c)
+        if (v.name == kStateNames[c]) got[c] = v.value;
+    state += fmt::format(R"({}{{"rank":{},"params":{},"grads":{},"optimizer":{}}})",
+                         state.empty() ? "" : ",", log.rank, json_number(got[0]),
+                         json_number(got[1]), json_number(got[2]));
+  }
+  const StateBytes& dp = outcome.dp_state;
+  return fmt::format(
+      R"({{"stage":{},"psi":{},"ranks":{},"steps":{},"bytes_per_param":{},"state":[{}],)"
+      R"("baseline":{{"stage":"dp","rank":0,"params":{},"grads":{},"optimizer":{},"activations":{}}}}})",
+      json_string(to_string(config.stage)), config.shape.params(), r.world.size, config.steps,
+      json_string(bytes_per_param_formula(config.stage)), state, dp.params, dp.grads, dp.optimizer,
+      outcome.dp_activations_peak);
 }
 
 }  // namespace
@@ -490,6 +520,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
     const double measured = print_state(r, setup);
     check_communication(r, setup.config, outcome);
     print_lecture_table(r, stage, measured);
+    lesson.set_metadata("zero", zero_metadata(r, setup.config, outcome));
   });
 
   // Memory: per rank about 124 B per parameter: its training replica and optimizer state

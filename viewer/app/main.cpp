@@ -7,6 +7,8 @@
 //   distlab-viewer --png out.png --png-sequence N trace.json
 //                                                    N frames over the whole playback, out-000.png
 //                                                    ... (scripts/make-animations.sh)
+//   distlab-viewer --png out.png --panel memory-compare 08.json 09.json 10.json
+//                                                    ZeRO's stages side by side (any subset)
 //   distlab-viewer --bench-frames N trace.json       frame-build time statistics (CPU, no GL)
 //
 // Exit status: 0; 1 a trace did not load (--png, --bench-frames) or the PNG was not written;
@@ -29,6 +31,7 @@
 #include "viewer/app/headless.hpp"
 #include "viewer/app/view.hpp"
 #include "viewer/app/window.hpp"
+#include "viewer/model/memory_compare.hpp"
 
 namespace dv = distlab::viewer;
 
@@ -99,6 +102,19 @@ std::string sequence_path(const std::string& png, int k) {
   return named.string();
 }
 
+// What memory-compare drew, one line: the stages found in the traces given.
+void print_memory_compare(dv::View& view) {
+  std::vector<const dv::TraceModel*> models;
+  for (const auto& doc : view.documents())
+    if (doc.ok()) models.push_back(&doc.model);
+  const dv::MemoryCompare mc = dv::build_memory_compare(models);
+  std::string stages;
+  for (const auto& s : mc.stages)
+    stages += fmt::format("{}{}", stages.empty() ? "" : ", ", dv::zero_stage_title(s.stage));
+  fmt::print("memory-compare: {}\n", stages.empty() ? "no ZeRO trace" : stages);
+  for (const auto& note : mc.notes) fmt::print("memory-compare: {}\n", note);
+}
+
 int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   dv::HeadlessGl gl(a.width, a.height);
   ImGui::CreateContext();
@@ -146,6 +162,7 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   }
   fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where,
              gl.renderer());
+  if (only == dv::PanelId::memory_compare) print_memory_compare(view);
   ImGui_ImplOpenGL3_Shutdown();
   ImGui::DestroyContext();
   return 0;
@@ -209,7 +226,8 @@ int main(int argc, char** argv) {
                               "show this moment, in microseconds from the trace's start");
   step->excludes(time);
   app.add_option("--panel", a.panel,
-                 "render only this panel: topology, timeline, playback, shards, memory, stats");
+                 "render only this panel: topology, timeline, playback, shards, memory, stats, "
+                 "memory-compare (the ZeRO stages of every trace given, side by side)");
   app.add_option("--clock", a.clock,
                  "playback clock: steps (one beat per algorithm step) or measured")
       ->check(CLI::IsMember({"steps", "measured"}));
@@ -241,7 +259,7 @@ int main(int argc, char** argv) {
       fmt::print(
           stderr,
           "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
-          "memory or stats\n",
+          "memory, stats or memory-compare\n",
           a.panel);
       return 2;
     }
@@ -252,9 +270,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "distlab-viewer: --png and --bench-frames need a trace file\n");
     return 2;
   }
-  if (!a.png.empty() && a.traces.size() > (a.compare ? 2u : 1u)) {
+  // memory-compare draws every trace given in one panel (View::documents()).
+  const bool all_in_one = only == dv::PanelId::memory_compare;
+  if (!a.png.empty() && !all_in_one && a.traces.size() > (a.compare ? 2u : 1u)) {
     fmt::print(stderr,
-               "distlab-viewer: --png renders one trace, or two with --compare ({} given)\n",
+               "distlab-viewer: --png renders one trace, or two with --compare, or any number with "
+               "--panel memory-compare ({} given)\n",
                a.traces.size());
     return 2;
   }

@@ -5,7 +5,12 @@
 //           width grows with the bytes that have arrived on it so far
 //   packet  a message on the wire, moving from sender to receiver; coloured by its chunk
 //           (the Shards panel's colours), sized by its bytes on a log scale
-// Positions come from topology_layout.hpp (a circle, a grid past 16 ranks).
+// Positions come from topology_layout.hpp (a circle, a grid past 16 ranks; servers in the middle
+// and workers around them when the trace records roles, as lesson 05's parameter server does).
+// With roles, every link is labelled with its bytes so far and every node with its role and
+// traffic, a server's as a multiple of a worker's (N workers: N times); a trace whose phases are
+// numbered ("1 pull" .. "5 update", phase_steps.hpp) gets a legend of its steps, lit while ranks
+// are in them.
 #include <imgui.h>
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/phase_steps.hpp"
 #include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
 
@@ -47,6 +53,10 @@ struct Layout {
   std::int64_t max_pair = 0;
   std::int64_t min_bytes = 0, max_bytes = 0;  // over messages with a known size
   std::map<std::uint32_t, int> chunks;        // buffer string id -> its declared chunk count
+  std::vector<std::string> roles;             // otherData.roles when it names every rank
+  bool star = false;                          // some rank is a server: the star layout
+  int servers = 0;
+  std::vector<PhaseStep> steps;  // numbered phases ("1 pull"), for the legend
   // Traffic that has arrived, for the moment last drawn (recomputed when the moment moves).
   Clock clock = Clock::steps;
   double moment_key = -1;
@@ -56,7 +66,12 @@ struct Layout {
 
 Layout build_layout(const TraceModel& m) {
   Layout l;
-  l.pos = rank_positions(m.world_size());
+  l.roles = parse_roles(m.info.extra_json("roles"));
+  if (static_cast<int>(l.roles.size()) != m.world_size()) l.roles.clear();
+  l.star = has_servers(l.roles);
+  l.servers = static_cast<int>(std::count(l.roles.begin(), l.roles.end(), kServerRole));
+  l.pos = l.star ? role_positions(l.roles) : rank_positions(m.world_size());
+  l.steps = phase_steps(m);
   l.node = node_radius(m.world_size());
   for (const LinkTraffic& t : link_totals(m)) {
     const auto key = std::minmax(t.src, t.dst);
@@ -222,6 +237,43 @@ void legend() {
   });
 }
 
+// The algorithm's numbered steps as a row of labels: lit while some rank is in the step, plain
+// once a rank has been through it, dim before.
+void step_legend(const Layout& l, const Moment& now) {
+  const auto states = phase_states(l.steps, now);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (std::size_t i = 0; i < l.steps.size(); ++i) {
+    const char* text = l.steps[i].name.c_str();
+    const ImVec2 ts = ImGui::CalcTextSize(text);
+    if (i > 0) {
+      ImGui::SameLine(0, 8);
+      if (ImGui::GetContentRegionAvail().x < ts.x + 10) ImGui::NewLine();
+    }
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const bool lit = !states[i].ranks.empty();
+    const ImVec2 a(p.x, p.y), b(p.x + ts.x + 10, p.y + ts.y + 2);
+    if (lit) dl->AddRectFilled(a, b, with_alpha(kRankGlow, 0.75f), 4.0f);
+    dl->AddRect(a, b, lit ? kRankGlow : kDim, 4.0f);
+    dl->AddText(ImVec2(p.x + 5, p.y + 1),
+                lit                ? IM_COL32(10, 20, 10, 255)
+                : states[i].passed ? kText
+                                   : kDim,
+                text);
+    ImGui::Dummy(ImVec2(ts.x + 10, ts.y + 2));
+    if (ImGui::IsItemHovered()) {
+      std::string who;
+      for (int r : states[i].ranks) who += (who.empty() ? "r" : ", r") + std::to_string(r);
+      ImGui::SetTooltip("%s: %s", text, who.empty() ? "no rank now" : who.c_str());
+    }
+  }
+}
+
+// Bytes a rank has moved so far (sent + received).
+std::int64_t bytes_moved(const Layout& l, int r) {
+  if (r < 0 || r >= static_cast<int>(l.rank_so_far.size())) return 0;
+  return l.rank_so_far[r].bytes_sent + l.rank_so_far[r].bytes_recv;
+}
+
 }  // namespace
 
 void draw_topology(PanelContext& ctx) {
@@ -250,6 +302,7 @@ void draw_topology(PanelContext& ctx) {
                       format_bytes(static_cast<double>(moved)).c_str());
 
   legend();
+  if (!l.steps.empty()) step_legend(l, ctx.now);
 
   // The canvas: the largest square that fits below the legend.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -277,6 +330,23 @@ void draw_topology(PanelContext& ctx) {
       dl->AddLine(at[p.a], at[p.b], kLinkUsed, w);
     }
   }
+  if (l.star)  // the bytes each link has carried so far, along it
+    for (std::size_t i = 0; i < l.pairs.size(); ++i) {
+      if (l.pair_so_far[i] <= 0) continue;
+      const Pair& p = l.pairs[i];
+      const std::string text = format_bytes(static_cast<double>(l.pair_so_far[i]));
+      const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+      // nearer the worker than the middle, clear of the server's own label
+      const bool from_a = l.roles[p.a] == kServerRole || l.roles[p.b] != kServerRole;
+      const ImVec2 a = from_a ? at[p.a] : at[p.b], b = from_a ? at[p.b] : at[p.a];
+      // (several servers: nearer the middle, where their links to one worker are apart)
+      const float f = l.roles[p.a] == l.roles[p.b] ? 0.5f : l.servers == 1 ? 0.66f : 0.42f;
+      const ImVec2 c(a.x + (b.x - a.x) * f, a.y + (b.y - a.y) * f);
+      dl->AddRectFilled(ImVec2(c.x - ts.x * 0.5f - 2, c.y - ts.y * 0.5f),
+                        ImVec2(c.x + ts.x * 0.5f + 2, c.y + ts.y * 0.5f),
+                        IM_COL32(20, 22, 28, 200));
+      dl->AddText(ImVec2(c.x - ts.x * 0.5f, c.y - ts.y * 0.5f), kLinkUsed, text.c_str());
+    }
   const int selected = ctx.doc.selection.message;
   if (selected >= 0 && selected < static_cast<int>(m.messages.size())) {
     const Message& s = m.messages[selected];
@@ -334,6 +404,40 @@ void draw_topology(PanelContext& ctx) {
       dl->AddText(ImVec2(at[r].x + (at[r].x - c.x) / d * k - ts.x * 0.5f,
                          at[r].y + (at[r].y - c.y) / d * k - ts.y * 0.5f),
                   kText, label);
+    }
+  }
+
+  if (l.star) {  // role and traffic beside each node; a server's as a multiple of a worker's
+    std::int64_t worker_sum = 0;
+    int workers = 0;
+    for (int r = 0; r < n; ++r)
+      if (l.roles[r] != kServerRole) worker_sum += bytes_moved(l, r), ++workers;
+    const double worker_mean = workers ? double(worker_sum) / workers : 0.0;
+    for (int r = 0; r < n; ++r) {
+      const bool server = l.roles[r] == kServerRole;
+      std::string text = l.roles[r] + " " + format_bytes(static_cast<double>(bytes_moved(l, r)));
+      if (server && worker_mean > 0) {
+        char times[32];
+        std::snprintf(times, sizeof times, "\n= %.1fx a worker",
+                      double(bytes_moved(l, r)) / worker_mean);
+        text += times;
+      }
+      const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+      // a server's under it; a worker's beside it, away from the centre (clear of its link),
+      // else under it where the panel has no room at the side
+      const float below = at[r].y + node_px * 1.35f + 2, k = node_px * 1.35f + 4;
+      const float left = corner.x, right = corner.x + std::max(avail.x, side);
+      ImVec2 p(at[r].x - ts.x * 0.5f, below);
+      if (!server) {
+        p = at[r].x >= origin.x + side * 0.45f ? ImVec2(at[r].x + k, at[r].y - ts.y * 0.5f)
+                                               : ImVec2(at[r].x - k - ts.x, at[r].y - ts.y * 0.5f);
+        if (p.x < left || p.x + ts.x > right) p = ImVec2(at[r].x - ts.x * 0.5f, below);
+      }
+      p.x = std::clamp(p.x, left, std::max(left, right - ts.x));
+      if (server)
+        dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y),
+                          IM_COL32(20, 22, 28, 220));
+      dl->AddText(p, server ? kHighlight : kDim, text.c_str());
     }
   }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "viewer/app/document.hpp"
 
@@ -13,6 +14,9 @@ namespace distlab::viewer {
 struct PanelContext {
   Document& doc;
   Moment now;  // doc.playback.moment(doc.model), computed once per frame
+  // Every open document, for a panel that draws several traces at once (memory-compare);
+  // null: doc alone.
+  std::vector<Document>* documents = nullptr;
   const TraceModel& model() const { return doc.model; }
 };
 
@@ -22,9 +26,11 @@ void draw_playback(PanelContext& ctx);  // play/pause, step, speed, scrub, clock
 void draw_shards(PanelContext& ctx);    // per buffer, a row per rank of chunk cells
 void draw_memory(PanelContext& ctx);    // per-rank stacked ledger bars, formula line
 void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cost model, text
+// ZeRO stages side by side, from every open trace (PanelContext::documents)
+void draw_memory_compare(PanelContext& ctx);
 
-enum class PanelId { topology, timeline, playback, shards, memory, stats };
-inline constexpr int kPanels = 6;
+enum class PanelId { topology, timeline, playback, shards, memory, stats, memory_compare };
+inline constexpr int kPanels = 7;
 const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);

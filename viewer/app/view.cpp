@@ -153,7 +153,7 @@ void View::draw_document(Document& doc, float x, float y, float w, float h, cons
     ImGui::End();
     return;
   }
-  PanelContext ctx{doc, doc.playback.moment(doc.model)};
+  PanelContext ctx{doc, doc.playback.moment(doc.model), &docs_};
   auto panel = [&](PanelId p, float px, float py, float pw, float ph) {
     place(px, py, pw, ph);
     std::string name = panel_name(p);

@@ -51,6 +51,12 @@ void index_steps(TraceModel& m) {
     m.active_begin = std::min(m.active_begin, s.start),
     m.active_end = std::max(m.active_end, s.end());
   if (!(m.active_begin < m.active_end)) m.active_begin = m.t_begin, m.active_end = m.t_end;
+  m.rank_end.assign(m.ranks.size(), -1.0);  // -1: the rank has no span
+  for (const Span& s : m.spans) {
+    const int r = s.lane < m.lanes.size() ? m.lanes[s.lane].rank : -1;
+    if (r >= 0 && r < static_cast<int>(m.rank_end.size()))
+      m.rank_end[r] = std::max(m.rank_end[r], s.end());
+  }
 
   // Beat k - 1 starts step k: its frame's time, else its earliest send; never before the beat
   // before (the map stays monotone), and the last beat is the end of the active range.
@@ -245,7 +251,12 @@ std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at) {
   std::vector<MemorySample> out(model.ranks.size());
   for (std::size_t r = 0; r < model.memory.size() && r < out.size(); ++r) {
     const auto& samples = model.memory[r];
-    auto it = std::upper_bound(samples.begin(), samples.end(), at.time_us,
+    // A rank that has finished its spans shows its state before its teardown, not the frees
+    // that follow: ranks finish at different times, and the moment must read the same on all.
+    const double t = r < model.rank_end.size() && model.rank_end[r] >= 0
+                         ? std::min(at.time_us, model.rank_end[r])
+                         : at.time_us;
+    auto it = std::upper_bound(samples.begin(), samples.end(), t,
                                [](double t, const MemorySample& s) { return t < s.ts; });
     if (it != samples.begin()) out[r] = *std::prev(it);
     out[r].ts = at.time_us;

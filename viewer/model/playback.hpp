@@ -93,7 +93,10 @@ std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at)
 ShardState shards_at(const TraceModel& model, const Moment& at);
 
 // The ledger of each rank at the moment's time (the last sample at or before it; zeros before
-// the first). One entry per rank.
+// the first). One entry per rank. A rank's time stops at the end of its last span
+// (TraceModel::rank_end): the frees of its teardown come after, at a different time on every
+// rank, so at the end every rank shows the state it finished in, not 0 B on some and full bars
+// on others.
 std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at);
 
 }  // namespace distlab::viewer

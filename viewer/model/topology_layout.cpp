@@ -1,6 +1,8 @@
 // topology_layout.cpp — rank and packet positions in a unit square (topology_layout.hpp).
 #include "viewer/model/topology_layout.hpp"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -11,6 +13,7 @@ namespace {
 
 constexpr double kCircleRadius = 0.40;  // leaves 0.1 on each side for the labels
 constexpr double kGridMargin = 0.06;
+constexpr double kServerRadius = 0.12;  // several servers: a small circle at the centre
 
 int grid_columns(int ranks) {
   return static_cast<int>(std::ceil(std::sqrt(static_cast<double>(ranks))));
@@ -38,6 +41,44 @@ std::vector<Point> rank_positions(int ranks) {
   const double x0 = 0.5 - cell * cols / 2, y0 = 0.5 - cell * rows / 2;
   for (int r = 0; r < ranks; ++r)
     out.push_back({x0 + cell * (r % cols + 0.5), y0 + cell * (r / cols + 0.5)});
+  return out;
+}
+
+std::vector<std::string> parse_roles(std::string_view json) {
+  std::vector<std::string> out;
+  if (json.empty()) return out;
+  simdjson::dom::parser parser;
+  simdjson::dom::array roles;
+  if (parser.parse(json.data(), json.size()).get_array().get(roles)) return out;
+  for (simdjson::dom::element e : roles) {
+    std::string_view role;
+    if (e.get_string().get(role)) return {};
+    out.emplace_back(role);
+  }
+  return out;
+}
+
+bool has_servers(const std::vector<std::string>& roles) {
+  return std::find(roles.begin(), roles.end(), kServerRole) != roles.end();
+}
+
+std::vector<Point> role_positions(const std::vector<std::string>& roles) {
+  const int n = static_cast<int>(roles.size());
+  if (!has_servers(roles)) return rank_positions(n);
+  const int servers = static_cast<int>(std::count(roles.begin(), roles.end(), kServerRole));
+  const int workers = n - servers;
+  std::vector<Point> out(static_cast<std::size_t>(n));
+  int s = 0, w = 0;
+  for (int r = 0; r < n; ++r) {
+    const bool server = roles[r] == kServerRole;
+    const int i = server ? s++ : w++;
+    const int of = server ? servers : workers;
+    const double radius = server ? (servers == 1 ? 0.0 : kServerRadius) : kCircleRadius;
+    // angle 0 points up, clockwise; the inner circle turned by half a step so that its servers
+    // sit between the spokes of the first workers
+    const double a = 2.0 * std::numbers::pi * (i + (server ? 0.5 : 0.0)) / std::max(1, of);
+    out[r] = {0.5 + radius * std::sin(a), 0.5 - radius * std::cos(a)};
+  }
   return out;
 }
 

@@ -5,9 +5,14 @@
 //                   side by side, and the ring is the circle.
 //   past 16 ranks   a grid, row-major: partners rank ^ mask of recursive halving are in one row
 //                   (small masks) or one column (large masks), so their links stay straight.
+//   with roles      a trace that records its ranks' roles (otherData.roles, e.g. lesson 05's
+//                   parameter server) puts its servers in the middle (one at the centre, more on
+//                   a small inner circle) and the workers on the circle around them: the star.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace distlab::viewer {
@@ -20,6 +25,16 @@ struct Point {
 
 // Rank centres inside [0, 1]^2, distinct, with room around them for labels.
 std::vector<Point> rank_positions(int ranks);
+
+// otherData.roles: a JSON array with one string per rank ("server", "worker"); empty when the
+// text is not one.
+std::vector<std::string> parse_roles(std::string_view json);
+inline constexpr std::string_view kServerRole = "server";
+bool has_servers(const std::vector<std::string>& roles);
+
+// Rank centres by role: the servers in the middle, every other rank on the outer circle in rank
+// order from the top, clockwise; rank_positions(roles.size()) when no rank is a server.
+std::vector<Point> role_positions(const std::vector<std::string>& roles);
 
 // A node radius (unit-square units) that keeps neighbouring nodes apart for this many ranks.
 double node_radius(int ranks);

@@ -170,6 +170,10 @@ struct TraceModel {
   // Where the spans are (also by index_steps): setup before the first span and the report after
   // the last carry only counters, so playback runs over [active_begin, active_end].
   double active_begin = 0, active_end = 0;
+  // Per rank, the end of its last span (also by index_steps; empty for a model nobody indexed):
+  // what the ledger records after it is the rank's teardown, which ranks reach at different
+  // times, so the Memory panel shows each rank no later than this (memory_at).
+  std::vector<double> rank_end;
   std::size_t events = 0;  // events read
 
   int world_size() const { return static_cast<int>(ranks.size()); }
