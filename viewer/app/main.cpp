@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
                               "show this moment, in microseconds from the trace's start");
   step->excludes(time);
   app.add_option("--panel", a.panel,
-                 "render only this panel: topology, timeline, playback, shards, memory, stats");
+                 "render only this panel: topology, timeline, playback, shards, memory, stats, "
+                 "schedule (with --compare: both pipelines stacked)");
   app.add_option("--clock", a.clock,
                  "playback clock: steps (one beat per algorithm step) or measured")
       ->check(CLI::IsMember({"steps", "measured"}));
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
       fmt::print(
           stderr,
           "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
-          "memory or stats\n",
+          "memory, stats or schedule\n",
           a.panel);
       return 2;
     }

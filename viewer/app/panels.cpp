@@ -19,6 +19,8 @@ const char* panel_name(PanelId p) {
       return "memory";
     case PanelId::stats:
       return "stats";
+    case PanelId::schedule:
+      return "schedule";
   }
   return "?";
 }
@@ -57,6 +59,9 @@ void draw_panel(PanelId p, PanelContext& ctx) {
       break;
     case PanelId::stats:
       draw_stats(ctx);
+      break;
+    case PanelId::schedule:
+      draw_schedule(ctx);
       break;
   }
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "viewer/app/document.hpp"
 
@@ -13,6 +14,9 @@ namespace distlab::viewer {
 struct PanelContext {
   Document& doc;
   Moment now;  // doc.playback.moment(doc.model), computed once per frame
+  // The other open documents a panel may draw beside this one (the Schedule panel stacks the
+  // pipelines among them); empty when the View shows documents side by side.
+  std::vector<Document*> others = {};
   const TraceModel& model() const { return doc.model; }
 };
 
@@ -22,9 +26,12 @@ void draw_playback(PanelContext& ctx);  // play/pause, step, speed, scrub, clock
 void draw_shards(PanelContext& ctx);    // per buffer, a row per rank of chunk cells
 void draw_memory(PanelContext& ctx);    // per-rank stacked ledger bars, formula line
 void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cost model, text
+void draw_schedule(PanelContext& ctx);  // pipeline stages x time: F/B blocks, bubble, in flight
+// The trace is a pipeline's (the default layout shows Schedule in place of Shards).
+bool shows_schedule(Document& doc);
 
-enum class PanelId { topology, timeline, playback, shards, memory, stats };
-inline constexpr int kPanels = 6;
+enum class PanelId { topology, timeline, playback, shards, memory, stats, schedule };
+inline constexpr int kPanels = 7;
 const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);
