@@ -34,8 +34,8 @@ void finish_times(ScheduleTimes& s) {
         if (b.start > free_from) st.bubbles.push_back({free_from, b.start});
         free_from = std::max(free_from, b.end);
         st.busy[k] += b.end - b.start;
-        held +=
-            b.op == PipeOp::forward ? 1 : -1;  // a forward's activations stay until its backward
+        // A forward's activations stay until its backward is done.
+        held += b.op == PipeOp::forward ? 1 : -1;
         st.flight.push_back({b.end, held});
         st.peak_flight = std::max(st.peak_flight, held);
       }
