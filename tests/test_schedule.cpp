@@ -161,6 +161,27 @@ TEST_CASE("otherData.pipeline reads back, and a malformed one reads as absent", 
   CHECK_FALSE(parse_pipeline_params(R"({"stages":4})").present);  // no micro-batches
   CHECK_FALSE(parse_pipeline_params(R"({"stages":"four","microbatches":2})").present);
   CHECK_FALSE(parse_pipeline_params("[1,2]").present);
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":1e300,"microbatches":2})").present);
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":4,"microbatches":-3})").present);
+  const PipelineParams odd = parse_pipeline_params(
+      R"({"schedule":"zigzag","stages":2,"microbatches":2,"forward_units":1e300,"first_step":1e12})");
+  CHECK(odd.present);
+  CHECK(odd.kind == PipelineKind::unknown);
+  CHECK(odd.forward_units == 1);  // a cost no machine has: the ideal machine's own
+  CHECK(odd.first_step == -1);
+
+  // A pipeline too large to lay out ideally (P x M past 2^20) shows only what ran; an unknown
+  // schedule has no ideal either.
+  TraceModel m;
+  m.info.extra["pipeline"] = R"({"schedule":"gpipe","stages":65536,"microbatches":65536})";
+  index_steps(m);
+  const PipelineSchedule huge = build_pipeline_schedule(m);
+  CHECK(huge.any());
+  CHECK_FALSE(huge.has_ideal());
+  m.info.extra["pipeline"] = R"({"schedule":"zigzag","stages":4,"microbatches":4})";
+  CHECK_FALSE(build_pipeline_schedule(m).has_ideal());
+  m.info.extra["pipeline"] = R"({"schedule":"1f1b","stages":4,"microbatches":4})";
+  CHECK(build_pipeline_schedule(m).has_ideal());
 }
 
 TEST_CASE(

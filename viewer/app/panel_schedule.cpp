@@ -150,7 +150,6 @@ void tooltip_block(const Picture& p, int stage, const PipeBlock& b) {
 }
 
 // One document: its title, a row of blocks per stage, the activations in flight, the axis.
-// Returns the height used.
 void draw_picture(const Picture& p, const Geometry& g, double length, bool current,
                   std::vector<BlockItem>& items, std::vector<int>& columns) {
   const PipelineSchedule& s = *p.s;
@@ -193,6 +192,7 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   for (int r = 0; r < P; ++r, y += g.row_h) {
     const StageTimes& st = times.stages[static_cast<std::size_t>(r)];
     const float y0 = y + 1, y1 = y + g.row_h - 1;
+    if (!ImGui::IsRectVisible(ImVec2(top.x, y0), ImVec2(g.right + g.util_w, y1))) continue;
     char label[24];
     std::snprintf(label, sizeof label, "stage %d", r);
     dl->AddText(ImVec2(top.x, y0 + (y1 - y0 - font) * 0.5f), kDim, label);
@@ -243,6 +243,7 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   for (int r = 0; r < P; ++r, y += g.flight_h) {
     const StageTimes& st = times.stages[static_cast<std::size_t>(r)];
     const float y0 = y + 1, y1 = y + g.flight_h - 1;
+    if (!ImGui::IsRectVisible(ImVec2(top.x, y0), ImVec2(g.right + g.util_w, y1))) continue;
     dl->AddRectFilled(ImVec2(x0, y0), ImVec2(g.right, y1), kRowBack);
     flight_columns(st, view, columns);
     for (std::size_t c = 0; c < columns.size();) {  // runs of one height: one rectangle each

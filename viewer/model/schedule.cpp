@@ -13,6 +13,10 @@ namespace {
 
 namespace od = simdjson::ondemand;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kMostStages = 1 << 16;  // rows, and micro-batches, a trace may declare
+// The ideal schedule is P x 2M blocks: past this many micro-batch-stages (64 MB of blocks) the
+// panel shows the measured schedule on both clocks instead.
+constexpr std::int64_t kMostIdealOps = std::int64_t{1} << 20;
 
 // Busy time, bubbles and activations in flight of every stage, from its blocks (each already in
 // its iteration, by start) and the iterations' extents.
@@ -103,7 +107,8 @@ ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros) {
     const SpanArgs* a = s.kind == SpanKind::compute ? m.args(s) : nullptr;
     if (!a || a->op == 0) continue;
     const std::string_view op = m.str(a->op);
-    const int stage = a->stage >= 0 ? a->stage : m.lanes[s.lane].rank;
+    // A stage past any lesson's (a damaged trace) takes its rank's row instead.
+    const int stage = a->stage >= 0 && a->stage < kMostStages ? a->stage : m.lanes[s.lane].rank;
     if (op == "update") {
       updates[row(stage)].push_back(s.start);
     } else if ((op == "forward" || op == "backward") && a->micro >= 0) {
@@ -158,10 +163,10 @@ std::vector<double> beat_map(const TraceModel& m, const PipelineSchedule& s) {
   std::vector<double> at(beats + 1, std::nan(""));
   const int per = s.params.steps_per_iteration;
   for (std::size_t k = 0; k < n && per > 0; ++k) {
-    const int rel = m.step_ids[k] - s.params.first_step;
+    const std::int64_t rel = std::int64_t{m.step_ids[k]} - s.params.first_step;
     if (rel < 0 || rel / per >= iters) continue;
     const auto i = static_cast<std::size_t>(rel % per);
-    if (i < ticks.size()) at[k] = (rel / per) * T + ticks[i];
+    if (i < ticks.size()) at[k] = static_cast<double>(rel / per) * T + ticks[i];
   }
   at.back() = iters * T;
   if (std::isnan(at[0])) at[0] = 0;
@@ -225,33 +230,40 @@ PipelineParams parse_pipeline_params(std::string_view json) {
         double d = v.get_double();
         return d;
       };
+      // Whole numbers a lesson could write; anything else (1e300, NaN) reads as -1, which the
+      // checks below refuse, rather than overflowing the cast.
+      const auto whole = [&number] {
+        const double d = number();
+        return d >= -1e9 && d <= 1e9 ? static_cast<int>(d) : -1;
+      };
       if (key == "schedule") {
         p.kind = kind_of(std::string_view(v.get_string()));
       } else if (key == "stages") {
-        p.stages = static_cast<int>(number());
+        p.stages = whole();
       } else if (key == "microbatches") {
-        p.microbatches = static_cast<int>(number());
+        p.microbatches = whole();
       } else if (key == "iterations") {
-        p.iterations = static_cast<int>(number());
+        p.iterations = whole();
       } else if (key == "forward_units") {
         p.forward_units = number();
       } else if (key == "backward_units") {
         p.backward_units = number();
       } else if (key == "first_step") {
-        p.first_step = static_cast<int>(number());
+        p.first_step = whole();
       } else if (key == "steps_per_iteration") {
-        p.steps_per_iteration = static_cast<int>(number());
+        p.steps_per_iteration = whole();
       }
     }
   } catch (const simdjson::simdjson_error&) {
     return PipelineParams{};
   }
   // A picture needs stages and micro-batches; a huge or negative one is not a lesson's.
-  constexpr int kMost = 1 << 16;
-  p.present = p.stages > 0 && p.stages <= kMost && p.microbatches > 0 && p.microbatches <= kMost;
+  p.present = p.stages > 0 && p.stages <= kMostStages && p.microbatches > 0 &&
+              p.microbatches <= kMostStages;
   if (!p.present) return PipelineParams{};
-  p.iterations = std::clamp(p.iterations, 0, kMost);
-  if (!(p.forward_units > 0) || !(p.backward_units > 0)) p.forward_units = 1, p.backward_units = 2;
+  p.iterations = std::clamp(p.iterations, 0, kMostStages);
+  const auto cost = [](double c) { return c > 0 && c <= 1e6; };
+  if (!cost(p.forward_units) || !cost(p.backward_units)) p.forward_units = 1, p.backward_units = 2;
   return p;
 }
 
@@ -311,7 +323,8 @@ PipelineSchedule build_pipeline_schedule(const TraceModel& model) {
   int micros = 0;
   s.measured = read_measured(model, s.stages, micros);
   if (s.microbatches == 0) s.microbatches = micros;
-  if (s.params.present && s.params.kind != PipelineKind::unknown) {
+  if (s.params.present && s.params.kind != PipelineKind::unknown &&
+      std::int64_t{s.params.stages} * s.params.microbatches <= kMostIdealOps) {
     s.ideal = ideal_schedule(s.params.kind, s.params.stages, s.params.microbatches,
                              s.params.forward_units, s.params.backward_units);
     s.ideal.stages.resize(static_cast<std::size_t>(s.stages));  // rows the trace adds: empty
