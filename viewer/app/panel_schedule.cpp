@@ -97,9 +97,9 @@ Picture follow(Document& doc, const Picture& lead, const Moment& own) {
   return p;
 }
 
-std::string percent(double f) {
+std::string percent(double f, bool compact) {
   char b[16];
-  std::snprintf(b, sizeof b, "%.1f%%", 100 * f);
+  std::snprintf(b, sizeof b, compact ? "%.0f%%" : "%.1f%%", 100 * f);
   return b;
 }
 
@@ -130,11 +130,35 @@ void legend(int micros) {
   ImGui::TextDisabled("bubble (idle)");
 }
 
+// "gpipe, P = 4, M = 4 · iteration 1 of 2 · ideal machine: forward 1 unit, backward 2"
+std::string details(const Picture& p) {
+  const PipelineParams& par = p.s->params;
+  char clock[80] = "measured";
+  if (p.ideal)
+    std::snprintf(clock, sizeof clock, "ideal machine: forward %g unit, backward %g",
+                  par.forward_units, par.backward_units);
+  char text[200];
+  std::snprintf(text, sizeof text, "%s, P = %d, M = %d \xc2\xb7 iteration %d of %d \xc2\xb7 %s",
+                par.present ? to_string(par.kind) : "pipeline", p.s->stages, p.s->microbatches,
+                p.iteration + 1, p.iterations, clock);
+  return text;
+}
+
+// Lines the title takes in `width` pixels: the file name and the details on one, or the details
+// wrapped under it.
+int title_lines(const Picture& p, float width) {
+  const float title = ImGui::CalcTextSize(p.doc->title().c_str()).x,
+              what = ImGui::CalcTextSize(details(p).c_str()).x;
+  if (title + 10 + what <= width) return 1;
+  return 1 + static_cast<int>(std::ceil(what / std::max(width, 1.0f)));
+}
+
 struct Geometry {
   float left = 0, right = 0;  // the time axis, in screen pixels
   float row_h = 12, flight_h = 8;
   float label_w = 0, util_w = 0;
   float formula_dx = 0;  // the formula's column, right of the measured utilisation
+  bool compact = false;  // a narrow panel: short labels, whole percents
 };
 
 void tooltip_block(const Picture& p, int stage, const PipeBlock& b) {
@@ -156,20 +180,15 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   const ScheduleTimes& times = *p.times;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize();
-  const PipelineParams& par = s.params;
   const int P = static_cast<int>(times.stages.size());
 
-  // Title: which trace, which schedule, which picture.
-  const std::string name = par.present ? to_string(par.kind) : std::string("pipeline");
-  ImGui::Text("%s", p.doc->title().c_str());
-  ImGui::SameLine(0, 10);
+  // Title: which trace, and its schedule beside it when they fit on one line, else under it.
+  const std::string title = p.doc->title(), what = details(p);
+  const bool one_line = title_lines(p, ImGui::GetContentRegionAvail().x) == 1;
+  ImGui::TextUnformatted(title.c_str());
+  if (one_line) ImGui::SameLine(0, 10);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  char clock[80] = "measured";
-  if (p.ideal)
-    std::snprintf(clock, sizeof clock, "ideal machine: forward %g unit, backward %g",
-                  par.forward_units, par.backward_units);
-  ImGui::TextWrapped("%s, P = %d, M = %d \xc2\xb7 iteration %d of %d \xc2\xb7 %s", name.c_str(),
-                     s.stages, s.microbatches, p.iteration + 1, p.iterations, clock);
+  ImGui::TextWrapped("%s", what.c_str());
   ImGui::PopStyleColor();
   const float width = g.right - g.left;
   ViewWindow view{p.t0, p.t0 + std::max(length, 1e-9), width};
@@ -185,16 +204,18 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   // Column headers on the right.
   const float util_x = g.right + 8;
   dl->AddText(ImVec2(util_x, top.y), kDim, "busy");
-  dl->AddText(ImVec2(util_x + g.formula_dx, top.y), kDim, "M/(M+P-1)");
+  char fraction[32];  // M/(M+P-1), or the fraction itself where the panel is narrow
+  std::snprintf(fraction, sizeof fraction, "%d/%d", s.microbatches, s.microbatches + s.stages - 1);
+  dl->AddText(ImVec2(util_x + g.formula_dx, top.y), kDim, g.compact ? fraction : "M/(M+P-1)");
   float y = top.y + font + 2;
-  const std::string formula = percent(s.formula());
+  const std::string formula = percent(s.formula(), g.compact);
   int hovered_stage = -1, hovered_block = -1;
   for (int r = 0; r < P; ++r, y += g.row_h) {
     const StageTimes& st = times.stages[static_cast<std::size_t>(r)];
     const float y0 = y + 1, y1 = y + g.row_h - 1;
     if (!ImGui::IsRectVisible(ImVec2(top.x, y0), ImVec2(g.right + g.util_w, y1))) continue;
     char label[24];
-    std::snprintf(label, sizeof label, "stage %d", r);
+    std::snprintf(label, sizeof label, g.compact ? "s%d" : "stage %d", r);
     dl->AddText(ImVec2(top.x, y0 + (y1 - y0 - font) * 0.5f), kDim, label);
     dl->AddRectFilled(ImVec2(x0, y0), ImVec2(g.right, y1), kRowBack);
     // The bubble: the whole iteration shaded, the blocks drawn over it.
@@ -228,14 +249,15 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
       hovered_stage = r;
       hovered_block = block_at(st.blocks, view.time_at(mouse.x - x0));
     }
-    const std::string util = percent(times.utilisation(r, p.ideal ? 0 : p.iteration));
+    const std::string util = percent(times.utilisation(r, p.ideal ? 0 : p.iteration), g.compact);
     dl->AddText(ImVec2(util_x, y0 + (y1 - y0 - font) * 0.5f), kText, util.c_str());
     dl->AddText(ImVec2(util_x + g.formula_dx, y0 + (y1 - y0 - font) * 0.5f), kDim, formula.c_str());
   }
   const float blocks_bottom = y;
 
   // Activations in flight, one strip per stage, on one scale (the most any stage holds).
-  dl->AddText(ImVec2(top.x, y + 2), kDim, "activations in flight (micro-batches)");
+  dl->AddText(ImVec2(top.x, y + 2), kDim,
+              g.compact ? "in flight" : "activations in flight (micro-batches)");
   dl->AddText(ImVec2(util_x, y + 2), kDim, "now  peak");
   y += font + 4;
   int most = 1;
@@ -258,7 +280,7 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
     }
     if (g.flight_h >= font) {
       char label[24];
-      std::snprintf(label, sizeof label, "stage %d", r);
+      std::snprintf(label, sizeof label, g.compact ? "s%d" : "stage %d", r);
       dl->AddText(ImVec2(top.x, y0 + (y1 - y0 - font) * 0.5f), kDim, label);
       std::snprintf(label, sizeof label, "%3d  %3d", flight_at(st, p.cursor), st.peak_flight);
       dl->AddText(ImVec2(util_x, y0 + (y1 - y0 - font) * 0.5f), kText, label);
@@ -340,11 +362,13 @@ void draw_schedule(PanelContext& ctx) {
 
   const float font = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float fixed = static_cast<float>(pics.size()) * (4 * font + 20);
+  float fixed = static_cast<float>(pics.size()) * (3 * font + 20);
+  for (const Picture& p : pics) fixed += static_cast<float>(title_lines(p, avail.x)) * (font + 4);
   Geometry g;
-  g.label_w = ImGui::CalcTextSize("stage 00").x + 8;
-  g.formula_dx = ImGui::CalcTextSize("100.0%  ").x;
-  g.util_w = g.formula_dx + ImGui::CalcTextSize("M/(M+P-1)").x + 12;
+  g.compact = avail.x < 40 * font;
+  g.label_w = ImGui::CalcTextSize(g.compact ? "s00" : "stage 00").x + 8;
+  g.formula_dx = ImGui::CalcTextSize(g.compact ? "100%  " : "100.0%  ").x;
+  g.util_w = g.formula_dx + ImGui::CalcTextSize(g.compact ? "100%" : "M/(M+P-1)").x + 12;
   g.left = ImGui::GetCursorScreenPos().x + g.label_w;
   g.right = std::max(g.left + 40, ImGui::GetCursorScreenPos().x + avail.x - g.util_w);
   // A block row, and a strip at 60% of it (at least a line of text where the row has one), for
