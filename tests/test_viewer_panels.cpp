@@ -654,3 +654,32 @@ TEST_CASE(
     CHECK((block_vertices(4) > 0) == pipeline);
   }
 }
+
+TEST_CASE("clicking a stage's row seeks the playback to that moment of the ideal schedule",
+          "[schedule]") {
+  HeadlessImGui gui;
+  Document doc = open_document(example_trace("11_pipeline_microbatching"));
+  REQUIRE(doc.ok());
+  const PipelineSchedule& s = doc.derived<PipelineSchedule>(build_pipeline_schedule);
+  doc.playback.seek_beat(doc.model, 0);
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  // The lowest vertex of micro-batch 0's forward colour: the bottom of the last stage's F 0.
+  float bottom = 0;
+  const ImDrawData* d = ImGui::GetDrawData();
+  for (int l = 0; l < d->CmdListsCount; ++l)
+    for (const ImDrawVert& v : d->CmdLists[l]->VtxBuffer)
+      if (v.col == micro_color(0)) bottom = std::max(bottom, v.pos.y);
+  REQUIRE(bottom > 0);
+  ImGuiIO& io = ImGui::GetIO();
+  io.MousePos = ImVec2(800, bottom - 3);  // the middle of the time axis, in that row
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  io.MouseDown[0] = true;
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  io.MouseDown[0] = false;
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  const double t = s.ideal_time_at_beat(doc.playback.position());
+  INFO("beat " << doc.playback.position() << ", ideal time " << t);
+  CHECK_FALSE(doc.playback.playing);
+  CHECK(t > 0.35 * s.ideal_period());
+  CHECK(t < 0.65 * s.ideal_period());
+}
