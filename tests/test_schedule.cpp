@@ -207,6 +207,10 @@ TEST_CASE(
   CHECK(bubbles[0].end == 10);
   CHECK(bubbles[1].start == 70);
   CHECK(bubbles[1].end == 90);
+  CHECK(bubble_at(s.measured.stages[1], 5) == 0);
+  CHECK(bubble_at(s.measured.stages[1], 80) == 1);
+  CHECK(bubble_at(s.measured.stages[1], 40) == -1);  // B1 runs
+  CHECK(block_at(s.measured.stages[1].blocks, 40) == 2);
   CHECK(s.measured.utilisation(1, 0) == Approx(60.0 / 90.0));
   CHECK(s.formula() == Approx(2.0 / 3.0));
   const StageTimes& st = s.measured.stages[1];

@@ -4,7 +4,7 @@
 //   blocks       every forward and backward, labelled "F m" / "B m" where it fits, in its
 //                micro-batch's colour (micro_color; a backward darker); runs of blocks narrower
 //                than 2 pixels merge into one grey block
-//   bubble       idle time inside the iteration, shaded (kBubble)
+//   bubble       idle time inside the iteration, shaded (kBubble); hovered: its length
 //   utilisation  per stage, busy / the iteration's extent, beside M/(M+P-1)
 //   in flight    under the blocks, per stage, the micro-batches whose activations the stage holds
 //                (forwards done minus backwards done) over time, with the count at the cursor
@@ -209,7 +209,7 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   dl->AddText(ImVec2(util_x + g.formula_dx, top.y), kDim, g.compact ? fraction : "M/(M+P-1)");
   float y = top.y + font + 2;
   const std::string formula = percent(s.formula(), g.compact);
-  int hovered_stage = -1, hovered_block = -1;
+  int hovered_stage = -1, hovered_block = -1, hovered_bubble = -1;
   for (int r = 0; r < P; ++r, y += g.row_h) {
     const StageTimes& st = times.stages[static_cast<std::size_t>(r)];
     const float y0 = y + 1, y1 = y + g.row_h - 1;
@@ -248,6 +248,7 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
     if (mouse.y >= y0 && mouse.y < y1 && mouse.x >= x0 && mouse.x < g.right) {
       hovered_stage = r;
       hovered_block = block_at(st.blocks, view.time_at(mouse.x - x0));
+      hovered_bubble = bubble_at(st, view.time_at(mouse.x - x0));
     }
     const std::string util = percent(times.utilisation(r, p.ideal ? 0 : p.iteration), g.compact);
     dl->AddText(ImVec2(util_x, y0 + (y1 - y0 - font) * 0.5f), kText, util.c_str());
@@ -307,10 +308,21 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   ImGui::SetCursorScreenPos(ImVec2(top.x, top.y));
   ImGui::InvisibleButton(current ? "##schedule" : "##schedule-other",
                          ImVec2(std::max(1.0f, g.right - top.x), y + font + 4 - top.y));
-  if (hovered_block >= 0)
+  if (hovered_block >= 0) {
     tooltip_block(p, hovered_stage,
                   times.stages[static_cast<std::size_t>(hovered_stage)]
                       .blocks[static_cast<std::size_t>(hovered_block)]);
+  } else if (hovered_bubble >= 0) {  // idle: how long, and how much of the iteration idles so
+    const StageTimes& st = times.stages[static_cast<std::size_t>(hovered_stage)];
+    const Interval b = st.bubbles[static_cast<std::size_t>(hovered_bubble)];
+    const double idle = 1 - times.utilisation(hovered_stage, p.ideal ? 0 : p.iteration);
+    if (p.ideal)
+      ImGui::SetTooltip("stage %d idle (bubble): %g units; idle %.1f%% of the iteration",
+                        hovered_stage, b.end - b.start, 100 * idle);
+    else
+      ImGui::SetTooltip("stage %d idle (bubble): %s; idle %.1f%% of the iteration", hovered_stage,
+                        format_duration(b.end - b.start).c_str(), 100 * idle);
+  }
   // Clicking a row of the current document seeks its playback there.
   if (current && ImGui::IsItemClicked() && mouse.x >= x0 && mouse.x < g.right &&
       mouse.y < blocks_bottom) {

@@ -404,4 +404,11 @@ int block_at(const std::vector<PipeBlock>& blocks, double t) {
   return it != blocks.end() && it->start <= t ? static_cast<int>(it - blocks.begin()) : -1;
 }
 
+int bubble_at(const StageTimes& stage, double t) {
+  const auto& b = stage.bubbles;
+  const auto it =
+      std::partition_point(b.begin(), b.end(), [&](const Interval& i) { return i.end <= t; });
+  return it != b.end() && it->start <= t ? static_cast<int>(it - b.begin()) : -1;
+}
+
 }  // namespace distlab::viewer

@@ -139,5 +139,7 @@ void flight_columns(const StageTimes& stage, const ViewWindow& view, std::vector
 
 // The index of the block under time t, -1 when none.
 int block_at(const std::vector<PipeBlock>& blocks, double t);
+// The index of the stage's bubble around time t, -1 when none.
+int bubble_at(const StageTimes& stage, double t);
 
 }  // namespace distlab::viewer
