@@ -8,12 +8,26 @@
 # cost. It is a timing, so it belongs here and not in the tests: run it on a quiet machine (a
 # loaded one stretches the step and the sleeps). Prints one line per run and how many passed;
 # exits 1 if any run failed. Environment: DISTLAB_PRESET (default release).
+#
+#   scripts/bench-pipeline.sh --big-trace FILE [ITERATIONS]     default: 38 iterations
+#
+# Instead writes a large pipeline trace for the viewer's Schedule panel benchmark: 4 stages, 1F1B,
+# 256 micro-batches, no simulated compute: about 25,700 events per iteration, so 38 iterations
+# are just over 1M events (about 185 MB; a minute of CPU). Deeper pipelines trained this long
+# drive the updates so small that the weights check can fail; 4 stages stay verified. Then: distlab-viewer --bench-frames 300 --panel schedule FILE
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/built.sh
 built bench-pipeline lessons/11_pipeline_microbatching 11_pipeline_microbatching
 lesson="$BUILT"
+if [[ "${1:-}" == --big-trace ]]; then
+  file="${2:?usage: $0 --big-trace FILE [ITERATIONS]}" iterations="${3:-38}"
+  [[ "$iterations" =~ ^[1-9][0-9]*$ ]] || { echo "bench-pipeline: '$iterations' is not a positive whole number of iterations" >&2; exit 2; }
+  "$lesson" --ranks 4 --schedule 1f1b --microbatches 256 --batch 4096 --steps "$iterations" \
+    --work-us 0 --sample-us 0 --trace "$file" | tail -1
+  exit 0
+fi
 stages="${1:-4}"
 micro="${2:-4}"
 repeats="${3:-3}"

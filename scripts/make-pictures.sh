@@ -45,6 +45,9 @@ for schedule in naive:3.5 gpipe:6.5 1f1b:4.5; do
   "$viewer" --png "$out/11_timeline_${schedule%:*}.png" --panel timeline --step "${schedule#*:}" \
     --width 1600 --height 480 --font-size 13 "$trace"
 done
+# The Schedule panel: GPipe above 1F1B on the ideal machine (docs/viewer.md, lesson 11's README).
+"$viewer" --png "$out/schedule.png" --panel schedule --compare --step 9.5 --width 1200 --height 760 \
+  traces/examples/11_pipeline_microbatching.json traces/examples/11_pipeline_microbatching_1f1b.json
 # Lessons 12 and 13: the Shards panel alone at the other all-reduce, so that each README shows both:
 # f in backward (step 8.5) for the MLP, g in forward (step 2.5) for attention.
 "$viewer" --png "$out/12_shards_f.png" --panel shards --step 8.5 --width 800 --height 340 \

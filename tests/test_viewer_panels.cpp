@@ -13,6 +13,8 @@
 
 #include "imgui_headless.hpp"
 #include "viewer/app/colors.hpp"
+#include "viewer/app/view.hpp"
+#include "viewer/model/schedule.hpp"
 #include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
 
@@ -640,4 +642,138 @@ TEST_CASE("the stats panel draws every example and a foreign trace", "[stats]") 
   REQUIRE(foreign.ok());
   for (PanelId p : {PanelId::topology, PanelId::shards, PanelId::memory, PanelId::stats})
     for (double beat : {0.0, 0.5, 1.0}) CHECK(draw_at(gui, p, foreign, beat) > 0);
+}
+
+// ---- schedule -------------------------------------------------------------------------------
+
+namespace {
+
+const char* const kPipelines[] = {"11_pipeline_microbatching", "11_pipeline_microbatching_1f1b",
+                                  "11_pipeline_microbatching_naive"};
+
+// Vertices in the colours of micro-batches 0 .. micros - 1 (forward or backward): the blocks.
+int block_vertices(int micros) {
+  int n = 0;
+  for (int m = 0; m < micros; ++m)
+    n += vertices_of_color(micro_color(m)) + vertices_of_color(micro_color(m, true));
+  return n;
+}
+
+// The Schedule panel of `doc` with `others` open beside it, for one frame.
+int draw_schedule_with(HeadlessImGui& gui, Document& doc, std::vector<Document*> others) {
+  gui.begin_frame();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
+  ImGui::Begin("panel");
+  PanelContext ctx{doc, doc.playback.moment(doc.model), std::move(others)};
+  draw_panel(PanelId::schedule, ctx);
+  ImGui::End();
+  return gui.end_frame();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the schedule panel draws lesson 11's schedules as blocks in their micro-batches' "
+    "colours, on both clocks",
+    "[schedule]") {
+  HeadlessImGui gui;
+  for (const char* name : kPipelines) {
+    INFO(name);
+    Document doc = open_document(example_trace(name));
+    REQUIRE(doc.ok());
+    const PipelineSchedule& s = doc.derived<PipelineSchedule>(build_pipeline_schedule);
+    REQUIRE(s.has_ideal());
+    // Steps clock: the ideal schedule, P x 2M blocks of one iteration, each micro-batch's colour.
+    for (double beat : {0.0, 1.5, last_beat(doc.model) / 2.0, double(last_beat(doc.model))}) {
+      CHECK(draw_at(gui, PanelId::schedule, doc, beat) > 0);
+      for (int m = 0; m < s.microbatches; ++m) {
+        INFO("micro-batch " << m << ", beat " << beat);
+        // 4 vertices per filled block, one forward and one backward per stage
+        CHECK(vertices_of_color(micro_color(m)) >= 4 * s.stages);
+        CHECK(vertices_of_color(micro_color(m, true)) >= 4 * s.stages);
+      }
+      CHECK(vertices_of_color(micro_color(s.microbatches)) == 0);  // no micro-batch beyond M
+    }
+    // Measured clock: what ran, in every iteration.
+    doc.playback.set_clock(doc.model, Clock::measured);
+    for (const Interval& it : s.measured.iterations) {
+      doc.playback.seek_time(doc.model, (it.start + it.end) / 2);
+      CHECK(draw_panel_frame(gui, PanelId::schedule, doc) > 0);
+      CHECK(block_vertices(s.microbatches) >= 4 * 2 * s.microbatches * s.stages);
+    }
+  }
+}
+
+TEST_CASE("the schedule panel stacks the other open pipelines under the current one",
+          "[schedule]") {
+  HeadlessImGui gui;
+  Document gpipe = open_document(example_trace("11_pipeline_microbatching"));
+  Document one_f_one_b = open_document(example_trace("11_pipeline_microbatching_1f1b"));
+  Document ring = open_document(example_trace("06_allreduce_sequential_ring_parallel"));
+  REQUIRE(gpipe.ok());
+  REQUIRE(one_f_one_b.ok());
+  gpipe.playback.seek_beat(gpipe.model, 9.5);
+  draw_schedule_with(gui, gpipe, {});
+  const int alone = block_vertices(4);
+  draw_schedule_with(gui, gpipe, {&one_f_one_b, &ring});  // the ring is no pipeline: left out
+  CHECK(block_vertices(4) - alone == 4 * 4 * 2 * 4);      // 1F1B's P x 2M blocks, 4 vertices each
+  for (Clock c : {Clock::steps, Clock::measured}) {
+    gpipe.playback.set_clock(gpipe.model, c);
+    one_f_one_b.playback.set_clock(one_f_one_b.model, c);
+    CHECK(draw_schedule_with(gui, gpipe, {&one_f_one_b}) > 0);
+    CHECK(draw_schedule_with(gui, one_f_one_b, {&gpipe}) > 0);
+  }
+}
+
+TEST_CASE(
+    "a trace with no pipeline: the schedule panel says so and draws no block; the default "
+    "layout shows Schedule in place of Shards for a pipeline",
+    "[schedule]") {
+  HeadlessImGui gui;
+  Document ring = open_document(example_trace("06_allreduce_sequential_ring_parallel"));
+  CHECK(draw_at(gui, PanelId::schedule, ring, 2.5) > 0);
+  CHECK(block_vertices(4) == 0);
+  CHECK_FALSE(shows_schedule(ring));
+
+  for (const char* name : {"11_pipeline_microbatching", "06_allreduce_sequential_ring_parallel"}) {
+    View view;
+    view.open(example_trace(name));
+    const bool pipeline = std::string(name).rfind("11_", 0) == 0;
+    CHECK(shows_schedule(view.documents().front()) == pipeline);
+    gui.begin_frame();
+    view.draw(0.0);
+    gui.end_frame();
+    INFO(name);
+    CHECK((block_vertices(4) > 0) == pipeline);
+  }
+}
+
+TEST_CASE("clicking a stage's row seeks the playback to that moment of the ideal schedule",
+          "[schedule]") {
+  HeadlessImGui gui;
+  Document doc = open_document(example_trace("11_pipeline_microbatching"));
+  REQUIRE(doc.ok());
+  const PipelineSchedule& s = doc.derived<PipelineSchedule>(build_pipeline_schedule);
+  doc.playback.seek_beat(doc.model, 0);
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  // The lowest vertex of micro-batch 0's forward colour: the bottom of the last stage's F 0.
+  float bottom = 0;
+  const ImDrawData* d = ImGui::GetDrawData();
+  for (int l = 0; l < d->CmdListsCount; ++l)
+    for (const ImDrawVert& v : d->CmdLists[l]->VtxBuffer)
+      if (v.col == micro_color(0)) bottom = std::max(bottom, v.pos.y);
+  REQUIRE(bottom > 0);
+  ImGuiIO& io = ImGui::GetIO();
+  io.MousePos = ImVec2(800, bottom - 3);  // the middle of the time axis, in that row
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  io.MouseDown[0] = true;
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  io.MouseDown[0] = false;
+  draw_panel_frame(gui, PanelId::schedule, doc);
+  const double t = s.ideal_time_at_beat(doc.playback.position());
+  INFO("beat " << doc.playback.position() << ", ideal time " << t);
+  CHECK_FALSE(doc.playback.playing);
+  CHECK(t > 0.35 * s.ideal_period());
+  CHECK(t < 0.65 * s.ideal_period());
 }

@@ -20,6 +20,30 @@ foreach(trace ${example_traces})
   set_tests_properties(viewer.png.${name} PROPERTIES LABELS viewer)
 endforeach()
 
+# The Schedule panel alone on lesson 11's three schedules (steps clock: the ideal schedule; measured:
+# the run), and GPipe above 1F1B stacked in one panel with --compare.
+foreach(name 11_pipeline_microbatching 11_pipeline_microbatching_1f1b 11_pipeline_microbatching_naive)
+  add_test(NAME viewer.schedule.${name}
+           COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-${name}.png \\(800x600, step 3.50 of"
+                   -- ${viewer} --png ${out}/schedule-${name}.png --panel schedule --step 3.5
+                      --width 800 --height 600 ${examples}/${name}.json)
+  add_test(NAME viewer.schedule.measured.${name}
+           COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-measured-${name}.png"
+                   -- ${viewer} --png ${out}/schedule-measured-${name}.png --panel schedule
+                      --clock measured --step 3.5 --width 800 --height 600 ${examples}/${name}.json)
+  set_tests_properties(viewer.schedule.${name} viewer.schedule.measured.${name} PROPERTIES LABELS viewer)
+endforeach()
+add_test(NAME viewer.schedule.compare
+         COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-compare.png \\(1200x900"
+                 -- ${viewer} --png ${out}/schedule-compare.png --panel schedule --compare --step 9.5
+                    --width 1200 --height 900 ${examples}/11_pipeline_microbatching.json
+                    ${examples}/11_pipeline_microbatching_1f1b.json)
+# A trace of another lesson: the panel says it has no pipeline, and the frame is still written.
+add_test(NAME viewer.schedule.not-a-pipeline
+         COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-02.png"
+                 -- ${viewer} --png ${out}/schedule-02.png --panel schedule ${examples}/02_scatter_gather.json)
+set_tests_properties(viewer.schedule.compare viewer.schedule.not-a-pipeline PROPERTIES LABELS viewer)
+
 file(WRITE ${out}/empty.json "")
 file(WRITE ${out}/truncated.json "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,")
 file(WRITE ${out}/foreign.json "[{\"ph\":\"X\",\"name\":\"work\",\"pid\":7,\"tid\":3,\"ts\":5,\"dur\":10},\
@@ -32,7 +56,7 @@ add_test(NAME viewer.bad.truncated COMMAND bash ${expect_failure} 1 20 "not vali
          -- ${viewer} --png ${out}/truncated-out.png ${out}/truncated.json)
 add_test(NAME viewer.foreign COMMAND bash ${expect_failure} 0 20 "wrote .*foreign-out.png"
          -- ${viewer} --png ${out}/foreign-out.png ${out}/foreign.json)
-add_test(NAME viewer.bad.panel COMMAND bash ${expect_failure} 2 20 "--panel nope is not a panel"
+add_test(NAME viewer.bad.panel COMMAND bash ${expect_failure} 2 20 "--panel nope is not a panel; use .*stats or schedule"
          -- ${viewer} --png ${out}/x.png --panel nope ${examples}/02_scatter_gather.json)
 add_test(NAME viewer.bad.no-display COMMAND env -u DISPLAY -u WAYLAND_DISPLAY
          bash ${expect_failure} 2 20 "no display" -- ${viewer} ${examples}/02_scatter_gather.json)

@@ -109,6 +109,9 @@ double utilisation_formula(int P, int M) {
   return double(M) / double(M + P - 1);
 }
 
+// The ideal machine's costs: a forward takes 1 unit, a backward 2 (it computes two gradients).
+constexpr int kForwardUnits = 1, kBackwardUnits = 2;
+
 // The schedule run on an ideal machine: a forward takes 1, a backward 2, messages nothing. An op
 // starts when its stage is free and its input is there (the forward of the stage before, the
 // backward of the stage after). end[r][i]: when stage r's i-th op ends. Messages leave at the end
@@ -136,7 +139,7 @@ std::vector<std::vector<int>> ideal_ends(const std::vector<std::vector<Op>>& ops
                           : f_end[std::size_t(r)][std::size_t(op.micro)];
       if (ready < 0) continue;
       const int start = std::max(ready, free_at[std::size_t(r)]),
-                stop = start + (op.forward ? 1 : 2);
+                stop = start + (op.forward ? kForwardUnits : kBackwardUnits);
       (op.forward ? f_end : b_end)[std::size_t(r)][std::size_t(op.micro)] = stop;
       free_at[std::size_t(r)] = stop;
       end[std::size_t(r)].push_back(stop);
@@ -145,6 +148,16 @@ std::vector<std::vector<int>> ideal_ends(const std::vector<std::vector<Op>>& ops
     }
   }
   return end;
+}
+
+// The distinct end times of the ideal machine's ops, in order: ranked, they are a step's step ids.
+std::vector<int> ideal_ticks(const std::vector<std::vector<int>>& ends) {
+  std::vector<int> ticks;
+  for (const auto& stage_ends : ends)
+    ticks.insert(ticks.end(), stage_ends.begin(), stage_ends.end());
+  std::sort(ticks.begin(), ticks.end());
+  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
+  return ticks;
 }
 
 // Stages' orders of work replayed on the ideal machine: does every stage stay busy M/(M+P-1) of
@@ -161,7 +174,7 @@ IdealReplay replay_ideal(const std::vector<std::vector<Op>>& orders, int M) {
   IdealReplay r{true, 0, 0};
   for (std::size_t k = 0; k < orders.size(); ++k) {
     r.complete = r.complete && ends[k].size() == orders[k].size();
-    for (const Op& op : orders[k]) r.busy += op.forward ? 1 : 2;
+    for (const Op& op : orders[k]) r.busy += op.forward ? kForwardUnits : kBackwardUnits;
     for (int e : ends[k]) r.step = std::max(r.step, e);
   }
   return r;
@@ -249,6 +262,17 @@ MsgMeta message(int step) {
   return m;
 }
 
+// What a phase is, in the trace (docs/trace-format.md, "Phase args"): the viewer's Schedule panel
+// draws each forward and backward as a block of its micro-batch on its stage's row, and starts a
+// new iteration after each update.
+PhaseArgs phase_args(const char* op, int micro, int stage) {
+  PhaseArgs a;
+  a.op = op;
+  a.micro = micro;
+  a.stage = stage;
+  return a;
+}
+
 void sleep_us(double us) {
   if (us > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
 }
@@ -292,11 +316,7 @@ void train(Comm& comm, const Setup& s) {
   std::vector<std::vector<Op>> schedules;
   for (int q = 0; q < P; ++q) schedules.push_back(schedule_of(s.schedule, q, P, M));
   const std::vector<std::vector<int>> ends = ideal_ends(schedules, M);
-  std::vector<int> ticks;
-  for (const auto& stage_ends : ends)
-    ticks.insert(ticks.end(), stage_ends.begin(), stage_ends.end());
-  std::sort(ticks.begin(), ticks.end());
-  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
+  const std::vector<int> ticks = ideal_ticks(ends);
   // The step of stage q's op: when it ends on the ideal machine, ranked; a message is sent then.
   const auto tick_of = [&](int q, const Op& op) {
     const auto& list = schedules[std::size_t(q)];
@@ -341,7 +361,7 @@ void train(Comm& comm, const Setup& s) {
           else
             comm.recv(slot.input.view(), r - 1, kTagForward + op.micro,
                       message(step0 + tick_of(r - 1, op)));
-          auto phase = comm.phase(name_of(op));
+          auto phase = comm.phase(name_of(op), phase_args("forward", op.micro, r));
           sleep_us(s.work_us + s.sample_us * double(mb));
           const View<const float> y = slot.mlp->forward(params.view(), slot.input.view());
           if (last) {  // the loss of this micro-batch, normalised by the whole batch
@@ -360,7 +380,7 @@ void train(Comm& comm, const Setup& s) {
           if (!last)
             comm.recv(slot.dy.view(), r + 1, kTagBackward + op.micro,
                       message(step0 + tick_of(r + 1, op)));
-          auto phase = comm.phase(name_of(op));
+          auto phase = comm.phase(name_of(op), phase_args("backward", op.micro, r));
           sleep_us(2 * (s.work_us + s.sample_us * double(mb)));
           Buffer<float> dx = comm.alloc<float>(first ? 0 : mb * in, Category::comm);
           slot.mlp->backward(micro_grads.view(), params.view(), slot.input.view(), slot.dy.view(),
@@ -384,7 +404,7 @@ void train(Comm& comm, const Setup& s) {
       // STEP 5: one update per step, after every micro-batch's backward (the flush).
       if (k == 0)
         first_grads = to_host(View<const float>(grads.view()));  // checked below, off the clock
-      auto phase = comm.phase("update");
+      auto phase = comm.phase("update", phase_args("update", -1, r));
       optimizer.step(params.view(), View<const float>(grads.view()));
     }
     if (last) {  // the step's loss: the micro-batches' sum, to rank 0 for the report
@@ -547,6 +567,22 @@ int main(int argc, char** argv) {
     setup.optimizer.lr = setup.optimizer.lr > 0 ? setup.optimizer.lr : 1.0f;
     lesson.set_algorithm(fmt::format("{}, {} micro-batch{}", to_string(setup.schedule),
                                      setup.microbatches, setup.microbatches == 1 ? "" : "es"));
+    // What the viewer's Schedule panel needs to draw the ideal schedule on its steps clock
+    // (docs/trace-format.md, "pipeline"): the schedule, P, M, the ideal machine's costs, and how
+    // the step ids map onto it: iteration k's ids are first_step + k x steps_per_iteration + i, i
+    // ranking the ideal ops' end times (train). Comm numbers step ids from 1, and this lesson
+    // takes none before its first iteration.
+    std::vector<std::vector<Op>> orders;
+    for (int q = 0; q < stages; ++q)
+      orders.push_back(schedule_of(setup.schedule, q, stages, setup.microbatches));
+    const std::size_t ticks = ideal_ticks(ideal_ends(orders, setup.microbatches)).size();
+    lesson.set_metadata(
+        "pipeline",
+        fmt::format(R"({{"schedule":"{}","stages":{},"microbatches":{},"iterations":{},)"
+                    R"("forward_units":{},"backward_units":{},"first_step":1,)"
+                    R"("steps_per_iteration":{}}})",
+                    to_string(setup.schedule), stages, setup.microbatches, setup.steps,
+                    kForwardUnits, kBackwardUnits, ticks));
   });
 
   lesson.on_report([&](RunResult& r) {

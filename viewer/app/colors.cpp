@@ -2,6 +2,7 @@
 #include "viewer/app/colors.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace distlab::viewer {
 
@@ -38,6 +39,14 @@ ImU32 category_color(int k) {
       IM_COL32(120, 144, 156, 255),  // data
   };
   return k >= 0 && k < kMemoryCategories ? kColors[k] : IM_COL32(200, 200, 200, 255);
+}
+
+ImU32 micro_color(int micro, bool backward) {
+  if (micro < 0) return backward ? IM_COL32(130, 130, 130, 255) : IM_COL32(190, 190, 190, 255);
+  const float h = std::fmod(0.08f + 0.381966f * static_cast<float>(micro), 1.0f);
+  float r = 0, g = 0, b = 0;
+  ImGui::ColorConvertHSVtoRGB(h, backward ? 0.75f : 0.55f, backward ? 0.68f : 0.95f, r, g, b);
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
 }
 
 ImU32 with_alpha(ImU32 c, float f) {

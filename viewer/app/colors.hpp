@@ -22,6 +22,12 @@ inline constexpr ImU32 kHighlight = IM_COL32(255, 230, 60, 255);
 inline constexpr ImU32 kText = IM_COL32(230, 230, 230, 255);
 inline constexpr ImU32 kDim = IM_COL32(110, 110, 110, 255);
 
+// Micro-batch m of a pipeline: hues a golden angle apart, so neighbours and the first dozen are
+// all distinct; a backward is the same hue, darker (the Schedule panel).
+ImU32 micro_color(int micro, bool backward = false);
+// Idle time inside a pipeline iteration: the bubble.
+inline constexpr ImU32 kBubble = IM_COL32(200, 60, 60, 70);
+
 // a with its alpha scaled by f in [0, 1].
 ImU32 with_alpha(ImU32 c, float f);
 

@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
   step->excludes(time);
   app.add_option("--panel", a.panel,
                  "render only this panel: topology, timeline, playback, shards, memory, stats, "
-                 "memory-compare (the ZeRO stages of every trace given, side by side)");
+                 "memory-compare (the ZeRO stages of every trace given, side by side), schedule "
+                 "(with --compare: both pipelines stacked)");
   app.add_option("--clock", a.clock,
                  "playback clock: steps (one beat per algorithm step) or measured")
       ->check(CLI::IsMember({"steps", "measured"}));
@@ -259,7 +260,7 @@ int main(int argc, char** argv) {
       fmt::print(
           stderr,
           "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
-          "memory, stats or memory-compare\n",
+          "memory, stats, memory-compare or schedule\n",
           a.panel);
       return 2;
     }

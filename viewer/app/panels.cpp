@@ -21,6 +21,8 @@ const char* panel_name(PanelId p) {
       return "stats";
     case PanelId::memory_compare:
       return "memory-compare";
+    case PanelId::schedule:
+      return "schedule";
   }
   return "?";
 }
@@ -62,6 +64,9 @@ void draw_panel(PanelId p, PanelContext& ctx) {
       break;
     case PanelId::memory_compare:
       draw_memory_compare(ctx);
+      break;
+    case PanelId::schedule:
+      draw_schedule(ctx);
       break;
   }
 }

@@ -17,6 +17,9 @@ struct PanelContext {
   // Every open document, for a panel that draws several traces at once (memory-compare);
   // null: doc alone.
   std::vector<Document>* documents = nullptr;
+  // The other open documents a panel may draw beside this one (the Schedule panel stacks the
+  // pipelines among them); empty when the View shows documents side by side.
+  std::vector<Document*> others = {};
   const TraceModel& model() const { return doc.model; }
 };
 
@@ -28,9 +31,21 @@ void draw_memory(PanelContext& ctx);    // per-rank stacked ledger bars, formula
 void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cost model, text
 // ZeRO stages side by side, from every open trace (PanelContext::documents)
 void draw_memory_compare(PanelContext& ctx);
+void draw_schedule(PanelContext& ctx);  // pipeline stages x time: F/B blocks, bubble, in flight
+// The trace is a pipeline's (the default layout shows Schedule in place of Shards).
+bool shows_schedule(Document& doc);
 
-enum class PanelId { topology, timeline, playback, shards, memory, stats, memory_compare };
-inline constexpr int kPanels = 7;
+enum class PanelId {
+  topology,
+  timeline,
+  playback,
+  shards,
+  memory,
+  stats,
+  memory_compare,
+  schedule
+};
+inline constexpr int kPanels = 8;
 const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);

@@ -2,7 +2,7 @@
 //
 // Layout of one document (fractions of the area below the menu bar):
 //   +-------------+-------------+-----------+
-//   |  Topology   |   Shards    |  Stats    |
+//   |  Topology   |   Shards    |  Stats    |   (a pipeline trace: Schedule in place of Shards)
 //   |             |             +-----------+
 //   |             |             |  Memory   |
 //   +-------------+-------------+-----------+
@@ -154,6 +154,9 @@ void View::draw_document(Document& doc, float x, float y, float w, float h, cons
     return;
   }
   PanelContext ctx{doc, doc.playback.moment(doc.model), &docs_};
+  if (suffix[0] == '\0')  // alone in the window: a panel may draw the other open documents too
+    for (Document& other : docs_)
+      if (&other != &doc && other.ok()) ctx.others.push_back(&other);
   auto panel = [&](PanelId p, float px, float py, float pw, float ph) {
     place(px, py, pw, ph);
     std::string name = panel_name(p);
@@ -169,7 +172,7 @@ void View::draw_document(Document& doc, float x, float y, float w, float h, cons
   const float top_h = h - kPlaybackHeight - timeline_h;
   const float col = w / 3.0f;
   panel(PanelId::topology, x, y, col, top_h);
-  panel(PanelId::shards, x + col, y, col, top_h);
+  panel(shows_schedule(doc) ? PanelId::schedule : PanelId::shards, x + col, y, col, top_h);
   panel(PanelId::stats, x + 2 * col, y, w - 2 * col, top_h * 0.55f);
   panel(PanelId::memory, x + 2 * col, y + top_h * 0.55f, w - 2 * col, top_h * 0.45f);
   panel(PanelId::timeline, x, y + top_h, w, timeline_h);
@@ -201,7 +204,9 @@ void View::draw(double wall_seconds, std::optional<PanelId> only) {
     top = ImGui::GetFrameHeight();
   }
   const float h = size.y - top;
-  if (compare_ >= 0 && compare_ < static_cast<int>(docs_.size()) && compare_ != current_) {
+  // --compare --panel schedule: one Schedule panel stacks both pipelines instead of two halves.
+  if (compare_ >= 0 && compare_ < static_cast<int>(docs_.size()) && compare_ != current_ &&
+      only != PanelId::schedule) {
     Document& other = docs_[compare_];
     if (doc.ok() && other.ok()) {  // the right side follows the left one's beat
       other.playback.set_clock(other.model, doc.playback.clock);

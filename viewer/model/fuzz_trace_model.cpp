@@ -4,7 +4,8 @@
 // anything else is a loader bug: a crash, an AddressSanitizer or UndefinedBehaviorSanitizer
 // report, a leak, or another exception type escaping (libFuzzer reports it as a crash).
 // A trace that loads is also replayed (state_at_step, state_at_time) when its shard grid,
-// ranks x chunks summed over buffers, is small: the replay's state is that grid by design.
+// ranks x chunks summed over buffers, is small: the replay's state is that grid by design. Its
+// pipeline schedule (schedule.hpp: phase args, otherData.pipeline) is built too.
 //
 // Run it (builds build/fuzz with clang, fuzzes a copy of the seed corpus for SECONDS):
 //   scripts/fuzz-trace-model.sh [SECONDS]
@@ -15,6 +16,7 @@
 #include <string_view>
 
 #include "core/base/check.hpp"
+#include "viewer/model/schedule.hpp"
 #include "viewer/model/shard_replay.hpp"
 #include "viewer/model/trace_model.hpp"
 
@@ -33,5 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     state_at_step(m, m.max_step());
     state_at_time(m, m.t_end);
   }
+  const PipelineSchedule s = build_pipeline_schedule(m);
+  s.ideal_time_at_beat(0.5);
+  s.beat_at_ideal_time(1.0);
   return 0;
 }

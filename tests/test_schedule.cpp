@@ -1,0 +1,324 @@
+// The Schedule panel's model (viewer/model/schedule.hpp): lesson 11's orders and its ideal
+// machine, utilisation against M/(M+P-1), activations in flight, bubbles, the steps clock mapped
+// onto ideal time, the blocks read from lesson 11's example traces, and the level of detail.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "example_traces.hpp"
+#include "viewer/model/playback.hpp"
+#include "viewer/model/schedule.hpp"
+
+using namespace distlab::viewer;
+using distlab::testing::example_trace;
+
+namespace {
+
+// "F3" or "B0" appended to s.
+void put(std::string& s, bool forward, int micro) {
+  s += forward ? 'F' : 'B';
+  s += std::to_string(micro);
+}
+
+std::string order_text(const std::vector<PipeStep>& ops) {
+  std::string s;
+  for (const PipeStep& op : ops) put(s, op.op == PipeOp::forward, op.micro);
+  return s;
+}
+
+std::string order_text(const std::vector<PipeBlock>& blocks, int iteration) {
+  std::string s;
+  for (const PipeBlock& b : blocks)
+    if (b.iteration == iteration) put(s, b.op == PipeOp::forward, b.micro);
+  return s;
+}
+
+// 1F1B's order as lesson 11's README (and tests/lesson11_trace.sh) writes it.
+std::string one_f_one_b_text(int r, int P, int M) {
+  const int w = std::min(P - r - 1, M);
+  std::string s;
+  for (int m = 0; m < w; ++m) put(s, true, m);
+  for (int i = 0; i < M - w; ++i) put(s, true, w + i), put(s, false, i);
+  for (int m = M - w; m < M; ++m) put(s, false, m);
+  return s;
+}
+
+// A compute span with phase args on rank `rank`'s compute lane.
+void phase(TraceModel& m, int rank, double start, double dur, const char* op, int micro,
+           int stage) {
+  SpanArgs a;
+  a.op = op[0] == 'f' ? 1 : op[0] == 'b' ? 2 : 3;
+  a.micro = micro;
+  a.stage = stage;
+  m.span_args.push_back(a);
+  Span s;
+  s.start = start;
+  s.dur = dur;
+  s.lane = static_cast<std::uint32_t>(rank);
+  s.args = static_cast<std::int32_t>(m.span_args.size() - 1);
+  m.spans.push_back(s);
+}
+
+TraceModel two_stage_model() {
+  TraceModel m;
+  m.strings = {"", "forward", "backward", "update"};
+  for (int r = 0; r < 2; ++r) {
+    m.ranks.push_back({r + 1, "rank " + std::to_string(r), r, {static_cast<std::uint32_t>(r)}});
+    Lane lane;
+    lane.rank = r;
+    lane.tid = 1;
+    m.lanes.push_back(lane);
+  }
+  // Two iterations of GPipe with M = 2 on 2 stages, forward 10 us, backward 20 us, update 5 us.
+  for (int k = 0; k < 2; ++k) {
+    const double t = 100.0 * k;
+    phase(m, 0, t + 0, 10, "forward", 0, 0);
+    phase(m, 0, t + 10, 10, "forward", 1, 0);
+    phase(m, 1, t + 10, 10, "forward", 0, 1);
+    phase(m, 1, t + 20, 10, "forward", 1, 1);
+    phase(m, 1, t + 30, 20, "backward", 1, 1);
+    phase(m, 1, t + 50, 20, "backward", 0, 1);
+    phase(m, 0, t + 50, 20, "backward", 1, 0);
+    phase(m, 0, t + 70, 20, "backward", 0, 0);
+    phase(m, 0, t + 90, 5, "update", -1, 0);
+    phase(m, 1, t + 90, 5, "update", -1, 1);
+  }
+  m.t_end = 200;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the schedules' orders are lesson 11's: GPipe all forwards then backwards, 1F1B warm-up, "
+    "steady state, cool-down",
+    "[schedule]") {
+  for (int r = 0; r < 4; ++r) {
+    CHECK(order_text(pipeline_order(PipelineKind::gpipe, r, 4, 4)) == "F0F1F2F3B3B2B1B0");
+    CHECK(order_text(pipeline_order(PipelineKind::naive, r, 4, 1)) == "F0B0");
+  }
+  for (int P : {1, 2, 4, 7})
+    for (int M : {1, 3, 6, 16})
+      for (int r = 0; r < P; ++r) {
+        INFO("P " << P << " M " << M << " stage " << r);
+        CHECK(order_text(pipeline_order(PipelineKind::one_f_one_b, r, P, M)) ==
+              one_f_one_b_text(r, P, M));
+      }
+}
+
+TEST_CASE("ideal GPipe on 4 stages and 4 micro-batches keeps every stage busy 4/7 of the step",
+          "[schedule]") {
+  const ScheduleTimes s = ideal_schedule(PipelineKind::gpipe, 4, 4);
+  REQUIRE(s.stages.size() == 4);
+  REQUIRE(s.iterations.size() == 1);
+  CHECK(s.iterations[0].end == 21);  // (M + P - 1)(f + b) = 7 x 3
+  for (int r = 0; r < 4; ++r) {
+    CHECK(s.stages[static_cast<std::size_t>(r)].busy[0] == 12);
+    CHECK(s.utilisation(r, 0) == Approx(4.0 / 7.0));
+  }
+  // Stage 3's first forward waits for the three before it; stage 0's last backward ends the step.
+  CHECK(s.stages[3].blocks[0].start == 3);
+  CHECK(s.stages[0].blocks.back().end == 21);
+}
+
+TEST_CASE(
+    "GPipe and 1F1B on the ideal machine: utilisation M/(M+P-1), in flight M and min(P - r, M)",
+    "[schedule]") {
+  for (PipelineKind kind : {PipelineKind::gpipe, PipelineKind::one_f_one_b})
+    for (int P : {1, 2, 3, 4, 8})
+      for (int M : {1, 2, 4, 5, 16}) {
+        const ScheduleTimes s = ideal_schedule(kind, P, M);
+        for (int r = 0; r < P; ++r) {
+          INFO(to_string(kind) << " P " << P << " M " << M << " stage " << r);
+          const StageTimes& st = s.stages[static_cast<std::size_t>(r)];
+          REQUIRE(st.blocks.size() == static_cast<std::size_t>(2 * M));  // nothing stalled
+          CHECK(s.utilisation(r, 0) == Approx(double(M) / (M + P - 1)));
+          CHECK(st.peak_flight == (kind == PipelineKind::one_f_one_b ? std::min(P - r, M) : M));
+          CHECK(flight_at(st, s.iterations[0].end) == 0);  // every backward done: nothing held
+          // The bubbles and the blocks tile the step.
+          double idle = 0;
+          for (const Interval& b : st.bubbles) idle += b.end - b.start;
+          CHECK(idle + st.busy[0] == Approx(s.iterations[0].end));
+          for (std::size_t i = 1; i < st.blocks.size(); ++i)
+            CHECK(st.blocks[i].start >= st.blocks[i - 1].end);
+        }
+      }
+}
+
+TEST_CASE("otherData.pipeline reads back, and a malformed one reads as absent", "[schedule]") {
+  const PipelineParams p = parse_pipeline_params(
+      R"({"schedule":"1f1b","stages":4,"microbatches":8,"iterations":2,"forward_units":1,)"
+      R"("backward_units":2,"first_step":1,"steps_per_iteration":24})");
+  CHECK(p.present);
+  CHECK(p.kind == PipelineKind::one_f_one_b);
+  CHECK(p.stages == 4);
+  CHECK(p.microbatches == 8);
+  CHECK(p.iterations == 2);
+  CHECK(p.steps_per_iteration == 24);
+  CHECK_FALSE(parse_pipeline_params("").present);
+  CHECK_FALSE(parse_pipeline_params("{\"stages\":4").present);
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":4})").present);  // no micro-batches
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":"four","microbatches":2})").present);
+  CHECK_FALSE(parse_pipeline_params("[1,2]").present);
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":1e300,"microbatches":2})").present);
+  CHECK_FALSE(parse_pipeline_params(R"({"stages":4,"microbatches":-3})").present);
+  const PipelineParams odd = parse_pipeline_params(
+      R"({"schedule":"zigzag","stages":2,"microbatches":2,"forward_units":1e300,"first_step":1e12})");
+  CHECK(odd.present);
+  CHECK(odd.kind == PipelineKind::unknown);
+  CHECK(odd.forward_units == 1);  // a cost no machine has: the ideal machine's own
+  CHECK(odd.first_step == -1);
+
+  // A pipeline too large to lay out ideally (P x M past 2^20) shows only what ran; an unknown
+  // schedule has no ideal either.
+  TraceModel m;
+  m.info.extra["pipeline"] = R"({"schedule":"gpipe","stages":65536,"microbatches":65536})";
+  index_steps(m);
+  const PipelineSchedule huge = build_pipeline_schedule(m);
+  CHECK(huge.any());
+  CHECK_FALSE(huge.has_ideal());
+  m.info.extra["pipeline"] = R"({"schedule":"zigzag","stages":4,"microbatches":4})";
+  CHECK_FALSE(build_pipeline_schedule(m).has_ideal());
+  m.info.extra["pipeline"] = R"({"schedule":"1f1b","stages":4,"microbatches":4})";
+  CHECK(build_pipeline_schedule(m).has_ideal());
+}
+
+TEST_CASE(
+    "measured blocks: per stage by start, iterations split by the updates, bubbles and "
+    "activations in flight",
+    "[schedule]") {
+  const TraceModel m = two_stage_model();
+  const PipelineSchedule s = build_pipeline_schedule(m);
+  REQUIRE(s.any());
+  CHECK_FALSE(s.has_ideal());  // no otherData.pipeline
+  CHECK(s.stages == 2);
+  CHECK(s.microbatches == 2);
+  REQUIRE(s.measured.iterations.size() == 2);
+  CHECK(s.measured.iterations[0].start == 0);
+  CHECK(s.measured.iterations[0].end == 90);
+  CHECK(s.measured.iterations[1].start == 100);
+  CHECK(order_text(s.measured.stages[0].blocks, 0) == "F0F1B1B0");
+  CHECK(order_text(s.measured.stages[1].blocks, 1) == "F0F1B1B0");
+  // Stage 1 idles 10 us before its first forward and 20 us after its last backward.
+  const auto& bubbles = s.measured.stages[1].bubbles;
+  REQUIRE(bubbles.size() == 4);
+  CHECK(bubbles[0].start == 0);
+  CHECK(bubbles[0].end == 10);
+  CHECK(bubbles[1].start == 70);
+  CHECK(bubbles[1].end == 90);
+  CHECK(bubble_at(s.measured.stages[1], 5) == 0);
+  CHECK(bubble_at(s.measured.stages[1], 80) == 1);
+  CHECK(bubble_at(s.measured.stages[1], 40) == -1);  // B1 runs
+  CHECK(block_at(s.measured.stages[1].blocks, 40) == 2);
+  CHECK(s.measured.utilisation(1, 0) == Approx(60.0 / 90.0));
+  CHECK(s.formula() == Approx(2.0 / 3.0));
+  const StageTimes& st = s.measured.stages[1];
+  CHECK(st.peak_flight == 2);
+  CHECK(flight_at(st, 15) == 0);  // F0 still running
+  CHECK(flight_at(st, 25) == 1);
+  CHECK(flight_at(st, 35) == 2);
+  CHECK(flight_at(st, 55) == 1);
+  CHECK(flight_at(st, 75) == 0);
+  CHECK(s.measured.iteration_at(95) == 0);
+  CHECK(s.measured.iteration_at(100) == 1);
+  CHECK(s.measured.iteration_at(-5) == 0);
+
+  // Without micro-batch args (another lesson's forward phases) there is no schedule.
+  TraceModel plain = two_stage_model();
+  for (SpanArgs& a : plain.span_args) a.micro = -1;
+  CHECK_FALSE(build_pipeline_schedule(plain).any());
+}
+
+TEST_CASE(
+    "lesson 11's example traces: each stage's blocks come in its schedule's order, and the "
+    "steps clock lands on the ideal schedule",
+    "[schedule]") {
+  const struct {
+    const char* name;
+    PipelineKind kind;
+    int M;
+  } cases[] = {{"11_pipeline_microbatching", PipelineKind::gpipe, 4},
+               {"11_pipeline_microbatching_1f1b", PipelineKind::one_f_one_b, 4},
+               {"11_pipeline_microbatching_naive", PipelineKind::naive, 1}};
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const TraceModel m = load_trace_model(example_trace(c.name));
+    const PipelineSchedule s = build_pipeline_schedule(m);
+    REQUIRE(s.params.present);
+    CHECK(s.params.kind == c.kind);
+    CHECK(s.params.stages == 4);
+    CHECK(s.params.microbatches == c.M);
+    REQUIRE(s.has_ideal());
+    REQUIRE(s.measured.stages.size() == 4);
+    REQUIRE(s.measured.iterations.size() == static_cast<std::size_t>(s.params.iterations));
+    for (int r = 0; r < 4; ++r) {
+      const std::string want = order_text(pipeline_order(c.kind, r, 4, c.M));
+      const StageTimes& st = s.measured.stages[static_cast<std::size_t>(r)];
+      for (int k = 0; k < s.params.iterations; ++k) {
+        INFO("stage " << r << ", iteration " << k);
+        CHECK(order_text(st.blocks, k) == want);
+        const double u = s.measured.utilisation(r, k);
+        CHECK(u > 0);
+        CHECK(u <= 1.0 + 1e-9);
+      }
+      CHECK(st.peak_flight == s.ideal.stages[static_cast<std::size_t>(r)].peak_flight);
+    }
+    // Every beat sits where its step's ops end on the ideal machine: a message of step id S,
+    // sent by rank q at the end of one of its ops, is sent at the ideal end of an op of stage q.
+    const double T = s.ideal_period();
+    REQUIRE(s.ideal_at.size() == static_cast<std::size_t>(last_beat(m)) + 1);
+    CHECK(s.ideal_at.back() == Approx(T * s.params.iterations));
+    CHECK(std::is_sorted(s.ideal_at.begin(), s.ideal_at.end()));
+    int checked = 0;
+    for (const Message& msg : m.messages) {
+      if (msg.step < 0 || msg.src < 0 || msg.src >= 4) continue;
+      const auto beat =
+          std::lower_bound(m.step_ids.begin(), m.step_ids.end(), msg.step) - m.step_ids.begin();
+      const double t = s.ideal_time_at_beat(static_cast<double>(beat));
+      const double local = t - std::floor(t / T) * T;
+      const auto& blocks = s.ideal.stages[static_cast<std::size_t>(msg.src)].blocks;
+      INFO("message of step " << msg.step << " from rank " << msg.src << " at ideal " << t);
+      CHECK(std::any_of(blocks.begin(), blocks.end(),
+                        [&](const PipeBlock& b) { return b.end == Approx(local); }));
+      CHECK(s.beat_at_ideal_time(t) == Approx(static_cast<double>(beat)).margin(1e-9));
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
+  // A trace of another lesson has none.
+  CHECK_FALSE(build_pipeline_schedule(load_trace_model(example_trace("02_scatter_gather"))).any());
+}
+
+TEST_CASE("blocks narrower than the minimum merge into runs; every block in view is drawn once",
+          "[schedule]") {
+  std::vector<PipeBlock> blocks;
+  for (int i = 0; i < 20000; ++i) blocks.push_back({i * 1.0, i * 1.0 + 0.6, i % 8, 0});
+  blocks.push_back({20000, 22000, 0, 0});  // one wide block at the end
+  const ViewWindow view{0, 22000, 200};
+  std::vector<BlockItem> items;
+  block_items(blocks, view, 2.0f, items);
+  CHECK(items.size() <= 200);
+  std::uint32_t next = 0;
+  for (const BlockItem& it : items) {
+    CHECK(it.first == next);  // contiguous, in order, none twice
+    CHECK(it.last >= it.first);
+    next = it.last + 1;
+  }
+  CHECK(next == blocks.size());
+  CHECK_FALSE(items.back().merged());  // the wide block stands alone
+
+  // A window onto the middle touches only the blocks in it.
+  block_items(blocks, ViewWindow{1000, 1010, 1000}, 2.0f, items);
+  REQUIRE(!items.empty());
+  CHECK(items.front().first >= 999);
+  CHECK(items.back().last <= 1010);
+  CHECK_FALSE(items.front().merged());
+
+  // In flight per pixel column: the most held in it.
+  StageTimes st;
+  st.flight = {{1, 1}, {1.2, 2}, {1.4, 1}, {3, 0}};
+  std::vector<int> columns;
+  flight_columns(st, ViewWindow{0, 4, 4}, columns);
+  CHECK(columns == std::vector<int>{0, 2, 1, 0});
+}
