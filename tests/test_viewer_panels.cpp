@@ -665,7 +665,7 @@ int draw_schedule_with(HeadlessImGui& gui, Document& doc, std::vector<Document*>
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
   ImGui::Begin("panel");
-  PanelContext ctx{doc, doc.playback.moment(doc.model), std::move(others)};
+  PanelContext ctx{doc, doc.playback.moment(doc.model), nullptr, std::move(others)};
   draw_panel(PanelId::schedule, ctx);
   ImGui::End();
   return gui.end_frame();
