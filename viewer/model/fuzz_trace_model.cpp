@@ -5,6 +5,7 @@
 // report, a leak, or another exception type escaping (libFuzzer reports it as a crash).
 // A trace that loads is also replayed (state_at_step, state_at_time) when its shard grid,
 // ranks x chunks summed over buffers, is small: the replay's state is that grid by design.
+// Its otherData.splits (a lesson's own JSON, parsed apart) is indexed and read at a moment.
 //
 // Run it (builds build/fuzz with clang, fuzzes a copy of the seed corpus for SECONDS):
 //   scripts/fuzz-trace-model.sh [SECONDS]
@@ -16,6 +17,7 @@
 
 #include "core/base/check.hpp"
 #include "viewer/model/shard_replay.hpp"
+#include "viewer/model/splits.hpp"
 #include "viewer/model/trace_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -33,5 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     state_at_step(m, m.max_step());
     state_at_time(m, m.t_end);
   }
+  const SplitsIndex splits = build_splits_index(m);
+  Moment mid;
+  mid.time_us = 0.5 * (m.t_begin + m.t_end);
+  splits_at(splits, mid);
   return 0;
 }
