@@ -19,6 +19,8 @@ const char* panel_name(PanelId p) {
       return "memory";
     case PanelId::stats:
       return "stats";
+    case PanelId::splits:
+      return "splits";
   }
   return "?";
 }
@@ -58,7 +60,15 @@ void draw_panel(PanelId p, PanelContext& ctx) {
     case PanelId::stats:
       draw_stats(ctx);
       break;
+    case PanelId::splits:
+      draw_splits(ctx);
+      break;
   }
+}
+
+std::string panel_nothing_to_show(PanelId p, Document& doc) {
+  if (!doc.ok()) return doc.error;
+  return p == PanelId::splits ? splits_nothing_to_show(doc) : std::string();
 }
 
 }  // namespace distlab::viewer

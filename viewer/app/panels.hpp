@@ -4,6 +4,7 @@
 // No panel knows which lesson wrote the trace: everything comes from the trace model.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "viewer/app/document.hpp"
@@ -22,11 +23,17 @@ void draw_playback(PanelContext& ctx);  // play/pause, step, speed, scrub, clock
 void draw_shards(PanelContext& ctx);    // per buffer, a row per rank of chunk cells
 void draw_memory(PanelContext& ctx);    // per-rank stacked ledger bars, formula line
 void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cost model, text
+void draw_splits(PanelContext& ctx);    // a tensor-parallel layer's weights split over the ranks
 
-enum class PanelId { topology, timeline, playback, shards, memory, stats };
-inline constexpr int kPanels = 6;
+enum class PanelId { topology, timeline, playback, shards, memory, stats, splits };
+inline constexpr int kPanels = 7;
 const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);
+// Why panel p has nothing to show for this document ("" when it has something): the sentence
+// the panel shows instead, which --png also prints.
+std::string panel_nothing_to_show(PanelId p, Document& doc);
+// The Splits panel's sentence for a trace without otherData.splits ("" when it has them).
+std::string splits_nothing_to_show(Document& doc);
 
 }  // namespace distlab::viewer
