@@ -51,3 +51,8 @@ done
   traces/examples/12_tensor_parallel_mlp.json
 "$viewer" --png "$out/13_shards_g.png" --panel shards --step 2.5 --width 800 --height 340 \
   traces/examples/13_tensor_parallel_attention.json
+# The Splits panel alone (docs/viewer.md, lessons 12 and 13): g lit in forward, f in backward.
+"$viewer" --png "$out/splits.png" --panel splits --step 2.5 --width 960 --height 520 \
+  traces/examples/12_tensor_parallel_mlp.json
+"$viewer" --png "$out/13_splits.png" --panel splits --step 8.5 --width 960 --height 520 \
+  traces/examples/13_tensor_parallel_attention.json
