@@ -257,7 +257,7 @@ TEST_CASE("splits: lessons 12 and 13's example traces tile every split and light
       REQUIRE(begin < end);
       const SplitsMoment now = splits_at(index, at_time(0.5 * (begin + end)));
       const bool is_g = phase[0] == 'g';
-      CHECK(now.active == (is_g ? s.g : s.f));
+      REQUIRE(now.active == (is_g ? s.g : s.f));
       CHECK(now.backward == !is_g);
       CHECK(std::count(now.blocks[now.active].ranks.begin(), now.blocks[now.active].ranks.end(),
                        true) == s.ranks);
