@@ -13,9 +13,14 @@
 //                before; their forward and backward written under them
 //   running      the matrix being multiplied by (splits_at: the compute phases covering the
 //                moment on each rank) is outlined yellow; the ranks not in it yet fade
-// Under each block, -> and <- tell whether its forward and backward pass are to come (dim),
+// Beside a weight's name, -> and <- tell whether its forward and backward pass are to come (dim),
 // running (yellow) or done (green). Hover a block for its shape and each rank's range.
+// Layout (flow()): blocks marked `stack` (Wk, Wv under Wq) go under or beside the one before,
+// and the columns wrap into 1 to 4 rows, whichever draws the tensors largest at one common scale
+// with columns wide enough for their labels.
 // The model (which phases cover the moment) is viewer/model/splits.hpp.
+// In this file: the geometry (extent, columns_of, fit_scale, flow), the pieces (tooltip,
+// draw_tensor, draw_operator, arrow, status), then draw_splits, which places them.
 #include <imgui.h>
 
 #include <algorithm>
