@@ -60,3 +60,8 @@ done
   traces/examples/08_zero1.json traces/examples/09_zero2.json traces/examples/10_zero3_fsdp.json
 "$viewer" --png "$out/parameter-server.png" --panel topology --step 5.5 --width 800 --height 720 \
   traces/examples/05_parameter_server.json
+# The Splits panel alone (docs/viewer.md, lessons 12 and 13): g lit in forward, f in backward.
+"$viewer" --png "$out/splits.png" --panel splits --step 2.5 --width 960 --height 520 \
+  traces/examples/12_tensor_parallel_mlp.json
+"$viewer" --png "$out/13_splits.png" --panel splits --step 8.5 --width 960 --height 520 \
+  traces/examples/13_tensor_parallel_attention.json

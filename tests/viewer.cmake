@@ -43,6 +43,20 @@ add_test(NAME viewer.schedule.not-a-pipeline
          COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-02.png"
                  -- ${viewer} --png ${out}/schedule-02.png --panel schedule ${examples}/02_scatter_gather.json)
 set_tests_properties(viewer.schedule.compare viewer.schedule.not-a-pipeline PROPERTIES LABELS viewer)
+# The Splits panel: lessons 12 and 13 draw their layer (at step 0.5, inside g's all-reduce);
+# a trace without otherData.splits renders and says there is nothing to show.
+foreach(name 12_tensor_parallel_mlp 13_tensor_parallel_attention)
+  add_test(NAME viewer.panel.splits.${name}
+           COMMAND bash ${expect_failure} 0 30 "wrote .*splits-${name}.png \\(800x500, step 0.50 of"
+                   -- ${viewer} --png ${out}/splits-${name}.png --panel splits --step 0.5
+                      --width 800 --height 500 ${examples}/${name}.json)
+  set_tests_properties(viewer.panel.splits.${name} PROPERTIES LABELS viewer)
+endforeach()
+add_test(NAME viewer.panel.splits.none
+         COMMAND bash ${expect_failure} 0 30 "wrote .*splits-none.png"
+                 "the splits panel has nothing to show: this trace declares no tensor-parallel splits"
+                 -- ${viewer} --png ${out}/splits-none.png --panel splits ${examples}/02_scatter_gather.json)
+set_tests_properties(viewer.panel.splits.none PROPERTIES LABELS viewer)
 
 file(WRITE ${out}/empty.json "")
 file(WRITE ${out}/truncated.json "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,")

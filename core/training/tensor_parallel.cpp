@@ -2,11 +2,13 @@
 #include "core/training/tensor_parallel.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/base/check.hpp"
+#include "core/base/json.hpp"
 #include "core/base/units.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/runtime/data.hpp"
@@ -50,11 +52,11 @@ AllReduceSteps all_reduce(Comm& comm, View<float> data, const char* phase_name,
 }  // namespace
 
 AllReduceSteps g_forward(Comm& comm, View<float> partial) {
-  return all_reduce(comm, partial, "g: all-reduce", "Y (g)");
+  return all_reduce(comm, partial, kGPhase, "Y (g)");
 }
 
 AllReduceSteps f_backward(Comm& comm, View<float> partial) {
-  return all_reduce(comm, partial, "f: all-reduce", "dX (f)");
+  return all_reduce(comm, partial, kFPhase, "dX (f)");
 }
 
 Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got,
@@ -108,8 +110,8 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   for (int k = 0; k < n; ++k) {
     int g = 0, f = 0;
     for (const SpanEvent& e : r.logs[std::size_t(k)].spans) {
-      g += e.kind == SpanEvent::Kind::plain && e.name == "g: all-reduce";
-      f += e.kind == SpanEvent::Kind::plain && e.name == "f: all-reduce";
+      g += e.kind == SpanEvent::Kind::plain && e.name == kGPhase;
+      f += e.kind == SpanEvent::Kind::plain && e.name == kFPhase;
     }
     const std::uint64_t want = coll::ring_chunked_traffic(k, n, elements).sent * sizeof(float);
     one_each = one_each && g == 1 && f == 1;
@@ -159,6 +161,79 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   fmt::print("\nagainst the unsplit layer in float64, rank 0's tensors\n({}):\n", o.error_measure);
   for (const Compared& c : o.compared)
     fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
+}
+
+std::vector<SplitRange> rank_ranges(const Partition& part, std::size_t unit) {
+  std::vector<SplitRange> out;
+  for (int r = 0; r < part.parts; ++r) out.push_back({part.begin(r) * unit, part.end(r) * unit});
+  return out;
+}
+
+SplitBlock f_block() {
+  SplitBlock f;
+  f.name = "f";
+  f.kind = "f";
+  f.forward = "identity";
+  f.backward = "all-reduce";
+  f.backward_phase = kFPhase;
+  return f;
+}
+
+SplitBlock g_block() {
+  SplitBlock g;
+  g.name = "g";
+  g.kind = "g";
+  g.forward = "all-reduce";
+  g.backward = "identity";
+  g.forward_phase = kGPhase;
+  return g;
+}
+
+namespace {
+std::string json_sizes(const std::vector<std::size_t>& v) {
+  return fmt::format("[{}]", fmt::join(v, ", "));
+}
+std::string json_ranges(const std::vector<SplitRange>& v) {
+  std::vector<std::string> items;
+  for (const SplitRange& r : v) items.push_back(fmt::format("[{}, {}]", r.begin, r.end));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+// The axis a split cuts: rows and heads the first, columns the second.
+int split_axis(const std::string& split) {
+  if (split == "rows" || split == "heads") return 0;
+  if (split == "columns") return 1;
+  return -1;
+}
+}  // namespace
+
+std::string splits_json(const std::string& layer, const std::string& formula, int ranks,
+                        const std::vector<SplitBlock>& blocks) {
+  std::vector<std::string> items;
+  for (const SplitBlock& b : blocks) {
+    std::string o =
+        fmt::format(R"({{"name": {}, "kind": {})", json_string(b.name), json_string(b.kind));
+    if (b.kind == "f" || b.kind == "g") {
+      o += fmt::format(R"(, "forward": {}, "backward": {})", json_string(b.forward),
+                       json_string(b.backward));
+    } else {
+      o += fmt::format(R"(, "shape": {}, "rank_shape": {}, "split": {})", json_sizes(b.shape),
+                       json_sizes(b.rank_shape), json_string(b.split));
+      if (split_axis(b.split) >= 0)
+        o += fmt::format(R"(, "axis": {}, "ranges": {})", split_axis(b.split),
+                         json_ranges(b.ranges));
+      if (!b.heads.empty())
+        o += fmt::format(R"(, "heads": {}, "head_shape": {})", json_ranges(b.heads),
+                         json_sizes(b.head_shape));
+    }
+    if (!b.forward_phase.empty())
+      o += fmt::format(R"(, "forward_phase": {})", json_string(b.forward_phase));
+    if (!b.backward_phase.empty())
+      o += fmt::format(R"(, "backward_phase": {})", json_string(b.backward_phase));
+    if (b.stack) o += R"(, "stack": true)";
+    items.push_back(o + "}");
+  }
+  return fmt::format(R"({{"layer": {}, "formula": {}, "ranks": {}, "blocks": [{}]}})",
+                     json_string(layer), json_string(formula), ranks, fmt::join(items, ", "));
 }
 
 }  // namespace distlab::tp

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
 #include "core/runtime/runtime.hpp"
 
@@ -29,6 +30,11 @@ RowMatrix as_matrix(const std::vector<float>& v, std::size_t rows, std::size_t c
 // Columns [c0, c0 + count) of a (rows, cols) row-major matrix.
 std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols,
                            std::size_t c0, std::size_t count);
+
+// The phases g's and f's all-reduces run in (the trace's compute spans; the report counts them,
+// the viewer's Splits panel lights f and g while they run).
+inline constexpr const char* kGPhase = "g: all-reduce";
+inline constexpr const char* kFPhase = "f: all-reduce";
 
 // The step ids an all-reduce took, for counting its bytes in the trace.
 struct AllReduceSteps {
@@ -65,5 +71,46 @@ struct Outcome {
 // `unsplit_bytes` over N ranks, plus the `replicated_bytes` every rank keeps whole.
 void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_t unsplit_bytes,
             std::uint64_t replicated_bytes = 0);
+
+// --- otherData.splits: the layer as the viewer's Splits panel draws it -------------------------
+// The tensors of one split layer in the order of the computation (X, f, the column-split
+// weights, their outputs, the row-split weights, the partial sums, g, Y), with what each rank
+// holds of them. docs/trace-format.md ("splits") describes the field.
+
+struct SplitRange {
+  std::size_t begin = 0, end = 0;
+};
+// Each rank's part of `part` ([begin(r), end(r)), times `unit`: d columns per head, ...): the
+// ranges come from the Partition the lesson cuts its tensors with, never from retyped numbers.
+std::vector<SplitRange> rank_ranges(const Partition& part, std::size_t unit = 1);
+
+struct SplitBlock {
+  std::string name;
+  std::string kind = "activation";      // "activation", "weight", "f" or "g"
+  std::vector<std::size_t> shape;       // the whole tensor (rows, columns, ...)
+  std::vector<std::size_t> rank_shape;  // what one rank holds of it
+  std::vector<std::size_t> head_shape;  // one head's part, for tensors that go by head
+  // "none" (every rank holds all of it), "rows", "columns", "heads" (the first axis of a tensor
+  // kept per head), or "partial" (every rank holds a partial sum of all of it)
+  std::string split = "none";
+  std::vector<SplitRange> ranges;  // per rank, along the split axis (rows, columns or heads)
+  std::vector<SplitRange> heads;   // per rank, the heads its range holds
+  // The compute phases (trace span names) that multiply by this weight, or run this operator's
+  // all-reduce, in the forward and the backward pass; "" for none.
+  std::string forward_phase, backward_phase;
+  std::string forward, backward;  // f and g: "identity" or "all-reduce"
+  bool stack = false;             // drawn under the block before it (Wk under Wq)
+};
+
+// Megatron's operators as blocks: f before the column-split weights (identity forward,
+// all-reduce backward in phase kFPhase), g after the row-split ones (all-reduce forward in
+// kGPhase, identity backward).
+SplitBlock f_block();
+SplitBlock g_block();
+
+// The otherData.splits JSON value: the layer ("mlp", "attention"), its formula, the ranks and
+// the blocks in the order of the computation.
+std::string splits_json(const std::string& layer, const std::string& formula, int ranks,
+                        const std::vector<SplitBlock>& blocks);
 
 }  // namespace distlab::tp

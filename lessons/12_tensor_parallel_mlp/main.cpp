@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/partition.hpp"
 #include "core/base/units.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/runtime/verify.hpp"
@@ -44,7 +45,48 @@ constexpr int kX = 3'000'001, kA = 3'000'002, kBiasA = 3'000'003, kB = 3'000'004
 struct Shape {
   std::size_t rows = 0, hidden = 0, ffn = 0,
               part = 0;  // rows = batch x seq; ffn = 4h; part = ffn / N
+  Partition split;       // the 4h columns of A (and rows of B) over the ranks
 };
+
+// The compute phases of the block (the trace's spans; the viewer's Splits panel lights the
+// matrix each one multiplies by).
+constexpr const char* kForwardA = "X A_i + a_i, GeLU (columns)";
+constexpr const char* kForwardB = "H_i B_i (rows)";
+constexpr const char* kBackwardB = "dB_i, dH_i (rows)";
+constexpr const char* kBackwardA = "GeLU', dA_i, dX_i (columns)";
+
+// otherData.splits (docs/trace-format.md): the block as the Splits panel draws it, in the order
+// of the computation, with each rank's columns of A and rows of B from s.split.
+std::string splits_picture(const Shape& s, int n) {
+  const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part;
+  const auto ranges = tp::rank_ranges(s.split);
+  auto block = [](std::string name, std::string kind, std::vector<std::size_t> shape,
+                  std::vector<std::size_t> rank_shape, std::string split) {
+    tp::SplitBlock b;
+    b.name = std::move(name);
+    b.kind = std::move(kind);
+    b.shape = std::move(shape);
+    b.rank_shape = std::move(rank_shape);
+    b.split = std::move(split);
+    return b;
+  };
+  tp::SplitBlock a = block("A", "weight", {h, F}, {h, p}, "columns");
+  a.ranges = ranges;
+  a.forward_phase = kForwardA;
+  a.backward_phase = kBackwardA;
+  tp::SplitBlock xa = block("X A_i", "activation", {T, F}, {T, p}, "columns");
+  xa.ranges = ranges;
+  tp::SplitBlock gelu = block("GeLU", "activation", {T, F}, {T, p}, "columns");
+  gelu.ranges = ranges;
+  tp::SplitBlock b = block("B", "weight", {F, h}, {p, h}, "rows");
+  b.ranges = ranges;
+  b.forward_phase = kForwardB;
+  b.backward_phase = kBackwardB;
+  return tp::splits_json("mlp", "Y = GeLU(X A + a) B + b", n,
+                         {block("X", "activation", {T, h}, {T, h}, "none"), tp::f_block(), a, xa,
+                          gelu, b, block("H_i B_i", "activation", {T, h}, {T, h}, "partial"),
+                          tp::g_block(), block("Y", "activation", {T, h}, {T, h}, "none")});
+}
 
 // The unsplit block in float64: output and every gradient, from the same tensors, and for each
 // element the size of the terms it sums (`bound`: the same formulas on absolute values).
@@ -136,7 +178,8 @@ int main(int argc, char** argv) {
   tp::Outcome outcome;
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
-    s = {batch * seq, hidden, 4 * hidden, 4 * hidden / std::size_t(w.size)};
+    s = {batch * seq, hidden, 4 * hidden, 4 * hidden / std::size_t(w.size),
+         Partition{4 * hidden, w.size}};
     if (s.ffn % std::size_t(w.size) != 0)
       throw UsageError(fmt::format(
           "4h = {} columns of A do not split into {} equal parts: use a --hidden whose 4h "
@@ -144,6 +187,7 @@ int main(int argc, char** argv) {
           s.ffn, w.size, w.size));
     lesson.set_algorithm(
         fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
+    lesson.set_metadata("splits", splits_picture(s, w.size));
   });
 
   // Memory: every rank builds the whole block and checks against it, so per rank the unsplit
@@ -181,7 +225,8 @@ int main(int argc, char** argv) {
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank();
     const std::uint64_t seed = opt.seed;
-    const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part, c0 = std::size_t(me) * p;
+    const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.split.size(me),
+                      c0 = s.split.begin(me);
     // Every rank makes the same X and dY (f's forward: X is already everywhere) and the whole A,
     // a, B, b, of which it keeps its part. Scales keep GeLU's input around 1.
     const std::vector<float> x = tp::make_tensor(seed, kX, T, h),
@@ -212,13 +257,13 @@ int main(int argc, char** argv) {
       {
         // STEP 2: f is the identity: X is already on every rank. My columns of A give my
         // columns of Z and, GeLU being elementwise, of H, with no message.
-        auto step = comm.phase("X A_i + a_i, GeLU (columns)");
+        auto step = comm.phase(kForwardA);
         model::linear_forward(Z.view(), X.view(), A.view(), bA.view(), ones.view(), T, h, p);
         ops::gelu_forward(H.view(), View<const float>(Z.view()));
       }
       {
         // STEP 3: my rows of B: Y_i = H_i B_i is a partial sum of Y, (T x h) on every rank.
-        auto step = comm.phase("H_i B_i (rows)");
+        auto step = comm.phase(kForwardB);
         ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, p);
       }
       // STEP 4: g sums the partial Y_i (a ring all-reduce, core/training/tensor_parallel.cpp:
@@ -244,7 +289,7 @@ int main(int argc, char** argv) {
       {
         // STEP 5: backward. g's backward is the identity: every rank has all of dY. My rows of B
         // give dB_i and my columns of dH.
-        auto step = comm.phase("dB_i, dH_i (rows)");  // g's backward is the identity: dY as it is
+        auto step = comm.phase(kBackwardB);  // g's backward is the identity: dY as it is
         ops::col_sums(dbB.view(), View<const float>(dY.view()), T, h);
         ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), p, h, T,
                   /*trans_a=*/true);
@@ -253,7 +298,7 @@ int main(int argc, char** argv) {
       }
       {
         // STEP 6: through GeLU, my columns of A give dA_i, da_i and a partial dX_i.
-        auto step = comm.phase("GeLU', dA_i, dX_i (columns)");
+        auto step = comm.phase(kBackwardA);
         ops::gelu_backward(dH.view(), View<const float>(dH.view()), View<const float>(Z.view()));
         model::linear_backward(dX.view(), dA.view(), dbA.view(), dH.view(), X.view(), A.view(), T,
                                h, p);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/partition.hpp"
 #include "core/base/units.hpp"
 #include "core/ops/ops.hpp"
 #include "core/runtime/runtime.hpp"
@@ -46,8 +47,69 @@ struct Shape {
   std::size_t batch = 0, seq = 0, hidden = 0, heads = 0, dim = 0,
               mine = 0;  // dim = h / H; mine = H / N
   bool causal = false;
+  Partition split;  // the H heads over the ranks: rank i's heads are [begin(i), end(i))
   std::size_t tokens() const { return batch * seq; }
 };
+
+// The compute phases of the layer (the trace's spans; the viewer's Splits panel lights the
+// matrices each one multiplies by).
+constexpr const char* kForwardHeads = "my heads' attention";
+constexpr const char* kForwardWo = "C_i Wo_i (rows)";
+constexpr const char* kBackwardHeads = "my heads' gradients";
+
+// otherData.splits (docs/trace-format.md): the layer as the Splits panel draws it, in the order
+// of the computation, each rank's heads (and their columns of Wq, Wk, Wv and rows of Wo) from
+// s.split. `wo_by_columns`: the --break's Wo, split as A in lesson 12.
+std::string splits_picture(const Shape& s, int n, bool wo_by_columns) {
+  const std::size_t T = s.tokens(), h = s.hidden, d = s.dim, H = s.heads, m = s.mine;
+  const auto heads = tp::rank_ranges(s.split), cols = tp::rank_ranges(s.split, d);
+  auto block = [&](std::string name, std::string kind, std::vector<std::size_t> shape,
+                   std::vector<std::size_t> rank_shape, std::string split,
+                   std::vector<std::size_t> head_shape) {
+    tp::SplitBlock b;
+    b.name = std::move(name);
+    b.kind = std::move(kind);
+    b.shape = std::move(shape);
+    b.rank_shape = std::move(rank_shape);
+    b.split = std::move(split);
+    b.ranges = b.split == "heads" ? heads : cols;
+    b.heads = heads;
+    b.head_shape = std::move(head_shape);
+    return b;
+  };
+  auto whole = [](std::string name, std::string split, std::vector<std::size_t> shape) {
+    tp::SplitBlock b;
+    b.name = std::move(name);
+    b.shape = shape;
+    b.rank_shape = std::move(shape);
+    b.split = std::move(split);
+    return b;
+  };
+  std::vector<tp::SplitBlock> blocks{whole("X", "none", {T, h}), tp::f_block()};
+  for (const char* w : {"Wq", "Wk", "Wv"}) {  // by columns, whole heads: Wk and Wv under Wq
+    blocks.push_back(block(w, "weight", {h, h}, {h, m * d}, "columns", {h, d}));
+    blocks.back().forward_phase = kForwardHeads;
+    blocks.back().backward_phase = kBackwardHeads;
+    blocks.back().stack = blocks.size() > 3;
+  }
+  for (const char* a : {"Q", "K", "V"}) {
+    blocks.push_back(block(a, "activation", {T, h}, {T, m * d}, "columns", {T, d}));
+    blocks.back().stack = a[0] != 'Q';
+  }
+  blocks.push_back(block("P_j (softmax)", "activation", {H, s.batch, s.seq, s.seq},
+                         {m, s.batch, s.seq, s.seq}, "heads", {s.batch, s.seq, s.seq}));
+  blocks.push_back(block("C_j = P_j V_j", "activation", {T, h}, {T, m * d}, "columns", {T, d}));
+  tp::SplitBlock wo = wo_by_columns ? block("Wo", "weight", {h, h}, {h, m * d}, "columns", {h, d})
+                                    : block("Wo", "weight", {h, h}, {m * d, h}, "rows", {d, h});
+  wo.forward_phase = kForwardWo;
+  wo.backward_phase = kBackwardHeads;
+  blocks.push_back(wo);
+  blocks.push_back(whole("C_i Wo_i", "partial", {T, h}));
+  blocks.push_back(tp::g_block());
+  blocks.push_back(whole("Y", "none", {T, h}));
+  return tp::splits_json("attention",
+                         "Y = sum over heads j of softmax(Q_j K_j^T / sqrt d) V_j Wo_j", n, blocks);
+}
 
 // --- the unsplit layer in float64 -------------------------------------------------------------
 
@@ -259,7 +321,10 @@ int main(int argc, char** argv) {
     if (hidden % heads != 0)
       throw UsageError(
           fmt::format("--hidden {} does not split into {} heads of equal size", hidden, heads));
-    s = {batch, seq, hidden, heads, hidden / heads, heads / std::size_t(w.size), causal};
+    s = {batch,          seq,
+         hidden,         heads,
+         hidden / heads, heads / std::size_t(w.size),
+         causal,         Partition{heads, w.size}};
     lesson.set_algorithm(fmt::format("Megatron attention: {} heads over {} ranks, Wo by rows{}",
                                      heads, w.size, causal ? ", causal" : ""));
   });
@@ -283,6 +348,9 @@ int main(int argc, char** argv) {
 
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
+    // Here, after the run, not in on_world: the picture shows the split the run used, --break
+    // wo-split-by-columns included.
+    lesson.set_metadata("splits", splits_picture(s, n, broken("wo-split-by-columns")));
     const std::size_t h = s.hidden, d = s.dim, m = s.mine;
     fmt::print(
         "\nself-attention over X ({} x {}): {} sequences of {} tokens, {} heads of {}{}, split "
@@ -302,8 +370,8 @@ int main(int argc, char** argv) {
 
   return lesson.run(argc, argv, [&](Comm& comm) {
     const int me = comm.rank();
-    const std::size_t T = s.tokens(), S = s.seq, h = s.hidden, d = s.dim, m = s.mine,
-                      first = std::size_t(me) * m;
+    const std::size_t T = s.tokens(), S = s.seq, h = s.hidden, d = s.dim, m = s.split.size(me),
+                      first = s.split.begin(me);
     const float scale = 1.0f / std::sqrt(float(d));
     const std::uint64_t seed = opt.seed;
     const double w_scale = 1.0 / std::sqrt(double(h));
@@ -362,7 +430,7 @@ int main(int argc, char** argv) {
       {
         // STEP 2: my heads' attention, alone: Q, K, V from X (f's forward is the identity),
         // the scores, softmax per row (a head's softmax needs no other head), C = P V.
-        auto step = comm.phase("my heads' attention");
+        auto step = comm.phase(kForwardHeads);
         for (std::size_t j = 0; j < m; ++j) {
           ops::gemm(head(Q, j), CV(X.view()), weight(Wq, j), T, d, h);
           ops::gemm(head(K, j), CV(X.view()), weight(Wk, j), T, d, h);
@@ -379,7 +447,7 @@ int main(int argc, char** argv) {
       }
       {
         // STEP 3: my rows of Wo: Y_i = the sum over my heads of C_j Wo_j, a partial sum of Y.
-        auto step = comm.phase("C_i Wo_i (rows)");
+        auto step = comm.phase(kForwardWo);
         for (std::size_t j = 0; j < m; ++j)  // Y_i = sum over my heads of C_j Wo_j
           ops::gemm(Y.view(), CV(head(C, j)), CV(Wo.view().sub(j * d * h, d * h)), T, h, d, false,
                     false, 1.0f, j == 0 ? 0.0f : 1.0f);
@@ -403,7 +471,7 @@ int main(int argc, char** argv) {
       {
         // STEP 5: backward through my heads. g's backward is the identity: dY as it is. dWo_j,
         // dC_j, softmax's backward, dQ, dK, dV, my heads' weight gradients and a partial dX.
-        auto step = comm.phase("my heads' gradients");
+        auto step = comm.phase(kBackwardHeads);
         for (std::size_t j = 0; j < m; ++j) {
           View<float> dwo = dWo.view().sub(j * d * h, d * h);
           ops::gemm(dwo, CV(head(C, j)), CV(dY.view()), d, h, T, true);  // dWo_j = C_j^T dY

@@ -29,6 +29,10 @@ ImU32 chunk_color(int chunk, int chunks) {
   return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
 }
 
+ImU32 rank_color(int rank, int ranks) {
+  return chunk_color(rank, ranks);
+}
+
 ImU32 category_color(int k) {
   static const ImU32 kColors[kMemoryCategories] = {
       IM_COL32(66, 133, 244, 255),   // params

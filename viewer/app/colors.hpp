@@ -13,6 +13,9 @@ namespace distlab::viewer {
 ImU32 span_color(SpanKind k);
 // Chunk c of n: evenly spaced hues, so neighbouring chunks differ (packets and shard cells).
 ImU32 chunk_color(int chunk, int chunks);
+// Rank r of n: chunk r's colour, so a rank's own chunk and its own slice of a split weight
+// (Splits panel) share one colour.
+ImU32 rank_color(int rank, int ranks);
 // Memory ledger category k (memory_category_name(k)).
 ImU32 category_color(int k);
 // Rank node fill (idle) and glow (computing); the selection highlight.

@@ -163,6 +163,12 @@ int render_png(dv::View& view, const Args& a, std::optional<dv::PanelId> only) {
   fmt::print("distlab-viewer: wrote {} ({}x{}{}, {})\n", a.png, a.width, a.height, where,
              gl.renderer());
   if (only == dv::PanelId::memory_compare) print_memory_compare(view);
+  if (only && !view.documents().empty() && view.documents()[view.current()].ok()) {
+    const std::string empty = dv::panel_nothing_to_show(*only, view.documents()[view.current()]);
+    if (!empty.empty())
+      fmt::print("distlab-viewer: the {} panel has nothing to show: {}\n", dv::panel_name(*only),
+                 empty);
+  }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui::DestroyContext();
   return 0;
@@ -228,7 +234,7 @@ int main(int argc, char** argv) {
   app.add_option("--panel", a.panel,
                  "render only this panel: topology, timeline, playback, shards, memory, stats, "
                  "memory-compare (the ZeRO stages of every trace given, side by side), schedule "
-                 "(with --compare: both pipelines stacked)");
+                 "(with --compare: both pipelines stacked), splits");
   app.add_option("--clock", a.clock,
                  "playback clock: steps (one beat per algorithm step) or measured")
       ->check(CLI::IsMember({"steps", "measured"}));
@@ -260,7 +266,7 @@ int main(int argc, char** argv) {
       fmt::print(
           stderr,
           "distlab-viewer: --panel {} is not a panel; use topology, timeline, playback, shards, "
-          "memory, stats, memory-compare or schedule\n",
+          "memory, stats, memory-compare, schedule or splits\n",
           a.panel);
       return 2;
     }

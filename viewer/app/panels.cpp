@@ -23,6 +23,8 @@ const char* panel_name(PanelId p) {
       return "memory-compare";
     case PanelId::schedule:
       return "schedule";
+    case PanelId::splits:
+      return "splits";
   }
   return "?";
 }
@@ -68,7 +70,15 @@ void draw_panel(PanelId p, PanelContext& ctx) {
     case PanelId::schedule:
       draw_schedule(ctx);
       break;
+    case PanelId::splits:
+      draw_splits(ctx);
+      break;
   }
+}
+
+std::string panel_nothing_to_show(PanelId p, Document& doc) {
+  if (!doc.ok()) return doc.error;
+  return p == PanelId::splits ? splits_nothing_to_show(doc) : std::string();
 }
 
 }  // namespace distlab::viewer

@@ -4,6 +4,7 @@
 // No panel knows which lesson wrote the trace: everything comes from the trace model.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,7 @@ void draw_memory_compare(PanelContext& ctx);
 void draw_schedule(PanelContext& ctx);  // pipeline stages x time: F/B blocks, bubble, in flight
 // The trace is a pipeline's (the default layout shows Schedule in place of Shards).
 bool shows_schedule(Document& doc);
+void draw_splits(PanelContext& ctx);  // a tensor-parallel layer's weights split over the ranks
 
 enum class PanelId {
   topology,
@@ -43,11 +45,17 @@ enum class PanelId {
   memory,
   stats,
   memory_compare,
-  schedule
+  schedule,
+  splits
 };
-inline constexpr int kPanels = 8;
+inline constexpr int kPanels = 9;
 const char* panel_name(PanelId p);                      // "topology", ...
 bool parse_panel(std::string_view name, PanelId& out);  // case-insensitive
 void draw_panel(PanelId p, PanelContext& ctx);
+// Why panel p has nothing to show for this document ("" when it has something): the sentence
+// the panel shows instead, which --png also prints.
+std::string panel_nothing_to_show(PanelId p, Document& doc);
+// The Splits panel's sentence for a trace without otherData.splits ("" when it has them).
+std::string splits_nothing_to_show(Document& doc);
 
 }  // namespace distlab::viewer

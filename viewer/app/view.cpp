@@ -12,6 +12,8 @@
 //   +---------------------------------------+
 // Side by side, each document gets half the width with the same layout; the right one's
 // playback follows the left one's.
+// A trace of a tensor-parallel layer (otherData.splits, lessons 12 and 13) shows the Splits
+// panel in the Topology's place: its ring all-reduces are the Shards panel's too.
 #include "viewer/app/view.hpp"
 
 #include <imgui.h>
@@ -171,7 +173,8 @@ void View::draw_document(Document& doc, float x, float y, float w, float h, cons
   const float timeline_h = std::max(140.0f, (h - kPlaybackHeight) * 0.38f);
   const float top_h = h - kPlaybackHeight - timeline_h;
   const float col = w / 3.0f;
-  panel(PanelId::topology, x, y, col, top_h);
+  const bool splits = splits_nothing_to_show(doc).empty();
+  panel(splits ? PanelId::splits : PanelId::topology, x, y, col, top_h);
   panel(shows_schedule(doc) ? PanelId::schedule : PanelId::shards, x + col, y, col, top_h);
   panel(PanelId::stats, x + 2 * col, y, w - 2 * col, top_h * 0.55f);
   panel(PanelId::memory, x + 2 * col, y + top_h * 0.55f, w - 2 * col, top_h * 0.45f);

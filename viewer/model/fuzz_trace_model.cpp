@@ -6,6 +6,7 @@
 // A trace that loads is also replayed (state_at_step, state_at_time) when its shard grid,
 // ranks x chunks summed over buffers, is small: the replay's state is that grid by design. Its
 // pipeline schedule (schedule.hpp: phase args, otherData.pipeline) is built too.
+// Its otherData.splits (a lesson's own JSON, parsed apart) is indexed and read at a moment.
 //
 // Run it (builds build/fuzz with clang, fuzzes a copy of the seed corpus for SECONDS):
 //   scripts/fuzz-trace-model.sh [SECONDS]
@@ -18,6 +19,7 @@
 #include "core/base/check.hpp"
 #include "viewer/model/schedule.hpp"
 #include "viewer/model/shard_replay.hpp"
+#include "viewer/model/splits.hpp"
 #include "viewer/model/trace_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -38,5 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const PipelineSchedule s = build_pipeline_schedule(m);
   s.ideal_time_at_beat(0.5);
   s.beat_at_ideal_time(1.0);
+  const SplitsIndex splits = build_splits_index(m);
+  Moment mid;
+  mid.time_us = 0.5 * (m.t_begin + m.t_end);
+  splits_at(splits, mid);
   return 0;
 }
