@@ -1,4 +1,4 @@
-// The Topology, Shards, Memory, Stats and Splits panels: their logic
+// The Topology, Shards, Memory, Stats, Schedule and Splits panels: their logic
 // (viewer/model/topology_layout.hpp, viewer/model/stats.hpp) on hand-built models and on the
 // committed example traces, and the panels drawn headless (tests/imgui_headless.hpp) for every
 // example at several moments.
@@ -778,68 +778,70 @@ TEST_CASE("clicking a stage's row seeks the playback to that moment of the ideal
   CHECK_FALSE(doc.playback.playing);
   CHECK(t > 0.35 * s.ideal_period());
   CHECK(t < 0.65 * s.ideal_period());
-  // ---- splits ---------------------------------------------------------------------------------
+}
 
-  TEST_CASE("the splits panel draws lessons 12 and 13: every rank's slice, f and g lit in turn",
-            "[splits]") {
-    HeadlessImGui gui;
-    for (const char* name : {"12_tensor_parallel_mlp", "13_tensor_parallel_attention"}) {
-      INFO(name);
-      Document doc = open_document(example_trace(name));
-      REQUIRE(doc.ok());
-      CHECK(panel_nothing_to_show(PanelId::splits, doc).empty());
-      const int n = doc.model.world_size();
-      const int last = last_beat(doc.model);
-      for (double beat : {0.0, 0.5, last * 0.5, static_cast<double>(last)})
-        CHECK(draw_at(gui, PanelId::splits, doc, beat) > 0);
+// ---- splits ---------------------------------------------------------------------------------
 
-      // Each rank's slice of the weights is drawn in its colour.
-      draw_at(gui, PanelId::splits, doc, 0.0);
-      for (int r = 0; r < n; ++r) CHECK(vertices_of_color(rank_color(r, n)) > 0);
-
-      // The moments every rank spends in g's and in f's all-reduce (from the spans): g, then f,
-      // lit yellow; at the end both are done (green) and nothing is lit.
-      const SplitsIndex& index = doc.derived<SplitsIndex>(build_splits_index);
-      doc.playback.set_clock(doc.model, Clock::measured);
-      const auto middle_of = [&](const char* phase) {
-        double begin = -1e300, end = 1e300;
-        for (const Span& sp : doc.model.spans)
-          if (sp.kind == SpanKind::compute && doc.model.str(sp.name) == phase)
-            begin = std::max(begin, sp.start), end = std::min(end, sp.end());
-        REQUIRE(begin < end);
-        return 0.5 * (begin + end);
-      };
-      for (const char* phase : {"g: all-reduce", "f: all-reduce"}) {
-        INFO(phase);
-        doc.playback.seek_time(doc.model, middle_of(phase));
-        CHECK(splits_at(index, doc.playback.moment(doc.model)).active ==
-              (phase[0] == 'g' ? index.splits.g : index.splits.f));
-        draw_panel_frame(gui, PanelId::splits, doc);
-        CHECK(vertices_of_color(kHighlight) > 0);
-      }
-      doc.playback.seek_time(doc.model, active_range(doc.model).end);
-      draw_panel_frame(gui, PanelId::splits, doc);
-      CHECK(vertices_of_color(kHighlight) == 0);
-      const int done = vertices_of_color(IM_COL32(76, 175, 80, 255));
-      CHECK(done > 0);
-    }
-  }
-
-  TEST_CASE("the splits panel on a trace without splits says so and draws no slices", "[splits]") {
-    HeadlessImGui gui;
-    Document doc = open_document(example_trace("02_scatter_gather"));
+TEST_CASE("the splits panel draws lessons 12 and 13: every rank's slice, f and g lit in turn",
+          "[splits]") {
+  HeadlessImGui gui;
+  for (const char* name : {"12_tensor_parallel_mlp", "13_tensor_parallel_attention"}) {
+    INFO(name);
+    Document doc = open_document(example_trace(name));
     REQUIRE(doc.ok());
-    const std::string why = panel_nothing_to_show(PanelId::splits, doc);
-    CHECK(why.find("no tensor-parallel splits") != std::string::npos);
-    CHECK(draw_at(gui, PanelId::splits, doc, 1.0) > 0);  // the sentence
-    for (int r = 0; r < doc.model.world_size(); ++r)
-      CHECK(vertices_of_color(rank_color(r, doc.model.world_size())) == 0);
+    CHECK(panel_nothing_to_show(PanelId::splits, doc).empty());
+    const int n = doc.model.world_size();
+    const int last = last_beat(doc.model);
+    for (double beat : {0.0, 0.5, last * 0.5, static_cast<double>(last)})
+      CHECK(draw_at(gui, PanelId::splits, doc, beat) > 0);
 
-    // Malformed splits: the same sentence, with the reason.
-    Document bad = open_document(example_trace("12_tensor_parallel_mlp"));
-    bad.model.info.extra["splits"] = R"({"ranks":4,"blocks":[{"kind":"weight","shape":[2,2],)"
-                                     R"("split":"columns","ranges":[[0,1],[1,3]]}]})";
-    CHECK(panel_nothing_to_show(PanelId::splits, bad).find("ranges") != std::string::npos);
-    CHECK(draw_at(gui, PanelId::splits, bad, 1.0) > 0);
-    CHECK(panel_nothing_to_show(PanelId::topology, bad).empty());
+    // Each rank's slice of the weights is drawn in its colour.
+    draw_at(gui, PanelId::splits, doc, 0.0);
+    for (int r = 0; r < n; ++r) CHECK(vertices_of_color(rank_color(r, n)) > 0);
+
+    // The moments every rank spends in g's and in f's all-reduce (from the spans): g, then f,
+    // lit yellow; at the end both are done (green) and nothing is lit.
+    const SplitsIndex& index = doc.derived<SplitsIndex>(build_splits_index);
+    doc.playback.set_clock(doc.model, Clock::measured);
+    const auto middle_of = [&](const char* phase) {
+      double begin = -1e300, end = 1e300;
+      for (const Span& sp : doc.model.spans)
+        if (sp.kind == SpanKind::compute && doc.model.str(sp.name) == phase)
+          begin = std::max(begin, sp.start), end = std::min(end, sp.end());
+      REQUIRE(begin < end);
+      return 0.5 * (begin + end);
+    };
+    for (const char* phase : {"g: all-reduce", "f: all-reduce"}) {
+      INFO(phase);
+      doc.playback.seek_time(doc.model, middle_of(phase));
+      CHECK(splits_at(index, doc.playback.moment(doc.model)).active ==
+            (phase[0] == 'g' ? index.splits.g : index.splits.f));
+      draw_panel_frame(gui, PanelId::splits, doc);
+      CHECK(vertices_of_color(kHighlight) > 0);
+    }
+    doc.playback.seek_time(doc.model, active_range(doc.model).end);
+    draw_panel_frame(gui, PanelId::splits, doc);
+    CHECK(vertices_of_color(kHighlight) == 0);
+    const int done = vertices_of_color(IM_COL32(76, 175, 80, 255));
+    CHECK(done > 0);
   }
+}
+
+TEST_CASE("the splits panel on a trace without splits says so and draws no slices", "[splits]") {
+  HeadlessImGui gui;
+  Document doc = open_document(example_trace("02_scatter_gather"));
+  REQUIRE(doc.ok());
+  const std::string why = panel_nothing_to_show(PanelId::splits, doc);
+  CHECK(why.find("no tensor-parallel splits") != std::string::npos);
+  CHECK(draw_at(gui, PanelId::splits, doc, 1.0) > 0);  // the sentence
+  for (int r = 0; r < doc.model.world_size(); ++r)
+    CHECK(vertices_of_color(rank_color(r, doc.model.world_size())) == 0);
+
+  // Malformed splits: the same sentence, with the reason.
+  Document bad = open_document(example_trace("12_tensor_parallel_mlp"));
+  bad.model.info.extra["splits"] = R"({"ranks":4,"blocks":[{"kind":"weight","shape":[2,2],)"
+                                   R"("split":"columns","ranges":[[0,1],[1,3]]}]})";
+  CHECK(panel_nothing_to_show(PanelId::splits, bad).find("ranges") != std::string::npos);
+  CHECK(draw_at(gui, PanelId::splits, bad, 1.0) > 0);
+  CHECK(panel_nothing_to_show(PanelId::topology, bad).empty());
+}
