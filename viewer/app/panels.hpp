@@ -22,6 +22,7 @@ void draw_playback(PanelContext& ctx);  // play/pause, step, speed, scrub, clock
 void draw_shards(PanelContext& ctx);    // per buffer, a row per rank of chunk cells
 void draw_memory(PanelContext& ctx);    // per-rank stacked ledger bars, formula line
 void draw_stats(PanelContext& ctx);     // traffic per rank and link, busbw, cost model, text
+void draw_caption(PanelContext& ctx);   // the step's caption and phase texts (above Topology)
 
 enum class PanelId { topology, timeline, playback, shards, memory, stats };
 inline constexpr int kPanels = 6;
