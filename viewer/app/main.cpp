@@ -204,7 +204,12 @@ int main(int argc, char** argv) {
   app.add_option("--frames", a.frames,
                  "close the window after this many frames (tests, scripted runs)")
       ->check(CLI::Range(1, 1000000));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0
+                            : 2;  // --help is 0; every bad option is 2 (the exit statuses above)
+  }
 
   std::optional<dv::PanelId> only;
   if (!a.panel.empty()) {

@@ -444,18 +444,10 @@ void texts_covering(const TraceModel& m, const CaptionIndex& index, int rank, do
 std::vector<std::string> phase_texts(const TraceModel& m, const CaptionIndex& index,
                                      const Moment& at, int beat) {
   std::vector<std::uint32_t> spans;
-  if (at.clock == Clock::steps && beat >= 1 && beat < static_cast<int>(m.beat_times.size())) {
-    // The phases around the step's messages on their ranks, and those run within its beat.
-    for (std::uint32_t id : index.messages_of_beat[beat]) {
-      const Message& msg = m.messages[id];
-      texts_covering(m, index, msg.src, msg.send_time, spans);
-      texts_covering(m, index, msg.dst, msg.arrival, spans);
-    }
-    const double t0 = m.beat_times[beat - 1], t1 = m.beat_times[beat];
-    for (std::uint32_t i : index.text_spans) {
-      const Span& s = m.spans[i];
-      if (s.start >= t0 - kEps && s.end() <= t1 + kEps) spans.push_back(i);
-    }
+  if (at.clock == Clock::steps && !index.texts_of_beat.empty()) {
+    // The step's own phases; before the first step, the first step's (the caption's "next").
+    const auto b = static_cast<std::size_t>(std::max(beat, 1));
+    if (b < index.texts_of_beat.size()) spans = index.texts_of_beat[b];
   } else {
     texts_covering(m, index, -1, at.time_us, spans);
   }
@@ -469,6 +461,43 @@ std::vector<std::string> phase_texts(const TraceModel& m, const CaptionIndex& in
     if (out.size() == kMaxPhaseTexts) break;
   }
   return out;
+}
+
+// Which beats each phase text belongs to. A phase around messages of its rank (sent at their
+// send, received at their arrival) belongs to their steps ("1 pull"); a phase with no message
+// of its own in it belongs to the step of the rank's last message before it ("3 compute
+// gradients" after the pull arrived, "5 update" after the pushes), else of its first after.
+std::vector<std::vector<std::uint32_t>> beats_of_texts(const TraceModel& m,
+                                                       const CaptionIndex& index) {
+  std::vector<std::vector<std::uint32_t>> of_beat(index.messages_of_beat.size());
+  struct Event {
+    double t;
+    int beat;
+  };
+  std::vector<std::vector<Event>> events(m.ranks.size());
+  for (std::size_t b = 1; b < index.messages_of_beat.size(); ++b)
+    for (std::uint32_t id : index.messages_of_beat[b]) {
+      const Message& msg = m.messages[id];
+      if (msg.src >= 0 && msg.src < static_cast<int>(events.size()))
+        events[msg.src].push_back({msg.send_time, static_cast<int>(b)});
+      if (msg.dst >= 0 && msg.dst < static_cast<int>(events.size()))
+        events[msg.dst].push_back({msg.arrival, static_cast<int>(b)});
+    }
+  for (auto& list : events)
+    std::sort(list.begin(), list.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
+  for (std::uint32_t i : index.text_spans) {
+    const Span& s = m.spans[i];
+    const int rank = m.lanes[s.lane].rank;
+    if (rank < 0 || rank >= static_cast<int>(events.size()) || events[rank].empty()) continue;
+    const auto& list = events[rank];
+    auto it = std::lower_bound(list.begin(), list.end(), s.start - kEps,
+                               [](const Event& e, double t) { return e.t < t; });
+    std::set<int> beats;
+    for (auto e = it; e != list.end() && e->t <= s.end() + kEps; ++e) beats.insert(e->beat);
+    if (beats.empty()) beats.insert(it != list.begin() ? std::prev(it)->beat : it->beat);
+    for (int b : beats) of_beat[static_cast<std::size_t>(b)].push_back(i);
+  }
+  return of_beat;
 }
 
 }  // namespace
@@ -516,6 +545,7 @@ CaptionIndex index_captions(const TraceModel& m) {
       index.text_spans.begin(), index.text_spans.end(), [&](std::uint32_t a, std::uint32_t b) {
         return m.spans[a].start != m.spans[b].start ? m.spans[a].start < m.spans[b].start : a < b;
       });
+  index.texts_of_beat = beats_of_texts(m, index);
   index.training = train_steps(m);
   return index;
 }

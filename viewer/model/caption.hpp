@@ -17,9 +17,11 @@
 // from its left; 1 KiB per link; each message holds 3 of 4 ranks' data".
 //
 // A lesson may add what the messages cannot say: the `text` phase arg of a compute span
-// (comm.phase(name, {.text = "..."}); docs/trace-format.md). On the steps clock the texts of
-// the phases that run during the step's beat are shown with it; on the measured clock those
-// covering the moment. Training steps (train_steps.hpp) add "training step k of K".
+// (comm.phase(name, {.text = "..."}); docs/trace-format.md). On the steps clock a step shows
+// the texts of the phases around its messages, and of the phases with no message that follow
+// them on the same rank (lesson 05's "3 compute gradients" after the pull); on the measured
+// clock, the texts of the phases covering the moment. Training steps (train_steps.hpp) add
+// "training step k of K".
 #pragma once
 
 #include <cstdint>
@@ -53,6 +55,7 @@ struct Caption {
 struct CaptionIndex {
   std::vector<std::vector<std::uint32_t>> messages_of_beat;  // [beat]: messages, beat 1 .. steps
   std::vector<std::uint32_t> text_spans;                     // by start
+  std::vector<std::vector<std::uint32_t>> texts_of_beat;     // [beat]: text spans shown with it
   std::vector<std::uint32_t> reduced_buffers;  // string ids some message reduces into, sorted
   TrainSteps training;
 };

@@ -21,7 +21,7 @@ TrainSteps train_steps(const TraceModel& m) {
   TrainSteps out;
   std::uint32_t op = 0;  // the string id of "train step"; 0 when the trace never names it
   for (std::uint32_t s = 1; s < m.strings.size() && !op; ++s)
-    if (m.strings[s] == kTrainStepOp) op = s;
+    if (m.strings[s] == distlab::kTrainStepOp) op = s;
   if (!op) return out;
 
   // Per rank, its training-step spans in order (spans are sorted by start on each lane).

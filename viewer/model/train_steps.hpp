@@ -2,8 +2,8 @@
 //
 // A training lesson runs the same exchange every iteration: the same buffer is reduce-scattered,
 // pulled or pushed again and again. A lesson marks each iteration with a phase whose op is
-// "train step" (comm.phase("iteration 2", {.op = "train step"}); docs/trace-format.md, "Training
-// steps"). From those spans and the messages sent inside them:
+// kTrainStepOp, "train step" (core/trace/format.hpp; docs/trace-format.md, "Captions and
+// training steps"). From those spans and the messages sent inside them:
 //   start[k]       the earliest start of training step k's span on any rank
 //   first_step[k]  the smallest algorithm step id of a message sent inside it (on its sender)
 // Step ids are global (every rank numbers them alike), so "the training step of step id s" is
@@ -11,14 +11,12 @@
 // A trace without such spans has no training steps: every query answers -1.
 #pragma once
 
-#include <string_view>
 #include <vector>
 
+#include "core/trace/format.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
-
-inline constexpr std::string_view kTrainStepOp = "train step";
 
 struct TrainSteps {
   std::vector<double> start;    // by training step, microseconds
