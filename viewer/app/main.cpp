@@ -207,8 +207,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0
-                            : 2;  // --help is 0; every bad option is 2 (the exit statuses above)
+    // --help is 0; every bad option is 2 (the exit statuses above)
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   std::optional<dv::PanelId> only;
