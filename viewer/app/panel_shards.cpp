@@ -149,6 +149,8 @@ void draw_shards(PanelContext& ctx) {
   const bool wide = static_cast<float>(most_chunks) * kMinCell > kMaxBarWidth;
   ImGui::BeginChild("##shards", ImVec2(0, 0), false,
                     wide ? ImGuiWindowFlags_HorizontalScrollbar : 0);
+  if (state.train_step >= 0)  // the replay starts over at each training step (train_steps.hpp)
+    ImGui::TextDisabled("training step %d: this iteration's exchange only", state.train_step + 1);
 
   // What lands where right now; the buffer that is moving is the one to watch.
   std::vector<std::map<std::pair<int, int>, Incoming>> incoming(infos.size());
