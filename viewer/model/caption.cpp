@@ -431,13 +431,13 @@ Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
   return out;
 }
 
-// Spans with a phase text on `rank` that cover t.
-void texts_covering(const TraceModel& m, const CaptionIndex& index, int rank, double t,
+// Spans with a phase text that cover t, on any rank.
+void texts_covering(const TraceModel& m, const CaptionIndex& index, double t,
                     std::vector<std::uint32_t>& out) {
   for (std::uint32_t i : index.text_spans) {
     const Span& s = m.spans[i];
     if (s.start > t + kEps) break;
-    if ((rank < 0 || m.lanes[s.lane].rank == rank) && t <= s.end() + kEps) out.push_back(i);
+    if (t <= s.end() + kEps) out.push_back(i);
   }
 }
 
@@ -449,7 +449,7 @@ std::vector<std::string> phase_texts(const TraceModel& m, const CaptionIndex& in
     const auto b = static_cast<std::size_t>(std::max(beat, 1));
     if (b < index.texts_of_beat.size()) spans = index.texts_of_beat[b];
   } else {
-    texts_covering(m, index, -1, at.time_us, spans);
+    texts_covering(m, index, at.time_us, spans);
   }
   std::sort(spans.begin(), spans.end(), [&](std::uint32_t a, std::uint32_t b) {
     return m.spans[a].start != m.spans[b].start ? m.spans[a].start < m.spans[b].start : a < b;
@@ -644,10 +644,8 @@ std::string describe(const TraceModel& m, const Moment& at) {
                          index.training.count());
     out += ": per rank, each chunk's ranks of data (- = not held)\n";
     for (const BufferState& b : st.buffers) {
-      const bool reduced =
-          std::count_if(m.messages.begin(), m.messages.end(), [&](const Message& x) {
-            return x.apply == ApplyKind::reduce && m.str(x.buffer) == b.name;
-          }) > 0;
+      bool reduced = false;  // some message reduces into it
+      for (std::uint32_t id : index.reduced_buffers) reduced = reduced || m.str(id) == b.name;
       out +=
           fmt::format("  {}, {} chunk{}, {}\n", b.name, b.chunks, b.chunks == 1 ? "" : "s",
                       reduced ? "reduced into (a count of ranks summed)" : "copied (whose data)");
