@@ -18,6 +18,12 @@ foreach(trace ${example_traces})
            COMMAND bash ${expect_failure} 0 30 "wrote .*${name}.png \\(800x600, step 2.50 of"
                    -- ${viewer} --png ${out}/${name}.png --step 2.5 --width 800 --height 600 ${trace})
   set_tests_properties(viewer.png.${name} PROPERTIES LABELS viewer)
+  # The caption of step 1 as text, no display: a sentence, not an empty line.
+  add_test(NAME viewer.describe.${name}
+           COMMAND bash ${expect_failure} 0 30 "^caption: step 1 of [0-9]+( \\(training step 1 of [0-9]+\\))?(, [a-z+ -]+)?: [a-z0-9]"
+                   "^in flight: " "^(shards|memory): "
+                   -- ${viewer} --describe --step 1 ${trace})
+  set_tests_properties(viewer.describe.${name} PROPERTIES LABELS viewer)
 endforeach()
 
 # The Schedule panel alone on lesson 11's three schedules (steps clock: the ideal schedule; measured:
@@ -83,6 +89,21 @@ add_test(NAME viewer.bad.png-sequence-step COMMAND bash ${expect_failure} 2 20
          "--png-sequence needs --png FILE and runs over the whole playback"
          -- ${viewer} --png ${out}/seq.png --png-sequence 3 --step 1 ${examples}/02_scatter_gather.json)
 set_tests_properties(viewer.png-sequence viewer.bad.png-sequence-step PROPERTIES LABELS viewer)
+add_test(NAME viewer.describe.bad.missing COMMAND bash ${expect_failure} 1 20 "cannot open trace .*nope.json"
+         -- ${viewer} --describe --step 1 ${out}/nope.json)
+add_test(NAME viewer.describe.bad.no-trace COMMAND bash ${expect_failure} 2 20 "need a trace file"
+         -- ${viewer} --describe --step 1)
+add_test(NAME viewer.describe.bad.with-png COMMAND bash ${expect_failure} 2 20 "excludes"
+         -- ${viewer} --describe --png ${out}/x.png ${examples}/02_scatter_gather.json)
+add_test(NAME viewer.describe.bad.step COMMAND bash ${expect_failure} 2 20 "--step"
+         -- ${viewer} --describe --step two ${examples}/02_scatter_gather.json)
+add_test(NAME viewer.describe.foreign COMMAND bash ${expect_failure} 0 20
+         "^caption: " "shards: this trace declares no buffers" "memory: this trace has no memory ledger"
+         -- ${viewer} --describe ${out}/foreign.json)
+# A panel with nothing to show still renders when asked for by name (it says why).
+add_test(NAME viewer.png.shards-without-buffers COMMAND bash ${expect_failure} 0 30 "wrote .*shards-none.png"
+         -- ${viewer} --png ${out}/shards-none.png --panel shards --width 640 --height 360
+            ${examples}/11_pipeline_microbatching.json)
 add_test(NAME viewer.bench-frames COMMAND bash ${expect_failure} 0 60 "frame build over 20 frames"
          -- ${viewer} --bench-frames 20 ${examples}/06_allreduce_sequential_ring_parallel.json)
 # The lessons' own pictures: ZeRO's stages side by side from several traces (any subset, one
@@ -115,4 +136,6 @@ if(XVFB_RUN)
 endif()
 
 set_tests_properties(viewer.bad.missing viewer.bad.empty viewer.bad.truncated viewer.foreign viewer.bad.panel
-                     viewer.bad.no-display viewer.bench-frames PROPERTIES LABELS viewer)
+                     viewer.bad.no-display viewer.bench-frames viewer.describe.bad.missing
+                     viewer.describe.bad.no-trace viewer.describe.bad.with-png viewer.describe.bad.step
+                     viewer.describe.foreign viewer.png.shards-without-buffers PROPERTIES LABELS viewer)

@@ -38,4 +38,8 @@ constexpr const char* to_string(Category c) {
   return kCategoryNames[static_cast<int>(c)];
 }
 
+// The phase op that marks one training step (iteration) of a training lesson, around the
+// whole iteration on every rank: the viewer starts its shard replay over at each.
+inline constexpr const char* kTrainStepOp = "train step";
+
 }  // namespace distlab

@@ -368,7 +368,10 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
   const int me = comm.rank();
   Replica rep(comm, config, charged);
   Buffer<float> loss_sum(charged, Category::data, me == 0 ? 1 : 0, comm.device());
+  PhaseArgs train_step;  // marks each iteration: the viewer starts its shards over at each
+  train_step.op = kTrainStepOp;
   for (int k = 0; k < config.steps; ++k) {
+    auto iteration = comm.phase(fmt::format("step {}", k + 1), train_step);
     const int first = comm.next_steps(0);
     step(rep, k);
     const int last = comm.next_steps(0) - 1;

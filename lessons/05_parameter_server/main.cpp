@@ -132,6 +132,14 @@ std::string formula_text(const Setup& s, int rank) {
 
 // --- the training, on one rank --------------------------------------------------------------
 
+// A phase's caption: what its step means, which the messages alone cannot say (the viewer shows
+// it under the step's own sentence; docs/trace-format.md).
+PhaseArgs caption(std::string text) {
+  PhaseArgs args;
+  args.text = std::move(text);
+  return args;
+}
+
 void train(Comm& comm, const Setup& s, Outcome* outcome) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t P = s.shape.params();
@@ -173,7 +181,9 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   if (server)
     from_host(params.view(), std::vector<float>(shard_of(me).ptr, shard_of(me).ptr + mine));
   if (s.mode == TrainMode::allreduce) {
-    auto phase = comm.phase("1 replicate (once)");
+    auto phase = comm.phase("1 replicate (once)",
+                            caption("1 replicate (once): rank 0 broadcasts the initial weights; "
+                                    "from now on only gradients move"));
     if (me == 0) from_host(params.view(), initial);
     coll::broadcast(comm, params.view(), 0, "params");
   }
@@ -181,7 +191,9 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   // STEP 1, replicate / pull: every server sends its shard to every worker, all at once (a
   // broadcast from each server). Used before every iteration, and once more at the end.
   const auto pull = [&](int step) {
-    auto phase = comm.phase("1 pull");
+    auto phase = comm.phase(
+        "1 pull", caption("1 pull: each server sends its current weights to every worker (S each "
+                          "way; the server sends (N-1) S)"));
     comm.mark_step(step);
     std::vector<Request> requests;
     if (server)
@@ -200,7 +212,10 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   Buffer<float> loss_sum =
       comm.alloc<float>(me == 0 ? 1 : 0, Category::data);  // rank 0: the iteration's loss
   std::vector<float> first_grads;  // the summed gradient of iteration 1, where it is summed
+  PhaseArgs train_step;  // marks each iteration: the viewer starts its shards over at each
+  train_step.op = kTrainStepOp;
   for (int k = 0; k < s.steps; ++k) {
+    auto iteration = comm.phase(fmt::format("iteration {}", k + 1), train_step);
     int first = 0, last = 0;  // this iteration's exchange steps
     if (s.mode == TrainMode::ps) {
       first = comm.next_steps(1);
@@ -210,14 +225,19 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     if (worker) {
       // STEP 2, split dataset: batch k is samples [k B, (k+1) B); worker w takes its share.
       {
-        auto phase = comm.phase("2 split data");
+        auto phase = comm.phase(
+            "2 split data", caption("2 split data: worker w takes its share of the global batch, "
+                                    "B / W samples; no message"));
         const std::size_t first = std::size_t(k) * s.batch + samples.begin(s.worker_index(me));
         from_host(x.view(), teacher.inputs(first, my_samples));
         from_host(t.view(), teacher.targets(first, my_samples));
       }
       // STEP 3, compute gradients: forward, the loss of my share (normalised by the whole
       // batch, so the shares' gradients add up to the batch's), backward.
-      auto phase = comm.phase("3 compute gradients");
+      auto phase = comm.phase(
+          "3 compute gradients",
+          caption("3 compute gradients: each worker runs forward and backward on its share; the "
+                  "shares' gradients add up to the batch's"));
       const View<const float> y = mlp->forward(params.view(), x.view());
       // --break sum-not-mean: each worker averages over its own share, and the server's sum of
       // the W averages is W times the batch's gradient.
@@ -230,7 +250,9 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     // adds the N - K parts up (a reduce onto each server). Without a server: the ring
     // all-reduce leaves the sum on every rank.
     if (s.mode == TrainMode::ps) {
-      auto phase = comm.phase("4 push & sum");
+      auto phase = comm.phase(
+          "4 push & sum", caption("4 push & sum: every worker sends its gradient to the server, "
+                                  "which adds the W of them up: (N-1) S into one rank"));
       const int push_step = comm.next_steps(1);
       comm.mark_step(push_step);
       last = push_step;
@@ -254,7 +276,10 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
         comm.wait_all(requests);
       }
     } else {
-      auto phase = comm.phase("4 all-reduce gradients");
+      auto phase = comm.phase(
+          "4 all-reduce gradients",
+          caption("4 all-reduce: the ring sums the gradients on every rank, 2(N-1)/N S each way; "
+                  "no server"));
       first = comm.next_steps(0);
       coll::all_reduce(comm, grads.view(), coll::AllReduceAlgo::ring_chunked, "grads");
       last = comm.next_steps(0) - 1;
@@ -266,7 +291,11 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
     // STEP 5, update: the server steps the optimizer on its shard; without a server every rank
     // steps it on the whole weights, with the same sum, so all stay equal.
     if (optimizer) {
-      auto phase = comm.phase("5 update");
+      auto phase = comm.phase(
+          "5 update", caption(server ? "5 update: the server steps the optimizer on its weights; "
+                                       "the workers wait for the next pull"
+                                     : "5 update: every rank steps the optimizer on the same "
+                                       "summed gradient, so all weights stay equal"));
       optimizer->step(params.view(), View<const float>(grads.view()));
     }
 

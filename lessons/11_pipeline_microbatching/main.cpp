@@ -325,6 +325,8 @@ void train(Comm& comm, const Setup& s) {
                ticks.begin());
   };
 
+  PhaseArgs train_step;  // marks each step's span: the viewer's training steps
+  train_step.op = kTrainStepOp;
   for (int k = 0; k < s.steps; ++k) {
     const int step0 = comm.next_steps(int(ticks.size()));
     // The step's data before the clock starts: inputs on the first stage, targets on the last.
@@ -338,7 +340,7 @@ void train(Comm& comm, const Setup& s) {
     };
     comm.barrier();  // every stage starts the step together: the step's span measures the pipeline
     {
-      auto step_phase = comm.phase(fmt::format("step {}", k + 1));
+      auto step_phase = comm.phase(fmt::format("step {}", k + 1), train_step);
       std::vector<Slot> slots(static_cast<std::size_t>(M));
       std::vector<std::pair<Buffer<float>, Request>>
           sent_back;  // input gradients on their way back

@@ -10,9 +10,12 @@
 //   distlab-viewer --png out.png --panel memory-compare 08.json 09.json 10.json
 //                                                    ZeRO's stages side by side (any subset)
 //   distlab-viewer --bench-frames N trace.json       frame-build time statistics (CPU, no GL)
+//   distlab-viewer --describe [--step K | --time T] trace.json
+//                                                    the step's caption and the panels' state as
+//                                                    text (no display, no GL)
 //
-// Exit status: 0; 1 a trace did not load (--png, --bench-frames) or the PNG was not written;
-// 2 bad options or no display.
+// Exit status: 0; 1 a trace did not load (--png, --bench-frames, --describe) or the PNG was not
+// written; 2 bad options or no display.
 #include <backends/imgui_impl_opengl3.h>
 #include <fmt/format.h>
 #include <imgui.h>
@@ -31,6 +34,7 @@
 #include "viewer/app/headless.hpp"
 #include "viewer/app/view.hpp"
 #include "viewer/app/window.hpp"
+#include "viewer/model/caption.hpp"
 #include "viewer/model/memory_compare.hpp"
 
 namespace dv = distlab::viewer;
@@ -49,6 +53,7 @@ struct Args {
   int bench_frames = 0;
   int frames = 0;
   int png_sequence = 0;  // with --png: this many frames from the start to the end of playback
+  bool describe = false;
 };
 
 // DejaVu Sans when the system has it (readable on a projector), else ImGui's built-in font.
@@ -79,7 +84,7 @@ void position(dv::View& view, const Args& a) {
       doc.playback.seek_beat(doc.model, *a.step);
     else if (a.time_us)
       doc.playback.seek_time(doc.model, doc.model.t_begin + *a.time_us);
-    else if (!a.png.empty())
+    else if (!a.png.empty() || a.describe)
       doc.playback.seek_beat(doc.model, dv::last_beat(doc.model));  // the end state
   }
 }
@@ -224,8 +229,8 @@ int main(int argc, char** argv) {
       "traces)"};
   app.add_option("traces", a.traces, "trace files (Chrome Trace Event JSON) to open");
   app.add_flag("--compare", a.compare, "show the first two traces side by side, playback linked");
-  app.add_option("--png", a.png,
-                 "render one frame into this PNG file with no display (EGL), then exit");
+  auto* png = app.add_option(
+      "--png", a.png, "render one frame into this PNG file with no display (EGL), then exit");
   auto* step = app.add_option(
       "--step", a.step, "show the moment after this algorithm step (2.5: halfway through step 3)");
   auto* time = app.add_option("--time", a.time_us,
@@ -247,9 +252,14 @@ int main(int argc, char** argv) {
   app.add_option("--font-size", a.font_size, "font size in pixels (larger for a projector)")
       ->capture_default_str()
       ->check(CLI::Range(8.0, 64.0));
-  app.add_option("--bench-frames", a.bench_frames,
-                 "build this many frames with no GL and print their CPU time")
-      ->check(CLI::Range(1, 1000000));
+  auto* bench = app.add_option("--bench-frames", a.bench_frames,
+                               "build this many frames with no GL and print their CPU time")
+                    ->check(CLI::Range(1, 1000000));
+  app.add_flag("--describe", a.describe,
+               "print the moment's caption (what the step's messages do) and a text summary of "
+               "the panels (in flight, shards, memory), then exit; no display needed")
+      ->excludes(png)
+      ->excludes(bench);
   app.add_option("--png-sequence", a.png_sequence,
                  "with --png: write this many frames over the whole playback (on the steps "
                  "clock), as FILE-000.png, FILE-001.png, ... (for animations)")
@@ -257,7 +267,12 @@ int main(int argc, char** argv) {
   app.add_option("--frames", a.frames,
                  "close the window after this many frames (tests, scripted runs)")
       ->check(CLI::Range(1, 1000000));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help is 0; every bad option is 2 (the exit statuses above)
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   std::optional<dv::PanelId> only;
   if (!a.panel.empty()) {
@@ -272,9 +287,13 @@ int main(int argc, char** argv) {
     }
     only = p;
   }
-  const bool batch = !a.png.empty() || a.bench_frames > 0;
+  const bool batch = !a.png.empty() || a.bench_frames > 0 || a.describe;
   if (batch && a.traces.empty()) {
-    fmt::print(stderr, "distlab-viewer: --png and --bench-frames need a trace file\n");
+    fmt::print(stderr, "distlab-viewer: --png, --bench-frames and --describe need a trace file\n");
+    return 2;
+  }
+  if (a.describe && (a.traces.size() > 1 || a.compare)) {
+    fmt::print(stderr, "distlab-viewer: --describe reads one trace ({} given)\n", a.traces.size());
     return 2;
   }
   // memory-compare draws every trace given in one panel (View::documents()).
@@ -303,6 +322,12 @@ int main(int argc, char** argv) {
   const int failed = report_load_errors(view);
   position(view, a);
   try {
+    if (a.describe) {
+      if (failed) return 1;
+      const auto& doc = view.documents().front();
+      fmt::print("{}", dv::describe(doc.model, doc.playback.moment(doc.model)));
+      return 0;
+    }
     if (!a.png.empty()) {
       const int rc = render_png(view, a, only);
       return failed ? 1 : rc;

@@ -18,6 +18,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/panel_content.hpp"
 #include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {
@@ -130,8 +131,8 @@ void draw_memory(PanelContext& ctx) {
   const TraceModel& m = ctx.model();
   const int n = m.world_size();
   const Peaks& peaks = ctx.doc.derived<Peaks>(build_peaks);
-  if (n == 0 || (!peaks.any && m.info.memory_expected_bytes.empty())) {
-    ImGui::TextDisabled("this trace has no memory ledger (no \"memory\" counter events)");
+  if (!memory_has_content(m)) {  // drawn only when asked for by name (--panel memory)
+    ImGui::TextWrapped("%s", memory_empty_reason(m).c_str());
     return;
   }
   const std::vector<MemorySample> now = memory_at(m, ctx.now);

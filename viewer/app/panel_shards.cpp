@@ -22,6 +22,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/panel_content.hpp"
 #include "viewer/model/shard_replay.hpp"
 #include "viewer/model/stats.hpp"
 
@@ -136,9 +137,8 @@ void draw_shards(PanelContext& ctx) {
   const TraceModel& m = ctx.model();
   const auto& infos = m.info.buffers;
   const int n = m.world_size();
-  if (infos.empty() || n == 0) {
-    ImGui::TextDisabled(
-        "this trace declares no buffers (otherData.buffers): there are no shards to replay");
+  if (!shards_have_content(m)) {  // drawn only when asked for by name (--panel shards)
+    ImGui::TextWrapped("%s", shards_empty_reason(m).c_str());
     return;
   }
   const Buffers& meta = ctx.doc.derived<Buffers>(build_buffers);
@@ -149,6 +149,8 @@ void draw_shards(PanelContext& ctx) {
   const bool wide = static_cast<float>(most_chunks) * kMinCell > kMaxBarWidth;
   ImGui::BeginChild("##shards", ImVec2(0, 0), false,
                     wide ? ImGuiWindowFlags_HorizontalScrollbar : 0);
+  if (state.train_step >= 0)  // the replay starts over at each training step (train_steps.hpp)
+    ImGui::TextDisabled("training step %d: this iteration's exchange only", state.train_step + 1);
 
   // What lands where right now; the buffer that is moving is the one to watch.
   std::vector<std::map<std::pair<int, int>, Incoming>> incoming(infos.size());

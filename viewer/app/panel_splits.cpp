@@ -406,6 +406,7 @@ void draw_splits(PanelContext& ctx) {
     return;
   }
   const SplitsMoment now = splits_at(index, ctx.now);
+  draw_caption(ctx);  // the step's caption: Splits stands in Topology's place in the layout
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize();
 

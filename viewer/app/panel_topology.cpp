@@ -300,6 +300,7 @@ void draw_topology(PanelContext& ctx) {
   ImGui::TextDisabled("\u00b7 %d rank%s \u00b7 %zu in flight \u00b7 %s arrived", n,
                       n == 1 ? "" : "s", flying.size(),
                       format_bytes(static_cast<double>(moved)).c_str());
+  draw_caption(ctx);  // what this step's messages do (panel_caption.cpp)
 
   legend();
   if (!l.steps.empty()) step_legend(l, ctx.now);

@@ -35,7 +35,8 @@ void draw_memory_compare(PanelContext& ctx);
 void draw_schedule(PanelContext& ctx);  // pipeline stages x time: F/B blocks, bubble, in flight
 // The trace is a pipeline's (the default layout shows Schedule in place of Shards).
 bool shows_schedule(Document& doc);
-void draw_splits(PanelContext& ctx);  // a tensor-parallel layer's weights split over the ranks
+void draw_splits(PanelContext& ctx);   // a tensor-parallel layer's weights split over the ranks
+void draw_caption(PanelContext& ctx);  // the step's caption and phase texts (above Topology)
 
 enum class PanelId {
   topology,

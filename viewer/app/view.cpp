@@ -10,6 +10,8 @@
 //   +---------------------------------------+
 //   |  Playback                             |
 //   +---------------------------------------+
+// A panel with nothing to show for the trace is left out (panel_content.hpp): no Shards column
+// for a trace that declares no buffers, no Memory under Stats without a ledger.
 // Side by side, each document gets half the width with the same layout; the right one's
 // playback follows the left one's.
 // A trace of a tensor-parallel layer (otherData.splits, lessons 12 and 13) shows the Splits
@@ -21,6 +23,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
+
+#include "viewer/model/panel_content.hpp"
 
 namespace distlab::viewer {
 
@@ -172,12 +176,19 @@ void View::draw_document(Document& doc, float x, float y, float w, float h, cons
   }
   const float timeline_h = std::max(140.0f, (h - kPlaybackHeight) * 0.38f);
   const float top_h = h - kPlaybackHeight - timeline_h;
-  const float col = w / 3.0f;
-  const bool splits = splits_nothing_to_show(doc).empty();
+  // Only panels with something to show (panel_content.hpp): without buffers the top row is two
+  // columns, without a ledger Stats takes the whole right column. A lesson's own picture takes
+  // the place of a generic panel: Splits (lessons 12, 13) Topology's, Schedule (lesson 11)
+  // Shards'.
+  const bool schedule = shows_schedule(doc), splits = splits_nothing_to_show(doc).empty();
+  const bool shards = schedule || shards_have_content(doc.model);
+  const bool memory = memory_has_content(doc.model);
+  const float col = w / (shards ? 3.0f : 2.0f);
   panel(splits ? PanelId::splits : PanelId::topology, x, y, col, top_h);
-  panel(shows_schedule(doc) ? PanelId::schedule : PanelId::shards, x + col, y, col, top_h);
-  panel(PanelId::stats, x + 2 * col, y, w - 2 * col, top_h * 0.55f);
-  panel(PanelId::memory, x + 2 * col, y + top_h * 0.55f, w - 2 * col, top_h * 0.45f);
+  if (shards) panel(schedule ? PanelId::schedule : PanelId::shards, x + col, y, col, top_h);
+  const float right = x + (shards ? 2 : 1) * col, stats_h = memory ? top_h * 0.55f : top_h;
+  panel(PanelId::stats, right, y, x + w - right, stats_h);
+  if (memory) panel(PanelId::memory, right, y + stats_h, x + w - right, top_h - stats_h);
   panel(PanelId::timeline, x, y + top_h, w, timeline_h);
   panel(PanelId::playback, x, y + top_h + timeline_h, w, kPlaybackHeight);
 }

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <map>
 #include <utility>
+
+#include "viewer/model/train_steps.hpp"
 
 namespace distlab::viewer {
 
@@ -18,7 +21,14 @@ struct Replay {
   std::vector<int> buffer_of_string;  // string index -> buffer index, -1 none
   std::vector<const Message*> order;  // replayable messages, by (step, arrival)
   ShardState initial;
+  TrainSteps training;  // where each training step begins; the replay starts over at each
 };
+
+// The smallest step id replayed for a moment in training step `k`: its first step, or every
+// step when the trace has no training steps (k = -1).
+int first_replayed(const Replay& r, int k) {
+  return k >= 0 ? r.training.first_step[static_cast<std::size_t>(k)] : INT_MIN;
+}
 
 // [first, last) chunks of buffer `b` that a message covers.
 std::pair<int, int> chunk_range(const Message& m, int chunks) {
@@ -33,6 +43,7 @@ constexpr std::size_t kMaxShardCells = std::size_t{1} << 24;
 
 Replay prepare(const TraceModel& model) {
   Replay r;
+  r.training = train_steps(model);
   const int n = model.world_size();
   // Chunks replayed per buffer: the declared count, or 0 for a buffer too large to replay.
   std::vector<int> chunks_of;
@@ -131,9 +142,11 @@ ShardState state_at_step(const TraceModel& model, int step) {
   const Replay r = prepare(model);
   ShardState st = r.initial;
   st.step = step;
+  st.train_step = r.training.at_step(step);
+  const int from = first_replayed(r, st.train_step);
   for (const Message* m : r.order) {
     if (m->step > step) break;
-    apply(st, r, *m, model.world_size());
+    if (m->step >= from) apply(st, r, *m, model.world_size());
   }
   return st;
 }
@@ -144,8 +157,11 @@ ShardState state_at_time(const TraceModel& model, double t_us) {
                    [](const Message* a, const Message* b) { return a->arrival < b->arrival; });
   ShardState st = r.initial;
   st.step = 0;
+  st.train_step = r.training.at_time(t_us);
+  const int from = first_replayed(r, st.train_step);
   for (const Message* m : r.order) {
     if (m->arrival > t_us) break;
+    if (m->step < from) continue;  // an earlier training step's exchange
     apply(st, r, *m, model.world_size());
     st.step = std::max(st.step, static_cast<int>(m->step));
   }

@@ -25,6 +25,9 @@ namespace distlab::viewer {
 //     [chunk, chunk_end) (the whole buffer when the message names no chunk): copy makes the
 //     chunk held and replaces its mask; reduce makes it held and ORs the incoming mask in.
 //   * Messages without a step or naming an undeclared buffer are not replayed.
+//   * Training steps (train_steps.hpp: phases with op "train step") start over: at a moment in
+//     training step k only the messages from k's first step on are applied to the initial
+//     state, so a buffer reduced every iteration shows the current iteration's exchange.
 //   * A buffer of more than 2^24 cells (ranks x chunks) is not replayed: its BufferState has
 //     0 chunks and no cells.
 // Contributions are a bit mask (worlds up to 64 ranks); past 64 ranks the count is kept from
@@ -49,6 +52,7 @@ struct BufferState {
 
 struct ShardState {
   int step = 0;                      // messages with step <= this have been applied
+  int train_step = -1;               // the training step replayed (0-based), -1 when none
   std::vector<BufferState> buffers;  // in the order of TraceMeta::buffers
 };
 

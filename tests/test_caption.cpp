@@ -1,0 +1,262 @@
+// viewer/model/caption.hpp, train_steps.hpp and panel_content.hpp: the caption of every step
+// of traces made in-process (a ring all-reduce, a scatter, phases with text), the Shards
+// replay starting over at each training step, and which panels have something to show.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/collectives/all_reduce_ring_chunked.hpp"
+#include "core/collectives/scatter.hpp"
+#include "core/runtime/data.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/trace/writer.hpp"
+#include "viewer/model/caption.hpp"
+#include "viewer/model/panel_content.hpp"
+#include "viewer/model/playback.hpp"
+#include "viewer/model/shard_replay.hpp"
+#include "viewer/model/train_steps.hpp"
+
+using namespace distlab::viewer;
+using Catch::Contains;
+
+namespace {
+
+TraceModel traced(int n, const std::function<void(distlab::Comm&)>& body) {
+  const distlab::RunResult run = distlab::run_in_process(n, body);
+  distlab::TraceInfo info;
+  info.lesson = "99_caption";
+  info.title = "caption test";
+  info.algorithm = "test";
+  info.world = run.world;
+  info.world.size = n;
+  info.verified = true;
+  return parse_trace_model(distlab::trace_json(info, run.logs));
+}
+
+distlab::PhaseArgs with_text(std::string text) {
+  distlab::PhaseArgs args;
+  args.text = std::move(text);
+  return args;
+}
+
+// A ring all-reduce of 64 floats on 4 ranks (16 floats, 64 B a chunk), inside a phase with a
+// text, then a phase with a text and no message: steps 1-3 reduce-scatter, 4-6 all-gather.
+TraceModel ring_with_phases() {
+  return traced(4, [](distlab::Comm& comm) {
+    auto data = comm.alloc<float>(64, distlab::Category::grads);
+    distlab::fill_input(data.view(), 1, comm.rank());
+    {
+      auto phase = comm.phase("ring", with_text("the ring sums the gradients"));
+      distlab::coll::all_reduce_ring_chunked(comm, data.view());
+    }
+    auto phase = comm.phase("after", with_text("every rank holds the sum"));
+    distlab::fill_input(data.view(), 2, comm.rank());
+  });
+}
+
+Moment at_beat(const TraceModel& m, double beat) {
+  Playback p;
+  p.seek_beat(m, beat);
+  return p.moment(m);
+}
+
+Moment at_time(const TraceModel& m, double t_us) {
+  Playback p;
+  p.set_clock(m, Clock::measured);
+  p.seek_time(m, t_us);
+  return p.moment(m);
+}
+
+// The span called `name` that starts first (or, with latest, last) on any rank.
+const Span& span_named(const TraceModel& m, const std::string& name, bool latest) {
+  const Span* found = nullptr;
+  for (const Span& s : m.spans)
+    if (m.str(s.name) == name &&
+        (!found || (latest ? s.start > found->start : s.start < found->start)))
+      found = &s;
+  REQUIRE(found);
+  return *found;
+}
+
+// `iterations` training steps of a ring all-reduce of the same buffer, each inside a phase
+// whose op is "train step" (as the lessons mark them) or, with marked = false, a plain phase.
+TraceModel training(int iterations, bool marked) {
+  return traced(4, [=](distlab::Comm& comm) {
+    auto grads = comm.alloc<float>(64, distlab::Category::grads);
+    for (int k = 0; k < iterations; ++k) {
+      distlab::PhaseArgs args;
+      if (marked) args.op = distlab::kTrainStepOp;
+      auto phase = comm.phase("iteration " + std::to_string(k + 1), args);
+      distlab::fill_input(grads.view(), k + 1, comm.rank());
+      distlab::coll::all_reduce_ring_chunked(comm, grads.view(), "grads");
+    }
+  });
+}
+
+int max_count(const ShardState& st) {
+  int most = 0;
+  for (const BufferState& b : st.buffers)
+    for (const ChunkState& c : b.cells) most = std::max(most, c.count);
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("caption: a ring all-reduce names reduce-scatter and all-gather, chunks and bytes",
+          "[caption]") {
+  const TraceModel m = ring_with_phases();
+  REQUIRE(m.step_ids.size() == 6);
+  const CaptionIndex index = index_captions(m);
+  for (int k = 1; k <= 3; ++k) {
+    const Caption c = caption_at(m, index, at_beat(m, k));
+    INFO(c.line());
+    CHECK(c.beat == k);
+    CHECK(c.steps == 6);
+    CHECK(c.collective == "reduce-scatter");
+    CHECK_THAT(c.line(), Contains("step " + std::to_string(k) + " of 6, reduce-scatter: "));
+    CHECK_THAT(c.flow, Contains("every rank sends chunk (r - " + std::to_string(k) +
+                                ") mod 4 right and adds the one from its left"));
+    CHECK_THAT(c.flow, Contains("64 B per link"));
+    CHECK_THAT(c.flow, Contains(std::to_string(k) + " of 4 ranks' data"));
+  }
+  for (int k = 4; k <= 6; ++k) {
+    const Caption c = caption_at(m, index, at_beat(m, k));
+    INFO(c.line());
+    CHECK(c.collective == "all-gather");
+    CHECK_THAT(c.flow, Contains("right and stores the one from its left"));
+    CHECK_THAT(c.flow, Contains("64 B per link"));
+    CHECK_THAT(c.flow, Contains("the finished sum of all 4 ranks"));
+  }
+  // The all-gather sends the chunk each rank completed (r) first, then the ones it received.
+  CHECK_THAT(caption_at(m, index, at_beat(m, 4)).flow, Contains("its own chunk r "));
+  CHECK_THAT(caption_at(m, index, at_beat(m, 5)).flow, Contains("chunk (r - 1) mod 4"));
+  // Halfway through a step the caption is that step's; before the first, the next one's.
+  CHECK(caption_at(m, index, at_beat(m, 2.5)).beat == 3);
+  const Caption start = caption_at(m, index, at_beat(m, 0));
+  CHECK(start.beat == 0);
+  CHECK_THAT(start.line(), Contains("nothing has moved yet; next, reduce-scatter"));
+  // The one-call form gives the same.
+  CHECK(caption_at(m, at_beat(m, 2)).line() == caption_at(m, index, at_beat(m, 2)).line());
+}
+
+TEST_CASE("caption: a scatter from r0 is named, each step one message", "[caption]") {
+  const int n = 4;
+  const TraceModel m = traced(n, [n](distlab::Comm& comm) {
+    comm.declare_buffer("data", 64, n);
+    auto all = comm.alloc<float>(64, distlab::Category::data);
+    distlab::fill_input(all.view(), 1, 0);
+    const distlab::Partition part{64, n};
+    auto mine = comm.alloc<float>(part.size(comm.rank()), distlab::Category::data);
+    distlab::coll::scatter(comm, distlab::View<const float>(all.view()), mine.view(), 0);
+  });
+  REQUIRE(m.step_ids.size() == n - 1);
+  for (int k = 1; k < n; ++k) {
+    const Caption c = caption_at(m, at_beat(m, k));
+    INFO(c.line());
+    CHECK(c.collective == "scatter");
+    CHECK_THAT(c.flow, Contains("r0 sends chunk " + std::to_string(k) + " to r" +
+                                std::to_string(k) + ", which stores it; 64 B"));
+  }
+}
+
+TEST_CASE("caption: the lesson's phase texts come with the step", "[caption]") {
+  const TraceModel m = ring_with_phases();
+  const CaptionIndex index = index_captions(m);
+  // Steps clock: the phase around the step's messages; the last step also has the phase with
+  // no message that follows it on the ranks.
+  for (int k = 1; k <= 5; ++k) {
+    const Caption c = caption_at(m, index, at_beat(m, k));
+    INFO(k);
+    CHECK(c.phase_texts == std::vector<std::string>{"the ring sums the gradients"});
+  }
+  CHECK(caption_at(m, index, at_beat(m, 6)).phase_texts ==
+        std::vector<std::string>{"the ring sums the gradients", "every rank holds the sum"});
+  // Measured clock: the phases covering the moment, on any rank (the ranks' threads drift: at
+  // the middle of one rank's "after" another may still be in "ring").
+  const Span& ring = span_named(m, "ring", false);
+  const Span& after = span_named(m, "after", true);
+  CHECK_THAT(caption_at(m, index, at_time(m, ring.start + ring.dur / 2)).phase_texts,
+             Catch::VectorContains(std::string("the ring sums the gradients")));
+  const auto late = caption_at(m, index, at_time(m, after.start + after.dur / 2)).phase_texts;
+  CHECK_THAT(late, Catch::VectorContains(std::string("every rank holds the sum")));
+  // --describe prints the caption, the phase, and the panels' state.
+  const std::string d = describe(m, at_beat(m, 1.5));
+  CHECK_THAT(d, Contains("caption: step 2 of 6, reduce-scatter: every rank sends chunk (r - 2)"));
+  CHECK_THAT(d, Contains("phase: the ring sums the gradients"));
+  CHECK_THAT(d, Contains("in flight: 4"));
+  CHECK_THAT(d, Contains("r0 -> r1  64 B  data chunk 2  reduce  50% of the way"));
+  CHECK_THAT(d, Contains("data, 4 chunks, reduced into"));
+  CHECK_THAT(d, Contains("    r1 1 1 1 2  (4 of 4 held, 0 complete)"));
+  CHECK_THAT(d, Contains("memory: the ledger per rank at this moment"));
+  CHECK_THAT(d, Contains("grads 256 B"));
+}
+
+TEST_CASE("train steps: the shard replay starts over at each training step", "[caption][shards]") {
+  const TraceModel m = training(2, true);
+  REQUIRE(m.step_ids.size() == 12);
+  const TrainSteps ts = train_steps(m);
+  REQUIRE(ts.count() == 2);
+  CHECK(ts.first_step[0] == m.step_ids[0]);
+  CHECK(ts.first_step[1] == m.step_ids[6]);
+  CHECK(ts.at_step(m.step_ids[5]) == 0);
+  CHECK(ts.at_step(m.step_ids[6]) == 1);
+  CHECK(ts.at_time(ts.start[1]) == 1);
+
+  // The end of iteration 1: every chunk on every rank holds all 4 ranks' data.
+  const ShardState end1 = state_at_step(m, m.step_ids[5]);
+  CHECK(end1.train_step == 0);
+  for (const ChunkState& c : end1.buffers.at(0).cells) CHECK(c.count == 4);
+  // The first step of iteration 2: only its own reduce-scatter step, as iteration 1's first.
+  const ShardState step1 = state_at_step(m, m.step_ids[0]);
+  const ShardState step7 = state_at_step(m, m.step_ids[6]);
+  CHECK(step7.train_step == 1);
+  CHECK(max_count(step7) == 2);
+  for (std::size_t i = 0; i < step7.buffers.at(0).cells.size(); ++i)
+    CHECK(step7.buffers[0].cells[i].mask == step1.buffers[0].cells[i].mask);
+  // The same on the measured clock, just after iteration 2's first step has landed.
+  double landed = 0;
+  for (const Message& msg : m.messages)
+    if (msg.step == m.step_ids[6]) landed = std::max(landed, msg.arrival);
+  const ShardState t7 = state_at_time(m, landed);
+  CHECK(t7.train_step == 1);
+  CHECK(max_count(t7) == 2);
+  // The caption says which training step it is.
+  CHECK_THAT(caption_at(m, at_beat(m, 7)).line(),
+             Contains("step 7 of 12 (training step 2 of 2), reduce-scatter"));
+
+  // Without the marker nothing starts over: iteration 1's sums stay in the cells.
+  const TraceModel plain = training(2, false);
+  CHECK(train_steps(plain).count() == 0);
+  const ShardState piled = state_at_step(plain, plain.step_ids[6]);
+  CHECK(piled.train_step == -1);
+  CHECK(max_count(piled) == 4);
+}
+
+TEST_CASE("panel content: Shards needs buffers, Memory a ledger or a formula", "[caption]") {
+  // A send with no buffer declared: a ledger, but nothing for Shards.
+  const TraceModel bare = traced(2, [](distlab::Comm& comm) {
+    auto x = comm.alloc<float>(16, distlab::Category::data);
+    if (comm.rank() == 0) comm.send(distlab::View<const float>(x.view()), 1, 7);
+    if (comm.rank() == 1) comm.recv(x.view(), 0, 7);
+  });
+  CHECK_FALSE(shards_have_content(bare));
+  CHECK_THAT(shards_empty_reason(bare), Contains("declares no buffers"));
+  CHECK(memory_has_content(bare));
+  CHECK(memory_empty_reason(bare).empty());
+
+  const TraceModel ring = ring_with_phases();
+  CHECK(shards_have_content(ring));
+  CHECK(shards_empty_reason(ring).empty());
+
+  TraceModel none = ring;
+  none.memory.assign(none.memory.size(), {});
+  CHECK_FALSE(memory_has_content(none));
+  CHECK_THAT(memory_empty_reason(none), Contains("no memory ledger"));
+  none.info.memory_expected_bytes = {1e6, 1e6, 1e6, 1e6};  // a formula alone still draws
+  CHECK(memory_has_content(none));
+
+  const TraceModel empty;
+  CHECK_FALSE(shards_have_content(empty));
+  CHECK_FALSE(memory_has_content(empty));
+}

@@ -1,0 +1,707 @@
+// caption.cpp — a step's sentence from its messages, and --describe's summary (caption.hpp).
+//
+//   index_captions    messages per beat, phase-text spans per rank, training steps
+//   group / pattern   a beat's messages by (buffer, apply), then who sends to whom
+//   payload           which chunks, as a formula where one fits
+//   sentence          pattern + payload + apply + bytes, and the collective's name
+//   caption_at        the step of the moment, its groups' sentences, the phase texts
+//   describe          the caption plus in flight, shards and memory, as text
+#include "viewer/model/caption.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/base/units.hpp"
+#include "viewer/model/shard_replay.hpp"
+
+namespace distlab::viewer {
+
+namespace {
+
+constexpr double kEps = 1e-9;
+constexpr std::size_t kMaxPhaseTexts = 6;
+constexpr int kMaxListed = 6;  // ranks or messages named one by one before "and k more"
+
+int mod(int a, int n) {
+  return n > 0 ? ((a % n) + n) % n : 0;
+}
+
+std::string bytes_text(std::int64_t b) {
+  return format_bytes(static_cast<double>(b));
+}
+
+// ---- who -----------------------------------------------------------------------------------
+
+struct Who {
+  std::string text;
+  bool plural = false;  // "r1 and r2 send", "every rank sends"
+};
+
+// "every rank", "every other rank" (all but `except`), "r2", "r1, r2 and r3", "12 ranks".
+Who who_of(const std::set<int>& ranks, int world, int except = -1) {
+  const int k = static_cast<int>(ranks.size());
+  if (k == world && world > 1) return {"every rank", false};
+  if (except >= 0 && k == world - 1 && !ranks.count(except) && k > 1)
+    return {"every other rank", false};
+  if (k == 1) return {fmt::format("r{}", *ranks.begin()), false};
+  if (k > kMaxListed) return {fmt::format("{} ranks", k), true};
+  std::string out;
+  int i = 0;
+  for (int r : ranks) {
+    out += i == 0 ? "" : i + 1 == k ? " and " : ", ";
+    out += fmt::format("r{}", r);
+    ++i;
+  }
+  return {out, true};
+}
+
+// "sends" / "send" by the subject's number.
+std::string verb(const char* base, bool plural) {
+  std::string v = base;
+  return plural ? v : v + "s";
+}
+
+// ---- a beat's messages, grouped ------------------------------------------------------------
+
+struct Group {
+  std::uint32_t buffer = 0;  // string id, 0 = none
+  ApplyKind apply = ApplyKind::none;
+  std::vector<const Message*> msgs;
+  std::set<int> senders, receivers;
+};
+
+std::vector<Group> group_messages(const TraceModel& m, const std::vector<std::uint32_t>& ids) {
+  std::vector<Group> groups;
+  const int n = m.world_size();
+  for (std::uint32_t i : ids) {
+    const Message& msg = m.messages[i];
+    if (msg.src < 0 || msg.dst < 0 || msg.src >= n || msg.dst >= n) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.buffer == msg.buffer && g.apply == msg.apply;
+    });
+    if (it == groups.end()) {
+      groups.push_back({msg.buffer, msg.apply, {}, {}, {}});
+      it = std::prev(groups.end());
+    }
+    it->msgs.push_back(&msg);
+    it->senders.insert(msg.src);
+    it->receivers.insert(msg.dst);
+  }
+  return groups;
+}
+
+// ---- who sends to whom ---------------------------------------------------------------------
+
+enum class Pattern { single, ring_right, ring_left, pairs, star_from, star_to, all_to_all, other };
+
+struct Shape {
+  Pattern pattern = Pattern::other;
+  int mask = 0;            // pairs: partner = r ^ mask
+  bool both_ways = false;  // pairs: every message's reverse is in the step too
+  int root = -1;           // star_from / star_to
+};
+
+Shape shape_of(const Group& g, int n) {
+  Shape s;
+  const auto& ms = g.msgs;
+  if (ms.size() == 1) {
+    s.pattern = Pattern::single;
+    return s;
+  }
+  const auto all = [&](auto pred) { return std::all_of(ms.begin(), ms.end(), pred); };
+  if (n > 2 && all([n](const Message* x) { return x->dst == (x->src + 1) % n; }))
+    return s.pattern = Pattern::ring_right, s;
+  if (n > 2 && all([n](const Message* x) { return x->dst == (x->src + n - 1) % n; }))
+    return s.pattern = Pattern::ring_left, s;
+  const int mask = ms.front()->src ^ ms.front()->dst;
+  if (mask > 0 && all([mask](const Message* x) { return (x->src ^ x->dst) == mask; })) {
+    s.pattern = Pattern::pairs;
+    s.mask = mask;
+    std::set<std::pair<int, int>> links;
+    for (const Message* x : ms) links.insert({x->src, x->dst});
+    s.both_ways = std::all_of(links.begin(), links.end(), [&](const auto& l) {
+      return links.count({l.second, l.first}) > 0;
+    });
+    return s;
+  }
+  if (g.senders.size() == 1 && !g.receivers.count(*g.senders.begin()))
+    return s.pattern = Pattern::star_from, s.root = *g.senders.begin(), s;
+  if (g.receivers.size() == 1 && !g.senders.count(*g.receivers.begin()))
+    return s.pattern = Pattern::star_to, s.root = *g.receivers.begin(), s;
+  std::set<std::pair<int, int>> links;
+  for (const Message* x : ms) links.insert({x->src, x->dst});
+  const std::size_t k = g.senders.size();
+  if (g.senders == g.receivers && k > 2 && links.size() == k * (k - 1))
+    return s.pattern = Pattern::all_to_all, s;
+  return s;
+}
+
+// ---- which chunks --------------------------------------------------------------------------
+
+enum class Chunks { none, whole, one, of_sender, of_receiver, several, mixed };
+
+struct Payload {
+  Chunks kind = Chunks::none;
+  int chunk = 0;   // one: the chunk; of_sender / of_receiver: the offset o in (r - o) mod C
+  int width = 1;   // several: chunks per message
+  int chunks = 0;  // the buffer's chunk count C
+};
+
+Payload payload_of(const Group& g, int chunks, int n) {
+  Payload p;
+  p.chunks = chunks;
+  if (chunks <= 0) return p;
+  const auto& ms = g.msgs;
+  const auto whole = [chunks](const Message* x) {
+    return x->chunk < 0 || (x->chunk <= 0 && x->chunk_end >= chunks);
+  };
+  if (std::all_of(ms.begin(), ms.end(), whole)) return p.kind = Chunks::whole, p;
+  const int width = ms.front()->chunk_end - ms.front()->chunk;
+  const bool same_width = std::all_of(ms.begin(), ms.end(), [width](const Message* x) {
+    return x->chunk >= 0 && x->chunk_end - x->chunk == width;
+  });
+  if (!same_width || width < 1) return p.kind = Chunks::mixed, p;
+  if (width > 1) return p.kind = Chunks::several, p.width = width, p;
+  const int c = ms.front()->chunk;
+  if (std::all_of(ms.begin(), ms.end(), [c](const Message* x) { return x->chunk == c; }) &&
+      ms.size() > 1 && g.senders.size() == 1)
+    return p.kind = Chunks::one, p.chunk = c, p;
+  // A formula of the sender or the receiver: chunk = (r - o) mod C, for one o.
+  const auto offset = [&](auto rank_of) {
+    const int o = mod(rank_of(ms.front()) - ms.front()->chunk, chunks);
+    for (const Message* x : ms)
+      if (mod(rank_of(x) - x->chunk, chunks) != o) return -1;
+    return o;
+  };
+  if (chunks == n && ms.size() > 1) {
+    if (const int o = offset([](const Message* x) { return x->src; }); o >= 0)
+      return p.kind = Chunks::of_sender, p.chunk = o, p;
+    if (const int o = offset([](const Message* x) { return x->dst; }); o >= 0)
+      return p.kind = Chunks::of_receiver, p.chunk = o, p;
+  }
+  if (ms.size() == 1 ||
+      std::all_of(ms.begin(), ms.end(), [c](const Message* x) { return x->chunk == c; }))
+    return p.kind = Chunks::one, p.chunk = c, p;
+  return p.kind = Chunks::mixed, p;
+}
+
+// "(r - 3) mod 4", "r", with `var` the rank's letter.
+std::string formula(const char* var, int o, int chunks) {
+  if (o == 0) return var;
+  return fmt::format("({} - {}) mod {}", var, o, chunks);
+}
+
+// The payload as a noun phrase, from the sender's side.
+std::string noun(const Payload& p, const std::string& buffer, bool name_buffer) {
+  const std::string of = name_buffer && !buffer.empty() ? " of " + buffer : "";
+  switch (p.kind) {
+    case Chunks::none:
+      return buffer.empty() ? "a message" : buffer;
+    case Chunks::whole:
+      return name_buffer && !buffer.empty() ? "all of " + buffer : "the whole buffer";
+    case Chunks::one:
+      return fmt::format("chunk {}{}", p.chunk, of);
+    case Chunks::of_sender:
+      return p.chunk == 0 ? "its own chunk r" + of
+                          : fmt::format("chunk {}{}", formula("r", p.chunk, p.chunks), of);
+    case Chunks::of_receiver:
+      return fmt::format("chunk {}{} (d the receiver)", formula("d", p.chunk, p.chunks), of);
+    case Chunks::several:
+      return fmt::format("{} of {} chunks{}", p.width, p.chunks, of);
+    case Chunks::mixed:
+      return "chunks" + of;
+  }
+  return "data";
+}
+
+// ---- the sentence and the name -------------------------------------------------------------
+
+struct Told {
+  std::string name, flow;
+};
+
+std::string volume(const Group& g, const Shape& s, int n, bool reduce_style) {
+  std::map<std::pair<int, int>, std::int64_t> per_link;
+  bool known = true;
+  for (const Message* x : g.msgs) {
+    known = known && x->bytes >= 0;
+    per_link[{x->src, x->dst}] += std::max<std::int64_t>(0, x->bytes);
+  }
+  std::string out;
+  if (known && !per_link.empty()) {
+    std::int64_t lo = per_link.begin()->second, hi = lo;
+    for (const auto& [link, b] : per_link) lo = std::min(lo, b), hi = std::max(hi, b);
+    const std::string amount = lo == hi ? bytes_text(lo) : bytes_text(lo) + " to " + bytes_text(hi);
+    out += s.pattern == Pattern::single ? "; " + amount : "; " + amount + " per link";
+  }
+  // How many ranks' data the messages carry: what a reduction has summed so far.
+  int lo = 1 << 30, hi = 0;
+  for (const Message* x : g.msgs) {
+    const int c = x->contrib_mask ? std::popcount(x->contrib_mask) : x->contributions;
+    lo = std::min(lo, c), hi = std::max(hi, c);
+  }
+  const char* each = s.pattern == Pattern::single ? "the message holds" : "each message holds";
+  if (hi > 0 && g.apply == ApplyKind::reduce)
+    out += lo == hi ? fmt::format("; {} {} of {} ranks' data", each, lo, n)
+                    : fmt::format("; messages hold {} to {} of {} ranks' data", lo, hi, n);
+  else if (g.apply == ApplyKind::copy && reduce_style && lo == n && hi == n && n > 1)
+    out += fmt::format("; {} the finished sum of all {} ranks", each, n);
+  return out;
+}
+
+// The collective, when the messages say it.
+std::string name_of(const Group& g, const Shape& s, const Payload& p) {
+  const Message& first = *g.msgs.front();
+  const bool whole = p.kind == Chunks::whole;
+  if (g.apply == ApplyKind::reduce) {
+    if (s.pattern == Pattern::star_to || s.pattern == Pattern::single) return "reduce";
+    return whole ? "all-reduce" : "reduce-scatter";
+  }
+  if (g.apply != ApplyKind::copy || s.pattern == Pattern::single) return "";
+  bool same_payload = true, one_mask = true;  // every message carries the same chunks, data
+  for (const Message* x : g.msgs) {
+    same_payload = same_payload && x->chunk == first.chunk && x->chunk_end == first.chunk_end;
+    one_mask = one_mask && x->contrib_mask == first.contrib_mask;
+  }
+  if (s.pattern == Pattern::star_from) return same_payload ? "broadcast" : "scatter";
+  if (s.pattern == Pattern::star_to) return "gather";
+  if (s.pattern == Pattern::all_to_all && !whole && p.kind != Chunks::of_sender)
+    return "all-to-all";
+  if (!whole && p.kind != Chunks::none) return "all-gather";
+  if (whole && one_mask) return "broadcast";
+  return "";
+}
+
+Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, bool reduce_style) {
+  const int n = m.world_size();
+  const Shape s = shape_of(g, n);
+  const Payload p = payload_of(g, chunks, n);
+  const std::string buffer(m.str(g.buffer));
+  const std::string what = noun(p, buffer, name_buffer);
+  const bool reduce = g.apply == ApplyKind::reduce, copy = g.apply == ApplyKind::copy;
+  const Who senders = who_of(g.senders, n, s.root);
+  const Who receivers = who_of(g.receivers, n, s.root);
+  const Message& first = *g.msgs.front();
+  Told t;
+
+  // Who sends what to whom, and what the receiver does with it.
+  const char* keeps = reduce ? "add" : "store";
+  switch (s.pattern) {
+    case Pattern::single:
+      t.flow = fmt::format("r{} sends {} to r{}", first.src, what, first.dst);
+      if (reduce || copy) t.flow += reduce ? ", which adds it in" : ", which stores it";
+      break;
+    case Pattern::ring_right:
+    case Pattern::ring_left: {
+      const bool right = s.pattern == Pattern::ring_right;
+      t.flow = fmt::format("{} {} {} {}", senders.text, verb("send", senders.plural), what,
+                           right ? "right" : "left");
+      if (reduce || copy)
+        t.flow += fmt::format(" and {} the one from {} {}", verb(keeps, senders.plural),
+                              senders.plural ? "their" : "its", right ? "left" : "right");
+      break;
+    }
+    case Pattern::pairs:
+      if (s.both_ways) {
+        t.flow = fmt::format("{} {} {} with {} partner r ^ {}", senders.text,
+                             verb("exchange", senders.plural), what,
+                             senders.plural ? "their" : "its", s.mask);
+        if (reduce || copy)
+          t.flow += fmt::format(" and {} what arrives", verb(keeps, senders.plural));
+      } else {
+        t.flow = fmt::format("{} {} {} to r ^ {}", senders.text, verb("send", senders.plural), what,
+                             s.mask);
+        if (reduce || copy) t.flow += reduce ? ", which adds it in" : ", which stores it";
+      }
+      break;
+    case Pattern::star_from:
+      if (p.kind == Chunks::of_receiver && p.chunk == 0)
+        t.flow = fmt::format("r{} sends chunk d{} to each rank d of {}", s.root,
+                             name_buffer && !buffer.empty() ? " of " + buffer : "", receivers.text);
+      else
+        t.flow = fmt::format("r{} sends {} to {}", s.root, what, receivers.text);
+      if (reduce || copy)
+        t.flow +=
+            fmt::format(", which {} it{}", verb(keeps, receivers.plural), reduce ? " in" : "");
+      break;
+    case Pattern::star_to:
+      t.flow =
+          fmt::format("{} {} {} to r{}", senders.text, verb("send", senders.plural), what, s.root);
+      if (reduce || copy) t.flow += reduce ? ", which adds them up" : ", which stores them";
+      break;
+    case Pattern::all_to_all:
+      t.flow = fmt::format("{} {} {} to every other rank", senders.text,
+                           verb("send", senders.plural), what);
+      if (reduce || copy)
+        t.flow += fmt::format(" and {} what arrives", verb(keeps, senders.plural));
+      break;
+    case Pattern::other: {
+      t.flow = fmt::format("{} messages of {}:", g.msgs.size(), what);
+      int listed = 0;
+      for (const Message* x : g.msgs) {
+        if (listed == kMaxListed) {
+          t.flow += fmt::format(" and {} more", g.msgs.size() - kMaxListed);
+          break;
+        }
+        t.flow += fmt::format("{} r{} -> r{}", listed ? "," : "", x->src, x->dst);
+        ++listed;
+      }
+      if (reduce || copy) t.flow += reduce ? "; each receiver adds" : "; each receiver stores";
+      break;
+    }
+  }
+  t.flow += volume(g, s, n, reduce_style);
+
+  t.name = name_of(g, s, p);
+  return t;
+}
+
+// A linear collective sends one message per step (02's scatter: r0 -> r1, then r0 -> r2, ...):
+// the run of neighbouring steps whose one message shares this one's buffer, apply and sender
+// (or receiver) names it. "" when the run is this step alone or names nothing.
+std::string run_name(const TraceModel& m, const CaptionIndex& index, int beat, const Group& g,
+                     int chunks) {
+  constexpr int kMaxRun = 4096;
+  const int n = m.world_size();
+  if (!g.buffer) return "";
+  for (const bool by_sender : {true, false}) {
+    const std::set<int>& ends = by_sender ? g.senders : g.receivers;
+    if (ends.size() != 1) continue;
+    const int root = *ends.begin();
+    const auto joins = [&](int b) {
+      if (b < 1 || b >= static_cast<int>(index.messages_of_beat.size())) return false;
+      const auto& ids = index.messages_of_beat[b];
+      return !ids.empty() && std::all_of(ids.begin(), ids.end(), [&](std::uint32_t id) {
+        const Message& x = m.messages[id];
+        const int near = by_sender ? x.src : x.dst, far = by_sender ? x.dst : x.src;
+        return x.buffer == g.buffer && x.apply == g.apply && near == root && far != root &&
+               far >= 0 && far < n;
+      });
+    };
+    Group run = g;
+    const auto add = [&](int b) {
+      for (std::uint32_t id : index.messages_of_beat[b]) {
+        const Message& x = m.messages[id];
+        run.msgs.push_back(&x);
+        run.senders.insert(x.src);
+        run.receivers.insert(x.dst);
+      }
+    };
+    int lo = beat, hi = beat;
+    while (hi - lo < kMaxRun && joins(lo - 1)) add(--lo);
+    while (hi - lo < kMaxRun && joins(hi + 1)) add(++hi);
+    if (lo == hi) continue;
+    std::string name = name_of(run, shape_of(run, n), payload_of(run, chunks, n));
+    if (!name.empty()) return name;
+  }
+  return "";
+}
+
+// The flow and name of one beat's messages.
+Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
+  Told out;
+  if (beat < 1 || beat >= static_cast<int>(index.messages_of_beat.size())) return out;
+  const auto groups = group_messages(m, index.messages_of_beat[beat]);
+  if (groups.empty()) {
+    out.flow = "no messages in this step";
+    return out;
+  }
+  std::set<std::uint32_t> reduced;  // buffers some message reduces into, anywhere in the trace
+  for (const Group& g : groups)
+    if (std::binary_search(index.reduced_buffers.begin(), index.reduced_buffers.end(), g.buffer))
+      reduced.insert(g.buffer);
+  const bool name_buffer = m.info.buffers.size() > 1;
+  for (const Group& g : groups) {
+    int chunks = 0;
+    for (const BufferInfo& b : m.info.buffers)
+      if (g.buffer && b.name == m.str(g.buffer)) chunks = std::max(1, b.chunks);
+    Told t = tell(m, g, chunks, name_buffer, reduced.count(g.buffer) > 0);
+    if (groups.size() == 1 && g.msgs.size() == 1)
+      if (std::string name = run_name(m, index, beat, g, chunks); !name.empty()) t.name = name;
+    if (!t.name.empty() && out.name.find(t.name) == std::string::npos)
+      out.name += (out.name.empty() ? "" : " + ") + t.name;
+    out.flow += (out.flow.empty() ? "" : "; also ") + t.flow;
+  }
+  return out;
+}
+
+// Spans with a phase text that cover t, on any rank.
+void texts_covering(const TraceModel& m, const CaptionIndex& index, double t,
+                    std::vector<std::uint32_t>& out) {
+  for (std::uint32_t i : index.text_spans) {
+    const Span& s = m.spans[i];
+    if (s.start > t + kEps) break;
+    if (t <= s.end() + kEps) out.push_back(i);
+  }
+}
+
+std::vector<std::string> phase_texts(const TraceModel& m, const CaptionIndex& index,
+                                     const Moment& at, int beat) {
+  std::vector<std::uint32_t> spans;
+  if (at.clock == Clock::steps && !index.texts_of_beat.empty()) {
+    // The step's own phases; before the first step, the first step's (the caption's "next").
+    const auto b = static_cast<std::size_t>(std::max(beat, 1));
+    if (b < index.texts_of_beat.size()) spans = index.texts_of_beat[b];
+  } else {
+    texts_covering(m, index, at.time_us, spans);
+  }
+  std::sort(spans.begin(), spans.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return m.spans[a].start != m.spans[b].start ? m.spans[a].start < m.spans[b].start : a < b;
+  });
+  std::vector<std::string> out;
+  for (std::uint32_t i : spans) {
+    const std::string text(m.str(m.span_args[m.spans[i].args].text));
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+    if (out.size() == kMaxPhaseTexts) break;
+  }
+  return out;
+}
+
+// Which beats each phase text belongs to. A phase around messages of its rank (sent at their
+// send, received at their arrival) belongs to their steps ("1 pull"); a phase with no message
+// of its own in it belongs to the step of the rank's last message before it ("3 compute
+// gradients" after the pull arrived, "5 update" after the pushes), else of its first after.
+std::vector<std::vector<std::uint32_t>> beats_of_texts(const TraceModel& m,
+                                                       const CaptionIndex& index) {
+  std::vector<std::vector<std::uint32_t>> of_beat(index.messages_of_beat.size());
+  struct Event {
+    double t;
+    int beat;
+  };
+  std::vector<std::vector<Event>> events(m.ranks.size());
+  for (std::size_t b = 1; b < index.messages_of_beat.size(); ++b)
+    for (std::uint32_t id : index.messages_of_beat[b]) {
+      const Message& msg = m.messages[id];
+      if (msg.src >= 0 && msg.src < static_cast<int>(events.size()))
+        events[msg.src].push_back({msg.send_time, static_cast<int>(b)});
+      if (msg.dst >= 0 && msg.dst < static_cast<int>(events.size()))
+        events[msg.dst].push_back({msg.arrival, static_cast<int>(b)});
+    }
+  for (auto& list : events)
+    std::sort(list.begin(), list.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
+  for (std::uint32_t i : index.text_spans) {
+    const Span& s = m.spans[i];
+    const int rank = m.lanes[s.lane].rank;
+    if (rank < 0 || rank >= static_cast<int>(events.size()) || events[rank].empty()) continue;
+    const auto& list = events[rank];
+    auto it = std::lower_bound(list.begin(), list.end(), s.start - kEps,
+                               [](const Event& e, double t) { return e.t < t; });
+    std::set<int> beats;
+    for (auto e = it; e != list.end() && e->t <= s.end() + kEps; ++e) beats.insert(e->beat);
+    if (beats.empty()) beats.insert(it != list.begin() ? std::prev(it)->beat : it->beat);
+    for (int b : beats) of_beat[static_cast<std::size_t>(b)].push_back(i);
+  }
+  return of_beat;
+}
+
+}  // namespace
+
+// ---- the caption ---------------------------------------------------------------------------
+
+std::string Caption::body() const {
+  std::string out;
+  if (train_steps > 0 && train_step > 0)
+    out += fmt::format("training step {} of {}; ", train_step, train_steps);
+  if (!collective.empty()) out += collective + ": ";
+  return out + flow;
+}
+
+std::string Caption::line() const {
+  if (steps == 0) return body();
+  std::string head = fmt::format("step {} of {}", beat, steps);
+  if (train_steps > 0 && train_step > 0)
+    head += fmt::format(" (training step {} of {})", train_step, train_steps);
+  return head + (collective.empty() ? ": " : ", " + collective + ": ") + flow;
+}
+
+CaptionIndex index_captions(const TraceModel& m) {
+  CaptionIndex index;
+  index.messages_of_beat.resize(m.step_ids.size() + 1);
+  for (std::size_t i = 0; i < m.messages.size(); ++i) {
+    const Message& msg = m.messages[i];
+    if (msg.apply == ApplyKind::reduce && msg.buffer) index.reduced_buffers.push_back(msg.buffer);
+    if (msg.step < 0) continue;
+    const auto it = std::lower_bound(m.step_ids.begin(), m.step_ids.end(), msg.step);
+    if (it == m.step_ids.end() || *it != msg.step) continue;
+    index.messages_of_beat[static_cast<std::size_t>(it - m.step_ids.begin()) + 1].push_back(
+        static_cast<std::uint32_t>(i));
+  }
+  std::sort(index.reduced_buffers.begin(), index.reduced_buffers.end());
+  index.reduced_buffers.erase(
+      std::unique(index.reduced_buffers.begin(), index.reduced_buffers.end()),
+      index.reduced_buffers.end());
+  for (std::size_t i = 0; i < m.spans.size(); ++i) {
+    const SpanArgs* a = m.args(m.spans[i]);
+    if (m.spans[i].kind == SpanKind::compute && a && a->text)
+      index.text_spans.push_back(static_cast<std::uint32_t>(i));
+  }
+  std::sort(
+      index.text_spans.begin(), index.text_spans.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return m.spans[a].start != m.spans[b].start ? m.spans[a].start < m.spans[b].start : a < b;
+      });
+  index.texts_of_beat = beats_of_texts(m, index);
+  index.training = train_steps(m);
+  return index;
+}
+
+int caption_beat(const TraceModel& m, const Moment& at) {
+  const int steps = static_cast<int>(m.step_ids.size());
+  if (steps == 0) return 0;
+  return std::clamp(static_cast<int>(std::ceil(at.beat - kEps)), 0, steps);
+}
+
+Caption caption_at(const TraceModel& m, const CaptionIndex& index, const Moment& at) {
+  Caption c;
+  c.steps = static_cast<int>(m.step_ids.size());
+  c.beat = caption_beat(m, at);
+  c.step_id = c.beat >= 1 ? m.step_ids[c.beat - 1] : -1;
+  if (c.steps == 0) {
+    c.flow = "this trace has no algorithm steps";
+  } else if (c.beat == 0) {
+    const Told next = tell_beat(m, index, 1);
+    c.flow =
+        "nothing has moved yet; next, " + (next.name.empty() ? "" : next.name + ": ") + next.flow;
+  } else {
+    const Told t = tell_beat(m, index, c.beat);
+    c.collective = t.name;
+    c.flow = t.flow;
+  }
+  const int k = at.clock == Clock::steps ? (c.step_id >= 0 ? index.training.at_step(c.step_id) : -1)
+                                         : index.training.at_time(at.time_us);
+  if (k >= 0) c.train_step = k + 1, c.train_steps = index.training.count();
+  c.phase_texts = phase_texts(m, index, at, c.beat);
+  return c;
+}
+
+Caption caption_at(const TraceModel& m, const Moment& at) {
+  return caption_at(m, index_captions(m), at);
+}
+
+// ---- --describe ----------------------------------------------------------------------------
+
+namespace {
+
+// "data chunk 2", "data chunks 0..1", "data", "" for a message without a buffer.
+std::string chunk_text(const TraceModel& m, const Message& msg) {
+  const std::string b(m.str(msg.buffer));
+  if (b.empty()) return "";
+  if (msg.chunk < 0) return b + " (whole)";
+  if (msg.chunk_end > msg.chunk + 1)
+    return fmt::format("{} chunks {}..{}", b, msg.chunk, msg.chunk_end - 1);
+  return fmt::format("{} chunk {}", b, msg.chunk);
+}
+
+const char* apply_text(ApplyKind a) {
+  return a == ApplyKind::reduce ? "reduce" : a == ApplyKind::copy ? "copy" : "";
+}
+
+}  // namespace
+
+std::string describe(const TraceModel& m, const Moment& at) {
+  const int n = m.world_size();
+  const CaptionIndex index = index_captions(m);
+  const Caption c = caption_at(m, index, at);
+  std::string out;
+  const std::string name = m.info.lesson.empty() ? std::string("trace") : m.info.lesson;
+  out += fmt::format("{}: {} rank{}, {} step{}; at step {:.2f} of {} ({} clock), t = {}\n", name, n,
+                     n == 1 ? "" : "s", c.steps, c.steps == 1 ? "" : "s", at.beat, last_beat(m),
+                     to_string(at.clock),
+                     format_seconds(std::max(0.0, at.time_us - m.t_begin) * 1e-6));
+  out += "caption: " + c.line() + "\n";
+  for (const std::string& t : c.phase_texts) out += "phase: " + t + "\n";
+
+  // In flight.
+  const std::vector<InFlight> flying = in_flight(m, at);
+  out += fmt::format("in flight: {}\n", flying.empty() ? "none" : std::to_string(flying.size()));
+  for (std::size_t i = 0; i < flying.size(); ++i) {
+    if (i == 16) {
+      out += fmt::format("  ... and {} more\n", flying.size() - 16);
+      break;
+    }
+    const Message& msg = m.messages[flying[i].message];
+    out += fmt::format("  r{} -> r{}  {}", msg.src, msg.dst,
+                       msg.bytes >= 0 ? bytes_text(msg.bytes) : std::string("? B"));
+    const std::string chunk = chunk_text(m, msg);
+    if (!chunk.empty()) out += "  " + chunk;
+    if (msg.apply != ApplyKind::none) out += std::string("  ") + apply_text(msg.apply);
+    out += fmt::format("  {:.0f}% of the way\n", flying[i].progress * 100);
+  }
+
+  // Shards: a row per rank, a cell per chunk.
+  if (m.info.buffers.empty() || n == 0) {
+    out += "shards: this trace declares no buffers\n";
+  } else {
+    const ShardState st = shards_at(m, at);
+    out += "shards";
+    if (st.train_step >= 0)
+      out += fmt::format(" (training step {} of {}: its exchange only)", st.train_step + 1,
+                         index.training.count());
+    out += ": per rank, each chunk's ranks of data (- = not held)\n";
+    for (const BufferState& b : st.buffers) {
+      bool reduced = false;  // some message reduces into it
+      for (std::uint32_t id : index.reduced_buffers) reduced = reduced || m.str(id) == b.name;
+      out +=
+          fmt::format("  {}, {} chunk{}, {}\n", b.name, b.chunks, b.chunks == 1 ? "" : "s",
+                      reduced ? "reduced into (a count of ranks summed)" : "copied (whose data)");
+      if (b.chunks == 0) continue;
+      for (int r = 0; r < n; ++r) {
+        if (r == 16) {
+          out += fmt::format("    ... and {} more ranks\n", n - 16);
+          break;
+        }
+        int held = 0, complete = 0;
+        std::string cells;
+        for (int k = 0; k < b.chunks; ++k) {
+          const ChunkState& cell = b.at(r, k);
+          held += cell.held;
+          complete += cell.held && cell.count >= n;
+          if (b.chunks > 32) continue;
+          std::string token = "-";
+          if (cell.held)
+            token = !reduced && std::popcount(cell.mask) == 1
+                        ? fmt::format("r{}", std::countr_zero(cell.mask))
+                        : std::to_string(cell.count);
+          cells += " " + token;
+        }
+        out += fmt::format("    r{}{}  ({} of {} held", r, cells, held, b.chunks);
+        if (reduced) out += fmt::format(", {} complete", complete);
+        out += ")\n";
+      }
+    }
+  }
+
+  // Memory.
+  bool ledger = false;
+  for (const auto& series : m.memory) ledger = ledger || !series.empty();
+  if (!ledger) {
+    out += "memory: this trace has no memory ledger\n";
+  } else {
+    out += "memory: the ledger per rank at this moment\n";
+    const std::vector<MemorySample> now = memory_at(m, at);
+    for (int r = 0; r < n && r < static_cast<int>(now.size()); ++r) {
+      if (r == 16) {
+        out += fmt::format("  ... and {} more ranks\n", n - 16);
+        break;
+      }
+      std::int64_t total = 0;
+      std::string parts;
+      for (int k = 0; k < kMemoryCategories; ++k) {
+        total += now[r].bytes[k];
+        if (now[r].bytes[k] > 0)
+          parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", memory_category_name(k),
+                               bytes_text(now[r].bytes[k]));
+      }
+      out += fmt::format("  r{}  {}{}\n", r, bytes_text(total),
+                         parts.empty() ? "" : " (" + parts + ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace distlab::viewer

@@ -1,0 +1,76 @@
+// caption.hpp — a sentence for every step of a trace, from its data flow, and a text summary of
+// what the panels show at a moment (`distlab-viewer --describe`). Plain C++ over TraceModel and
+// a Moment (playback.hpp), no ImGui.
+//
+// The step a moment describes: on either clock, the step whose beat contains it (the messages
+// of step k travel while the beat is in (k - 1, k], and at beat k they have just landed), so
+// `--step 3` describes step 3. Its messages say, with no lesson-specific code:
+//   pattern     who sends to whom: a ring (right or left), pairs (rank ^ mask), a star from or to
+//               one rank, all to all, one message, else the list
+//   payload     which chunks: a formula of the sender r ("chunk (r - 3) mod 4") or of the
+//               receiver d ("chunk d"), one chunk, k of C chunks, the whole buffer
+//   apply       copy ("stores") or reduce ("adds")
+//   volume      bytes per link, and how many ranks' data a reduced message carries
+//   collective  named when the messages say it: reduce-scatter, all-gather, all-reduce, reduce,
+//               broadcast, scatter, gather, all-to-all
+// e.g. "step 3 of 6, reduce-scatter: every rank sends chunk (r - 3) mod 4 right and adds the one
+// from its left; 1 KiB per link; each message holds 3 of 4 ranks' data".
+//
+// A lesson may add what the messages cannot say: the `text` phase arg of a compute span
+// (comm.phase(name, {.text = "..."}); docs/trace-format.md). On the steps clock a step shows
+// the texts of the phases around its messages, and of the phases with no message that follow
+// them on the same rank (lesson 05's "3 compute gradients" after the pull); on the measured
+// clock, the texts of the phases covering the moment. Training steps (train_steps.hpp) add
+// "training step k of K".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "viewer/model/playback.hpp"
+#include "viewer/model/trace_model.hpp"
+#include "viewer/model/train_steps.hpp"
+
+namespace distlab::viewer {
+
+struct Caption {
+  int beat = 0;   // the step described: 1 .. steps; 0 before the first (then `flow` is the next)
+  int steps = 0;  // beats in the trace
+  int step_id = -1;
+  std::string collective;  // "reduce-scatter", "gather + reduce", ...; "" when the messages
+                           // name none
+  std::string flow;        // who sends what to whom, and the bytes
+  int train_step = 0, train_steps = 0;  // 1-based training step and count; 0 when none
+  std::vector<std::string> phase_texts;
+
+  // "step 3 of 6, reduce-scatter: every rank sends ..." (no phase texts).
+  std::string line() const;
+  // The line without its "step 3 of 6" head: what the Topology panel shows under its own.
+  std::string body() const;
+};
+
+// What caption_at needs beyond the model, built once per model: the messages of each beat, the
+// spans that carry a phase text, and the training steps.
+struct CaptionIndex {
+  std::vector<std::vector<std::uint32_t>> messages_of_beat;  // [beat]: messages, beat 1 .. steps
+  std::vector<std::uint32_t> text_spans;                     // by start
+  std::vector<std::vector<std::uint32_t>> texts_of_beat;     // [beat]: text spans shown with it
+  std::vector<std::uint32_t> reduced_buffers;  // string ids some message reduces into, sorted
+  TrainSteps training;
+};
+CaptionIndex index_captions(const TraceModel& model);
+
+Caption caption_at(const TraceModel& model, const CaptionIndex& index, const Moment& at);
+Caption caption_at(const TraceModel& model, const Moment& at);  // builds the index
+
+// The step of a moment that a caption describes (see above): 0 .. number of steps.
+int caption_beat(const TraceModel& model, const Moment& at);
+
+// `distlab-viewer --describe`: the caption and phase texts, then what the panels show: the
+// messages in flight (src -> dst, bytes, chunk, how far), each buffer's chunks per rank and how
+// complete they are, and each rank's memory when the trace has a ledger. Several lines, each
+// ending in '\n'.
+std::string describe(const TraceModel& model, const Moment& at);
+
+}  // namespace distlab::viewer
