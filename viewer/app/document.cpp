@@ -16,7 +16,7 @@ std::string Document::title() const {
 const ShardState& Document::shards(const Moment& at) {
   const double key = at.clock == Clock::steps ? static_cast<double>(at.step) : at.time_us;
   if (!shards_valid_ || shards_clock_ != at.clock || shards_key_ != key) {
-    shards_ = shards_at(model, at);
+    shards_ = shards_at(derived<ShardReplay>(prepare_shard_replay), at);
     shards_valid_ = true;
     shards_clock_ = at.clock;
     shards_key_ = key;

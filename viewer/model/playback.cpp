@@ -243,8 +243,11 @@ std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at)
 }
 
 ShardState shards_at(const TraceModel& model, const Moment& at) {
-  return at.clock == Clock::steps ? state_at_step(model, at.step)
-                                  : state_at_time(model, at.time_us);
+  return shards_at(ShardReplay(model), at);
+}
+
+ShardState shards_at(const ShardReplay& replay, const Moment& at) {
+  return at.clock == Clock::steps ? replay.at_step(at.step) : replay.at_time(at.time_us);
 }
 
 std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at) {

@@ -91,6 +91,7 @@ std::vector<LinkTraffic> link_traffic(const TraceModel& model, const Moment& at)
 // The shard state the moment shows: state_at_step(step) on the steps clock, state_at_time on
 // the measured one.
 ShardState shards_at(const TraceModel& model, const Moment& at);
+ShardState shards_at(const ShardReplay& replay, const Moment& at);  // prepared once
 
 // The ledger of each rank at the moment's time (the last sample at or before it; zeros before
 // the first). One entry per rank. A rank's time stops at the end of its last span

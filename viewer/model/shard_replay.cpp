@@ -11,18 +11,23 @@
 
 namespace distlab::viewer {
 
+// What every moment's replay shares, built once per model (ShardReplay).
+struct ShardReplay::Data {
+  std::vector<int> buffer_of_string;       // string index -> buffer index, -1 none
+  std::vector<const Message*> order;       // replayable messages, by (step, arrival)
+  std::vector<const Message*> by_arrival;  // the same, by arrival (the measured clock)
+  ShardState initial;
+  TrainSteps training;  // where each training step begins; the replay starts over at each
+  int world = 0;
+};
+
 namespace {
+
+using Replay = ShardReplay::Data;
 
 std::uint64_t bit_of(int rank) {
   return rank >= 0 && rank < 64 ? std::uint64_t{1} << rank : 0;
 }
-
-struct Replay {
-  std::vector<int> buffer_of_string;  // string index -> buffer index, -1 none
-  std::vector<const Message*> order;  // replayable messages, by (step, arrival)
-  ShardState initial;
-  TrainSteps training;  // where each training step begins; the replay starts over at each
-};
 
 // The smallest step id replayed for a moment in training step `k`: its first step, or every
 // step when the trace has no training steps (k = -1).
@@ -45,6 +50,7 @@ Replay prepare(const TraceModel& model) {
   Replay r;
   r.training = train_steps(model);
   const int n = model.world_size();
+  r.world = n;
   // Chunks replayed per buffer: the declared count, or 0 for a buffer too large to replay.
   std::vector<int> chunks_of;
   for (const auto& b : model.info.buffers)
@@ -90,6 +96,9 @@ Replay prepare(const TraceModel& model) {
   std::stable_sort(r.order.begin(), r.order.end(), [](const Message* a, const Message* b) {
     return a->step != b->step ? a->step < b->step : a->arrival < b->arrival;
   });
+  r.by_arrival = r.order;
+  std::stable_sort(r.by_arrival.begin(), r.by_arrival.end(),
+                   [](const Message* a, const Message* b) { return a->arrival < b->arrival; });
 
   for (std::size_t b = 0; b < nb; ++b) {
     BufferState bs;
@@ -138,34 +147,48 @@ void apply(ShardState& st, const Replay& r, const Message& m, int world) {
 
 }  // namespace
 
-ShardState state_at_step(const TraceModel& model, int step) {
-  const Replay r = prepare(model);
+ShardReplay::ShardReplay(const TraceModel& model)
+    : data_(std::make_shared<const Data>(prepare(model))) {}
+
+ShardState ShardReplay::at_step(int step) const {
+  const Replay& r = *data_;
   ShardState st = r.initial;
   st.step = step;
   st.train_step = r.training.at_step(step);
   const int from = first_replayed(r, st.train_step);
-  for (const Message* m : r.order) {
-    if (m->step > step) break;
-    if (m->step >= from) apply(st, r, *m, model.world_size());
-  }
+  // The training step's first message in step order: the ones before it are an earlier
+  // iteration's exchange.
+  auto it = std::lower_bound(r.order.begin(), r.order.end(), from,
+                             [](const Message* m, int s) { return m->step < s; });
+  for (; it != r.order.end() && (*it)->step <= step; ++it) apply(st, r, **it, r.world);
   return st;
 }
 
-ShardState state_at_time(const TraceModel& model, double t_us) {
-  Replay r = prepare(model);
-  std::stable_sort(r.order.begin(), r.order.end(),
-                   [](const Message* a, const Message* b) { return a->arrival < b->arrival; });
+ShardState ShardReplay::at_time(double t_us) const {
+  const Replay& r = *data_;
   ShardState st = r.initial;
   st.step = 0;
   st.train_step = r.training.at_time(t_us);
   const int from = first_replayed(r, st.train_step);
-  for (const Message* m : r.order) {
+  for (const Message* m : r.by_arrival) {
     if (m->arrival > t_us) break;
     if (m->step < from) continue;  // an earlier training step's exchange
-    apply(st, r, *m, model.world_size());
+    apply(st, r, *m, r.world);
     st.step = std::max(st.step, static_cast<int>(m->step));
   }
   return st;
+}
+
+ShardReplay prepare_shard_replay(const TraceModel& model) {
+  return ShardReplay(model);
+}
+
+ShardState state_at_step(const TraceModel& model, int step) {
+  return ShardReplay(model).at_step(step);
+}
+
+ShardState state_at_time(const TraceModel& model, double t_us) {
+  return ShardReplay(model).at_time(t_us);
 }
 
 }  // namespace distlab::viewer

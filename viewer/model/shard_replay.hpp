@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,23 @@ struct ShardState {
   int train_step = -1;               // the training step replayed (0-based), -1 when none
   std::vector<BufferState> buffers;  // in the order of TraceMeta::buffers
 };
+
+// The replay prepared once for a model: the initial state, the messages in step order and in
+// arrival order, the training steps. Each moment then costs one pass over the messages it
+// applies, not a sort of all of them (the viewer keeps one per document; Document::shards).
+// It points into the model's messages: the model must outlive it.
+class ShardReplay {
+ public:
+  explicit ShardReplay(const TraceModel& model);
+  ShardState at_step(int step) const;     // as state_at_step
+  ShardState at_time(double t_us) const;  // as state_at_time
+
+  struct Data;  // shard_replay.cpp
+
+ private:
+  std::shared_ptr<const Data> data_;
+};
+ShardReplay prepare_shard_replay(const TraceModel& model);  // for Document::derived
 
 // After every message with step <= `step` has been applied (step 0: the initial state).
 ShardState state_at_step(const TraceModel& model, int step);
