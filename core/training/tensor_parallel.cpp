@@ -169,6 +169,17 @@ std::vector<SplitRange> rank_ranges(const Partition& part, std::size_t unit) {
   return out;
 }
 
+SplitBlock split_block(std::string name, std::string kind, std::vector<std::size_t> shape,
+                       std::vector<std::size_t> rank_shape, std::string split) {
+  SplitBlock b;
+  b.name = std::move(name);
+  b.kind = std::move(kind);
+  b.shape = std::move(shape);
+  b.rank_shape = std::move(rank_shape);
+  b.split = std::move(split);
+  return b;
+}
+
 SplitBlock f_block() {
   SplitBlock f;
   f.name = "f";

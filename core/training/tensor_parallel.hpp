@@ -102,6 +102,11 @@ struct SplitBlock {
   bool stack = false;             // drawn under the block before it (Wk under Wq)
 };
 
+// A tensor as a block: its name, kind, whole and per-rank shape and how it is split (ranges,
+// heads and phases are the caller's to add).
+SplitBlock split_block(std::string name, std::string kind, std::vector<std::size_t> shape,
+                       std::vector<std::size_t> rank_shape, std::string split);
+
 // Megatron's operators as blocks: f before the column-split weights (identity forward,
 // all-reduce backward in phase kFPhase), g after the row-split ones (all-reduce forward in
 // kGPhase, identity backward).

@@ -60,16 +60,7 @@ constexpr const char* kBackwardA = "GeLU', dA_i, dX_i (columns)";
 std::string splits_picture(const Shape& s, int n) {
   const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part;
   const auto ranges = tp::rank_ranges(s.split);
-  auto block = [](std::string name, std::string kind, std::vector<std::size_t> shape,
-                  std::vector<std::size_t> rank_shape, std::string split) {
-    tp::SplitBlock b;
-    b.name = std::move(name);
-    b.kind = std::move(kind);
-    b.shape = std::move(shape);
-    b.rank_shape = std::move(rank_shape);
-    b.split = std::move(split);
-    return b;
-  };
+  const auto block = tp::split_block;
   tp::SplitBlock a = block("A", "weight", {h, F}, {h, p}, "columns");
   a.ranges = ranges;
   a.forward_phase = kForwardA;

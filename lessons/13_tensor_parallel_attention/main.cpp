@@ -66,12 +66,8 @@ std::string splits_picture(const Shape& s, int n, bool wo_by_columns) {
   auto block = [&](std::string name, std::string kind, std::vector<std::size_t> shape,
                    std::vector<std::size_t> rank_shape, std::string split,
                    std::vector<std::size_t> head_shape) {
-    tp::SplitBlock b;
-    b.name = std::move(name);
-    b.kind = std::move(kind);
-    b.shape = std::move(shape);
-    b.rank_shape = std::move(rank_shape);
-    b.split = std::move(split);
+    tp::SplitBlock b = tp::split_block(std::move(name), std::move(kind), std::move(shape),
+                                       std::move(rank_shape), std::move(split));
     b.ranges = b.split == "heads" ? heads : cols;
     b.heads = heads;
     b.head_shape = std::move(head_shape);
