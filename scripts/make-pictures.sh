@@ -65,3 +65,6 @@ done
   traces/examples/12_tensor_parallel_mlp.json
 "$viewer" --png "$out/13_splits.png" --panel splits --step 8.5 --width 960 --height 520 \
   traces/examples/13_tensor_parallel_attention.json
+# The step's caption above lesson 08's ring (docs/viewer.md, "Captions").
+"$viewer" --png "$out/caption_topology.png" --panel topology --step 2.5 --width 1000 --height 560 \
+  traces/examples/08_zero1.json
