@@ -76,7 +76,7 @@ add_test(NAME viewer.bad.truncated COMMAND bash ${expect_failure} 1 20 "not vali
          -- ${viewer} --png ${out}/truncated-out.png ${out}/truncated.json)
 add_test(NAME viewer.foreign COMMAND bash ${expect_failure} 0 20 "wrote .*foreign-out.png"
          -- ${viewer} --png ${out}/foreign-out.png ${out}/foreign.json)
-add_test(NAME viewer.bad.panel COMMAND bash ${expect_failure} 2 20 "--panel nope is not a panel; use .*stats or schedule"
+add_test(NAME viewer.bad.panel COMMAND bash ${expect_failure} 2 20 "--panel nope is not a panel; use .*stats, memory-compare, schedule or splits"
          -- ${viewer} --png ${out}/x.png --panel nope ${examples}/02_scatter_gather.json)
 add_test(NAME viewer.bad.no-display COMMAND env -u DISPLAY -u WAYLAND_DISPLAY
          bash ${expect_failure} 2 20 "no display" -- ${viewer} ${examples}/02_scatter_gather.json)
