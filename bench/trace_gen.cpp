@@ -15,15 +15,7 @@
 // Events per all-reduce: 5 per message x R (R-1) x 2, R compute spans + R (R-1) adds,
 // 2 R counters, 2 (R-1) frames. Whole all-reduces are written until there are >= --events.
 //
-// With --pipeline it writes GPipe training steps instead (PipeGen below): R stages, M
-// micro-batches, every forward and backward a compute span with its phase args (op, micro,
-// stage: what the viewer's Schedule panel reads), activations sent down the pipeline and their
-// gradients back up, the activations on the ledger while they wait for their backward. Both
-// are written as schema 2 (without schema 3's post slices, per-rank instants and metadata; the
-// viewer reads phase args at any version).
-//
 //   distlab_trace_gen [--events 1000000] [--ranks 8] [--size 1048576] -o FILE
-//   distlab_trace_gen --pipeline [--events 1000000] [--ranks 4] [--micro 8] -o FILE
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -183,150 +175,6 @@ struct Gen {
   }
 };
 
-// GPipe, one training step after another. Times in microseconds: a forward kFwdUs, a backward
-// twice that (lesson 11's cost model), each in its own slot; a message leaves when its slot's
-// work ends and is in place kTransferUs later, before the next slot starts.
-struct PipeGen {
-  static constexpr double kFwdUs = 10.0, kBwdUs = 20.0, kUpdateUs = 4.0;
-  Gen* g = nullptr;  // the event writer (its buffer and count)
-  int stages = 4, micro = 8;
-  std::int64_t iters = 1;
-  std::int64_t act_bytes = 4096;
-
-  int fwd_slots() const { return stages - 1 + micro; }
-  double iter_len() const { return fwd_slots() * (kFwdUs + kBwdUs) + kUpdateUs + 10.0; }
-  double iter_start(std::int64_t i) const { return 10.0 + double(i) * iter_len(); }
-  // Forward of micro-batch m on stage s: slot s + m; backward in reverse order (micro M-1
-  // first) from the last stage: slot (S-1-s) + (M-1-m) of the backward half.
-  double fwd_start(std::int64_t i, int s, int m) const { return iter_start(i) + (s + m) * kFwdUs; }
-  double bwd_start(std::int64_t i, int s, int m) const {
-    return iter_start(i) + fwd_slots() * kFwdUs + ((stages - 1 - s) + (micro - 1 - m)) * kBwdUs;
-  }
-  double update_start(std::int64_t i) const {
-    return iter_start(i) + fwd_slots() * (kFwdUs + kBwdUs);
-  }
-  int steps_per_iter() const { return 2 * fwd_slots(); }
-  // A step per slot: forward slots 1 .. S-1+M, backward slots after them.
-  std::int64_t fwd_step(std::int64_t i, int s, int m) const {
-    return i * steps_per_iter() + s + m + 1;
-  }
-  std::int64_t bwd_step(std::int64_t i, int s, int m) const {
-    return i * steps_per_iter() + fwd_slots() + (stages - 1 - s) + (micro - 1 - m) + 1;
-  }
-  // Message ids: forward m from stage s, then backward m from stage s, per iteration.
-  std::uint64_t msg_id(std::int64_t i, int s, int m, bool backward) const {
-    return static_cast<std::uint64_t>(((i * 2 + (backward ? 1 : 0)) * stages + s) * micro + m + 1);
-  }
-
-  void message(std::int64_t i, int src, int dst, int m, bool backward, double t_sent) {
-    const int pid_src = src + 1, pid_dst = dst + 1;
-    const std::uint64_t id = msg_id(i, src, m, backward);
-    const std::int64_t step = backward ? bwd_step(i, src, m) : fwd_step(i, src, m);
-    const double t_in = t_sent + kTransferUs;
-    auto args = [&](int peer, bool with_msg) {
-      fmt::format_to(std::back_inserter(g->buf),
-                     R"(,"args":{{"peer":{},"bytes":{},"tag":{},"step":{},"apply":"copy",)"
-                     R"("contributions":1)",
-                     peer, act_bytes, backward ? 2 : 1, step);
-      if (with_msg) fmt::format_to(std::back_inserter(g->buf), R"(,"msg":{})", id);
-      g->buf.append(std::string_view("}}"));
-    };
-    g->event(R"({{"ph":"X","name":"send","cat":"send","pid":{},"tid":2,"ts":{:.3f},"dur":{:.3f})",
-             pid_src, t_sent, 1.5);
-    args(dst, true);
-    g->event(
-        R"({{"ph":"s","name":"message","cat":"message","id":{},"pid":{},"tid":2,"ts":{:.3f}}})", id,
-        pid_src, t_sent);
-    g->event(R"({{"ph":"X","name":"recv","cat":"recv","pid":{},"tid":3,"ts":{:.3f},"dur":{:.3f})",
-             pid_dst, t_sent - 1.0, t_in - t_sent + 1.0);
-    args(src, false);
-    g->event(
-        R"({{"ph":"X","name":"deliver","cat":"deliver","pid":{},"tid":3,"ts":{:.3f},"dur":0.500)",
-        pid_dst, t_in - 0.5);
-    args(src, true);
-    g->event(
-        R"({{"ph":"f","bp":"e","name":"message","cat":"message","id":{},"pid":{},"tid":3,"ts":{:.3f}}})",
-        id, pid_dst, t_in - 0.5);
-  }
-
-  void compute(int s, const char* op, int m, double t0, double dur) {
-    if (m < 0) {
-      g->event(
-          R"({{"ph":"X","name":"{}","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":{:.3f},)"
-          R"("args":{{"op":"{}","stage":{}}}}})",
-          op, s + 1, t0, dur, op, s);
-      return;
-    }
-    g->event(
-        R"({{"ph":"X","name":"{} {}","cat":"compute","pid":{},"tid":1,"ts":{:.3f},"dur":{:.3f},)"
-        R"("args":{{"op":"{}","micro":{},"stage":{}}}}})",
-        op, m, s + 1, t0, dur, op, m, s);
-  }
-
-  void memory(int s, double ts, std::int64_t activations) {
-    g->event(R"({{"ph":"C","name":"memory","pid":{},"tid":0,"ts":{:.3f},"args":{{"params_bytes":0,)"
-             R"("grads_bytes":0,"optimizer_bytes":0,"activations_bytes":{},"comm_bytes":0,)"
-             R"("data_bytes":0}}}})",
-             s + 1, ts, activations);
-  }
-
-  void write() {
-    g->buf.append(std::string_view("{\"traceEvents\":[\n"));
-    const char* lanes[] = {"compute", "send", "recv"};
-    for (int s = 0; s < stages; ++s) {
-      g->event(
-          R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {} [gen]"}}}})",
-          s + 1, s);
-      for (int l = 0; l < 3; ++l)
-        g->event(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})",
-                 s + 1, l + 1, lanes[l]);
-    }
-    for (std::int64_t i = 0; i < iters; ++i) {
-      for (int s = 0; s < stages; ++s) {
-        for (int m = 0; m < micro; ++m) {
-          const double t0 = fwd_start(i, s, m);
-          compute(s, "forward", m, t0, kFwdUs - 1.0);
-          memory(s, t0 + kFwdUs - 1.0, act_bytes * (m + 1));
-          if (s + 1 < stages) message(i, s, s + 1, m, false, t0 + kFwdUs - 1.0);
-        }
-        for (int m = micro - 1; m >= 0; --m) {
-          const double t0 = bwd_start(i, s, m);
-          compute(s, "backward", m, t0, kBwdUs - 1.0);
-          memory(s, t0 + kBwdUs - 1.0, act_bytes * m);
-          if (s > 0) message(i, s, s - 1, m, true, t0 + kBwdUs - 1.0);
-        }
-        compute(s, "update", -1, update_start(i), kUpdateUs);
-      }
-      for (int k = 0; k < steps_per_iter(); ++k) {
-        const double ts = k < fwd_slots()
-                              ? iter_start(i) + k * kFwdUs
-                              : iter_start(i) + fwd_slots() * kFwdUs + (k - fwd_slots()) * kBwdUs;
-        g->event(
-            R"({{"ph":"i","s":"g","name":"step frame","pid":1,"tid":0,"ts":{:.3f},"args":{{"step":{}}}}})",
-            ts, i * steps_per_iter() + k + 1);
-      }
-    }
-    const std::int64_t messages = iters * 2 * (stages - 1) * micro;
-    fmt::format_to(
-        std::back_inserter(g->buf),
-        "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"schema\":\"distlab-trace\","
-        R"("schema_version":2,"lesson":"bench_trace_gen_pipeline","title":"synthetic GPipe steps",)"
-        R"("algorithm":"gpipe, {} micro-batches","world_size":{},"mode":"threads","device":"cpu",)"
-        R"("transport":"threads","parameters":{{"ranks":{},"microbatches":{},"iterations":{}}},)"
-        R"("verification":{{"verified":true,"checks":{},"failed":[]}},"buffers":[],)"
-        R"("steps":{},"messages":{},"wall_seconds":{},"cost_model":null}}}})"
-        "\n",
-        micro, stages, stages, micro, iters, stages, iters * steps_per_iter(), messages,
-        iter_start(iters) * 1e-6);
-    g->flush();
-  }
-  // Events per training step: 2 S M compute spans and counters, S updates, 5 per message,
-  // the step frames.
-  std::int64_t events_per_iter() const {
-    return 4LL * stages * micro + stages + 10LL * (stages - 1) * micro + steps_per_iter();
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,23 +192,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("-o,--output", path, "the trace file to write")->required();
-  bool pipeline = false;
-  PipeGen p;
-  app.add_flag("--pipeline", pipeline,
-               "GPipe training steps on --ranks stages (the Schedule panel's benchmark)");
-  app.add_option("--micro", p.micro, "with --pipeline: micro-batches per training step")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   const std::int64_t r = g.ranks;
   const std::int64_t per_iter = 10 * r * (r - 1) + r * r + 2 * r + 2 * (r - 1);
   const std::int64_t fixed = 8 * r;  // metadata
   g.iters = std::max<std::int64_t>(1, (events - fixed + per_iter - 1) / per_iter);
-  p.g = &g;
-  p.stages = g.ranks;
-  p.iters = std::max<std::int64_t>(
-      1, (events - 4 * p.stages + p.events_per_iter() - 1) / p.events_per_iter());
   g.out = std::fopen(path.c_str(), "wb");
   if (!g.out) {
     fmt::print(stderr,
@@ -368,20 +205,13 @@ int main(int argc, char** argv) {
                path);
     return 2;
   }
-  if (pipeline)
-    p.write();
-  else
-    g.write();
+  g.write();
   const bool ok = std::fclose(g.out) == 0;
   if (!ok) {
     fmt::print(stderr, "distlab_trace_gen: writing {} failed (disk full?)\n", path);
     return 1;
   }
-  if (pipeline)
-    fmt::print("wrote {}: {} events ({} GPipe steps of {} micro-batches on {} stages)\n", path,
-               g.events, p.iters, p.micro, p.stages);
-  else
-    fmt::print("wrote {}: {} events ({} all-reduces on {} ranks)\n", path, g.events, g.iters,
-               g.ranks);
+  fmt::print("wrote {}: {} events ({} all-reduces on {} ranks)\n", path, g.events, g.iters,
+             g.ranks);
   return 0;
 }
