@@ -9,6 +9,7 @@
 #include <string>
 
 #include "example_traces.hpp"
+#include "hand_model.hpp"
 #include "viewer/model/memory_compare.hpp"
 #include "viewer/model/phase_steps.hpp"
 #include "viewer/model/playback.hpp"
@@ -39,18 +40,7 @@ TraceModel zero_model(const std::string& stage, int n, std::int64_t psi, std::in
   m.info.lesson = "zero_" + stage;
   std::string state;
   for (int r = 0; r < n; ++r) {
-    m.ranks.push_back({r + 1, "rank " + std::to_string(r), r, {static_cast<std::uint32_t>(r)}});
-    Lane lane;
-    lane.rank = r;
-    lane.span_begin = static_cast<std::uint32_t>(r);
-    lane.span_end = static_cast<std::uint32_t>(r + 1);
-    m.lanes.push_back(lane);
-    Span s;
-    s.start = 0;
-    s.dur = 100;
-    s.lane = static_cast<std::uint32_t>(r);
-    s.name = 1;
-    m.spans.push_back(s);
+    distlab::testing::add_rank_with_span(m, r, 0, 100, 1);
     m.memory.push_back({sample(10, params, grads, optimizer, 0),
                         sample(50, params, grads, optimizer, 800),
                         sample(60, params, grads, optimizer, 0), sample(120, 0, 0, 0, 0)});

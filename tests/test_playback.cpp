@@ -6,6 +6,7 @@
 #include <string>
 
 #include "example_traces.hpp"
+#include "hand_model.hpp"
 #include "viewer/model/playback.hpp"
 
 using namespace distlab::viewer;
@@ -213,17 +214,7 @@ TEST_CASE("memory at the end: every rank shows its state before its teardown", "
   TraceModel m;
   m.strings = {"", "work"};
   for (int r = 0; r < 2; ++r) {
-    m.ranks.push_back({r + 1, "rank " + std::to_string(r), r, {static_cast<std::uint32_t>(r)}});
-    Lane lane;
-    lane.rank = r;
-    lane.span_begin = static_cast<std::uint32_t>(r);
-    lane.span_end = static_cast<std::uint32_t>(r + 1);
-    m.lanes.push_back(lane);
-    Span s;
-    s.dur = r == 0 ? 100 : 50;
-    s.lane = static_cast<std::uint32_t>(r);
-    s.name = 1;
-    m.spans.push_back(s);
+    distlab::testing::add_rank_with_span(m, r, 0, r == 0 ? 100 : 50, 1);
     MemorySample full, freed;
     full.ts = 10;
     full.bytes[0] = 1000;
