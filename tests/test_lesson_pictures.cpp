@@ -177,15 +177,20 @@ TEST_CASE("the ZeRO example traces measure their stage's formula on the ledger",
     CHECK(s->stage == stages[i]);
     CHECK(s->ranks == 4);
     CHECK(s->state_matches_lesson);
-    // the padding of the shards is the only difference from the formula: within 2 %
+    // The zero padding of the shards is the only difference from the formula
+    // (core/training/zero.hpp): each unit a stage shards is padded to a multiple of N, at most
+    // N - 1 elements, and the example's MLP (16 -> 64 -> 64 -> 8) has 3 layers, so at most
+    // 3 (N - 1) padded elements over Psi: every byte of state and traffic is at most
+    // 1 + 3 (N - 1) / Psi times the formula's.
+    const double pad = 1.0 + 3.0 * (s->ranks - 1) / double(s->psi);
     for (int r = 0; r < 4; ++r) {
       CHECK(double(s->state(r)) >= s->formula_bytes());
-      CHECK(double(s->state(r)) <= 1.02 * s->formula_bytes());
+      CHECK(double(s->state(r)) <= pad * s->formula_bytes());
     }
     CHECK(s->bytes[0][3] > 0);  // activations
     // every byte sent is a training exchange: the volume is the formula's, up to the padding
     CHECK(s->measured_comm_psi() >= zero_comm_psi(stages[i]));
-    CHECK(s->measured_comm_psi() <= 1.03 * zero_comm_psi(stages[i]));
+    CHECK(s->measured_comm_psi() <= pad * zero_comm_psi(stages[i]));
   }
   const MemoryCompare c = build_memory_compare({&models[0], &models[1], &models[2]});
   REQUIRE(c.stages.size() == 4);
