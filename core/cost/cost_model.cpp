@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/base/clock.hpp"
 #include "core/cost/calibration.hpp"
 #include "core/ops/ops.hpp"
 
@@ -59,11 +60,15 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n) {
       // reduce: rank 0 receives p-1 whole buffers one after another and adds each;
       // broadcast: rank 0 sends p-1 whole buffers one after another.
       return {2 * q, 2 * q * n, q * n};
-    case A::sequential:
-      // p rounds; in round i rank i sends its whole buffer p-1 times, one send after another,
-      // and the next round's speaker must have received and added it first. The rounds run
-      // back to back: p(p-1) messages of n bytes on the path, p-1 adds between rounds.
-      return {p * q, p * q * n, q * n};
+    case A::sequential: {
+      // p rounds; in round i rank i sends its whole buffer to i+1, i+2, .. in turn, and each
+      // send ends when its receiver takes it. Rank i+1 starts its round as soon as it holds
+      // rank i's buffer, so the rounds overlap like a wave: round i+1's first send waits for
+      // rank i+2 to take round i's second message. The path is 3(p-1) messages (2 when p = 2:
+      // rank 0 is ready at once), of n bytes each; p-1 adds.
+      const double path = p == 2 ? 2 : 3 * q;
+      return {path, path * n, q * n};
+    }
     case A::parallel:
       // One step, but every rank posts p-1 sends and p-1 receives of n bytes at once. They
       // share the rank's one link, so their bytes queue: (p-1) n beta. Their start-ups are
@@ -151,6 +156,7 @@ double measure_gamma() {
 }
 
 double core_sharing(const World& world) {
+  if (kSimulatedBuild) return 1;  // simulated hosts: each rank its own, on the simulated clock
   int local = world.size;
   if (world.mode == Mode::mpi)
     for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
@@ -160,6 +166,21 @@ double core_sharing(const World& world) {
       }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1.0, static_cast<double>(local) / cores);
+}
+
+std::optional<CostParams> simulated_cost_params(const std::vector<std::string>& hosts) {
+  std::optional<SimulatedNetwork> net = simulated_network(hosts);
+  if (!net) return std::nullopt;
+  CostParams c;
+  c.alpha_s = net->alpha_s;
+  c.beta_s_per_byte = net->beta_s_per_byte;
+  c.gamma_s_per_byte = 0;  // the simulated clock counts no computation
+  c.source = fmt::format(
+      "the simulated platform {}: its slowest route ({}), latency {:.3g} us, bandwidth {:.4g} "
+      "GB/s; computation is not simulated, so gamma is 0",
+      net->platform, net->slowest, net->alpha_s * 1e6, 1e-9 / net->beta_s_per_byte);
+  c.network = std::move(net);
+  return c;
 }
 
 CostParams load_cost_params(const std::string& calibration_path, const std::string& key,

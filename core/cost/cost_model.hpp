@@ -11,10 +11,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/base/world.hpp"
 #include "core/collectives/algo.hpp"
 #include "core/cost/calibration.hpp"
+#include "core/cost/simulated_platform.hpp"
 
 namespace distlab {
 
@@ -26,6 +28,8 @@ struct CostParams {
   // Ranks per core on one machine (>= 1). The model gives each rank its own core; ranks that
   // share cores take turns copying and adding, so the byte terms stretch by this factor.
   double sharing = 1;
+  // In a simulated run: the platform alpha and beta come from (simulated_cost_params).
+  std::optional<SimulatedNetwork> network;
 };
 
 // Ranks per core for this world on this machine: in-process ranks, or the ranks mpirun put
@@ -66,5 +70,10 @@ double measure_gamma();
 // gamma is measured on the spot (measure_gamma(), a few milliseconds).
 CostParams load_cost_params(const std::string& calibration_path, const std::string& key,
                             double fallback_alpha_s, double fallback_beta_s_per_byte);
+
+// In a simulated run (the smpi build): alpha and beta from the platform between `hosts` (each
+// rank's, in rank order), gamma 0 (computation is not simulated), no core sharing; `source`
+// names the platform and its slowest route. nullopt in any other build.
+std::optional<CostParams> simulated_cost_params(const std::vector<std::string>& hosts);
 
 }  // namespace distlab

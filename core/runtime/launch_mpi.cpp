@@ -25,6 +25,8 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
                const std::function<int(RunResult&)>& finish) {
 #ifdef DISTLAB_HAVE_MPI
   MPI_Init(&argc, &argv);
+  // Simulated (SMPI): this rank's timestamps are the simulated cluster's time.
+  if constexpr (kSimulatedBuild) thread_clock_us = [] { return MPI_Wtime() * 1e6; };
   int code = 0;
   {
     MpiTransport mpi(options.deadlock_timeout);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
@@ -66,6 +67,13 @@ void run_thread_rank(Comm& comm, ThreadTransport& transport, const std::function
 
 ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& body,
                          double deadlock_timeout_s, bool verbose, bool inject_fault) {
+  // In-process ranks live on the machine's clock, also when a simulated rank (SMPI) starts them
+  // for its report: its thread's clock is the simulation's until they are done.
+  const auto simulated_clock = std::exchange(thread_clock_us, nullptr);
+  struct Restore {
+    double (*clock)();
+    ~Restore() { thread_clock_us = clock; }
+  } restore{simulated_clock};
   ThreadHub hub(world.size, deadlock_timeout_s);
   std::vector<std::unique_ptr<ThreadTransport>> transports;
   std::vector<std::unique_ptr<Comm>> comms;

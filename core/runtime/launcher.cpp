@@ -5,6 +5,11 @@
 #include <filesystem>
 #include <system_error>
 
+#ifdef DISTLAB_SMPI
+#include <simgrid/actor.h>
+#endif
+
+#include "core/base/clock.hpp"
 #include "core/runtime/launch.hpp"
 #include "core/runtime/runtime.hpp"
 
@@ -34,14 +39,21 @@ std::string path_beside(const std::string& path, const std::string& name) {
   return ec ? p.string() : whole.string();
 }
 
+// Under smpirun (the smpi build) every rank is a SimGrid actor named after its rank, in one
+// process: there is no launcher environment, and the build runs nowhere else.
 bool launched_by_mpi() {
+  if constexpr (kSimulatedBuild) return true;
   return env_text("OMPI_COMM_WORLD_SIZE") || env_text("PMI_SIZE") || env_text("PMIX_RANK") ||
          env_text("MPI_LOCALNRANKS");
 }
 int launcher_size() {
+  if constexpr (kSimulatedBuild) return env_int({"DISTLAB_SIM_RANKS"}, 1);  // the front sets it
   return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
 }
 int launcher_rank() {
+#ifdef DISTLAB_SMPI
+  return std::atoi(sg_actor_self_get_name());
+#endif
   return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0);
 }
 int launcher_local_rank() {

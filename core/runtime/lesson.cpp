@@ -14,8 +14,10 @@
 
 #include "core/base/breaks.hpp"
 #include "core/base/check.hpp"
+#include "core/base/clock.hpp"
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
+#include "core/cost/simulated_platform.hpp"
 #include "core/device/allocator.hpp"
 #include "core/runtime/launch.hpp"
 #include "core/runtime/runtime.hpp"
@@ -318,6 +320,11 @@ std::string Lesson::write_trace_file(const RunResult& result) const {
     if (key == "size") value = std::to_string(options_.size);
   }
   ti.metadata = metadata_;
+  if (kSimulatedBuild) {  // the timestamps are the simulated cluster's time (SimGrid's SMPI)
+    const std::string platform = simulated_platform_name();
+    ti.metadata.emplace_back("clock", json_string("simulated"));
+    ti.metadata.emplace_back("platform", json_string(platform.empty() ? "unknown" : platform));
+  }
   ti.verified = result.verified;
   ti.wall_seconds = result.wall_seconds;
   ti.cost_model = cost_model_;

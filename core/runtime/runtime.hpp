@@ -63,7 +63,8 @@ struct RunResult {
 
   // Traffic of the messages whose step lies in [first_step, last_step] (default: all).
   std::vector<RankTraffic> traffic(int first_step = -1, int last_step = 1 << 30) const;
-  int steps() const;  // distinct global steps over all ranks
+  int steps() const;                       // distinct global steps over all ranks
+  std::vector<std::string> hosts() const;  // each rank's host, in rank order
 };
 
 // "step 1: r0 -> r1 chunk 1 (4 B)" lines under a heading, one per step; only for worlds of at

@@ -73,6 +73,13 @@ std::vector<RankTraffic> RunResult::traffic(int first_step, int last_step) const
   return out;
 }
 
+std::vector<std::string> RunResult::hosts() const {
+  std::vector<std::string> out(logs.size());
+  for (const RankLog& log : logs)
+    if (log.rank >= 0 && std::size_t(log.rank) < out.size()) out[std::size_t(log.rank)] = log.host;
+  return out;
+}
+
 int RunResult::steps() const {
   return distinct_steps(*this, 0, std::numeric_limits<int>::max());
 }

@@ -8,6 +8,8 @@
 // last progressed; a rank that does not answer is computing, which is progress. If one
 // progressed within the timeout the run goes on, with one line saying so; if every rank
 // answered and none did, it prints every rank's wait once and aborts (exit 3).
+// In a simulated run (SimGrid's SMPI, the smpi preset) waits block in MPI_Waitall instead: a
+// polling rank would never let the simulated clock move, and SimGrid reports deadlocks itself.
 #pragma once
 
 #include <mpi.h>

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/base/clock.hpp"
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
 #include "core/collectives/baseline.hpp"
@@ -77,6 +78,11 @@ void add_study_options(Lesson& lesson, StudyOptions& options,
 namespace {
 // Used when there is no calibration and no second rank to measure one with.
 constexpr double kDefaultAlpha = 5e-6, kDefaultBeta = 1e-10;
+// Simulated times are checked from 1 MiB up, within 10%: the model leaves out what SMPI charges
+// beside latency and bandwidth (a rank waiting for its partner to post, one start-up per piece
+// of a message), which weighs little once messages are long.
+constexpr std::uint64_t kSimCheckBytes = std::uint64_t{1} << 20;
+constexpr double kSimTolerance = 0.10;
 constexpr std::uint64_t kStreamBytes = std::uint64_t{4}
                                        << 20;  // buffers this large stream from memory
 }  // namespace
@@ -109,6 +115,8 @@ StudyRank prepare_study(Comm& comm, const std::vector<AllReduceAlgo>& algos, std
     comm.check(call + " gives the sum", c.ok, c.detail());
   }
 
+  // A simulated run takes alpha and beta from its platform (study_cost_params), not a ping-pong.
+  if (kSimulatedBuild) return rank;
   FoundCalibration found = find_or_measure_calibration(
       comm, calibration_path,
       fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
@@ -158,6 +166,7 @@ void run_study_algorithm(Comm& comm, StudyRank& rank, AllReduceAlgo a, AllReduce
 
 CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
                              const std::string& calibration_path, std::uint64_t bytes) {
+  if (auto simulated = simulated_cost_params(run.hosts())) return *simulated;
   const std::string key =
       fmt::format("{}-{}", to_string(run.world.mode), to_string(run.world.device));
   const auto& fit = study.calibration.fit;
@@ -270,7 +279,57 @@ void print_model_notes(const CostParams& cp) {
 }
 }  // namespace
 
-void print_times(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
+namespace {
+// Several of the algorithm's messages leave one rank at once and share its link: the model's
+// formula for it is the contended one (their bytes queue: (N-1) n beta through one port).
+bool contended(AllReduceAlgo a) {
+  return a == AllReduceAlgo::parallel || a == AllReduceAlgo::sequential ||
+         a == AllReduceAlgo::reduce_broadcast;
+}
+}  // namespace
+
+void check_simulated_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
+                           const std::vector<StepCounts>& counts, const CostParams& cp,
+                           std::uint64_t bytes) {
+  const int n = run.world.size;
+  if (n == 1) return;
+  if (bytes < kSimCheckBytes) {
+    fmt::print(
+        "  simulated times are checked against the model from {} up (this buffer is {}: the "
+        "start-ups the model leaves out weigh more)\n",
+        format_bytes(double(kSimCheckBytes)), format_bytes(double(bytes)));
+    return;
+  }
+  if (!cp.network->uniform) {
+    fmt::print(
+        "  {}'s routes differ between pairs of hosts (several switches, or links of several "
+        "speeds):\n  the model takes the slowest route for every message, so these times are a "
+        "report, not a check\n",
+        cp.network->platform);
+    return;
+  }
+  for (std::size_t j = 0; j < algos.size(); ++j) {
+    if (algos[j] == AllReduceAlgo::library) continue;  // MPI's own choice of algorithm
+    const double predicted = predict_all_reduce(algos[j], n, double(bytes)).seconds(cp);
+    const double ratio = predicted > 0 ? counts[j].seconds / predicted : 0;
+    const std::string name = coll::to_string(algos[j]);
+    run.check(
+        fmt::format("{}: simulated time within {:.0f}% of the model{}", name, kSimTolerance * 100,
+                    contended(algos[j]) ? " (its contended formula: N-1 messages share one "
+                                          "port)"
+                                        : ""),
+        std::abs(ratio - 1) <= kSimTolerance,
+        fmt::format("simulated {}, predicted {}, ratio {:.3f}", format_seconds(counts[j].seconds),
+                    format_seconds(predicted), ratio));
+  }
+  fmt::print(
+      "  simulated on one switch: every algorithm's time is checked against its formula within "
+      "{:.0f}%;\n  parallel and sequential send N-1 messages through one port at once, so their "
+      "formula is the\n  contended one, (N-1) n beta, not n beta per message\n",
+      kSimTolerance * 100);
+}
+
+void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
                  const std::vector<StepCounts>& counts, const CostParams& cp, std::uint64_t bytes) {
   const int n = run.world.size;
   struct Time {
@@ -289,6 +348,7 @@ void print_times(const RunResult& run, const std::vector<AllReduceAlgo>& algos,
                format_seconds(t.predicted),
                t.predicted > 0 ? fmt::format("{:.2f}", t.measured / t.predicted) : "-");
   print_model_notes(cp);
+  if (cp.network) check_simulated_times(run, algos, counts, cp, bytes);
   if (n == 1 || times.size() < 2) return;
 
   // Which to believe: the model ranks the algorithms by their alpha, beta and gamma terms; the

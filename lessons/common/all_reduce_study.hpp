@@ -113,8 +113,15 @@ std::string study_cost_model_json(const CostParams& cp, std::uint64_t bytes, int
 // The time table: each algorithm's measured time, the model's prediction and their ratio, the
 // model's parameters and where they came from, the ranking by each (fastest first) and whether
 // they agree, and when in-process ranks outnumber the cores, that the times measure the sharing.
-void print_times(const RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
+void print_times(RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
                  const std::vector<StepCounts>& counts, const CostParams& cp, std::uint64_t bytes);
+
+// In a simulated run (cp.network): each algorithm's simulated time against the model, a check
+// within 10% for buffers of 1 MiB and more on a platform whose routes are all alike (one
+// switch); otherwise a line that says why it is only a report.
+void check_simulated_times(RunResult& run, const std::vector<coll::AllReduceAlgo>& algos,
+                           const std::vector<StepCounts>& counts, const CostParams& cp,
+                           std::uint64_t bytes);
 
 // The world sizes of the scaling table: `sizes`, and this run's N among them.
 std::vector<int> scaling_sizes(std::vector<int> sizes, int n);
