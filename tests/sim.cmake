@@ -29,18 +29,42 @@ distlab_sim_test(too-many-ranks 2 10 "platform dgx-pair has 8 hosts; --ranks 9 n
 # Lesson 06 on one switch, 1 MiB buffers: every algorithm's simulated time is checked against
 # its formula (the contended one for parallel and sequential); the trace plays simulated time.
 set(t06 ${sim_out}/06_cluster-10gbe.json)
-distlab_sim_test(06.cluster-10gbe 0 120 ": verified \\(" "ring_chunked: simulated time within 10%"
-                 "parallel: simulated time within 10% of the model \\(its contended formula"
-                 "sequential: simulated time within 10%" "8 ranks, mpi, cpu"
+distlab_sim_test(06.cluster-10gbe 0 120 ": verified \\(" "ring_chunked .*  within 10%" "parallel .*  within 10%"
+                 "sequential .*  within 10%" "contended one, \\(N-1\\) n beta"
+                 "8 ranks, mpi, cpu"
                  -- ${front} lesson 06 --sim cluster-10gbe --ranks 8 --size 256K --trace ${t06})
-add_test(NAME sim.06.trace-clock COMMAND bash -c
-         "grep -q '\"clock\":\"simulated\"' \"$0\" && grep -q '\"platform\":\"cluster-10gbe\"' \"$0\" && $1 \"$0\""
-         ${t06} $<TARGET_FILE:distlab_trace_check>)
-set_tests_properties(sim.06.trace-clock PROPERTIES DEPENDS sim.06.cluster-10gbe LABELS sim
-                                                   FIXTURES_REQUIRED smpi)
-
 # Lesson 07 on 1 GbE, 6 ranks (not a power of two: the fold's extra steps are in the formula).
-distlab_sim_test(07.cluster-1gbe 0 120 ": verified \\(" "recursive_halving: simulated time within 10%"
-                 "recursive_doubling: simulated time within 10%"
+distlab_sim_test(07.cluster-1gbe 0 120 ": verified \\(" "recursive_halving .*  within 10%"
+                 "recursive_doubling .*  within 10%"
                  -- ${front} lesson 07 --sim cluster-1gbe --ranks 6 --size 256K
                  --trace ${sim_out}/07_cluster-1gbe.json)
+
+# Lesson 05 with a server, 1 MiB of weights: the pull and the push are checked against the
+# contended formula (the server's port carries N-1 messages at once); on dgx-pair (two nodes)
+# the all-reduce mode verifies and its times are a report.
+distlab_sim_test(05.cluster-10gbe 0 120 ": verified \\("
+                 "1 pull .*alpha \\+ \\(N-1\\) S beta  within 10%"
+                 "4 push & sum .*  within 10%" "a worker's 2 S beta stays flat"
+                 -- ${front} lesson 05 --sim cluster-10gbe --ranks 8 --size 512 --layers 2 --steps 3
+                 --trace ${sim_out}/05_cluster-10gbe.json)
+distlab_sim_test(05.dgx-pair 0 120 ": verified \\(" "dgx-pair's routes differ"
+                 -- ${front} lesson 05 --sim dgx-pair --ranks 8 --mode allreduce
+                 --trace ${sim_out}/05_dgx-pair.json)
+
+# ZeRO-3 with every layer 1 MiB or more: its step and plain data parallel's checked against the
+# ring model. Lesson 09 at 64 ranks on the fat tree verifies, its times a report.
+distlab_sim_test(10.cluster-10gbe 0 120 ": verified \\("
+                 "ZeRO-3 \\(FSDP\\) .*  within 10%" "plain data parallel .*  within 10%"
+                 -- ${front} lesson 10 --sim cluster-10gbe --ranks 4 --inputs 512 --size 1024
+                 --outputs 512 --steps 2 --trace ${sim_out}/10_cluster-10gbe.json)
+distlab_sim_test(09.fat-tree-64 0 120 ": verified \\(" "64 ranks, mpi, cpu"
+                 "fat-tree-64's routes differ"
+                 -- ${front} lesson 09 --sim fat-tree-64 --ranks 64 --trace ${sim_out}/09_fat-tree-64.json)
+
+# Every simulated run's trace: its invariants (distlab_trace_check: flows bound to their
+# messages' slices, spans nested, ...), and its clock marked simulated with the platform's name.
+add_test(NAME sim.traces COMMAND bash -c "set -e; n=0; for t in \"$1\"/*.json; do \
+  grep -q '\"clock\":\"simulated\"' \"$t\"; grep -q '\"platform\":\"' \"$t\"; \"$0\" \"$t\"; n=$((n+1)); done; \
+  echo \"$n traces\"; ((n >= 6))" $<TARGET_FILE:distlab_trace_check> ${sim_out})
+set_tests_properties(sim.traces PROPERTIES LABELS sim FIXTURES_REQUIRED smpi
+  DEPENDS "sim.06.cluster-10gbe;sim.07.cluster-1gbe;sim.05.cluster-10gbe;sim.05.dgx-pair;sim.10.cluster-10gbe;sim.09.fat-tree-64")

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -166,6 +167,11 @@ double core_sharing(const World& world) {
       }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1.0, static_cast<double>(local) / cores);
+}
+
+std::string simulated_verdict(double ratio) {
+  return fmt::format("{}within {:.0f}%", std::abs(ratio - 1) <= kSimulatedTolerance ? "" : "NOT ",
+                     kSimulatedTolerance * 100);
 }
 
 std::optional<CostParams> simulated_cost_params(const std::vector<std::string>& hosts) {

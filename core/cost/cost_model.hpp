@@ -71,6 +71,16 @@ double measure_gamma();
 CostParams load_cost_params(const std::string& calibration_path, const std::string& key,
                             double fallback_alpha_s, double fallback_beta_s_per_byte);
 
+// A simulated time is checked against its formula for messages of 1 MiB and more, within 10%:
+// the model leaves out what SMPI charges beside a route's latency and bandwidth (a sender
+// waiting for its receiver to post, the start-up of each step's handshake), a few latencies per
+// message, which weigh little once each message takes 40 or more latencies to stream. Smaller
+// messages are reported, not checked.
+inline constexpr double kSimulatedCheckBytes = 1 << 20;
+inline constexpr double kSimulatedTolerance = 0.10;
+// "within 10%" or "NOT within 10%": a simulated/predicted ratio's verdict, for the tables.
+std::string simulated_verdict(double ratio);
+
 // In a simulated run (the smpi build): alpha and beta from the platform between `hosts` (each
 // rank's, in rank order), gamma 0 (computation is not simulated), no core sharing; `source`
 // names the platform and its slowest route. nullopt in any other build.

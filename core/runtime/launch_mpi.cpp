@@ -2,6 +2,7 @@
 // --device cuda the GPU transport over it (NCCL, or staged through host memory).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <optional>
@@ -25,8 +26,15 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
                const std::function<int(RunResult&)>& finish) {
 #ifdef DISTLAB_HAVE_MPI
   MPI_Init(&argc, &argv);
-  // Simulated (SMPI): this rank's timestamps are the simulated cluster's time.
-  if constexpr (kSimulatedBuild) thread_clock_us = [] { return MPI_Wtime() * 1e6; };
+  // Simulated (SMPI): this rank's timestamps are the simulated cluster's time. That time stands
+  // still while a rank computes, so each reading is at least a nanosecond after the last: the
+  // rank's events keep the order they happened in (the trace binds each flow to a slice by time).
+  if constexpr (kSimulatedBuild)
+    thread_clock_us = [] {
+      static double last = -1;  // each rank has its own copy of the program (smpirun dlopens it)
+      last = std::max(MPI_Wtime() * 1e6, last + 1e-3);
+      return last;
+    };
   int code = 0;
   {
     MpiTransport mpi(options.deadlock_timeout);

@@ -117,6 +117,17 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step,
   return c;
 }
 
+std::vector<double> phase_seconds(const RankLog& log, const std::string& phase) {
+  std::vector<std::pair<double, double>> spans;
+  for (const SpanEvent& e : log.spans)
+    if (e.kind == SpanEvent::Kind::plain && e.lane == Lane::compute && e.name == phase)
+      spans.emplace_back(e.t0, e.t1);
+  std::sort(spans.begin(), spans.end());
+  std::vector<double> out;
+  for (const auto& [t0, t1] : spans) out.push_back((t1 - t0) * 1e-6);
+  return out;
+}
+
 RunResult only_steps(const RunResult& run, int first_step, int last_step) {
   RunResult out;
   out.world = run.world;

@@ -34,6 +34,10 @@ struct StepCounts {
 StepCounts count_steps(const RunResult& run, int first_step, int last_step,
                        const std::string& phase = {});
 
+// The duration of each compute-lane span named `phase` on `log`'s rank, in the order they ran,
+// in seconds.
+std::vector<double> phase_seconds(const RankLog& log, const std::string& phase);
+
 // The same run with only the messages of steps [first_step, last_step] (for print_schedule).
 RunResult only_steps(const RunResult& run, int first_step, int last_step);
 

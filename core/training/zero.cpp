@@ -10,6 +10,7 @@
 
 #include "core/base/breaks.hpp"
 #include "core/base/check.hpp"
+#include "core/base/clock.hpp"
 #include "core/base/half.hpp"
 #include "core/base/partition.hpp"
 #include "core/collectives/all_gather_ring.hpp"
@@ -134,6 +135,49 @@ std::uint64_t step_bytes_sent(Stage stage, const MlpShape& shape, int n, int k) 
     }
   }
   return elements * sizeof(BFloat16);
+}
+
+Cost step_cost(Stage stage, const MlpShape& shape, int n) {
+  Cost c;
+  const auto add = [&c](const Cost& more, double times) {
+    c.messages += times * more.messages;
+    c.bytes_moved += times * more.bytes_moved;
+    c.bytes_reduced += times * more.bytes_reduced;
+  };
+  for (const Unit& u : units(stage, shape, n)) {
+    const double bytes = double(u.padded) * sizeof(BFloat16);
+    const Cost scatter = predict_collective(Collective::reduce_scatter, true, n, bytes);
+    const Cost gather = predict_collective(Collective::all_gather, true, n, bytes);
+    switch (stage) {
+      case Stage::dp:
+        add(predict_all_reduce(coll::AllReduceAlgo::ring_chunked, n,
+                               double(u.count) * sizeof(BFloat16)),
+            1);
+        break;
+      case Stage::zero1:
+      case Stage::zero2:
+        add(scatter, 1), add(gather, 1);
+        break;
+      case Stage::zero3:
+        add(scatter, 1), add(gather, 2);
+        break;
+    }
+  }
+  return c;
+}
+
+std::string step_cost_formula(Stage stage) {
+  switch (stage) {
+    case Stage::dp:
+      return "a ring all-reduce";
+    case Stage::zero1:
+      return "a ring reduce-scatter + all-gather";
+    case Stage::zero2:
+      return "per layer a ring reduce-scatter; all-gathers";
+    case Stage::zero3:
+      return "per layer 2 ring all-gathers + a reduce-scatter";
+  }
+  return {};
 }
 
 std::string step_bytes_formula(Stage stage) {
@@ -372,6 +416,7 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
   train_step.op = kTrainStepOp;
   for (int k = 0; k < config.steps; ++k) {
     auto iteration = comm.phase(fmt::format("step {}", k + 1), train_step);
+    const double t0 = now_us();
     const int first = comm.next_steps(0);
     step(rep, k);
     const int last = comm.next_steps(0) - 1;
@@ -383,6 +428,7 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
       run.losses.push_back(total);
     }
     run.exchange.push_back({first, last});
+    run.step_seconds.push_back((now_us() - t0) * 1e-6);
   }
   run.state = {std::uint64_t(charged.current(Category::params)),
                std::uint64_t(charged.current(Category::grads)),

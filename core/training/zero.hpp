@@ -45,6 +45,7 @@
 #include "core/base/half.hpp"
 #include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/training/model.hpp"
 #include "core/training/teacher.hpp"
 
@@ -85,6 +86,11 @@ std::string bytes_per_param_formula(Stage stage);  // "4 + 12/N"
 // Bytes rank k sends (and receives: the same) in the exchanges of one step.
 std::uint64_t step_bytes_sent(Stage stage, const model::MlpShape& shape, int n, int k);
 std::string step_bytes_formula(Stage stage);  // "2 Psi": what ZeRO's paper counts
+// The alpha-beta model of one step's collectives (ring), unit by unit: dp one all-reduce; zero1
+// and zero2 a reduce-scatter and an all-gather per unit; zero3 two all-gathers and a
+// reduce-scatter per layer. Not `deterministic`'s sums in rank order.
+Cost step_cost(Stage stage, const model::MlpShape& shape, int n);
+std::string step_cost_formula(Stage stage);  // in words, for the report
 
 // What one rank saw in a run.
 struct Run {
@@ -95,6 +101,9 @@ struct Run {
   std::uint64_t activations_peak = 0;         // and of Category::activations (ZeRO shards none)
   std::vector<float> master;                  // my part of the f32 master weights (padded units)
   std::vector<float> first_gradient;  // step 1: the summed bf16 gradient of my part, as master
+  // Each step's time on this rank's clock (seconds). On a simulated cluster computation takes no
+  // time, so this is the step's communication (its collectives and the loss's reduce).
+  std::vector<double> step_seconds;
 };
 
 // One rank's model and training state, laid out as its stage shards them (units(), the table

@@ -42,7 +42,9 @@
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/reduce.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/runtime/trace_counts.hpp"
 #include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
@@ -377,6 +379,96 @@ RankTraffic measured(const RunResult& r, const Outcome& o, std::size_t k, int ra
   return r.traffic(o.exchange[k].first, o.exchange[k].second)[std::size_t(rank)];
 }
 
+// --- on a simulated cluster (./distlab lesson 05 --sim PLATFORM --ranks N) --------------------
+
+// One exchange's simulated time on rank 0 against its formula. With servers, every server sends
+// its shard to every worker at once (and takes their gradients at once): the N-K messages share
+// the server's port and a worker's K pieces share its own, so a pull takes alpha plus the
+// busiest port's bytes times beta, alpha + max(N-K, K) S/K beta: the contended formula, not one
+// message's alpha + S/K beta. The push is the same the other way. Without a server, the ring's.
+void report_simulated_time(RunResult& r, const Setup& s, const CostParams& cp) {
+  const int n = r.world.size;
+  const double S = double(s.shape.params() * sizeof(float)), beta = cp.beta_s_per_byte;
+  const RankLog* log0 = nullptr;
+  for (const RankLog& log : r.logs)
+    if (log.rank == 0) log0 = &log;
+  if (!log0 || n == 1) return;
+  const bool ps = s.mode == TrainMode::ps;
+  const int K = s.servers, W = s.workers(n);
+  double piece = S;    // the smallest message of the exchange
+  double busiest = 0;  // the bytes through the busiest port in one direction
+  if (ps) {
+    for (int srv = 0; srv < K; ++srv) {
+      const double shard = double(s.shards().size(srv) * sizeof(float));
+      piece = std::min(piece, shard);
+      busiest = std::max(busiest, W * shard);
+    }
+    busiest = std::max(busiest, S);  // a worker's port takes the K pieces of S
+  }
+  struct Row {
+    std::string phase, formula;
+    double predicted;
+  };
+  std::vector<Row> rows;
+  if (ps) {
+    const std::string f = K == 1 ? "alpha + (N-1) S beta" : "alpha + max(N-K, K) S/K beta";
+    rows.push_back({"1 pull", f, cp.alpha_s + busiest * beta});
+    rows.push_back({"4 push & sum", f, cp.alpha_s + busiest * beta});
+  } else {
+    piece = S / n;
+    rows.push_back({"4 all-reduce gradients", "2(N-1) alpha + 2(N-1)/N S beta",
+                    predict_all_reduce(coll::AllReduceAlgo::ring_chunked, n, S).seconds(cp)});
+  }
+  fmt::print(
+      "\nsimulated time of one iteration's exchange on r0 ({}; the median over {} "
+      "iterations):\n",
+      cp.network->platform, s.steps);
+  fmt::print("  {:<24}  {:>10}  {:>10}  {:>6}  {}\n", "phase", "simulated", "predicted", "ratio",
+             "formula");
+  // With several servers, r0 (which also gathers the losses) falls behind the others, and the
+  // workers' pushes to them start while r0 still pulls: the phases overlap, so they are reported.
+  const bool checked = cp.network->uniform && piece >= kSimulatedCheckBytes && (!ps || K == 1);
+  for (const Row& row : rows) {
+    std::vector<double> t = phase_seconds(*log0, row.phase);
+    if (t.empty()) continue;
+    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
+    const double median = t[t.size() / 2], ratio = median / row.predicted;
+    const std::string verdict = !checked ? "" : "  " + simulated_verdict(ratio);
+    fmt::print("  {:<24}  {:>10}  {:>10}  {:>6.2f}  {}{}\n", row.phase, format_seconds(median),
+               format_seconds(row.predicted), ratio, row.formula, verdict);
+    if (checked)
+      r.check(fmt::format("{}: simulated time within {:.0f}% of {}{}", row.phase,
+                          kSimulatedTolerance * 100, row.formula,
+                          ps ? " (the contended formula: the busiest port's bytes)" : ""),
+              std::abs(ratio - 1) <= kSimulatedTolerance,
+              fmt::format("simulated {}, predicted {}", format_seconds(median),
+                          format_seconds(row.predicted)));
+  }
+  if (!checked)
+    fmt::print("  a report, not a check: {}\n",
+               !cp.network->uniform
+                   ? fmt::format("{}'s routes differ between pairs of hosts", cp.network->platform)
+               : piece < kSimulatedCheckBytes
+                   ? fmt::format("the messages ({}) are under {}", format_bytes(piece),
+                                 format_bytes(kSimulatedCheckBytes))
+                   : std::string("with several servers one server's push overlaps another's pull"));
+  if (!ps) return;
+  // What each port carries per iteration, in time on this platform: the server's grows with N,
+  // a worker's stays flat. The iteration waits for the busiest port: the server's.
+  fmt::print("  each port's busy time per iteration (its bytes x beta), as N grows with K = {}:\n",
+             K);
+  fmt::print("  {:>5}  {:>12}  {:>12}\n", "N", "a server", "a worker");
+  std::vector<int> sizes{K + 1, 4 * K, 16 * K, 64 * K, n};
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int N : sizes) {
+    const double server = 2.0 * (N - K) * (S / K) * beta, worker = 2.0 * S * beta;
+    fmt::print("  {:>5}  {:>12}  {:>12}{}\n", N, format_seconds(server), format_seconds(worker),
+               N == n ? "   (this run)" : "");
+  }
+  fmt::print("  the server's 2(N-K) S/K beta grows with N, a worker's 2 S beta stays flat\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -550,6 +642,8 @@ int main(int argc, char** argv) {
     else
       fmt::print(
           "  every rank moves 2(N-1)/N S each way, under 2S however large N grows: no hotspot\n");
+
+    if (auto cp = simulated_cost_params(r.hosts())) report_simulated_time(r, setup, *cp);
   });
 
   // Memory: per rank at most about 100 B per parameter: the float32 weights and gradient (8 B),

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/training/teacher.hpp"
 #include "lessons/common/mlp_options.hpp"
 
@@ -104,6 +106,7 @@ struct Outcome {
   // viewer's baseline (otherData.zero.baseline).
   StateBytes dp_state;
   std::uint64_t dp_activations_peak = 0;
+  std::vector<double> dp_step_seconds;  // its steps' time on rank 0's clock
 };
 
 void add_options(Lesson& lesson, Setup& setup) {
@@ -268,6 +271,82 @@ void check_communication(RunResult& r, const Config& config, const Outcome& outc
         step_bytes_formula(stage), (stage == Stage::zero3 ? 3.0 : 2.0) * (n - 1) / n,
         step_bytes_formula(stage));
   }
+}
+
+// Part 3b, on a simulated cluster (--sim): a step's simulated time, which is its communication
+// (computation takes none), for the stage and for plain data parallel, against the ring model
+// with the platform's alpha and beta, plus the loss's reduce onto rank 0 (N-1 four-byte messages
+// it receives one after another: (N-1) alpha). ZeRO-3's three passes against data parallel's
+// two: 1.5x in the bandwidth terms, more where the per-layer collectives' start-ups weigh.
+void report_simulated_time(RunResult& r, const Config& config, const Outcome& outcome) {
+  std::optional<CostParams> cp = simulated_cost_params(r.hosts());
+  const int n = r.world.size;
+  if (!cp || n == 1 || outcome.run.step_seconds.empty() || outcome.dp_step_seconds.empty()) return;
+  const auto median = [](std::vector<double> t) {
+    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
+    return t[t.size() / 2];
+  };
+  struct Row {
+    Stage stage;
+    double simulated, predicted;
+    Cost cost;
+  };
+  std::vector<Row> rows;
+  // The loss's reduce onto rank 0: N-1 four-byte messages it receives one after another.
+  const Cost loss = predict_collective(Collective::reduce, false, n, sizeof(float));
+  for (Stage st : {config.stage, Stage::dp}) {
+    const Cost c = step_cost(st, config.shape, n);
+    rows.push_back({st,
+                    median(st == Stage::dp ? outcome.dp_step_seconds : outcome.run.step_seconds),
+                    c.seconds(*cp) + loss.seconds(*cp), c});
+  }
+  fmt::print(
+      "\nsimulated time of one step on {} (computation takes none: this is the step's\n"
+      "communication; the median over {} steps):\n",
+      cp->network->platform, config.steps);
+  fmt::print("  {:<20}  {:>10}  {:>10}  {:>6}  {}\n", "", "simulated", "predicted", "ratio",
+             "the model (+ (N-1) alpha: the loss's reduce)");
+  double smallest = 1e300;  // the smallest buffer a collective of the step moves
+  for (const Row& row : rows)
+    for (const Unit& u : units(row.stage, config.shape, n))
+      smallest = std::min(smallest, double(u.padded) * sizeof(BFloat16));
+  const bool checked =
+      cp->network->uniform && !config.deterministic && smallest >= kSimulatedCheckBytes;
+  for (const Row& row : rows) {
+    const double ratio = row.simulated / row.predicted;
+    const std::string verdict = !checked ? "" : "  " + simulated_verdict(ratio);
+    fmt::print("  {:<20}  {:>10}  {:>10}  {:>6.2f}  {}{}\n", title(row.stage),
+               format_seconds(row.simulated), format_seconds(row.predicted), ratio,
+               step_cost_formula(row.stage), verdict);
+    if (checked)
+      r.check(fmt::format("{}: a step's simulated time within {:.0f}% of {}", title(row.stage),
+                          kSimulatedTolerance * 100, step_cost_formula(row.stage)),
+              std::abs(ratio - 1) <= kSimulatedTolerance,
+              fmt::format("simulated {}, predicted {}", format_seconds(row.simulated),
+                          format_seconds(row.predicted)));
+  }
+  const Row& mine = rows[0];
+  const Row& dp = rows[1];
+  fmt::print(
+      "  {} / plain data parallel: simulated {:.2f}x, the model {:.2f}x; in bytes alone {:.2f}x "
+      "({} against 2 Psi),\n  in start-ups alone {:.2f}x ({:.0f} messages on the path against "
+      "{:.0f})\n",
+      title(mine.stage), mine.simulated / dp.simulated, mine.predicted / dp.predicted,
+      mine.cost.bytes_moved / dp.cost.bytes_moved, step_bytes_formula(mine.stage),
+      mine.cost.messages / dp.cost.messages, mine.cost.messages, dp.cost.messages);
+  std::string all;  // every stage's step on this platform, by the model
+  for (Stage st : {Stage::dp, Stage::zero1, Stage::zero2, Stage::zero3})
+    all += fmt::format(
+        "{}{} {}", all.empty() ? "" : ", ", title(st),
+        format_seconds(step_cost(st, config.shape, n).seconds(*cp) + loss.seconds(*cp)));
+  fmt::print("  the model's step for each stage here:\n    {}\n", all);
+  if (!checked)
+    fmt::print("  a report, not a check: {}\n",
+               config.deterministic ? "--deterministic sums in rank order, not on the ring"
+               : !cp->network->uniform
+                   ? fmt::format("{}'s routes differ between pairs of hosts", cp->network->platform)
+                   : fmt::format("the smallest collective moves {}, under {}",
+                                 format_bytes(smallest), format_bytes(kSimulatedCheckBytes)));
 }
 
 // Part 4: the lecture's table from the formulas, and this run's row beside it.
@@ -474,6 +553,7 @@ void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome
   outcome.distances = {all_dp.relative(), all_ref.relative(), to_dp.max_abs, to_ref.max_abs};
   outcome.dp_state = dp.state;
   outcome.dp_activations_peak = dp.activations_peak;
+  outcome.dp_step_seconds = dp.step_seconds;
   outcome.run = std::move(run);
 }
 
@@ -519,6 +599,7 @@ int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
     print_training(r, setup.config, outcome);
     const double measured = print_state(r, setup);
     check_communication(r, setup.config, outcome);
+    report_simulated_time(r, setup.config, outcome);
     print_lecture_table(r, stage, measured);
     lesson.set_metadata("zero", zero_metadata(r, setup.config, outcome));
   });
