@@ -168,9 +168,12 @@ cmd_up() {
   [[ -z "$(our_namespaces)" ]] ||
     die "a cluster is already up ($(our_namespaces | tr '\n' ' ')); scripts/cluster.sh down removes it"
 
-  # The switch: a namespace with the bridge, no address.
-  making=1
-  ip netns add "$switch_ns"
+  # The switch: a namespace with the bridge, no address. Making it is the lock: of two
+  # cluster.sh that start at once, the one whose `ip netns add` fails owns nothing, removes
+  # nothing.
+  ip netns add "$switch_ns" 2>/dev/null ||
+    die "a cluster is already up (namespace $switch_ns exists); scripts/cluster.sh down removes it"
+  owned=1 making=1
   no_ipv6 "$switch_ns"
   ip -n "$switch_ns" link set lo up
   ip -n "$switch_ns" link add "$bridge" type bridge
@@ -200,6 +203,7 @@ cmd_up() {
 }
 
 # A standalone `up` that fails or is interrupted half way removes what it made.
+owned=0  # 1 once this process made the switch namespace: the cluster is its to remove
 making=0
 up_cleanup() {
   local rc=$?
@@ -320,6 +324,7 @@ run_pid=""
 run_dir=""
 run_rc=0
 run_cleanup() {
+  local rc=$?
   trap - EXIT INT TERM HUP
   if [[ -n "$run_pid" ]] && kill -0 "$run_pid" 2>/dev/null; then
     # mpirun passes TERM to its ranks and daemons; down kills whatever is left.
@@ -327,9 +332,11 @@ run_cleanup() {
     for ((t = 0; t < 50; t++)); do kill -0 "$run_pid" 2>/dev/null || break; sleep 0.1; done
   fi
   [[ -n "$run_dir" ]] && rm -rf "$run_dir"
-  traffic >&2 || true
-  cmd_down >&2 || true
-  exit "$run_rc"
+  if ((owned)); then
+    traffic >&2 || true
+    cmd_down >&2 || true
+  fi
+  exit "$rc"
 }
 run_interrupted() {  # SIGNAL NUMBER
   echo "cluster.sh: run: interrupted by SIG$1, removing the cluster" >&2
