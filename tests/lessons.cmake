@@ -232,6 +232,40 @@ if(TARGET 13_tensor_parallel_attention)
            -- $<TARGET_FILE:13_tensor_parallel_attention> --hidden 100 --no-trace)
 endif()
 
+# A real cluster (scripts/cluster.sh): one rank on each of K network namespaces joined by tbf-
+# shaped veths, Open MPI over TCP between them. Lessons 06 (K = 2) and 05's parameter server
+# (K = 3) verify, their traces hold on clocks aligned across hosts, bytes cross the links; a
+# failing command and SIGINT / SIGTERM leave no namespace, link or file behind. Without root or
+# `ip netns` each says why and is skipped (77). One at a time: they share the dlc-* names.
+if(DISTLAB_HAVE_MPI AND TARGET 06_allreduce_sequential_ring_parallel)
+  set(cluster_test bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster_test.sh ${CMAKE_SOURCE_DIR}/scripts/cluster.sh)
+  add_test(NAME cluster.lesson06-k2 COMMAND ${cluster_test} verify $<TARGET_FILE:distlab_trace_check>
+                                            ${out}/cluster-06-k2.json 2 -- $<TARGET_FILE:06_allreduce_sequential_ring_parallel>)
+  add_test(NAME cluster.failure COMMAND ${cluster_test} fail -- $<TARGET_FILE:06_allreduce_sequential_ring_parallel>
+                                        --size 64K)
+  add_test(NAME cluster.interrupt-int COMMAND ${cluster_test} interrupt INT)
+  add_test(NAME cluster.interrupt-term COMMAND ${cluster_test} interrupt TERM)
+  set(cluster_tests cluster.lesson06-k2 cluster.failure cluster.interrupt-int cluster.interrupt-term)
+  if(TARGET 05_parameter_server)
+    add_test(NAME cluster.lesson05-ps-k3 COMMAND ${cluster_test} verify $<TARGET_FILE:distlab_trace_check>
+                                                 ${out}/cluster-05-ps-k3.json 3 -- $<TARGET_FILE:05_parameter_server> --mode ps --steps 4)
+    list(APPEND cluster_tests cluster.lesson05-ps-k3)
+  endif()
+  set_tests_properties(${cluster_tests} PROPERTIES LABELS "cluster;mpi" SKIP_RETURN_CODE 77 TIMEOUT 300
+                       RUN_SERIAL ON RESOURCE_LOCK distlab-cluster-netns)
+endif()
+# Bad input to scripts/cluster.sh: one sentence and exit 2, before anything is made (no root needed).
+add_test(NAME usage.cluster.hosts COMMAND bash ${expect_failure} 2 10 "the number of hosts must be a whole number from 1 to 16, not '17'"
+         -- ${CMAKE_SOURCE_DIR}/scripts/cluster.sh up 17)
+add_test(NAME usage.cluster.rate COMMAND bash ${expect_failure} 2 10 "--rate must be a number with a unit of tc's, like 100mbit"
+         -- ${CMAKE_SOURCE_DIR}/scripts/cluster.sh run 2 --rate fast -- true)
+add_test(NAME usage.cluster.rate-range COMMAND bash ${expect_failure} 2 10 "--rate 10kbit is outside 1mbit to 100gbit"
+         -- ${CMAKE_SOURCE_DIR}/scripts/cluster.sh up 2 --rate 10kbit)
+add_test(NAME usage.cluster.no-command COMMAND bash ${expect_failure} 2 10 "run needs a command after --"
+         -- ${CMAKE_SOURCE_DIR}/scripts/cluster.sh run 2)
+set_tests_properties(usage.cluster.hosts usage.cluster.rate usage.cluster.rate-range usage.cluster.no-command
+                     PROPERTIES LABELS cluster)
+
 # A wrong send/recv order is a deadlock read off the wait-for graph: exit 3 within seconds
 # although the timeout is 30 s, with the cycle and every rank's wait (all 64 at 64 ranks).
 add_test(NAME deadlock.threads COMMAND bash ${expect_failure} 3 5
