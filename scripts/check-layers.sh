@@ -63,32 +63,35 @@ fail() {
   failures=$((failures + 1))
 }
 
-while IFS= read -r file; do
+mapfile -t files < <(find core lessons viewer bench -type f \( -name '*.cpp' -o -name '*.hpp' -o \
+  -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) | sort)
+for file in "${files[@]}"; do
+  layer_of "$file"
+  if [[ -z "$layer" ]]; then
+    fail "$file: a source file outside every layer (core/ holds folders only)"
+  elif [[ -z "${allowed[$layer]+set}" ]]; then
+    fail "$file: layer '$layer' is not in the table"
+  fi
+done
+
+# Every quoted include of every file, read by one grep: FILE:LINE:TARGET.
+while IFS=: read -r file line target; do
   layer_of "$file"
   from="$layer"
-  if [[ -z "$from" ]]; then
-    fail "$file: a source file outside every layer (core/ holds folders only)"
+  [[ -n "$from" && -n "${allowed[$from]+set}" ]] || continue  # reported above
+  if [[ ! -f "$target" ]]; then
+    fail "$file:$line: #include \"$target\" does not name a file from the tree's root"
     continue
   fi
-  if [[ -z "${allowed[$from]+set}" ]]; then
-    fail "$file: layer '$from' is not in the table"
-    continue
+  layer_of "$target"
+  to="$layer"
+  if [[ -z "$to" ]]; then
+    fail "$file:$line: #include \"$target\" is outside every layer"
+  elif ! may_include "$from" "$to"; then
+    fail "$file:$line: #include \"$target\": $from may not include $to (allowed: ${allowed[$from]:-nothing})"
   fi
-  while IFS=: read -r line target; do
-    if [[ ! -f "$target" ]]; then
-      fail "$file:$line: #include \"$target\" does not name a file from the tree's root"
-      continue
-    fi
-    layer_of "$target"
-    to="$layer"
-    if [[ -z "$to" ]]; then
-      fail "$file:$line: #include \"$target\" is outside every layer"
-    elif ! may_include "$from" "$to"; then
-      fail "$file:$line: #include \"$target\": $from may not include $to (allowed: ${allowed[$from]:-nothing})"
-    fi
-  done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" |
-    sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/' || true)
-done < <(find core lessons viewer bench -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) | sort)
+done < <(((${#files[@]})) && grep -n -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "${files[@]}" |
+  sed 's/^\([^:]*\):\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2:\3/' || true)
 
 if ((failures)); then
   echo "check-layers: $failures include(s) against the layers (the table is at the top of scripts/check-layers.sh)" >&2

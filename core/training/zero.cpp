@@ -171,11 +171,11 @@ std::string step_cost_formula(Stage stage) {
     case Stage::dp:
       return "a ring all-reduce";
     case Stage::zero1:
-      return "a ring reduce-scatter + all-gather";
+      return "reduce-scatter + all-gather";
     case Stage::zero2:
-      return "per layer a ring reduce-scatter; all-gathers";
+      return "L reduce-scatters + all-gathers";
     case Stage::zero3:
-      return "per layer 2 ring all-gathers + a reduce-scatter";
+      return "L x (2 all-gathers + reduce-scatter)";
   }
   return {};
 }

@@ -305,7 +305,7 @@ void report_simulated_time(RunResult& r, const Config& config, const Outcome& ou
       "communication; the median over {} steps):\n",
       cp->network->platform, config.steps);
   fmt::print("  {:<20}  {:>10}  {:>10}  {:>6}  {}\n", "", "simulated", "predicted", "ratio",
-             "the model (+ (N-1) alpha: the loss's reduce)");
+             "the ring model (+ the loss's reduce)");
   double smallest = 1e300;  // the smallest buffer a collective of the step moves
   for (const Row& row : rows)
     for (const Unit& u : units(row.stage, config.shape, n))
@@ -328,9 +328,9 @@ void report_simulated_time(RunResult& r, const Config& config, const Outcome& ou
   const Row& mine = rows[0];
   const Row& dp = rows[1];
   fmt::print(
-      "  {} / plain data parallel: simulated {:.2f}x, the model {:.2f}x; in bytes alone {:.2f}x "
-      "({} against 2 Psi),\n  in start-ups alone {:.2f}x ({:.0f} messages on the path against "
-      "{:.0f})\n",
+      "  {} / plain data parallel: simulated {:.2f}x, the model {:.2f}x;\n"
+      "  in bytes alone {:.2f}x ({} against 2 Psi); in start-ups alone {:.2f}x ({:.0f} messages\n"
+      "  on the path against {:.0f})\n",
       title(mine.stage), mine.simulated / dp.simulated, mine.predicted / dp.predicted,
       mine.cost.bytes_moved / dp.cost.bytes_moved, step_bytes_formula(mine.stage),
       mine.cost.messages / dp.cost.messages, mine.cost.messages, dp.cost.messages);
