@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# sim_build.sh SOURCE_DIR — builds the smpi preset (lessons and bench against SimGrid's SMPI) in
-# SOURCE_DIR/build/smpi, once, before the sim tests (their CTest fixture). Exits 77 (skipped,
-# with the reason) when SimGrid is not installed: ./distlab deps installs it.
+# sim_build.sh SOURCE_DIR — builds the smpi preset's lessons that the sim tests run (against
+# SimGrid's SMPI) in SOURCE_DIR/build/smpi, once, before the sim tests (their CTest fixture);
+# ./distlab lesson NN --sim builds any other lesson when it is first asked for. Exits 77
+# (skipped, with the reason) when SimGrid is not installed: ./distlab deps installs it.
 set -euo pipefail
 cd "$1"
 if ! command -v smpirun >/dev/null || [[ ! -f /usr/include/smpi/mpi.h ]]; then
@@ -9,4 +10,5 @@ if ! command -v smpirun >/dev/null || [[ ! -f /usr/include/smpi/mpi.h ]]; then
   exit 77
 fi
 [[ -f build/smpi/CMakeCache.txt ]] || cmake --preset smpi >/dev/null
-cmake --build build/smpi -j "$(nproc)"
+cmake --build build/smpi -j "$(nproc)" --target 05_parameter_server \
+  06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2 10_zero3_fsdp
