@@ -319,9 +319,12 @@ void check_simulated_times(RunResult& run, const std::vector<AllReduceAlgo>& alg
   }
   fmt::print(
       "  simulated on one switch: every algorithm's time is checked against its formula within "
-      "{:.0f}%;\n  parallel and sequential send N-1 messages through one port at once, so their "
-      "formula is the\n  contended one, (N-1) n beta, not n beta per message\n",
+      "{:.0f}%\n",
       kSimulatedTolerance * 100);
+  if (std::any_of(algos.begin(), algos.end(), contended))
+    fmt::print(
+        "  parallel and sequential send N-1 messages through one port at once, so their formula "
+        "is the\n  contended one, (N-1) n beta, not n beta per message\n");
 }
 
 void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
