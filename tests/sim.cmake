@@ -26,6 +26,13 @@ distlab_sim_test(bad-platform 2 10 "there is no platform 'cluster-99gbe' in plat
 distlab_sim_test(too-many-ranks 2 10 "platform dgx-pair has 8 hosts; --ranks 9 needs as many"
                  -- ${front} lesson 06 --sim dgx-pair --ranks 9)
 
+# Lesson 01's ping-pong on 1 GbE: its fitted line must be the platform's (alpha = the route's
+# latency, beta = 1 / its bandwidth, within 10%), saved under the platform's own key.
+distlab_sim_test(01.cluster-1gbe 0 120 ": verified \\(" "the platform cluster-1gbe: alpha 50.0 us, 1/beta 0.125 GB/s; the fit's ratio"
+                 "saved as \"sim-cluster-1gbe\""
+                 -- ${front} lesson 01 --sim cluster-1gbe --ranks 2 --size 4M
+                 --calibration ${sim_out}/calibration-sim.txt --trace ${sim_out}/01_cluster-1gbe.json)
+
 # Lesson 06 on one switch, 1 MiB buffers: every algorithm's simulated time is checked against
 # its formula (the contended one for parallel and sequential); the trace plays simulated time.
 set(t06 ${sim_out}/06_cluster-10gbe.json)
@@ -67,4 +74,4 @@ add_test(NAME sim.traces COMMAND bash -c "set -e; n=0; for t in \"$1\"/*.json; d
   grep -q '\"clock\":\"simulated\"' \"$t\"; grep -q '\"platform\":\"' \"$t\"; \"$0\" \"$t\"; n=$((n+1)); done; \
   echo \"$n traces\"; ((n >= 6))" $<TARGET_FILE:distlab_trace_check> ${sim_out})
 set_tests_properties(sim.traces PROPERTIES LABELS sim FIXTURES_REQUIRED smpi
-  DEPENDS "sim.06.cluster-10gbe;sim.07.cluster-1gbe;sim.05.cluster-10gbe;sim.05.dgx-pair;sim.10.cluster-10gbe;sim.09.fat-tree-64")
+  DEPENDS "sim.01.cluster-1gbe;sim.06.cluster-10gbe;sim.07.cluster-1gbe;sim.05.cluster-10gbe;sim.05.dgx-pair;sim.10.cluster-10gbe;sim.09.fat-tree-64")

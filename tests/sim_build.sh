@@ -10,5 +10,5 @@ if ! command -v smpirun >/dev/null || [[ ! -f /usr/include/smpi/mpi.h ]]; then
   exit 77
 fi
 [[ -f build/smpi/CMakeCache.txt ]] || cmake --preset smpi >/dev/null
-cmake --build build/smpi -j "$(nproc)" --target 05_parameter_server \
+cmake --build build/smpi -j "$(nproc)" --target 01_send_recv 05_parameter_server \
   06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2 10_zero3_fsdp

@@ -25,11 +25,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/base/units.hpp"
 #include "core/cost/calibration.hpp"
+#include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
 
@@ -304,11 +306,28 @@ int main(int argc, char** argv) {
     r.check("every size from 8 B to --size was measured", points.size() == sizes,
             fmt::format("{} of {}", points.size(), sizes));
 
+    // On a simulated cluster the line is the platform's: the route's latency and bandwidth.
+    const std::optional<CostParams> platform = simulated_cost_params(r.hosts());
+    if (platform) {
+      const double a = platform->alpha_s, b = platform->beta_s_per_byte;
+      fmt::print(
+          "  the platform {}: alpha {}, 1/beta {:.4g} GB/s; the fit's ratio {:.3f}, {:.3f}\n",
+          platform->network->platform, format_seconds(a), 1e-9 / b, fit.alpha_s / a,
+          fit.beta_s_per_byte / b);
+      r.check(fmt::format("the fit finds the simulated platform's alpha and beta within {:.0f}%",
+                          kSimulatedTolerance * 100),
+              std::abs(fit.alpha_s / a - 1) <= kSimulatedTolerance &&
+                  std::abs(fit.beta_s_per_byte / b - 1) <= kSimulatedTolerance,
+              fmt::format("alpha {} against {}, beta {:.4g} against {:.4g} s/B",
+                          format_seconds(fit.alpha_s), format_seconds(a), fit.beta_s_per_byte, b));
+    }
     if (!calibration_path.empty() && !physical) {
       fmt::print("  not saved to {}\n", calibration_path);
     } else if (!calibration_path.empty()) {
+      // A simulated cluster's line is saved under its own key, never as this machine's.
       const std::string key =
-          fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+          platform ? fmt::format("sim-{}", platform->network->platform)
+                   : fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
       save_calibration(calibration_path, key, fit);
       fmt::print("  saved as \"{}\" in {}\n", key, calibration_path);
     }

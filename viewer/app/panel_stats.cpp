@@ -104,6 +104,15 @@ void draw_run(const TraceModel& m, const Summary& s) {
                                       : std::string()) +
                      "traced " + seconds_text((m.t_end - m.t_begin) * 1e-6) + " \u00b7 " +
                      std::to_string(m.events) + " events");
+    // A run on a simulated cluster (otherData.clock, docs/trace-format.md): its time is the
+    // cluster's, not this machine's.
+    if (in.extra_json("clock") == "\"simulated\"") {
+      std::string_view platform = in.extra_json("platform");
+      if (platform.size() >= 2 && platform.front() == '"')
+        platform = platform.substr(1, platform.size() - 2);
+      fact("clock", "simulated: the cluster " + std::string(platform) +
+                        " (SimGrid SMPI); computation takes no time");
+    }
     ImGui::EndTable();
   }
   if (!in.has_verification) {
