@@ -399,7 +399,9 @@ foreach(lesson 05_parameter_server 08_zero1 09_zero2 10_zero3_fsdp 11_pipeline_m
     string(SUBSTRING ${lesson} 0 2 number)
     add_test(NAME property.${lesson} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/property_sweep.sh ${number}
                                              $<TARGET_FILE:${lesson}> 2026 40)
-    set_tests_properties(property.${lesson} PROPERTIES TIMEOUT 600 LABELS "lesson;property")
+    # COST: the longest tests start first, so a clean build's ctest -j ends without a long tail
+    # of one slow test on one core.
+    set_tests_properties(property.${lesson} PROPERTIES TIMEOUT 600 LABELS "lesson;property" COST 100)
   endif()
 endforeach()
 
@@ -481,7 +483,7 @@ endif()
 if(TARGET 03_reduce_broadcast)
   add_test(NAME lesson.breaks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/breaks.sh $<TARGET_FILE_DIR:03_reduce_broadcast>
                                    ${CMAKE_SOURCE_DIR}/README.md)
-  set_tests_properties(lesson.breaks PROPERTIES TIMEOUT 600 LABELS lesson)
+  set_tests_properties(lesson.breaks PROPERTIES TIMEOUT 600 LABELS lesson COST 50)
   if(DISTLAB_HAVE_MPI)
     add_test(NAME lesson.breaks.mpi3 COMMAND bash ${expect_failure} 1 60
              "check failed on r0: reduce: the root holds the sum of every rank's input"
