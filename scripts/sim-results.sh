@@ -33,9 +33,9 @@ echo "|---|---|---|---|---|---|"
 for p in platforms/*.xml; do
   p=$(basename "$p" .xml)
   row 05 "$p" "pull, one server, S = 1 MiB" "^  1 pull " -- --size 512 --layers 2 --steps 3
-  row 06 "$p" "ring_chunked, S = 1 MiB" "^  ring_chunked " -- --size 256K --algo ring_chunked
-  row 06 "$p" "parallel, S = 1 MiB" "^  parallel " -- --size 256K --algo parallel
-  row 07 "$p" "recursive_halving, S = 1 MiB" "^  recursive_halving " -- --size 256K --algo recursive_halving
+  row 06 "$p" "ring_chunked, S = 1 MiB" "^  ring_chunked +[0-9.]+ [mu]?s " -- --size 256K --algo ring_chunked
+  row 06 "$p" "parallel, S = 1 MiB" "^  parallel +[0-9.]+ [mu]?s " -- --size 256K --algo parallel
+  row 07 "$p" "recursive_halving, S = 1 MiB" "^  recursive_halving +[0-9.]+ [mu]?s " -- --size 256K --algo recursive_halving
   row 09 "$p" "ZeRO-2 step, 2 MiB layers" "^  ZeRO-2 " -- --inputs 512 --size 1024 --outputs 512 --steps 2
 done
 exit $failed
