@@ -39,8 +39,9 @@
 #include "core/ops/ops.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "core/device/cublas_library.hpp"
 #endif
 
 using namespace distlab;
@@ -209,7 +210,7 @@ void library_gemm(const Settings& s, void* handle, View<T> c, View<const T> a, V
     const float alpha = 1.0f, beta = 0.0f;
     const cudaDataType_t type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
     const int m = int(g.m), n = int(g.n), k = int(g.k);
-    DL_CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(handle),
+    DL_CUBLAS_CHECK(cublas().gemm_ex(static_cast<cublasHandle_t>(handle),
                                  g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n, k,
                                  &alpha, a.ptr, type, g.trans_a ? k : m, b.ptr, type, k, &beta,
                                  c.ptr, type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -351,10 +352,10 @@ int run(const Settings& s, std::size_t min_bytes, std::size_t max_bytes, bool ge
 #ifdef DISTLAB_HAVE_CUDA
     cublasHandle_t h = nullptr;
     if (s.device == Device::cuda) {
-      DL_CUBLAS_CHECK(cublasCreate(&h));
-      DL_CUBLAS_CHECK(cublasSetStream(h, rank_stream()));
+      DL_CUBLAS_CHECK(cublas().create(&h));
+      DL_CUBLAS_CHECK(cublas().set_stream(h, rank_stream()));
       // The math mode ops::gemm's handle has (cuda/gemm.cu): one rounding per element.
-      DL_CUBLAS_CHECK(cublasSetMathMode(
+      DL_CUBLAS_CHECK(cublas().set_math_mode(
           h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
       handle = h;
@@ -362,7 +363,7 @@ int run(const Settings& s, std::size_t min_bytes, std::size_t max_bytes, bool ge
 #endif
     for (const auto& shape : gemm_shapes(s.device)) gemms.push_back(bench_gemm(s, handle, shape));
 #ifdef DISTLAB_HAVE_CUDA
-    if (h) cublasDestroy(h);
+    if (h) cublas().destroy(h);
 #endif
     print_gemms(gemms, s.device);
   }

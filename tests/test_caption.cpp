@@ -3,6 +3,7 @@
 // replay starting over at each training step, and which panels have something to show.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -214,10 +215,13 @@ TEST_CASE("train steps: the shard replay starts over at each training step", "[c
   CHECK(max_count(step7) == 2);
   for (std::size_t i = 0; i < step7.buffers.at(0).cells.size(); ++i)
     CHECK(step7.buffers[0].cells[i].mask == step1.buffers[0].cells[i].mask);
-  // The same on the measured clock, just after iteration 2's first step has landed.
-  double landed = 0;
+  // The same on the measured clock, when iteration 2's first message lands. Its first: by the
+  // latest, another rank may already have received a step-8 chunk (each rank sends step 8 as
+  // soon as its own step-7 chunk is in), which makes 3 on a loaded machine. No step-8 message
+  // can land before the first step-7 one, since each is sent only after one of those arrived.
+  double landed = std::numeric_limits<double>::infinity();
   for (const Message& msg : m.messages)
-    if (msg.step == m.step_ids[6]) landed = std::max(landed, msg.arrival);
+    if (msg.step == m.step_ids[6]) landed = std::min(landed, msg.arrival);
   const ShardState t7 = state_at_time(m, landed);
   CHECK(t7.train_step == 1);
   CHECK(max_count(t7) == 2);

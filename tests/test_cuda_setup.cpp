@@ -1,6 +1,7 @@
 // How a machine's CUDA and NCCL are read without running anything on a GPU (allocator.hpp,
 // check.hpp, nccl_calls.hpp): "no device" apart from CUDA that fails to start, sticky errors
-// named as such, NCCL's versions, and NCCL's newer calls looked up at run time. These run on
+// named as such, cuBLAS opened at run time, NCCL's versions, and NCCL's newer calls looked up
+// at run time. These run on
 // the CPU: CUDA's runtime answers them without a driver. In a build without CUDA they are
 // skipped with a line saying so.
 #include <catch2/catch.hpp>
@@ -13,6 +14,8 @@
 
 #ifdef DISTLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "core/device/cublas_library.hpp"
 #endif
 #ifdef DISTLAB_HAVE_NCCL
 #include "core/transport/nccl_calls.hpp"
@@ -74,6 +77,23 @@ TEST_CASE("cuda errors: a sticky error says it poisons the process; others do no
                  Contains("poisons the CUDA context of the whole process"));
   CHECK_THAT(cuda_error_text(cudaErrorInvalidValue),
              Contains("cudaErrorInvalidValue") && !Contains("poisons"));
+}
+
+TEST_CASE("cublas: opened at run time, every call distlab makes found, once per process",
+          "[device]") {
+  // dlopen needs no GPU, only the library: it is where the CUDA toolkit is.
+  const CublasLibrary& lib = cublas();
+  CHECK(lib.create != nullptr);
+  CHECK(lib.destroy != nullptr);
+  CHECK(lib.set_stream != nullptr);
+  CHECK(lib.set_math_mode != nullptr);
+  CHECK(lib.gemm_ex != nullptr);
+  REQUIRE(lib.status_string != nullptr);
+  CHECK(&cublas() == &lib);
+  // The library's own words for a status: what DL_CUBLAS_CHECK puts in its Error.
+  const std::string text = lib.status_string(CUBLAS_STATUS_NOT_INITIALIZED);
+  INFO(text);
+  CHECK_THAT(text, Contains("not initialized"));
 }
 
 #else

@@ -18,7 +18,7 @@ bool cuda_error_is_sticky(int code);
 }  // namespace distlab
 
 // CUDA, cuBLAS and NCCL calls: the macros expand only where those headers are included (CUDA
-// code), so this header needs none of them. A kernel launch is followed by
+// code; cuBLAS's through cublas_library.hpp), so this header needs none of them. A kernel launch is followed by
 // DL_CUDA_LAUNCH_CHECK(): the launch's error, without synchronizing the device.
 #define DL_CUDA_CHECK(call)                                     \
   do {                                                          \
@@ -31,7 +31,7 @@ bool cuda_error_is_sticky(int code);
   do {                                                                      \
     const cublasStatus_t dl_cublas_rc = (call);                             \
     DL_CHECK(dl_cublas_rc == CUBLAS_STATUS_SUCCESS, "{} failed: {}", #call, \
-             cublasGetStatusString(dl_cublas_rc));                          \
+             ::distlab::cublas().status_string(dl_cublas_rc));              \
   } while (0)
 #define DL_NCCL_CHECK(call)                                                                      \
   do {                                                                                           \

@@ -13,8 +13,9 @@
 #include "core/device/cuda_check.hpp"
 
 #ifdef DISTLAB_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "core/device/cublas_library.hpp"
 #endif
 #ifdef DISTLAB_HAVE_NCCL
 #include <nccl.h>
@@ -99,7 +100,7 @@ void cuda_unbind_rank() noexcept {
   if (stream) cudaStreamSynchronize(stream);
   if (t_rank.copy_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.copy_stream));
   release_device_blocks();  // nothing of this rank's runs any more
-  if (t_rank.cublas) cublasDestroy(static_cast<cublasHandle_t>(t_rank.cublas));
+  if (t_rank.cublas) cublas().destroy(static_cast<cublasHandle_t>(t_rank.cublas));
   if (t_rank.epoch_event) cudaEventDestroy(static_cast<cudaEvent_t>(t_rank.epoch_event));
   if (t_rank.copy_stream) cudaStreamDestroy(static_cast<cudaStream_t>(t_rank.copy_stream));
   if (stream) cudaStreamDestroy(stream);

@@ -17,11 +17,10 @@
 // handle disallows reduced-precision reductions: by default cuBLAS may split k and add the
 // partial products in the output type (f16 / bf16), rounding several times instead of once.
 // Disallowed, every C element is rounded to its type once, as ops.hpp promises and the CPU does.
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <climits>
 
+#include "core/device/cublas_library.hpp"
 #include "core/device/cuda_check.hpp"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ops_cuda.hpp"
@@ -37,10 +36,10 @@ cublasHandle_t rank_cublas() {
   CudaRank& rank = cuda_rank();
   if (!rank.cublas) {
     cublasHandle_t handle = nullptr;
-    DL_CUBLAS_CHECK(cublasCreate(&handle));
+    DL_CUBLAS_CHECK(cublas().create(&handle));
     rank.cublas = handle;
-    DL_CUBLAS_CHECK(cublasSetStream(handle, stream));
-    DL_CUBLAS_CHECK(cublasSetMathMode(
+    DL_CUBLAS_CHECK(cublas().set_stream(handle, stream));
+    DL_CUBLAS_CHECK(cublas().set_math_mode(
         handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   }
@@ -84,10 +83,10 @@ void gemm(void* c, const void* a, const void* b, DType type, std::size_t m, std:
   const int ldb = as_int(std::max<std::size_t>(1, trans_b ? k : n), "ldb");
   const int lda = as_int(std::max<std::size_t>(1, trans_a ? m : k), "lda");
   const int ldc = as_int(n, "n");
-  DL_CUBLAS_CHECK(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"), as_int(m, "m"),
-                               as_int(k, "k"), &alpha, b, t, ldb, a, t, lda, &beta, c, t, ldc,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  DL_CUBLAS_CHECK(cublas().gemm_ex(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"),
+                                   as_int(m, "m"), as_int(k, "k"), &alpha, b, t, ldb, a, t, lda,
+                                   &beta, c, t, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace distlab::cuda
