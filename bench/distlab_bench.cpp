@@ -24,6 +24,7 @@
 //       distlab-bench --csv results.csv                  also write every row as CSV
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -211,9 +211,9 @@ void library_gemm(const Settings& s, void* handle, View<T> c, View<const T> a, V
     const cudaDataType_t type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
     const int m = int(g.m), n = int(g.n), k = int(g.k);
     DL_CUBLAS_CHECK(cublas().gemm_ex(static_cast<cublasHandle_t>(handle),
-                                 g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n, k,
-                                 &alpha, a.ptr, type, g.trans_a ? k : m, b.ptr, type, k, &beta,
-                                 c.ptr, type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                     g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n, k,
+                                     &alpha, a.ptr, type, g.trans_a ? k : m, b.ptr, type, k, &beta,
+                                     c.ptr, type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
 #endif

@@ -7,6 +7,7 @@
 //
 //   distlab_bench_trace [--ranks 4] [--size 16M] [--iters 10] [--algo ring_chunked]
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <vector>

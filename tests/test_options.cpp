@@ -1,4 +1,5 @@
 // options.hpp: the options every lesson takes, parsed through CLI11 and finish_options.
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 #include <string>

@@ -18,8 +18,8 @@ bool cuda_error_is_sticky(int code);
 }  // namespace distlab
 
 // CUDA, cuBLAS and NCCL calls: the macros expand only where those headers are included (CUDA
-// code; cuBLAS's through cublas_library.hpp), so this header needs none of them. A kernel launch is followed by
-// DL_CUDA_LAUNCH_CHECK(): the launch's error, without synchronizing the device.
+// code; cuBLAS's through cublas_library.hpp), so this header needs none of them. A kernel launch is
+// followed by DL_CUDA_LAUNCH_CHECK(): the launch's error, without synchronizing the device.
 #define DL_CUDA_CHECK(call)                                     \
   do {                                                          \
     const cudaError_t dl_cuda_rc = (call);                      \

@@ -1,8 +1,9 @@
 // ops.hpp — the compute the lessons need, on whichever device the buffers live.
 //
 // Every op takes Views, checks their sizes and that they sit on one device, and runs there:
-// plain loops (Eigen for gemm) on the CPU; kernels and cuBLAS on a GPU (cuda/ops_cuda.hpp),
-// enqueued on the rank's stream and not waited for. Lesson code never changes with the device.
+// plain loops (Eigen for gemm, in gemm_cpu.cpp) on the CPU; kernels and cuBLAS on a GPU
+// (cuda/ops_cuda.hpp), enqueued on the rank's stream and not waited for. Lesson code never changes
+// with the device.
 //
 // Float types are f32, f16 (Half) and bf16 (BFloat16, half.hpp). Whatever the type, the math
 // is f32: 16-bit elements are widened, computed on, and rounded once to nearest even when
@@ -16,8 +17,6 @@
 //
 // Matrices are row-major: (rows, cols) with element (r, c) at r * cols + c.
 #pragma once
-
-#include <Eigen/Core>
 
 #include <cmath>
 #include <concepts>
@@ -74,30 +73,9 @@ void same_shape(const A& a, const B& b, const char* op) {
 }
 
 // Row-major float GEMM on the CPU, on Eigen's blocked kernels: C = alpha op(A) op(B) + beta C.
-inline void gemm_cpu(float* c, const float* a, const float* b, std::size_t m, std::size_t n,
-                     std::size_t k, bool trans_a, bool trans_b, float alpha, float beta) {
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const auto idx = [](std::size_t v) { return static_cast<Eigen::Index>(v); };
-  const Eigen::Map<const Matrix> A(a, idx(trans_a ? k : m), idx(trans_a ? m : k));
-  const Eigen::Map<const Matrix> B(b, idx(trans_b ? n : k), idx(trans_b ? k : n));
-  Eigen::Map<Matrix> C(c, idx(m), idx(n));
-  const auto run = [&](const auto& op_a, const auto& op_b) {
-    if (beta == 0.0f) {
-      C.noalias() = alpha * (op_a * op_b);  // C is not read: it may hold garbage, even NaN
-    } else {
-      C *= beta;
-      C.noalias() += alpha * (op_a * op_b);
-    }
-  };
-  if (trans_a && trans_b)
-    run(A.transpose(), B.transpose());
-  else if (trans_a)
-    run(A.transpose(), B);
-  else if (trans_b)
-    run(A, B.transpose());
-  else
-    run(A, B);
-}
+// Compiled once (gemm_cpu.cpp): Eigen's GEMM kernels cost every including file seconds to build.
+void gemm_cpu(float* c, const float* a, const float* b, std::size_t m, std::size_t n, std::size_t k,
+              bool trans_a, bool trans_b, float alpha, float beta);
 
 template <class T>
 std::vector<float> widened(View<const T> v) {

@@ -2,10 +2,12 @@
 // launch (threads or mpirun: launch.hpp), and the end of every run: the report, the checks, the
 // trace and the one line that says verified or FAILED.
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <regex>
 #include <string>
 #include <system_error>
@@ -79,19 +81,22 @@ void print_failed_checks(const RunResult& result) {
 
 Lesson::Lesson(LessonInfo info)
     : info_(std::move(info)),
-      app_(fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title)) {
+      app_(std::make_unique<CLI::App>(
+          fmt::format("distlab lesson {} {}: {}", info_.number, info_.name, info_.title))) {
   const char* dir = env_text("DISTLAB_TRACE_DIR");
 #ifdef DISTLAB_TRACE_DIR_DEFAULT
   const std::string trace_dir = dir ? dir : DISTLAB_TRACE_DIR_DEFAULT;
 #else
   const std::string trace_dir = dir ? dir : "traces";
 #endif
-  add_common_options(app_, options_, info_.default_size, trace_dir + "/" + id() + ".json");
-  app_.get_formatter()->column_width(34);
+  add_common_options(*app_, options_, info_.default_size, trace_dir + "/" + id() + ".json");
+  app_->get_formatter()->column_width(34);
 }
 
+Lesson::~Lesson() = default;
+
 void Lesson::add_root_option(int& root, const std::string& what) {
-  app_.add_option("--root", root, what)->capture_default_str();
+  app_->add_option("--root", root, what)->capture_default_str();
   on_world([&root](const World& w) {
     if (root < 0 || root >= w.size)
       throw UsageError(
@@ -104,11 +109,11 @@ void Lesson::add_break(const std::string& name, const std::string& what) {
   breaks_.emplace_back(name, what);
   std::string footer = "Classic bugs to switch on with --break NAME (the checks must catch each):";
   for (const auto& [n, w] : breaks_) footer += fmt::format("\n  {:<24} {}", n, w);
-  app_.footer(footer);
+  app_->footer(footer);
 }
 
 void Lesson::describe_size(const std::string& what) {
-  if (CLI::Option* size = app_.get_option_no_throw("--size")) size->description(what);
+  if (CLI::Option* size = app_->get_option_no_throw("--size")) size->description(what);
 }
 
 void Lesson::set_metadata(const std::string& key, const std::string& json_value) {
@@ -135,7 +140,7 @@ void Lesson::set_memory_formula(const std::string& label,
 
 std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const CLI::Option* opt : app_.get_options()) {
+  for (const CLI::Option* opt : app_->get_options()) {
     std::string name = opt->get_name(false, true);
     if (name.rfind("--", 0) != 0) continue;
     name = name.substr(2);
@@ -209,9 +214,9 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     return 2;
   };
   try {
-    app_.parse(argc, argv);
+    app_->parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return speaker ? app_.exit(e) : 0;  // --help
+    if (e.get_exit_code() == 0) return speaker ? app_->exit(e) : 0;  // --help
     return usage(fmt::format("{} (run with --help to see the options)", e.what()));
   }
 

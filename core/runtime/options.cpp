@@ -1,5 +1,7 @@
 #include "core/runtime/options.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include "core/base/check.hpp"
 #include "core/base/units.hpp"
 

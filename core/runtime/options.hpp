@@ -12,10 +12,12 @@
 //   --break NAME           switch on one of the lesson's classic bugs (--break list names them)
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
+
+namespace CLI {
+class App;  // <CLI/CLI.hpp>: included where options are added, not by every file of the runtime
+}  // namespace CLI
 
 namespace distlab {
 

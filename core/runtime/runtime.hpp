@@ -16,10 +16,9 @@
 // or no progress for --deadlock-timeout.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,8 +105,10 @@ std::string memory_refusal(const MemoryNeed& need, int ranks_here, double availa
 class Lesson {
  public:
   explicit Lesson(LessonInfo info);
+  ~Lesson();
 
-  CLI::App& app() { return app_; }
+  // The lesson's command line, to add its own options (include <CLI/CLI.hpp> to use it).
+  CLI::App& app() { return *app_; }
   const Options& options() const { return options_; }
   const LessonInfo& info() const { return info_; }
   std::string id() const { return info_.number + "_" + info_.name; }
@@ -149,7 +150,8 @@ class Lesson {
   std::vector<std::pair<std::string, std::string>> parameters() const;
 
   LessonInfo info_;
-  CLI::App app_;
+  std::unique_ptr<CLI::App>
+      app_;  // held by pointer: CLI11 costs seconds in every file that includes it
   Options options_;
   std::vector<std::function<void(const World&)>> on_world_;
   std::function<void(RunResult&)> on_report_;

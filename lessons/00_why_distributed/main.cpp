@@ -28,6 +28,7 @@
 //       ./distlab lesson 00 --bytes-per-param 4.2      ZeRO-1 over 64 GPUs (lesson 08): 19B parameters fit
 //       ./distlab lesson 00 --gpu-tflops 989 --gpu-memory-gb 141    an H200 (dense BF16 peak, its memory)
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 #include <Eigen/Dense>
 
 #include <algorithm>

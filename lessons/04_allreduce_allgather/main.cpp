@@ -25,6 +25,7 @@
 //                                                  MPI_Reduce_scatter_block and MPI_Allreduce
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
 #include <algorithm>

@@ -31,6 +31,7 @@
 //       ./distlab lesson 05 --optimizer adam --steps 20
 //       ./distlab lesson 05 --mpi 4                 one process per rank
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>

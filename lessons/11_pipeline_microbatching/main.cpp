@@ -29,6 +29,7 @@
 //       ./distlab lesson 11 --schedule naive           the whole batch at once: 1/P
 //       ./distlab lesson 11 --mpi 4                    one process per stage
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -21,6 +21,7 @@
 //       ./distlab lesson 12 --mpi 2                 one process per rank
 //       ./distlab lesson 12 --device cuda           the GEMMs through cuBLAS
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>

@@ -23,6 +23,7 @@
 //       ./distlab lesson 13 --ranks 2 --heads 4        heads must divide by the ranks
 //       ./distlab lesson 13 --mpi 2
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <string>

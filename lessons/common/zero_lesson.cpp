@@ -2,6 +2,7 @@
 #include "lessons/common/zero_lesson.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>

@@ -6,6 +6,7 @@
 //
 //   failure_probe --scenario wrong-order --deadlock-timeout 1     (threads; or under mpirun -n 2)
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdint>
