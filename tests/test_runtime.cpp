@@ -14,6 +14,7 @@
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/runtime/trace_counts.hpp"
 #include "core/trace/reader.hpp"
 
 using namespace distlab;
@@ -235,4 +236,13 @@ TEST_CASE("runtime: --break switches a declared bug on for its run only", "[runt
     Lesson without(info());
     CHECK(run_lesson(without, {"--no-trace", "--break", "a"}, [](Comm&) {}) == 2);
   }
+}
+
+TEST_CASE("runtime: the median of a phase's times is the middle one, the upper of two middles",
+          "[runtime]") {
+  CHECK(median({}) == 0);
+  CHECK(median({3.0}) == 3.0);
+  CHECK(median({5.0, 1.0, 4.0}) == 4.0);
+  CHECK(median({4.0, 1.0, 3.0, 2.0}) == 3.0);  // sorted 1 2 3 4: the upper middle
+  CHECK(median({2.0, 2.0, 9.0, 1.0, 2.0}) == 2.0);
 }

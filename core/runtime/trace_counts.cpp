@@ -128,6 +128,13 @@ std::vector<double> phase_seconds(const RankLog& log, const std::string& phase) 
   return out;
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto mid = values.begin() + std::ptrdiff_t(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
 RunResult only_steps(const RunResult& run, int first_step, int last_step) {
   RunResult out;
   out.world = run.world;

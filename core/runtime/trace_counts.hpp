@@ -37,6 +37,8 @@ StepCounts count_steps(const RunResult& run, int first_step, int last_step,
 // The duration of each compute-lane span named `phase` on `log`'s rank, in the order they ran,
 // in seconds.
 std::vector<double> phase_seconds(const RankLog& log, const std::string& phase);
+// The middle of `values` (of an even count, the upper of the two middles); 0 for none.
+double median(std::vector<double> values);
 
 // The same run with only the messages of steps [first_step, last_step] (for print_schedule).
 RunResult only_steps(const RunResult& run, int first_step, int last_step);

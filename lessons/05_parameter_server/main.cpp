@@ -430,19 +430,18 @@ void report_simulated_time(RunResult& r, const Setup& s, const CostParams& cp) {
   // workers' pushes to them start while r0 still pulls: the phases overlap, so they are reported.
   const bool checked = cp.network->uniform && piece >= kSimulatedCheckBytes && (!ps || K == 1);
   for (const Row& row : rows) {
-    std::vector<double> t = phase_seconds(*log0, row.phase);
+    const std::vector<double> t = phase_seconds(*log0, row.phase);
     if (t.empty()) continue;
-    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
-    const double median = t[t.size() / 2], ratio = median / row.predicted;
+    const double middle = median(t), ratio = middle / row.predicted;
     const std::string verdict = !checked ? "" : "  " + simulated_verdict(ratio);
-    fmt::print("  {:<24}  {:>10}  {:>10}  {:>6.2f}  {}{}\n", row.phase, format_seconds(median),
+    fmt::print("  {:<24}  {:>10}  {:>10}  {:>6.2f}  {}{}\n", row.phase, format_seconds(middle),
                format_seconds(row.predicted), ratio, row.formula, verdict);
     if (checked)
       r.check(fmt::format("{}: simulated time within {:.0f}% of {}{}", row.phase,
                           kSimulatedTolerance * 100, row.formula,
                           ps ? " (the contended formula: the busiest port's bytes)" : ""),
               std::abs(ratio - 1) <= kSimulatedTolerance,
-              fmt::format("simulated {}, predicted {}", format_seconds(median),
+              fmt::format("simulated {}, predicted {}", format_seconds(middle),
                           format_seconds(row.predicted)));
   }
   if (!checked)

@@ -12,6 +12,7 @@
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
 #include "core/cost/cost_model.hpp"
+#include "core/runtime/trace_counts.hpp"
 #include "core/training/teacher.hpp"
 #include "lessons/common/mlp_options.hpp"
 
@@ -283,10 +284,6 @@ void report_simulated_time(RunResult& r, const Config& config, const Outcome& ou
   std::optional<CostParams> cp = simulated_cost_params(r.hosts());
   const int n = r.world.size;
   if (!cp || n == 1 || outcome.run.step_seconds.empty() || outcome.dp_step_seconds.empty()) return;
-  const auto median = [](std::vector<double> t) {
-    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
-    return t[t.size() / 2];
-  };
   struct Row {
     Stage stage;
     double simulated, predicted;
