@@ -9,6 +9,9 @@ if ! command -v smpirun >/dev/null || [[ ! -f /usr/include/smpi/mpi.h ]]; then
   echo "sim_build: SimGrid's SMPI is not installed (smpirun, /usr/include/smpi): ./distlab deps installs it"
   exit 77
 fi
-[[ -f build/smpi/CMakeCache.txt ]] || cmake --preset smpi >/dev/null
+# Ninja when there is one: it compiles the lessons while the layers below them still link.
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+[[ -f build/smpi/CMakeCache.txt ]] || cmake --preset smpi "${generator[@]}" >/dev/null
 cmake --build build/smpi -j "$(nproc)" --target 01_send_recv 05_parameter_server \
   06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2 10_zero3_fsdp
