@@ -6,6 +6,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/base/check.hpp"
 
@@ -25,23 +26,18 @@ std::string cudart_directory() {
 
 CublasLibrary open_cublas() {
   const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-  void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string tried = soname, why = handle ? "" : dlerror();
-  if (!handle) {
-    const std::string dir = cudart_directory();
-    if (!dir.empty()) {
-      const std::string beside = dir + soname;
-      handle = dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!handle) {
-        tried += ", " + beside;
-        why += "; " + std::string(dlerror());
-      }
-    }
+  std::vector<std::string> candidates{soname};  // as the loader finds it, then beside libcudart
+  if (const std::string dir = cudart_directory(); !dir.empty()) candidates.push_back(dir + soname);
+  void* handle = nullptr;
+  std::string why;
+  for (const std::string& file : candidates) {
+    if ((handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+    why += (why.empty() ? "" : "; ") + std::string(dlerror());
   }
   DL_CHECK(handle != nullptr,
-           "cuBLAS could not be opened (tried {}): {}; put the CUDA toolkit's library directory "
-           "on LD_LIBRARY_PATH",
-           tried, why);
+           "cuBLAS could not be opened ({}); put the CUDA toolkit's library directory on "
+           "LD_LIBRARY_PATH",
+           why);
   CublasLibrary lib;
   auto find = [&](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
