@@ -47,7 +47,7 @@ expect() {
 }
 
 expect 0 unit "$build/tests/distlab_failure_tests" "[transport],[comm],[collectives],[runtime],[trace],[memory]"
-probe="$build/tests/failure_probe"
+probe="$build/tests/probes/failure_probe"
 for n in 2 64 1000; do
   expect 3 "wrong-order-n$n" "$probe" --scenario wrong-order --ranks "$n" --deadlock-timeout 30 --no-trace
 done

@@ -3,8 +3,6 @@
 
 add_executable(distlab_trace_check trace_check.cpp)
 target_link_libraries(distlab_trace_check PRIVATE distlab_core)
-add_executable(failure_probe probes/failure_probe.cpp)
-target_link_libraries(failure_probe PRIVATE distlab_core)
 
 set(run_lesson ${CMAKE_CURRENT_SOURCE_DIR}/run_lesson.sh)
 set(expect_failure ${CMAKE_CURRENT_SOURCE_DIR}/expect_failure.sh)
@@ -291,6 +289,8 @@ add_test(NAME failure.size-mismatch.threads COMMAND bash ${expect_failure} 1 10 
          -- $<TARGET_FILE:failure_probe> --scenario size-mismatch --no-trace)
 add_test(NAME usage.bad-size COMMAND bash ${expect_failure} 2 10 "unknown suffix"
          -- $<TARGET_FILE:failure_probe> --size 4X)
+add_test(NAME usage.probe.unknown COMMAND bash ${expect_failure} 2 10
+         "there is no probe 'nope'; probes: all_reduce failure library" -- ${CMAKE_SOURCE_DIR}/distlab probe nope)
 # Lesson 01's --help shows the calibration file it will write as an absolute path, from any
 # working directory.
 add_test(NAME usage.calibration-path-absolute
@@ -319,9 +319,6 @@ endif()
 # Every all-reduce algorithm against the float64 sum in one run, on in-process ranks and under
 # mpiexec (where MPI_Allreduce is checked as well); N = 3 and 6 fold, 7 elements give empty chunks.
 # The library collectives in place and out of place (MPI_IN_PLACE, never one buffer twice).
-add_executable(library_probe probes/library_probe.cpp)
-target_link_libraries(library_probe PRIVATE distlab_core)
-target_compile_options(library_probe PRIVATE -Wall -Wextra)
 if(DISTLAB_HAVE_MPI)
   distlab_lesson_test(probe.library.mpi3-tiny library_probe verified 3 3 --size 7)
   distlab_lesson_test(probe.library.mpi4 library_probe verified 4 4 --size 1000)
@@ -334,9 +331,6 @@ if(DISTLAB_HAVE_MPI)
   endif()
 endif()
 
-add_executable(all_reduce_probe probes/all_reduce_probe.cpp)
-target_link_libraries(all_reduce_probe PRIVATE distlab_core)
-target_compile_options(all_reduce_probe PRIVATE -Wall -Wextra)
 distlab_lesson_test(probe.all_reduce.threads-n6 all_reduce_probe verified 6 0 --ranks 6 --size 1000)
 distlab_lesson_test(probe.all_reduce.threads-n6-tiny all_reduce_probe verified 6 0 --ranks 6 --size 7)
 distlab_lesson_test(probe.all_reduce.inject-fault all_reduce_probe failed 3 0 --ranks 3 --size 64 --inject-fault)

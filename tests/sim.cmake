@@ -68,6 +68,25 @@ distlab_sim_test(09.fat-tree-64 0 120 ": verified \\(" "64 ranks, mpi, cpu"
                  "fat-tree-64's routes differ"
                  -- ${front} lesson 09 --sim fat-tree-64 --ranks 64 --trace ${sim_out}/09_fat-tree-64.json)
 
+# The probes on a simulated cluster (./distlab probe NAME --sim ...): every all-reduce against
+# SMPI's MPI_Allreduce, the library calls in place and out of place, a fault that must fail;
+# and the ways a run goes wrong. SMPI's MPI_Abort and deadlocks would end the run with exit 0:
+# each must exit non-zero with distlab's words (a deadlock with every rank's wait, exit 3).
+distlab_sim_test(probe.all_reduce 0 120 ": verified \\(" "6 ranks, mpi, cpu"
+                 -- ${front} probe all_reduce --sim cluster-1gbe --ranks 6 --size 1000 --no-trace)
+distlab_sim_test(probe.library 0 120 ": verified \\(" "3 ranks, mpi, cpu"
+                 -- ${front} probe library --sim cluster-10gbe --ranks 3 --size 7 --no-trace)
+distlab_sim_test(probe.inject-fault 1 120 ": FAILED \\("
+                 -- ${front} probe library --sim cluster-10gbe --ranks 3 --size 7 --inject-fault --no-trace)
+distlab_sim_test(deadlock 3 60 "deadlock: every rank waits and no message can move"
+                 "r0 waits in recv from r1 \\(tag 7, 32 B, f32\\) since simulated t = "
+                 "r3 waits in recv from r2 \\(tag 7"
+                 -- ${front} probe failure --sim cluster-1gbe --ranks 4 --scenario wrong-order --no-trace)
+distlab_sim_test(failure.throw 1 60 "rank 1 failed: rank 1 hit a failed check on purpose"
+                 -- ${front} probe failure --sim cluster-1gbe --ranks 2 --scenario throw --no-trace)
+distlab_sim_test(failure.size-mismatch 1 60 "is larger than the 16 B the receive expects"
+                 -- ${front} probe failure --sim cluster-1gbe --ranks 2 --scenario size-mismatch --no-trace)
+
 # Every simulated run's trace: its invariants (distlab_trace_check: flows bound to their
 # messages' slices, spans nested, ...), and its clock marked simulated with the platform's name.
 add_test(NAME sim.traces COMMAND bash -c "set -e; n=0; for t in \"$1\"/*.json; do \

@@ -5,11 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
 #include "core/transport/mpi_check.hpp"
+
+#ifdef DISTLAB_SMPI
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#endif
 
 namespace distlab {
 
@@ -57,6 +63,38 @@ bool complete(MpiReq& r, int rank, int rc, bool finished) {
   return true;
 }
 
+#ifdef DISTLAB_SMPI
+// A simulated run (smpirun): every rank is a SimGrid actor in one process, and each has its own
+// copy of this program, so `live` is this rank's transport. When every rank blocks, SimGrid
+// finds nothing left to simulate (a deadlock): it says so, kills the actors and, left alone,
+// ends the process with exit 0. Each rank then prints what it waits for, and the first actor
+// killed ends the process with exit 3, as the deadlock report does under mpirun. The flag
+// that says a deadlock was reported is the environment: the one thing all copies share.
+constexpr const char* kSimDeadlock = "DISTLAB_SIM_DEADLOCK";
+const MpiTransport* live = nullptr;
+
+void on_sim_deadlock() {
+  if (live == nullptr) return;  // this rank has finished
+  if (std::getenv(kSimDeadlock) == nullptr) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "distlab: deadlock: every rank waits and no message can move (SimGrid found "
+                 "nothing left to simulate). Who waits for whom:\n");
+    setenv(kSimDeadlock, "1", 1);
+  }
+  std::fprintf(stderr, "  %s\n", live->blocked_line().c_str());
+  std::fflush(stderr);
+}
+
+void on_sim_actor_exit(bool failed) {
+  if (failed && std::getenv(kSimDeadlock) != nullptr) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+}
+#endif
+
 }  // namespace
 
 std::string mpi_error_string(int code) {
@@ -78,9 +116,21 @@ MpiTransport::MpiTransport(double deadlock_timeout_s)
   MPI_Get_processor_name(name, &len);
   host_.assign(name, static_cast<std::size_t>(len));
   estimate_clock_offsets();
+#ifdef DISTLAB_SMPI
+  static bool hooked = false;  // once per rank (its copy of the program)
+  if (!hooked) {
+    simgrid::s4u::Engine::on_deadlock_cb(on_sim_deadlock);
+    simgrid::s4u::this_actor::on_exit(on_sim_actor_exit);
+    hooked = true;
+  }
+  live = this;
+#endif
 }
 
 MpiTransport::~MpiTransport() {
+#ifdef DISTLAB_SMPI
+  if (live == this) live = nullptr;
+#endif
   if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
   if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
 }
@@ -167,6 +217,18 @@ struct MpiTransport::Answer {
   double quiet_s = 0;
   char line[240] = {};
 };
+
+#ifdef DISTLAB_SMPI
+// Called from SimGrid's own context, not a rank's (whose clock would be MPI_Wtime). The wait
+// is forever, so the line says when it began on the simulated clock, not how long it lasted.
+std::string MpiTransport::blocked_line() const {
+  if (blocked_in_ == nullptr && !in_barrier_)
+    return fmt::format("r{} waits in a call of MPI's own (a library collective)", rank_);
+  std::string line = describe_wait(rank_, blocked_in_, blocked_since_, blocked_since_);
+  line.erase(line.rfind(" for "));
+  return line + fmt::format(" since simulated t = {:.6f} s", blocked_since_ * 1e-6);
+}
+#endif
 
 std::string MpiTransport::my_line(const Waiting& waiting, double since) const {
   const bool idle = !waiting.request && waiting.what.empty();
@@ -326,7 +388,10 @@ void MpiTransport::wait(RequestState& request) {
     // instant of simulated time; SimGrid itself reports ranks that wait for each other forever.
     auto& r = static_cast<MpiReq&>(request);
     r.statuses.resize(r.reqs.size());
+    blocked_in_ = &request;
+    blocked_since_ = now_us();
     const int rc = MPI_Waitall(static_cast<int>(r.reqs.size()), r.reqs.data(), r.statuses.data());
+    blocked_in_ = nullptr;
     complete(r, rank_, rc, true);
     progressed();
     return;
@@ -336,7 +401,10 @@ void MpiTransport::wait(RequestState& request) {
 
 void MpiTransport::barrier() {
   if constexpr (kSimulatedBuild) {
+    blocked_since_ = now_us();
+    in_barrier_ = true;
     DL_MPI_CHECK(MPI_Barrier(data_));
+    in_barrier_ = false;
     return;
   }
   MPI_Request req = MPI_REQUEST_NULL;
@@ -382,6 +450,9 @@ void MpiTransport::abort_all(const std::string& message, int exit_code) {
   std::fflush(stdout);
   std::fprintf(stderr, "distlab: %s\n", message.c_str());
   std::fflush(stderr);
+  // Simulated: every rank lives in this one process, and SMPI's MPI_Abort ends the simulation
+  // with exit 0, so the run ends here with its own code.
+  if constexpr (kSimulatedBuild) std::_Exit(exit_code);
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::exit(exit_code);
 }

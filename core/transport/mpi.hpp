@@ -9,7 +9,8 @@
 // progressed within the timeout the run goes on, with one line saying so; if every rank
 // answered and none did, it prints every rank's wait once and aborts (exit 3).
 // In a simulated run (SimGrid's SMPI, the smpi preset) waits block in MPI_Waitall instead: a
-// polling rank would never let the simulated clock move, and SimGrid reports deadlocks itself.
+// polling rank would never let the simulated clock move. SimGrid finds deadlocks itself (no
+// event left to simulate); each rank then prints its wait and the run ends with exit 3.
 #pragma once
 
 #include <mpi.h>
@@ -55,8 +56,10 @@ class MpiTransport : public Transport {
   std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine, int root);
   int broadcast_int(int value, int root);
 
-  // Prints the message and ends every process (MPI_Abort).
+  // Prints the message and ends every process (MPI_Abort; simulated, the one process).
   [[noreturn]] static void abort_all(const std::string& message, int exit_code);
+  // Simulated runs: what this rank is blocked in, as a line of a deadlock report.
+  std::string blocked_line() const;
 
  private:
   // What a blocked rank says it waits for: a message, a named wait, or (neither) the barrier.
@@ -88,6 +91,10 @@ class MpiTransport : public Transport {
   int round_ = 0;
   std::string host_;
   double clock_offset_us_ = 0;
+  // Simulated runs only: the wait this rank blocks in (MPI_Waitall or MPI_Barrier), and since when.
+  const RequestState* blocked_in_ = nullptr;
+  bool in_barrier_ = false;
+  double blocked_since_ = 0;
 };
 
 }  // namespace distlab
