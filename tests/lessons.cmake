@@ -334,11 +334,16 @@ endif()
 distlab_lesson_test(probe.all_reduce.threads-n6 all_reduce_probe verified 6 0 --ranks 6 --size 1000)
 distlab_lesson_test(probe.all_reduce.threads-n6-tiny all_reduce_probe verified 6 0 --ranks 6 --size 7)
 distlab_lesson_test(probe.all_reduce.inject-fault all_reduce_probe failed 3 0 --ranks 3 --size 64 --inject-fault)
+# On groups (Comm::split): 7 ranks in 3 groups of 3, 2 and 2, keys backwards; a fault in one.
+distlab_lesson_test(probe.all_reduce.split-threads-n7 all_reduce_probe verified 7 0 --ranks 7 --split 3 --size 1000)
+distlab_lesson_test(probe.all_reduce.split-inject-fault all_reduce_probe failed 7 0 --ranks 7 --split 3 --size 64 --inject-fault)
 if(DISTLAB_HAVE_MPI)
   distlab_lesson_test(probe.all_reduce.mpi4 all_reduce_probe verified 4 4 --size 1000)
   distlab_lesson_test(probe.all_reduce.mpi4-tiny all_reduce_probe verified 4 4 --size 7)
   distlab_lesson_test(probe.all_reduce.mpi3 all_reduce_probe verified 3 3 --size 1000)
   distlab_lesson_test(probe.all_reduce.mpi3-tiny all_reduce_probe verified 3 3 --size 7)
+  # MPI_Comm_split's groups: every algorithm and MPI_Allreduce on a group of 2 and one of 1.
+  distlab_lesson_test(probe.all_reduce.split-mpi3 all_reduce_probe verified 3 3 --split 2 --size 1000)
 endif()
 
 # distlab-bench: a small sweep must run, time every candidate and find no wrong element.

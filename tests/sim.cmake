@@ -74,6 +74,8 @@ distlab_sim_test(09.fat-tree-64 0 120 ": verified \\(" "64 ranks, mpi, cpu"
 # each must exit non-zero with distlab's words (a deadlock with every rank's wait, exit 3).
 distlab_sim_test(probe.all_reduce 0 120 ": verified \\(" "6 ranks, mpi, cpu"
                  -- ${front} probe all_reduce --sim cluster-1gbe --ranks 6 --size 1000 --no-trace)
+distlab_sim_test(probe.all_reduce-split 0 120 ": verified \\(" "12 ranks, mpi, cpu"
+                 -- ${front} probe all_reduce --sim fat-tree-64 --ranks 12 --split 5 --size 13 --no-trace)
 distlab_sim_test(probe.library 0 120 ": verified \\(" "3 ranks, mpi, cpu"
                  -- ${front} probe library --sim cluster-10gbe --ranks 3 --size 7 --no-trace)
 distlab_sim_test(probe.inject-fault 1 120 ": FAILED \\("

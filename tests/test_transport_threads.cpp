@@ -434,12 +434,12 @@ TEST_CASE(
   ThreadHub hub(2, 10.0);
   ThreadTransport t0(hub, 0), t1(hub, 1);
   std::vector<float> in(4, -1.0f), out(4, 7.0f);
-  auto recv = t1.irecv({in.data(), in.size() * sizeof(float), DType::f32, Device::cpu}, 0, 3);
+  auto recv = t1.irecv({in.data(), in.size() * sizeof(float), DType::f32, Device::cpu}, 0, 3, 0);
   CHECK(t1.in_flight(in.data() + 2, sizeof(float)));
   CHECK_FALSE(t1.in_flight(out.data(), sizeof(float)));
   t1.cancel_pending();  // r1 goes down
   CHECK_FALSE(t1.in_flight(in.data(), in.size() * sizeof(float)));
-  auto send = t0.isend({out.data(), out.size() * sizeof(float), DType::f32, Device::cpu}, 1, 3);
+  auto send = t0.isend({out.data(), out.size() * sizeof(float), DType::f32, Device::cpu}, 1, 3, 0);
   CHECK_FALSE(send->done.load());  // no receive left to match it
   CHECK(in == std::vector<float>(4, -1.0f));
   t0.cancel_pending();
@@ -455,7 +455,7 @@ TEST_CASE(
   constexpr std::size_t kBytes = std::size_t{1} << 20;  // big enough for the allocator to keep
   set_in_flight(&t0);
   void* p = device_alloc(Device::cpu, kBytes);
-  t0.irecv({p, kBytes, DType::u8, Device::cpu}, 1, 0);
+  t0.irecv({p, kBytes, DType::u8, Device::cpu}, 1, 0, 0);
   device_free(Device::cpu, p, kBytes);  // as a rank unwinding from an exception would
   void* q = device_alloc(Device::cpu, kBytes);
   CHECK(q != p);  // p is still named by the receive: not handed out again

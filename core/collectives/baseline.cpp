@@ -114,8 +114,9 @@ namespace {
 MPI_Comm mpi_comm(Comm& comm) {
   DL_CHECK(comm.world().mode == Mode::mpi,
            "the MPI library collectives need the lesson to run under mpirun");
-  auto* t = dynamic_cast<MpiTransport*>(&comm.transport());
-  return t ? t->comm() : MPI_COMM_WORLD;
+  MpiTransport* t = comm.transport().mpi_transport();
+  DL_CHECK(t != nullptr, "the MPI library collectives need an MPI transport under this one");
+  return t->comm(comm.context());
 }
 
 // MPI's type for moving elements; a reduction needs arithmetic MPI has for it.

@@ -133,21 +133,23 @@ struct Nccl {
   std::size_t launched_before = 0;  // queued point-to-point messages launched just before it
 };
 
-// In-process ranks: each rank thread makes its own communicator, once, from an id the first
-// rank makes for the run (NCCL's one-device-per-thread pattern). Non-blocking, so that a rank
-// that never arrives is reported, not waited on.
+// In-process ranks: each rank thread makes its own communicator per context (the run's, or a
+// split group's), once, from an id the first member makes (NCCL's one-device-per-thread
+// pattern). Non-blocking, so that a rank that never arrives is reported, not waited on.
 ncclComm_t thread_comm(Comm& comm, ThreadTransport& t) {
   CudaRank& rank = cuda_rank();
-  if (rank.nccl) return static_cast<ncclComm_t>(rank.nccl);
-  auto id = std::static_pointer_cast<ncclUniqueId>(t.hub().shared("library NCCL id", [] {
+  void*& made_comm = rank.nccl[comm.context()];
+  if (made_comm) return static_cast<ncclComm_t>(made_comm);
+  const std::string key = fmt::format("library NCCL id, context {}", comm.context());
+  auto id = std::static_pointer_cast<ncclUniqueId>(t.hub().shared(key, [] {
     auto made = std::make_shared<ncclUniqueId>();
     DL_NCCL_CHECK(ncclGetUniqueId(made.get()));
     return std::shared_ptr<void>(made);
   }));
   // A failed initialisation is aborted inside; a made one is released at unbind
   // (cuda_release_nccl), whatever happens next.
-  rank.nccl = nccl_init_comm(comm.size(), comm.rank(), id.get(), t);
-  return static_cast<ncclComm_t>(rank.nccl);
+  made_comm = nccl_init_comm(comm.size(), comm.rank(), id.get(), t);
+  return static_cast<ncclComm_t>(made_comm);
 }
 
 // The NCCL communicator of this run, or none when the staged transport carries it.
@@ -156,7 +158,7 @@ bool nccl_of(Comm& comm, Nccl& out) {
   if (auto* t = dynamic_cast<NcclTransport*>(&comm.transport())) {
     // Queued point-to-point first: every rank issues its NCCL calls in one order.
     const std::size_t launched = t->flush();
-    out = {static_cast<ncclComm_t>(t->comm()), t, launched};
+    out = {static_cast<ncclComm_t>(t->comm(comm.context())), t, launched};
     return true;
   }
 #endif

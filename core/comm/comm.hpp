@@ -13,15 +13,24 @@
 //                                            {.op = "forward", .micro = 2}) says what it is
 //   comm.check(name, ok, detail)             a verification result; all must pass
 //   comm.say(...), comm.say_on(r, ...)       print on rank 0 only / on rank r only
+//   comm.split(color, key, "tp")             the ranks that pass the same color, as a Comm of
+//                                            their own (MPI_Comm_split's meaning)
+//
+// A Comm made by split is a group: rank() and size() are the rank's place in it, peers are
+// group ranks, and every collective in core runs on it unchanged. Its messages match only its
+// own (a context of the transport: MPI_Comm_split, a NCCL communicator per group), and the trace
+// names them by world rank with the group's name. It shares the rank's trace, memory ledger and
+// step ids with the Comm it was split from.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "core/base/dtype.hpp"
@@ -37,35 +46,52 @@ namespace distlab {
 class Comm {
  public:
   Comm(World world, Transport& transport, bool verbose);
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  Comm(Comm&&) = default;
+
+  // Collective over this Comm: every rank passes a color (>= 0) and a key. The ranks with this
+  // rank's color become a group, ordered by key, then by their rank here. `name` ("tp", "dp")
+  // labels its messages in the trace and its checks. Splits nest: a group splits like any Comm.
+  Comm split(int color, int key, std::string name = {});
 
   const World& world() const { return world_; }
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
   Device device() const { return world_.device; }
   Transport& transport() { return transport_; }
-  Recorder& recorder() { return recorder_; }
-  Ledger& ledger() { return ledger_; }
+  Recorder& recorder() { return rank_->recorder; }
+  Ledger& ledger() { return rank_->ledger; }
+
+  // --- groups (split) --------------------------------------------------------------------
+  int context() const { return context_; }             // the transport's context: 0 for every rank
+  const std::string& group() const { return group_; }  // the name given to split, "" at first
+  // The world rank of this Comm's rank `r` (r itself before any split).
+  int world_rank(int r) const {
+    return members_.empty() ? r : members_[static_cast<std::size_t>(r)];
+  }
 
   template <class T>
   Buffer<T> alloc(std::size_t n, Category category) {
-    return Buffer<T>(ledger_, category, n, world_.device);
+    return Buffer<T>(rank_->ledger, category, n, world_.device);
   }
   // A buffer holding `values` (copied to the GPU on a GPU rank), charged to `category`.
   template <class T>
   Buffer<T> alloc_from(const std::vector<T>& values, Category category) {
-    Buffer<T> b(ledger_, category, values.size(), world_.device, /*zero=*/false);
+    Buffer<T> b(rank_->ledger, category, values.size(), world_.device, /*zero=*/false);
     from_host(b.view(), values);
     return b;
   }
   // A collective's workspace: charged to Category::comm, not zero-filled (write before reading).
   template <class T>
   Buffer<T> scratch(std::size_t n) {
-    return Buffer<T>(scratch_ledger_ ? *scratch_ledger_ : ledger_, Category::comm, n, world_.device,
+    return Buffer<T>(rank_->scratch_ledger ? *rank_->scratch_ledger : rank_->ledger, Category::comm,
+                     n, world_.device,
                      /*zero=*/false);
   }
   // Charges collectives' workspaces to `ledger` instead of this rank's (nullptr: back to it), for
   // a comparison run that must leave the rank's memory figures alone.
-  void charge_scratch_to(Ledger* ledger) { scratch_ledger_ = ledger; }
+  void charge_scratch_to(Ledger* ledger) { rank_->scratch_ledger = ledger; }
 
   // --- point-to-point ------------------------------------------------------------------
   template <class T>
@@ -104,15 +130,16 @@ class Comm {
   void wait_all(std::vector<Request>& rs) {
     for (auto& r : rs) wait(r);
   }
-  void barrier() { transport_.barrier(); }
+  // Every rank of this Comm (a group: its members only) has arrived.
+  void barrier();
   // The most sends this rank had posted and not yet waited for, at once, since the last call
   // (which starts the count again from the sends open now). That is what an algorithm keeps in
   // flight, whatever the transport does with the data meanwhile: on threads a send whose receive
   // is already posted is copied at once and its trace span ends there, while MPI keeps the
   // request, and its span, open until the wait.
   int take_most_open_sends() {
-    const int most = most_open_sends_;
-    most_open_sends_ = open_sends_;
+    const int most = rank_->most_open_sends;
+    rank_->most_open_sends = rank_->open_sends;
     return most;
   }
 
@@ -120,11 +147,11 @@ class Comm {
   // Reserves `count` global step ids. Every rank calls the same collectives in the same
   // order, so every rank gets the same ids without talking.
   int next_steps(int count) {
-    const int base = step_counter_;
-    step_counter_ += count;
+    const int base = rank_->step_counter;
+    rank_->step_counter += count;
     return base;
   }
-  void mark_step(int step) { recorder_.step(step); }
+  void mark_step(int step) { rank_->recorder.step(step); }
 
   // On a GPU rank a phase also records a CUDA event pair on the rank's stream around the work
   // enqueued inside it (the gpu lane shows when the GPU ran it) and pushes an NVTX range; on
@@ -162,9 +189,9 @@ class Comm {
   // --- verification and output ----------------------------------------------------------
   void check(const std::string& name, bool ok, const std::string& detail = {});
   // True when a test asked (with --inject-fault) that this rank's result be corrupted.
-  bool inject_fault() const { return inject_fault_ && world_.rank == world_.size - 1; }
-  bool fault_requested() const { return inject_fault_; }  // on every rank: the lesson picks one
-  void set_inject_fault(bool on) { inject_fault_ = on; }
+  bool inject_fault() const { return rank_->inject_fault && world_.rank == world_.size - 1; }
+  bool fault_requested() const { return rank_->inject_fault; }  // every rank: the lesson picks
+  void set_inject_fault(bool on) { rank_->inject_fault = on; }
 
   template <class... Args>
   void say(fmt::format_string<Args...> f, Args&&... args) {
@@ -181,19 +208,34 @@ class Comm {
   }
 
  private:
+  // What a rank has once, whichever group it speaks in: its trace, its memory, its step ids.
+  struct RankState {
+    explicit RankState(int world_rank) : recorder(world_rank), ledger(&recorder) {}
+    Recorder recorder;
+    Ledger ledger;
+    Ledger* scratch_ledger = nullptr;
+    bool verbose = false;
+    bool inject_fault = false;
+    int step_counter = 1;                     // step ids start at 1, as people count them
+    int open_sends = 0, most_open_sends = 0;  // sends posted, not yet waited for
+    // Messages so far per (world peer, tag, context), which pairs a send with its receive.
+    std::map<std::tuple<int, int, std::string>, std::uint64_t> send_seq, recv_seq;
+    std::unique_ptr<GpuTimeline> gpu;  // --device cuda only: no cost on the CPU
+  };
+  Comm(std::shared_ptr<RankState> rank, World world, Transport& transport, int context,
+       std::vector<int> members, std::string group);
   Request post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta meta);
+  // Sends `out` to every other rank of this Comm and returns all ranks' values (its own in its
+  // place): the exchange split and a group's barrier run on, below the trace.
+  std::vector<std::int64_t> exchange(std::int64_t out, int tag);
 
-  World world_;
+  std::shared_ptr<RankState> rank_;
+  World world_;  // rank and size in this Comm
   Transport& transport_;
-  Recorder recorder_;
-  Ledger ledger_;
-  Ledger* scratch_ledger_ = nullptr;
-  bool verbose_;
-  bool inject_fault_ = false;
-  int step_counter_ = 1;                      // step ids start at 1, as people count them
-  int open_sends_ = 0, most_open_sends_ = 0;  // sends posted, not yet waited for
-  std::unordered_map<std::uint64_t, std::uint64_t> send_seq_, recv_seq_;
-  std::unique_ptr<GpuTimeline> gpu_;  // --device cuda only: no cost on the CPU
+  int context_ = 0;
+  std::vector<int> members_;  // world ranks by rank here; empty: this Comm is the world
+  std::string group_;
+  int splits_ = 0;  // splits made of this Comm
 };
 
 }  // namespace distlab

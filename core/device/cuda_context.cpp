@@ -93,10 +93,9 @@ void cuda_unbind_rank() noexcept {
   if (t_rank.device < 0) return;
   cudaSetDevice(t_rank.device);
   auto stream = static_cast<cudaStream_t>(t_rank.stream);
-  if (t_rank.nccl) {
-    cuda_release_nccl(t_rank.nccl);
-    t_rank.nccl = nullptr;
-  }
+  for (auto& [context, nccl] : t_rank.nccl)
+    if (nccl) cuda_release_nccl(nccl);
+  t_rank.nccl.clear();
   if (stream) cudaStreamSynchronize(stream);
   if (t_rank.copy_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(t_rank.copy_stream));
   release_device_blocks();  // nothing of this rank's runs any more

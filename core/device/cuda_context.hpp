@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 
 namespace distlab {
 
@@ -29,9 +30,10 @@ struct CudaRank {
   // The trace's clock epoch (device_timing.hpp): a timing event and its host time in us.
   void* epoch_event = nullptr;
   double epoch_us = 0;
-  // ncclComm_t for the library collectives on in-process ranks, created on first use
-  // (baseline_gpu.cpp); finalized and destroyed at unbind, on this thread.
-  void* nccl = nullptr;
+  // ncclComm_t for the library collectives on in-process ranks, one per context (a split
+  // group, Comm::split; 0: every rank), created on first use (baseline_gpu.cpp); finalized and
+  // destroyed at unbind, on this thread.
+  std::map<int, void*> nccl;
   // Whether finalizing an NCCL communicator may stop waiting for the other ranks (set by the
   // runtime for in-process ranks: the run failed, or every other rank has finished). Unset:
   // it waits up to kNcclFinalizeCapS.

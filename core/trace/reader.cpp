@@ -235,6 +235,7 @@ LoadedTrace parse_trace(const std::string& json) {
         s.tag = int_or(args, "tag", -1);
         s.step = int_or(args, "step", -1);
         s.msg = int_or(args, "msg", 0);
+        s.group = string_or(args, "group");
       }
       t.spans.push_back(std::move(s));
     } else if (ph == "s" || ph == "f") {

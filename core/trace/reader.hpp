@@ -32,6 +32,7 @@ struct TraceSpan {
   std::string name, cat;
   double ts = 0, dur = 0;
   std::int64_t peer = -1, bytes = -1, tag = -1, step = -1, msg = 0;
+  std::string group;  // a message's group (Comm::split), "" for the world's
 };
 
 struct TraceFlow {

@@ -76,6 +76,7 @@ std::vector<char> serialize(const RankLog& log) {
     w.pod(e.meta.apply);
     w.pod(e.meta.contributions);
     w.pod(e.meta.contrib_mask);
+    w.str(e.meta.group);
     w.str(e.phase.op);
     w.pod(e.phase.micro);
     w.pod(e.phase.stage);
@@ -134,6 +135,7 @@ RankLog deserialize(const std::vector<char>& bytes) {
     e.meta.apply = r.pod<Apply>();
     e.meta.contributions = r.pod<int>();
     e.meta.contrib_mask = r.pod<std::uint64_t>();
+    e.meta.group = r.str();
     e.phase.op = r.str();
     e.phase.micro = r.pod<int>();
     e.phase.stage = r.pod<int>();

@@ -30,6 +30,7 @@ struct MsgMeta {
   Apply apply = Apply::copy;
   int contributions = 0;           // how many ranks' data is summed into this payload
   std::uint64_t contrib_mask = 0;  // bit r set when rank r's data is in it (world <= 64)
+  std::string group;               // the group it was sent in (Comm::split's name), "" for all
 };
 
 // What a lesson says a compute phase is (schema 3, docs/trace-format.md "Phase args"): the op,
@@ -53,7 +54,7 @@ struct SpanEvent {
   double t0 = 0, t1 = 0;  // microseconds on this rank's clock
   int peer = -1, tag = -1;
   std::uint64_t bytes = 0;
-  std::uint64_t seq = 0;  // k-th message between (src, dst, tag): pairs send with recv
+  std::uint64_t seq = 0;  // k-th message between (src, dst, tag) in its group: pairs send with recv
   MsgMeta meta;
   PhaseArgs phase;  // plain spans on the compute lane only
 };

@@ -102,7 +102,7 @@ double deliver_start(double t0, double t1, std::optional<double> sent) {
   return to_ns(std::max(t0, std::min(d0, t1 - kNs)));
 }
 
-using FlowKey = std::tuple<int, int, int, std::uint64_t>;  // src, dst, tag, seq
+using FlowKey = std::tuple<int, int, int, std::string, std::uint64_t>;  // src, dst, tag, group, seq
 
 void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flow) {
   out += fmt::format(R"(,"args":{{"peer":{},"bytes":{},"tag":{})", e.peer, e.bytes, e.tag);
@@ -113,6 +113,7 @@ void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flo
   out += fmt::format(R"(,"apply":"{}","contributions":{})",
                      e.meta.apply == Apply::reduce ? "reduce" : "copy", e.meta.contributions);
   if (e.meta.contrib_mask) out += fmt::format(R"(,"contrib_mask":"0x{:x}")", e.meta.contrib_mask);
+  if (!e.meta.group.empty()) out += fmt::format(R"(,"group":{})", json_string(e.meta.group));
   if (flow) out += fmt::format(R"(,"msg":{})", flow);
   out += "}";
 }
@@ -139,9 +140,9 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
   }
   if (logs.empty() || epoch > 1e299) epoch = 0;
 
-  // Flow ids: one per message, keyed by (src, dst, tag, seq), numbered in send order. Times on
-  // the printed nanosecond grid: when each message was sent, and where its deliver slice
-  // starts (the post slice at the send's start must end by then).
+  // Flow ids: one per message, keyed by (src, dst, tag, group, seq), numbered in send order. Times
+  // on the printed nanosecond grid: when each message was sent, and where its deliver slice starts
+  // (the post slice at the send's start must end by then).
   std::map<FlowKey, std::uint64_t> flow_ids;
   std::map<std::uint64_t, double> sent_at, delivered_at;  // flow id -> us from the epoch
   std::uint64_t next_flow = 1;
@@ -149,12 +150,12 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     for (const auto& e : log.spans)
       if (e.kind == SpanEvent::Kind::send) {
         sent_at[next_flow] = to_ns(e.t0 + log.clock_offset_us - epoch);
-        flow_ids[{log.rank, e.peer, e.tag, e.seq}] = next_flow++;
+        flow_ids[{log.rank, e.peer, e.tag, e.meta.group, e.seq}] = next_flow++;
       }
   for (const auto& log : logs)
     for (const auto& e : log.spans)
       if (e.kind == SpanEvent::Kind::recv) {
-        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.seq});
+        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.meta.group, e.seq});
         if (it == flow_ids.end()) continue;
         const double off = log.clock_offset_us - epoch;
         delivered_at[it->second] = deliver_start(
@@ -190,7 +191,8 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     for (const auto& e : log.spans) {
       // On the printed nanosecond grid from here on: nesting is decided on the times written.
       Slice s{&e, Role::span, to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off)};
-      if (e.kind == SpanEvent::Kind::send) s.flow = flow_ids[{log.rank, e.peer, e.tag, e.seq}];
+      if (e.kind == SpanEvent::Kind::send)
+        s.flow = flow_ids[{log.rank, e.peer, e.tag, e.meta.group, e.seq}];
       slices.push_back(s);
       const Slice* parent = &slices.back();
       if (e.kind == SpanEvent::Kind::send) {
@@ -201,7 +203,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         slices.push_back({&e, Role::post, s.t0, to_ns(std::max(s.t0, p1)), 0, 0, s.flow, parent});
       }
       if (e.kind == SpanEvent::Kind::recv) {
-        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.seq});
+        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.meta.group, e.seq});
         const std::uint64_t flow = it == flow_ids.end() ? 0 : it->second;
         const double d0 = flow ? delivered_at[flow] : deliver_start(s.t0, s.t1, std::nullopt);
         slices.push_back({&e, Role::deliver, d0, s.t1, 0, 0, flow, parent});

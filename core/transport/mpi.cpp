@@ -131,6 +131,8 @@ MpiTransport::~MpiTransport() {
 #ifdef DISTLAB_SMPI
   if (live == this) live = nullptr;
 #endif
+  for (auto& c : contexts_)
+    if (c.comm != MPI_COMM_NULL) MPI_Comm_free(&c.comm);
   if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
   if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
 }
@@ -176,12 +178,52 @@ void MpiTransport::estimate_clock_offsets() {
   }
 }
 
-// Posts one message as pieces of at most 1 GiB (MPI counts are int), in order.
-Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
+int MpiTransport::split(int parent, int color, int key, const std::vector<int>& members) {
+  Context c;
+  DL_MPI_CHECK(MPI_Comm_split(comm(parent), color, key, &c.comm));
+  MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN);
+  int size = 0, me = -1;
+  MPI_Comm_size(c.comm, &size);
+  MPI_Comm_rank(c.comm, &me);
+  const auto mine = std::find(members.begin(), members.end(), rank_);
+  DL_CHECK(size == static_cast<int>(members.size()) && mine - members.begin() == me,
+           "r{}: MPI_Comm_split made a group of {} with this rank at {}, but the split worked "
+           "out {} members with it at {}",
+           rank_, size, me, members.size(), mine - members.begin());
+  c.rank_of.assign(static_cast<std::size_t>(size_), -1);
+  for (std::size_t i = 0; i < members.size(); ++i)
+    c.rank_of[static_cast<std::size_t>(members[i])] = static_cast<int>(i);
+  if (contexts_.empty()) contexts_.emplace_back();  // context 0 is data_
+  contexts_.push_back(std::move(c));
+  return static_cast<int>(contexts_.size()) - 1;
+}
+
+const MpiTransport::Context& MpiTransport::context(int id) const {
+  DL_CHECK(id >= 1 && static_cast<std::size_t>(id) < contexts_.size(),
+           "r{}: no communicator was split off as context {}", rank_, id);
+  return contexts_[static_cast<std::size_t>(id)];
+}
+
+MPI_Comm MpiTransport::comm(int id) const {
+  return id == 0 ? data_ : context(id).comm;
+}
+
+// Posts one message as pieces of at most 1 GiB (MPI counts are int), in order. `peer` is a
+// world rank; in a split context MPI names it by its rank there.
+Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag, int context_id) {
+  MPI_Comm on = data_;
+  int to = peer;
+  if (context_id != 0) {
+    const Context& c = context(context_id);
+    on = c.comm;
+    to = c.rank_of[static_cast<std::size_t>(peer)];
+    DL_CHECK(to >= 0, "r{}: r{} is not in the group of context {}", rank_, peer, context_id);
+  }
   auto req = std::make_shared<MpiReq>();
   req->is_send = is_send;
   req->peer = peer;
   req->tag = tag;
+  req->context = context_id;
   req->mem = mem;
   req->t_post = now_us();
   auto* p = static_cast<char*>(mem.ptr);
@@ -190,19 +232,19 @@ Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag) {
     const int n = static_cast<int>(std::min(kPiece, mem.bytes - off));
     MPI_Request& r = req->reqs.emplace_back();
     if (is_send)
-      DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+      DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, to, tag, on, &r));
     else
-      DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag, data_, &r));
+      DL_MPI_CHECK(MPI_Irecv(p + off, n, MPI_BYTE, to, tag, on, &r));
     off += static_cast<std::size_t>(n);
   } while (off < mem.bytes);
   return req;
 }
 
-Request MpiTransport::isend(const MemRef& mem, int dst, int tag) {
-  return post(true, mem, dst, tag);
+Request MpiTransport::isend(const MemRef& mem, int dst, int tag, int context) {
+  return post(true, mem, dst, tag, context);
 }
-Request MpiTransport::irecv(const MemRef& mem, int src, int tag) {
-  return post(false, mem, src, tag);
+Request MpiTransport::irecv(const MemRef& mem, int src, int tag, int context) {
+  return post(false, mem, src, tag, context);
 }
 
 std::string MpiTransport::Waiting::line(int rank, double since, double now) const {

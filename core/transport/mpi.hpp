@@ -1,7 +1,8 @@
 // mpi.hpp — one process per rank under mpirun, messages through Open MPI.
 //
 // isend / irecv are MPI_Isend / MPI_Irecv of bytes on a private duplicate of
-// MPI_COMM_WORLD (messages over 1 GiB go as several pieces, in order). wait polls with
+// MPI_COMM_WORLD (messages over 1 GiB go as several pieces, in order), or on a communicator
+// split off it (a context, transport.hpp). wait polls with
 // MPI_Testall so it can time out. Under mpirun no rank sees the others' waits, so a deadlock
 // is found by asking: when a wait passes --deadlock-timeout and this rank has not progressed
 // for that long, it asks every other rank (on a second, control communicator) how long ago it
@@ -29,8 +30,11 @@ class MpiTransport : public Transport {
   ~MpiTransport() override;
 
   const char* name() const override { return "mpi"; }
-  Request isend(const MemRef& mem, int dst, int tag) override;
-  Request irecv(const MemRef& mem, int src, int tag) override;
+  Request isend(const MemRef& mem, int dst, int tag, int context) override;
+  Request irecv(const MemRef& mem, int src, int tag, int context) override;
+  // MPI_Comm_split of the parent's communicator; the new one's ranks must be `members`.
+  int split(int parent, int color, int key, const std::vector<int>& members) override;
+  MpiTransport* mpi_transport() override { return this; }
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override {
@@ -48,6 +52,8 @@ class MpiTransport : public Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm comm() const { return data_; }
+  // The communicator of a context (split): data_ for context 0.
+  MPI_Comm comm(int context) const;
   const std::string& host() const { return host_; }
   // Add to this rank's clock to read rank 0's (0 on rank 0's node: one clock there).
   double clock_offset_us() const { return clock_offset_us_; }
@@ -70,7 +76,7 @@ class MpiTransport : public Transport {
   };
 
   struct Answer;
-  Request post(bool is_send, const MemRef& mem, int peer, int tag);
+  Request post(bool is_send, const MemRef& mem, int peer, int tag, int context);
   void progressed();
   std::string my_line(const Waiting& waiting, double since) const;
   void poll_control(const Waiting& waiting, double since);
@@ -81,8 +87,17 @@ class MpiTransport : public Transport {
   void poll(const std::function<bool()>& ready, const Waiting& waiting);
   void estimate_clock_offsets();
 
+  // A communicator split off data_ (context >= 1), and each world rank's rank in it (-1: not
+  // a member).
+  struct Context {
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::vector<int> rank_of;
+  };
+  const Context& context(int id) const;
+
   int rank_ = 0, size_ = 1;
   MPI_Comm data_ = MPI_COMM_NULL;
+  std::vector<Context> contexts_;  // [0] is unused: context 0 is data_ itself
   MPI_Comm control_ = MPI_COMM_NULL;
   double timeout_us_;
   bool finished_ = false;

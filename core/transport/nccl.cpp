@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <algorithm>
+
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
 #include "core/device/cuda_check.hpp"
@@ -57,31 +59,68 @@ NcclTransport::NcclTransport(MpiTransport& mpi) : mpi_(mpi) {
   ncclUniqueId id{};
   if (me == 0) DL_NCCL_CHECK(ncclGetUniqueId(&id));
   DL_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_.comm()));
-  comm_ = nccl_init_comm(n, me, &id, mpi_);  // aborted there when it fails: nothing to release
-  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &headers_));
-  MPI_Comm_set_errhandler(headers_, MPI_ERRORS_RETURN);
-  sent_to_.assign(static_cast<std::size_t>(n), 0);
-  received_from_.assign(static_cast<std::size_t>(n), 0);
+  Context& world = contexts_.emplace_back();
+  world.comm = nccl_init_comm(n, me, &id, mpi_);  // aborted there when it fails: nothing to release
+  DL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world.headers));
+  MPI_Comm_set_errhandler(world.headers, MPI_ERRORS_RETURN);
+  for (int r = 0; r < n; ++r) world.rank_of.push_back(r);
+  world.sent_to.assign(static_cast<std::size_t>(n), 0);
+  world.received_from.assign(static_cast<std::size_t>(n), 0);
 }
 
 NcclTransport::~NcclTransport() {
-  if (comm_) cuda_release_nccl(comm_);
-  if (headers_ != MPI_COMM_NULL) MPI_Comm_free(&headers_);
+  for (auto& c : contexts_) {
+    if (c.comm) cuda_release_nccl(c.comm);
+    if (c.headers != MPI_COMM_NULL) MPI_Comm_free(&c.headers);
+  }
+}
+
+int NcclTransport::split(int parent, int color, int key, const std::vector<int>& members) {
+  const int id = mpi_.split(parent, color, key, members);
+  DL_CHECK(id == static_cast<int>(contexts_.size()),
+           "r{}: the MPI transport numbered a split {}, the NCCL transport {}", mpi_.rank(), id,
+           contexts_.size());
+  Context c;
+  const int n = mpi_.size();
+  c.rank_of.assign(static_cast<std::size_t>(n), -1);
+  for (std::size_t i = 0; i < members.size(); ++i)
+    c.rank_of[static_cast<std::size_t>(members[i])] = static_cast<int>(i);
+  c.sent_to.assign(static_cast<std::size_t>(n), 0);
+  c.received_from.assign(static_cast<std::size_t>(n), 0);
+  DL_MPI_CHECK(MPI_Comm_split(at(parent).headers, color, key, &c.headers));
+  MPI_Comm_set_errhandler(c.headers, MPI_ERRORS_RETURN);
+  const int me = c.rank_of[static_cast<std::size_t>(mpi_.rank())];
+  ncclUniqueId uid{};
+  if (me == 0) DL_NCCL_CHECK(ncclGetUniqueId(&uid));
+  DL_MPI_CHECK(MPI_Bcast(&uid, sizeof uid, MPI_BYTE, 0, mpi_.comm(id)));
+  c.comm = nccl_init_comm(static_cast<int>(members.size()), me, &uid, mpi_);
+  contexts_.push_back(std::move(c));
+  return id;
+}
+
+const NcclTransport::Context& NcclTransport::at(int context) const {
+  DL_CHECK(context >= 0 && static_cast<std::size_t>(context) < contexts_.size(),
+           "r{}: no NCCL communicator was split off as context {}", mpi_.rank(), context);
+  return contexts_[static_cast<std::size_t>(context)];
 }
 
 std::shared_ptr<NcclTransport::Req> NcclTransport::make(bool is_send, const MemRef& mem, int peer,
-                                                        int tag) {
+                                                        int tag, int context) {
   auto r = std::make_shared<Req>();
   r->is_send = is_send;
   r->peer = peer;
   r->tag = tag;
+  r->context = context;
   r->mem = mem;
   r->t_post = now_us();
   r->mine.bytes = mem.bytes;
   r->mine.dtype = static_cast<std::uint8_t>(mem.dtype);
   r->mine.on_gpu = mem.device == Device::cuda;
   r->by_nccl = r->mine.on_gpu && mem.bytes > 0;
-  auto& count = is_send ? sent_to_ : received_from_;
+  Context& c = contexts_[static_cast<std::size_t>(context)];
+  DL_CHECK(c.rank_of[static_cast<std::size_t>(peer)] >= 0,
+           "r{}: r{} is not in the group of context {}", mpi_.rank(), peer, context);
+  auto& count = is_send ? c.sent_to : c.received_from;
   if (r->by_nccl) {
     r->mine.order = count[static_cast<std::size_t>(peer)]++;
     queued_.push_back(r);
@@ -89,17 +128,21 @@ std::shared_ptr<NcclTransport::Req> NcclTransport::make(bool is_send, const MemR
   return r;
 }
 
-Request NcclTransport::isend(const MemRef& mem, int dst, int tag) {
-  auto r = make(true, mem, dst, tag);
-  DL_MPI_CHECK(MPI_Isend(&r->mine, sizeof(Header), MPI_BYTE, dst, tag, headers_, &r->header));
-  if (!r->mine.on_gpu) r->host = mpi_.isend(mem, dst, tag);
+Request NcclTransport::isend(const MemRef& mem, int dst, int tag, int context) {
+  const Context& c = at(context);
+  auto r = make(true, mem, dst, tag, context);
+  DL_MPI_CHECK(MPI_Isend(&r->mine, sizeof(Header), MPI_BYTE,
+                         c.rank_of[static_cast<std::size_t>(dst)], tag, c.headers, &r->header));
+  if (!r->mine.on_gpu) r->host = mpi_.isend(mem, dst, tag, context);
   return r;
 }
 
-Request NcclTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto r = make(false, mem, src, tag);
-  DL_MPI_CHECK(MPI_Irecv(&r->theirs, sizeof(Header), MPI_BYTE, src, tag, headers_, &r->header));
-  if (!r->mine.on_gpu) r->host = mpi_.irecv(mem, src, tag);
+Request NcclTransport::irecv(const MemRef& mem, int src, int tag, int context) {
+  const Context& c = at(context);
+  auto r = make(false, mem, src, tag, context);
+  DL_MPI_CHECK(MPI_Irecv(&r->theirs, sizeof(Header), MPI_BYTE,
+                         c.rank_of[static_cast<std::size_t>(src)], tag, c.headers, &r->header));
+  if (!r->mine.on_gpu) r->host = mpi_.irecv(mem, src, tag, context);
   return r;
 }
 
@@ -114,16 +157,24 @@ std::size_t NcclTransport::flush() {
                                             : sends        ? "ncclSend"
                                                            : "ncclRecv");
   group->record_start(stream);
-  // One group: every queued send and receive progresses together (a sendrecv cannot hang).
-  nccl_group(comm_, mpi_, [&] {
+  // One group: every queued send and receive progresses together (a sendrecv cannot hang),
+  // whichever communicators they are on.
+  std::vector<void*> comms;
+  for (const auto& r : queued_) {
+    void* c = at(r->context).comm;
+    if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+  }
+  nccl_group(comms, mpi_, [&] {
     for (const auto& r : queued_) {
+      const Context& c = at(r->context);
+      const int peer = c.rank_of[static_cast<std::size_t>(r->peer)];
       if (r->is_send)
-        nccl_check_queued(comm_,
-                          ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+        nccl_check_queued(c.comm,
+                          ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, peer, nc(c.comm), stream),
                           "ncclSend");
       else
-        nccl_check_queued(comm_,
-                          ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, r->peer, nc(comm_), stream),
+        nccl_check_queued(c.comm,
+                          ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, peer, nc(c.comm), stream),
                           "ncclRecv");
     }
   });
@@ -175,7 +226,7 @@ void NcclTransport::wait(RequestState& request) {
   auto ready = [&] {
     if (!header_arrived(r)) return false;
     if (r.host) return mpi_.test(*r.host);
-    return !r.group || nccl_done(comm_, *r.group);
+    return !r.group || nccl_done(at(r.context).comm, *r.group);
   };
   if (!ready()) mpi_.wait_until(ready, request);
   r.t_done = now_us();

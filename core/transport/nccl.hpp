@@ -28,7 +28,10 @@
 //
 // The communicator is non-blocking (ncclConfig_t.blocking = 0): no NCCL call can hang the host,
 // and every call that answers ncclInProgress is polled until NCCL has enqueued it. It is made
-// with a unique id that rank 0 broadcasts over MPI.
+// with a unique id that rank 0 broadcasts over MPI. A split (a context, transport.hpp) makes a
+// NCCL communicator of its own for the group, from a unique id its first member broadcasts over
+// the group's MPI communicator, and its headers travel on a split of the headers' communicator.
+// One launch may hold messages of several contexts: a NCCL group spans communicators.
 #pragma once
 
 #include <mpi.h>
@@ -54,8 +57,9 @@ class NcclTransport : public Transport {
   NcclTransport& operator=(const NcclTransport&) = delete;
 
   const char* name() const override { return "nccl"; }
-  Request isend(const MemRef& mem, int dst, int tag) override;
-  Request irecv(const MemRef& mem, int src, int tag) override;
+  Request isend(const MemRef& mem, int dst, int tag, int context) override;
+  Request irecv(const MemRef& mem, int src, int tag, int context) override;
+  int split(int parent, int color, int key, const std::vector<int>& members) override;
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override { mpi_.finished(); }
@@ -63,7 +67,9 @@ class NcclTransport : public Transport {
     mpi_.wait_until(ready, what);
   }
 
-  void* comm() const { return comm_; }  // ncclComm_t, for the library collectives
+  // ncclComm_t of a context, for the library collectives (context 0: every rank).
+  void* comm(int context = 0) const { return at(context).comm; }
+  MpiTransport* mpi_transport() override { return &mpi_; }
   // Launches the queued sends and receives as one group and returns how many it launched. The
   // library collectives call it first, so that every rank issues its NCCL calls in one order.
   std::size_t flush();
@@ -71,14 +77,21 @@ class NcclTransport : public Transport {
  private:
   struct Header;
   struct Req;
-  std::shared_ptr<Req> make(bool is_send, const MemRef& mem, int peer, int tag);
+  // A communicator: every rank's (context 0) or a group's. Peers are world ranks; rank_of
+  // names them in this communicator (-1: not a member).
+  struct Context {
+    void* comm = nullptr;
+    MPI_Comm headers = MPI_COMM_NULL;  // the headers' own communicator: apart from host payloads
+    std::vector<int> rank_of;
+    std::vector<std::uint64_t> sent_to, received_from;  // NCCL messages per peer, in posting order
+  };
+  const Context& at(int context) const;
+  std::shared_ptr<Req> make(bool is_send, const MemRef& mem, int peer, int tag, int context);
   bool header_arrived(Req& r);
 
   MpiTransport& mpi_;
-  void* comm_ = nullptr;
-  MPI_Comm headers_ = MPI_COMM_NULL;  // the headers' own communicator: apart from host payloads
+  std::vector<Context> contexts_;  // indexed as the MPI transport numbers its contexts
   std::vector<std::shared_ptr<Req>> queued_;
-  std::vector<std::uint64_t> sent_to_, received_from_;  // NCCL messages per peer, in posting order
 };
 
 }  // namespace distlab

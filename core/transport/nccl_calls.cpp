@@ -60,6 +60,11 @@ bool nccl_done(void* comm, const DeviceWork& work) {
 }
 
 void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls) {
+  nccl_group(std::vector<void*>{comm}, waiter, calls);
+}
+
+void nccl_group(const std::vector<void*>& comms, Transport& waiter,
+                const std::function<void()>& calls) {
   DL_NCCL_CHECK(ncclGroupStart());
   try {
     calls();
@@ -69,7 +74,12 @@ void nccl_group(void* comm, Transport& waiter, const std::function<void()>& call
     ncclGroupEnd();
     throw;
   }
-  nccl_settle(comm, ncclGroupEnd(), "ncclGroupEnd", waiter);
+  const ncclResult_t rc = ncclGroupEnd();
+  if (comms.empty()) {
+    DL_NCCL_CHECK(rc);
+    return;
+  }
+  for (void* comm : comms) nccl_settle(comm, rc, "ncclGroupEnd", waiter);
 }
 
 void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace distlab {
 
@@ -28,6 +29,9 @@ void nccl_check_queued(void* comm, int result, const char* call);
 // ncclGroupStart, `calls` (NCCL calls checked with nccl_check_queued), ncclGroupEnd settled
 // through `waiter`: one launch. The group is ended also when a call throws.
 void nccl_group(void* comm, Transport& waiter, const std::function<void()>& calls);
+// The same for calls on several communicators (one group spans them): each is settled.
+void nccl_group(const std::vector<void*>& comms, Transport& waiter,
+                const std::function<void()>& calls);
 // Polls until `work` (enqueued after NCCL calls on `comm`) is done; a failing communicator
 // throws Error. Reported as a wait in `what` after the deadlock timeout.
 void nccl_wait(void* comm, const DeviceWork& work, const std::string& what, Transport& waiter);

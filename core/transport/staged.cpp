@@ -50,18 +50,20 @@ void StagedTransport::give(void* block, std::size_t bytes) {
 }
 
 std::shared_ptr<StagedTransport::Req> StagedTransport::make_request(bool is_send, const MemRef& mem,
-                                                                    int peer, int tag) {
+                                                                    int peer, int tag,
+                                                                    int context) {
   auto r = std::make_shared<Req>();
   r->is_send = is_send;
   r->peer = peer;
   r->tag = tag;
+  r->context = context;
   r->mem = mem;
   r->t_post = now_us();
   return r;
 }
 
-Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {
-  auto r = make_request(true, mem, dst, tag);
+Request StagedTransport::isend(const MemRef& mem, int dst, int tag, int context) {
+  auto r = make_request(true, mem, dst, tag, context);
   MemRef host = mem;
   if (mem.device == Device::cuda && mem.bytes > 0) {
     // Copy out after the kernels that produced the data (same stream), and wait: MPI may read
@@ -76,18 +78,18 @@ Request StagedTransport::isend(const MemRef& mem, int dst, int tag) {
     r->device_work = std::move(out);
     host = {r->block, mem.bytes, mem.dtype, Device::cpu};
   }
-  r->inner = mpi_.isend(host, dst, tag);
+  r->inner = mpi_.isend(host, dst, tag, context);
   return r;
 }
 
-Request StagedTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto r = make_request(false, mem, src, tag);
+Request StagedTransport::irecv(const MemRef& mem, int src, int tag, int context) {
+  auto r = make_request(false, mem, src, tag, context);
   MemRef host = mem;
   if (mem.device == Device::cuda && mem.bytes > 0) {
     r->block = take(mem.bytes);
     host = {r->block, mem.bytes, mem.dtype, Device::cpu};
   }
-  r->inner = mpi_.irecv(host, src, tag);
+  r->inner = mpi_.irecv(host, src, tag, context);
   return r;
 }
 

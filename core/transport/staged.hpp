@@ -29,18 +29,23 @@ class StagedTransport : public Transport {
   StagedTransport& operator=(const StagedTransport&) = delete;
 
   const char* name() const override { return "staged"; }
-  Request isend(const MemRef& mem, int dst, int tag) override;
-  Request irecv(const MemRef& mem, int src, int tag) override;
+  Request isend(const MemRef& mem, int dst, int tag, int context) override;
+  Request irecv(const MemRef& mem, int src, int tag, int context) override;
+  int split(int parent, int color, int key, const std::vector<int>& members) override {
+    return mpi_.split(parent, color, key, members);
+  }
   void wait(RequestState& request) override;
   void barrier() override { mpi_.barrier(); }
   void finished() override { mpi_.finished(); }
   void wait_until(const std::function<bool()>& ready, const std::string& what) override {
     mpi_.wait_until(ready, what);
   }
+  MpiTransport* mpi_transport() override { return &mpi_; }
 
  private:
   struct Req;
-  static std::shared_ptr<Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
+  static std::shared_ptr<Req> make_request(bool is_send, const MemRef& mem, int peer, int tag,
+                                           int context);
   void* take(std::size_t bytes);  // cudaMallocHost'd, from the spares when one fits exactly
   void give(void* block, std::size_t bytes);
 

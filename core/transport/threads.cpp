@@ -405,11 +405,12 @@ auto take_first(Queue& queue, Pred matches) -> typename Queue::value_type {
 }  // namespace
 
 std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, const MemRef& mem,
-                                                              int peer, int tag) {
+                                                              int peer, int tag, int context) {
   auto req = std::make_shared<ThreadHub::Req>();
   req->is_send = is_send;
   req->peer = peer;
   req->tag = tag;
+  req->context = context;
   req->mem = mem;
   req->owner = rank_;
   req->t_post = now_us();
@@ -425,34 +426,49 @@ std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, cons
   return req;
 }
 
-// A send looks in the receiver's mailbox for a receive it posted from us with this tag.
-Request ThreadTransport::isend(const MemRef& mem, int dst, int tag) {
-  auto req = make_request(true, mem, dst, tag);
+// A send looks in the receiver's mailbox for a receive it posted from us with this tag, in this
+// context.
+Request ThreadTransport::isend(const MemRef& mem, int dst, int tag, int context) {
+  auto req = make_request(true, mem, dst, tag, context);
   std::shared_ptr<ThreadHub::Req> match;
   {
     auto& box = *hub_.slots_[dst];
     std::lock_guard lk(box.mailbox);
-    match = take_first(box.recvs,
-                       [&](const ThreadHub::Req& r) { return r.peer == rank_ && r.tag == tag; });
+    match = take_first(box.recvs, [&](const ThreadHub::Req& r) {
+      return r.peer == rank_ && r.tag == tag && r.context == context;
+    });
     if (!match) box.sends.push_back(req);
   }
   if (match) transfer(*req, *match);
   return req;
 }
 
-// A receive looks in our own mailbox for a send from `src` with this tag.
-Request ThreadTransport::irecv(const MemRef& mem, int src, int tag) {
-  auto req = make_request(false, mem, src, tag);
+// A receive looks in our own mailbox for a send from `src` with this tag, in this context.
+Request ThreadTransport::irecv(const MemRef& mem, int src, int tag, int context) {
+  auto req = make_request(false, mem, src, tag, context);
   std::shared_ptr<ThreadHub::Req> match;
   {
     auto& box = *hub_.slots_[rank_];
     std::lock_guard lk(box.mailbox);
-    match = take_first(box.sends,
-                       [&](const ThreadHub::Req& r) { return r.owner == src && r.tag == tag; });
+    match = take_first(box.sends, [&](const ThreadHub::Req& r) {
+      return r.owner == src && r.tag == tag && r.context == context;
+    });
     if (!match) box.recvs.push_back(req);
   }
   if (match) transfer(*match, *req);
   return req;
+}
+
+// Every member asks the hub for the id of (parent, the how-manieth split of it, color): the
+// first to ask makes it, the others get the same. Nothing else is shared: the hub's mailboxes
+// already hold every rank, and matching compares the context.
+int ThreadTransport::split(int parent, int color, int /*key*/,
+                           const std::vector<int>& /*members*/) {
+  const int nth = splits_[parent]++;
+  auto id = std::static_pointer_cast<int>(hub_.shared(
+      fmt::format("context {} {} {}", parent, nth, color),
+      [this] { return std::shared_ptr<void>(std::make_shared<int>(hub_.next_context_++)); }));
+  return *id;
 }
 
 // Runs on whichever rank matched second; both requests are out of every mailbox by now, and

@@ -144,6 +144,7 @@ class ThreadHub {
 
   std::mutex shared_m_;
   std::map<std::string, std::shared_ptr<void>> shared_;
+  std::atomic<int> next_context_{1};  // context 0 is every rank (split)
 };
 
 // The endpoint one rank uses. It also tells the allocator which of the rank's memory its
@@ -153,8 +154,9 @@ class ThreadTransport : public Transport, public InFlight {
  public:
   ThreadTransport(ThreadHub& hub, int rank) : hub_(hub), rank_(rank) {}
   const char* name() const override { return "threads"; }
-  Request isend(const MemRef& mem, int dst, int tag) override;
-  Request irecv(const MemRef& mem, int src, int tag) override;
+  Request isend(const MemRef& mem, int dst, int tag, int context) override;
+  Request irecv(const MemRef& mem, int src, int tag, int context) override;
+  int split(int parent, int color, int key, const std::vector<int>& members) override;
   void wait(RequestState& request) override;
   void barrier() override;
   void finished() override;
@@ -171,7 +173,8 @@ class ThreadTransport : public Transport, public InFlight {
   int rank() const { return rank_; }
 
  private:
-  std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag);
+  std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag,
+                                               int context);
   void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
   void wait_for_match(RequestState& request);
   void barrier_wait();
@@ -182,7 +185,8 @@ class ThreadTransport : public Transport, public InFlight {
   ThreadHub& hub_;
   int rank_;
   std::vector<std::shared_ptr<ThreadHub::Req>>
-      pending_;  // posted, not yet seen done (this thread only)
+      pending_;                // posted, not yet seen done (this thread only)
+  std::map<int, int> splits_;  // per parent context: how many splits of it this rank made
 };
 
 }  // namespace distlab

@@ -11,6 +11,12 @@
 // in-process ranks as soon as the wait-for graph shows one, under mpirun once a wait passes
 // the timeout and no rank still progresses (threads.hpp, mpi.hpp).
 //
+// A context is a communicator: a message matches only a receive posted in the same context.
+// Context 0 holds every rank; split opens one for a group of them (Comm::split, MPI_Comm_split's
+// meaning). Peers are world ranks in every context; each transport maps them to its own
+// communicator's ranks (MPI_Comm_split, a NCCL communicator per group), and a deadlock report
+// names world ranks.
+//
 // On a GPU a completed wait means what it means on the CPU: the data is in place (receive)
 // or the buffer may be reused (send), for the host and for any stream. A message's data is
 // taken as it stands on the sender's stream when isend is called.
@@ -21,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
@@ -46,8 +53,9 @@ struct MemRef {
 // One posted send or receive. Transports derive their own state from it.
 struct RequestState {
   bool is_send = false;
-  int peer = -1;
+  int peer = -1;  // a world rank
   int tag = -1;
+  int context = 0;  // the communicator it matches in (split)
   MemRef mem;
   double t_post = 0;  // when it was posted (us)
   double t_done = 0;  // when the data had moved (us), set by the transport
@@ -64,12 +72,19 @@ struct RequestState {
 };
 using Request = std::shared_ptr<RequestState>;
 
+class MpiTransport;
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual Request isend(const MemRef& mem, int dst, int tag) = 0;
-  virtual Request irecv(const MemRef& mem, int src, int tag) = 0;
+  virtual Request isend(const MemRef& mem, int dst, int tag, int context) = 0;
+  virtual Request irecv(const MemRef& mem, int src, int tag, int context) = 0;
+  // Collective over the ranks of context `parent`, each passing its color and key: opens the
+  // context of the ranks with this rank's color and returns its id. `members` are their world
+  // ranks in the new group's order (by key, then by rank in the parent: MPI_Comm_split's), this
+  // rank among them; Comm::split works them out. Messages in it never match another context's.
+  virtual int split(int parent, int color, int key, const std::vector<int>& members) = 0;
   // Blocks until the request completes; throws Error on a failed match, Aborted when the
   // run is being torn down; reports and ends the run on a deadlock or when nothing progresses.
   virtual void wait(RequestState& request) = 0;
@@ -80,6 +95,9 @@ class Transport {
   // after the deadlock timeout the run reports who waits for whom, this rank as waiting in
   // `what` ("ncclAllReduce"). The host waits for GPU work (NCCL calls, copies) through here.
   virtual void wait_until(const std::function<bool()>& ready, const std::string& what) = 0;
+  // The MPI transport this one is (or runs over, for the GPU transports under mpirun): the
+  // library collectives' communicators. Null on in-process ranks.
+  virtual MpiTransport* mpi_transport() { return nullptr; }
 };
 
 // Largest tag a transport must accept (MPI guarantees at least 32767).
