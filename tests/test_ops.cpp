@@ -428,6 +428,207 @@ TEST_CASE("ops: softmax_backward_rows matches finite differences of softmax, in 
   for (std::size_t i = 0; i < rows * cols; ++i) CHECK(in_place[i] == dx[i]);
 }
 
+// --- the transformer (lesson 14) -------------------------------------------------------------
+
+namespace {
+
+// LayerNorm of one row in float64, from the elements as stored.
+struct LayerNormRow {
+  std::vector<double> y, xhat;
+  double rstd = 0;
+};
+template <class T>
+LayerNormRow layernorm_ref(const Buffer<T>& x, const Buffer<T>& gamma, const Buffer<T>& beta,
+                           std::size_t r, std::size_t cols, double eps) {
+  LayerNormRow out;
+  double mean = 0, var = 0;
+  for (std::size_t c = 0; c < cols; ++c) mean += d(x[r * cols + c]);
+  mean /= double(cols);
+  for (std::size_t c = 0; c < cols; ++c)
+    var += (d(x[r * cols + c]) - mean) * (d(x[r * cols + c]) - mean);
+  out.rstd = 1 / std::sqrt(var / double(cols) + eps);
+  for (std::size_t c = 0; c < cols; ++c) {
+    out.xhat.push_back((d(x[r * cols + c]) - mean) * out.rstd);
+    out.y.push_back(out.xhat.back() * d(gamma[c]) + d(beta[c]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("ops: layernorm_forward against float64, in place too", "[ops]", float, Half,
+                   BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {3, 7}, {5, 64}, {2, 1027}}) {
+    CAPTURE(rows, cols);
+    auto x = random_buffer<T>(ledger, rows * cols, 31, -3.0f, 5.0f);
+    auto gamma = random_buffer<T>(ledger, cols, 32, 0.5f, 1.5f);
+    auto beta = random_buffer<T>(ledger, cols, 33);
+    Buffer<T> y(ledger, Category::activations, rows * cols);
+    Buffer<float> mean(ledger, Category::activations, rows),
+        rstd(ledger, Category::activations, rows);
+    ops::layernorm_forward(y.view(), mean.view(), rstd.view(), x.view(), gamma.view(), beta.view(),
+                           rows, cols, 1e-5f);
+    // Error model: the row's sums in f64, then a handful of f32 operations per element (about
+    // 8 u_f32 of |xhat gamma| + |beta|), and one rounding to T.
+    int bad = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto ref = layernorm_ref(x, gamma, beta, r, cols, 1e-5);
+      CHECK(rstd[r] == Approx(ref.rstd).epsilon(4 * 0x1p-24));
+      for (std::size_t c = 0; c < cols; ++c) {
+        const double scale = std::abs(ref.xhat[c] * d(gamma[c])) + std::abs(d(beta[c]));
+        bad += std::abs(d(y[r * cols + c]) - ref.y[c]) >
+               8 * 0x1p-24 * scale + kRoundoff<T> * std::abs(ref.y[c]);
+      }
+    }
+    CHECK(bad == 0);
+    ops::layernorm_forward(x.view(), mean.view(), rstd.view(), x.view(), gamma.view(), beta.view(),
+                           rows, cols, 1e-5f);
+    for (std::size_t i = 0; i < rows * cols; ++i) CHECK(d(x[i]) == d(y[i]));
+  }
+}
+
+TEST_CASE("ops: layernorm_backward matches finite differences, adds to dgamma and dbeta", "[ops]") {
+  Ledger ledger;
+  const std::size_t rows = 3, cols = 9;
+  const double eps = 1e-5;
+  auto x = random_buffer<float>(ledger, rows * cols, 41, -2.0f, 3.0f);
+  auto gamma = random_buffer<float>(ledger, cols, 42, 0.5f, 1.5f);
+  auto beta = random_buffer<float>(ledger, cols, 43);
+  auto dy = random_buffer<float>(ledger, rows * cols, 44);
+  Buffer<float> y(ledger, Category::activations, rows * cols),
+      dx(ledger, Category::activations, rows * cols);
+  Buffer<float> mean(ledger, Category::activations, rows),
+      rstd(ledger, Category::activations, rows);
+  Buffer<float> dgamma(ledger, Category::grads, cols), dbeta(ledger, Category::grads, cols);
+  ops::layernorm_forward(y.view(), mean.view(), rstd.view(), x.view(), gamma.view(), beta.view(),
+                         rows, cols, static_cast<float>(eps));
+  ops::layernorm_backward(dx.view(), dgamma.view(), dbeta.view(), dy.view(), x.view(), mean.view(),
+                          rstd.view(), gamma.view(), rows, cols);
+  // L = sum(dy * layernorm(x; gamma, beta)) in double: dL/dx, dL/dgamma and dL/dbeta by central
+  // differences (step 1e-6: truncation ~1e-12, cancellation ~1e-10 of L's few units).
+  auto loss = [&](std::vector<double> xs, std::vector<double> g, std::vector<double> b) {
+    double total = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      double mu = 0, var = 0;
+      for (std::size_t c = 0; c < cols; ++c) mu += xs[r * cols + c];
+      mu /= double(cols);
+      for (std::size_t c = 0; c < cols; ++c)
+        var += (xs[r * cols + c] - mu) * (xs[r * cols + c] - mu);
+      const double rs = 1 / std::sqrt(var / double(cols) + eps);
+      for (std::size_t c = 0; c < cols; ++c)
+        total += dy[r * cols + c] * ((xs[r * cols + c] - mu) * rs * g[c] + b[c]);
+    }
+    return total;
+  };
+  const std::vector<double> xs(x.host().begin(), x.host().end()),
+      gs(gamma.host().begin(), gamma.host().end()), bs(beta.host().begin(), beta.host().end());
+  const double h = 1e-6;
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    auto up = xs, down = xs;
+    up[i] += h;
+    down[i] -= h;
+    CHECK(dx[i] == Approx((loss(up, gs, bs) - loss(down, gs, bs)) / (2 * h)).margin(2e-5));
+  }
+  for (std::size_t c = 0; c < cols; ++c) {
+    auto gu = gs, gd = gs, bu = bs, bd = bs;
+    gu[c] += h;
+    gd[c] -= h;
+    bu[c] += h;
+    bd[c] -= h;
+    CHECK(dgamma[c] == Approx((loss(xs, gu, bs) - loss(xs, gd, bs)) / (2 * h)).margin(2e-5));
+    CHECK(dbeta[c] == Approx((loss(xs, gs, bu) - loss(xs, gs, bd)) / (2 * h)).margin(2e-5));
+  }
+  // A second call adds to dgamma and dbeta (micro-batches accumulate); dx may be dy.
+  const std::vector<float> g1(dgamma.host().begin(), dgamma.host().end()),
+      b1(dbeta.host().begin(), dbeta.host().end());
+  ops::layernorm_backward(dy.view(), dgamma.view(), dbeta.view(), dy.view(), x.view(), mean.view(),
+                          rstd.view(), gamma.view(), rows, cols);
+  for (std::size_t c = 0; c < cols; ++c) {
+    CHECK(dgamma[c] == Approx(2 * g1[c]).epsilon(1e-6));
+    CHECK(dbeta[c] == Approx(2 * b1[c]).epsilon(1e-6));
+  }
+  for (std::size_t i = 0; i < rows * cols; ++i) CHECK(dy[i] == dx[i]);
+}
+
+TEST_CASE("ops: gather_rows looks rows up, scatter_add_rows adds them back, ids are checked",
+          "[ops]") {
+  Ledger ledger;
+  const std::size_t cols = 3;
+  auto table = random_buffer<float>(ledger, 5 * cols, 51);
+  Buffer<std::int32_t> ids(ledger, Category::data, 4);
+  const std::int32_t rows_wanted[] = {4, 0, 4, 2};
+  for (std::size_t r = 0; r < 4; ++r) ids[r] = rows_wanted[r];
+  Buffer<float> out(ledger, Category::activations, 4 * cols);
+  ops::gather_rows(out.view(), table.view(), ids.view(), cols);
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t c = 0; c < cols; ++c)
+      CHECK(out[r * cols + c] == table[static_cast<std::size_t>(ids[r]) * cols + c]);
+  // Row 4 appears twice: both add; rows 1 and 3 appear never: unchanged.
+  auto dtable = random_buffer<float>(ledger, 5 * cols, 52);
+  const std::vector<float> before(dtable.host().begin(), dtable.host().end());
+  auto dout = random_buffer<float>(ledger, 4 * cols, 53);
+  ops::scatter_add_rows(dtable.view(), dout.view(), ids.view(), cols);
+  for (std::size_t c = 0; c < cols; ++c) {
+    CHECK(dtable[4 * cols + c] ==
+          Approx(double(before[4 * cols + c]) + dout[c] + dout[2 * cols + c]).epsilon(2 * 0x1p-24));
+    CHECK(dtable[0 * cols + c] == Approx(double(before[c]) + dout[1 * cols + c]).epsilon(0x1p-24));
+    CHECK(dtable[2 * cols + c] ==
+          Approx(double(before[2 * cols + c]) + dout[3 * cols + c]).epsilon(0x1p-24));
+    CHECK(dtable[1 * cols + c] == before[1 * cols + c]);
+    CHECK(dtable[3 * cols + c] == before[3 * cols + c]);
+  }
+  ids[1] = 5;
+  CHECK_THROWS_WITH(ops::gather_rows(out.view(), table.view(), ids.view(), cols),
+                    Catch::Contains("id 5 at 1 is not a row of the table's 5"));
+  CHECK_THROWS_WITH(ops::scatter_add_rows(dtable.view(), dout.view(), ids.view(), cols),
+                    Catch::Contains("id 5 at 1"));
+}
+
+TEMPLATE_TEST_CASE("ops: cross_entropy's loss and gradient against float64", "[ops]", float, Half,
+                   BFloat16) {
+  using T = TestType;
+  Ledger ledger;
+  const std::size_t rows = 4, cols = 65;
+  auto z = random_buffer<T>(ledger, rows * cols, 61, -4.0f, 4.0f);
+  Buffer<std::int32_t> targets(ledger, Category::data, rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    targets[r] = static_cast<std::int32_t>((r * 17 + 3) % cols);
+  Buffer<float> loss(ledger, Category::activations, rows);
+  Buffer<T> dz(ledger, Category::activations, rows * cols);
+  const float scale = 1.0f / rows;
+  ops::cross_entropy(loss.view(), dz.view(), z.view(), targets.view(), rows, cols, scale);
+  int bad = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    double top = -INFINITY, total = 0;
+    for (std::size_t c = 0; c < cols; ++c) top = std::max(top, d(z[r * cols + c]));
+    for (std::size_t c = 0; c < cols; ++c) total += std::exp(d(z[r * cols + c]) - top);
+    const double lse = std::log(total) + top;
+    const auto t = static_cast<std::size_t>(targets[r]);
+    // The loss: a few f32 roundings of numbers up to |lse| + |z|.
+    CHECK(loss[r] == Approx(lse - d(z[r * cols + t])).margin(8 * 0x1p-24 * (std::abs(lse) + 4)));
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double p = std::exp(d(z[r * cols + c]) - lse);
+      const double want = scale * (p - (c == t ? 1.0 : 0.0));
+      // exp of an argument off by a few u (|argument| <= 8 + log cols): 16 u relative to p, and
+      // one rounding to T (f16 below 2^-14 is subnormal: half a unit of 2^-24 at most).
+      const double subnormal = std::is_same_v<T, Half> ? 0x1p-25 : 1e-30;
+      bad += std::abs(d(dz[r * cols + c]) - want) >
+             scale * 16 * 8 * 0x1p-24 * p + kRoundoff<T> * std::abs(want) + subnormal;
+    }
+  }
+  CHECK(bad == 0);
+  // In place, and a target out of range is an error naming it.
+  ops::cross_entropy(loss.view(), z.view(), z.view(), targets.view(), rows, cols, scale);
+  for (std::size_t i = 0; i < rows * cols; ++i) CHECK(d(z[i]) == d(dz[i]));
+  targets[2] = static_cast<std::int32_t>(cols);
+  CHECK_THROWS_WITH(
+      ops::cross_entropy(loss.view(), dz.view(), dz.view(), targets.view(), rows, cols, scale),
+      Catch::Contains("target 65 of row 2 is not one of the 65 classes"));
+}
+
 // --- reductions -------------------------------------------------------------------------------
 
 TEMPLATE_TEST_CASE("ops: sum, row_sums and col_sums against float64", "[ops]", float, Half,

@@ -14,6 +14,8 @@
 //   optimizer    AdamConfig, adam_step
 //   reductions   sum, row_sums, col_sums, softmax_rows, softmax_backward_rows
 //   matrices     gemm (row-major); gemm_flops, the FLOP this thread's gemm calls did
+//   transformer  layernorm_forward, layernorm_backward, gather_rows, scatter_add_rows,
+//                cross_entropy (lesson 14's GPT)
 //
 // Matrices are row-major: (rows, cols) with element (r, c) at r * cols + c.
 #pragma once
@@ -339,6 +341,184 @@ void softmax_backward_rows(View<T> dx, In<T> y, In<T> dy, std::size_t rows, std:
     for (std::size_t c = 0; c < cols; ++c)
       dx[row + c] = T(static_cast<float>(y[row + c]) *
                       (static_cast<float>(dy[row + c]) - static_cast<float>(dot)));
+  }
+}
+
+// --- the transformer (lesson 14) -------------------------------------------------------------
+
+// LayerNorm over each row of x (rows, cols), with the row's mean and biased variance:
+//   xhat = (x - mean) rstd,  rstd = 1 / sqrt(var + eps),  y = xhat gamma + beta   (gamma, beta: cols)
+// mean and rstd (rows, f32) are kept for the backward. y may be x.
+template <FloatType T>
+void layernorm_forward(View<T> y, View<float> mean, View<float> rstd, In<T> x, In<T> gamma,
+                       In<T> beta, std::size_t rows, std::size_t cols, float eps) {
+  detail::check_size("layernorm_forward", "x", x.size(), rows * cols);
+  detail::check_size("layernorm_forward", "gamma", gamma.size(), cols);
+  detail::check_size("layernorm_forward", "mean", mean.size(), rows);
+  detail::same_shape(y, x, "layernorm_forward");
+  detail::same_shape(gamma, beta, "layernorm_forward");
+  detail::same_shape(mean, rstd, "layernorm_forward");
+  detail::same_device("layernorm_forward", y.device, {gamma.device, mean.device});
+#ifdef DISTLAB_HAVE_CUDA
+  if (y.device == Device::cuda)
+    return cuda::layernorm_forward(y.ptr, mean.ptr, rstd.ptr, x.ptr, gamma.ptr, beta.ptr,
+                                   dtype_of<T>(), rows, cols, eps);
+#endif
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t row = r * cols;
+    double total = 0;
+    for (std::size_t c = 0; c < cols; ++c) total += static_cast<float>(x[row + c]);
+    const auto mu = static_cast<float>(total / static_cast<double>(cols));
+    double squares = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double d = static_cast<float>(x[row + c]) - mu;
+      squares += d * d;
+    }
+    const auto rs = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(cols) + eps));
+    mean[r] = mu;
+    rstd[r] = rs;
+    for (std::size_t c = 0; c < cols; ++c)
+      y[row + c] = T((static_cast<float>(x[row + c]) - mu) * rs * static_cast<float>(gamma[c]) +
+                     static_cast<float>(beta[c]));
+  }
+}
+
+// LayerNorm's backward, from the forward's x, mean and rstd and dy = dL/dy:
+//   g = dy gamma,  dx = rstd (g - mean over the row of g - xhat mean over the row of g xhat)
+//   dgamma += sum over rows of dy xhat,  dbeta += sum over rows of dy     (accumulated: micro-batches add up)
+// dx may be dy.
+template <FloatType T>
+void layernorm_backward(View<T> dx, View<T> dgamma, View<T> dbeta, In<T> dy, In<T> x,
+                        In<float> mean, In<float> rstd, In<T> gamma, std::size_t rows,
+                        std::size_t cols) {
+  detail::check_size("layernorm_backward", "x", x.size(), rows * cols);
+  detail::check_size("layernorm_backward", "gamma", gamma.size(), cols);
+  detail::check_size("layernorm_backward", "mean", mean.size(), rows);
+  detail::same_shape(dx, x, "layernorm_backward");
+  detail::same_shape(dx, dy, "layernorm_backward");
+  detail::same_shape(dgamma, gamma, "layernorm_backward");
+  detail::same_shape(dbeta, gamma, "layernorm_backward");
+  detail::same_shape(mean, rstd, "layernorm_backward");
+  detail::same_device("layernorm_backward", dx.device, {gamma.device, mean.device});
+#ifdef DISTLAB_HAVE_CUDA
+  if (dx.device == Device::cuda)
+    return cuda::layernorm_backward(dx.ptr, dgamma.ptr, dbeta.ptr, dy.ptr, x.ptr, mean.ptr,
+                                    rstd.ptr, gamma.ptr, dtype_of<T>(), rows, cols);
+#endif
+  std::vector<double> dg(cols, 0.0), db(cols, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t row = r * cols;
+    const float mu = mean[r], rs = rstd[r];
+    double g_sum = 0, gx_sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float d = static_cast<float>(dy[row + c]);
+      const float xh = (static_cast<float>(x[row + c]) - mu) * rs;
+      const float g = d * static_cast<float>(gamma[c]);
+      g_sum += g;
+      gx_sum += double(g) * xh;
+      dg[c] += double(d) * xh;
+      db[c] += d;
+    }
+    const auto g_mean = static_cast<float>(g_sum / static_cast<double>(cols));
+    const auto gx_mean = static_cast<float>(gx_sum / static_cast<double>(cols));
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float xh = (static_cast<float>(x[row + c]) - mu) * rs;
+      const float g = static_cast<float>(dy[row + c]) * static_cast<float>(gamma[c]);
+      dx[row + c] = T(rs * (g - g_mean - xh * gx_mean));
+    }
+  }
+  for (std::size_t c = 0; c < cols; ++c) {
+    dgamma[c] = T(static_cast<float>(dgamma[c]) + static_cast<float>(dg[c]));
+    dbeta[c] = T(static_cast<float>(dbeta[c]) + static_cast<float>(db[c]));
+  }
+}
+
+// out's row r = table's row ids[r] (rows of `cols`): an embedding lookup. Every id must be a
+// row of the table (checked on the CPU; on a GPU an id out of range reads nothing and writes 0).
+template <FloatType T>
+void gather_rows(View<T> out, In<T> table, In<std::int32_t> ids, std::size_t cols) {
+  detail::check_size("gather_rows", "out", out.size(), ids.size() * cols);
+  DL_CHECK(cols > 0 && table.size() % cols == 0,
+           "ops::gather_rows: the table's {} elements are no whole rows of {}", table.size(), cols);
+  detail::same_device("gather_rows", out.device, {table.device, ids.device});
+#ifdef DISTLAB_HAVE_CUDA
+  if (out.device == Device::cuda)
+    return cuda::gather_rows(out.ptr, table.ptr, ids.ptr, dtype_of<T>(), ids.size(),
+                             table.size() / cols, cols);
+#endif
+  const std::size_t table_rows = table.size() / cols;
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const std::int32_t id = ids[r];
+    DL_CHECK(id >= 0 && static_cast<std::size_t>(id) < table_rows,
+             "ops::gather_rows: id {} at {} is not a row of the table's {}", id, r, table_rows);
+    for (std::size_t c = 0; c < cols; ++c)
+      out[r * cols + c] = table[static_cast<std::size_t>(id) * cols + c];
+  }
+}
+
+// The lookup's backward: table row ids[r] += dout's row r, for every r (an id that appears twice
+// gets both). Deterministic on both devices: each table element sums its rows in order.
+template <FloatType T>
+void scatter_add_rows(View<T> dtable, In<T> dout, In<std::int32_t> ids, std::size_t cols) {
+  detail::check_size("scatter_add_rows", "dout", dout.size(), ids.size() * cols);
+  DL_CHECK(cols > 0 && dtable.size() % cols == 0,
+           "ops::scatter_add_rows: the table's {} elements are no whole rows of {}", dtable.size(),
+           cols);
+  detail::same_device("scatter_add_rows", dtable.device, {dout.device, ids.device});
+#ifdef DISTLAB_HAVE_CUDA
+  if (dtable.device == Device::cuda)
+    return cuda::scatter_add_rows(dtable.ptr, dout.ptr, ids.ptr, dtype_of<T>(), ids.size(),
+                                  dtable.size() / cols, cols);
+#endif
+  const std::size_t table_rows = dtable.size() / cols;
+  std::vector<double> sums(dtable.size(), 0.0);
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const std::int32_t id = ids[r];
+    DL_CHECK(id >= 0 && static_cast<std::size_t>(id) < table_rows,
+             "ops::scatter_add_rows: id {} at {} is not a row of the table's {}", id, r,
+             table_rows);
+    for (std::size_t c = 0; c < cols; ++c)
+      sums[static_cast<std::size_t>(id) * cols + c] += static_cast<float>(dout[r * cols + c]);
+  }
+  for (std::size_t i = 0; i < dtable.size(); ++i)
+    if (sums[i] != 0) dtable[i] = T(static_cast<float>(dtable[i]) + static_cast<float>(sums[i]));
+}
+
+// Softmax cross-entropy of each row of logits (rows, cols) against its target class:
+//   loss[r] = log sum_c exp(z_rc) - z_r,target,   dlogits = scale (softmax(z_r) - onehot(target))
+// loss is (rows, f32). `scale` is what the caller's loss multiplies each row's by (1 / rows for
+// a mean). dlogits may be logits.
+template <FloatType T>
+void cross_entropy(View<float> loss, View<T> dlogits, In<T> logits, In<std::int32_t> targets,
+                   std::size_t rows, std::size_t cols, float scale) {
+  detail::check_size("cross_entropy", "logits", logits.size(), rows * cols);
+  detail::check_size("cross_entropy", "targets", targets.size(), rows);
+  detail::check_size("cross_entropy", "loss", loss.size(), rows);
+  detail::same_shape(dlogits, logits, "cross_entropy");
+  detail::same_device("cross_entropy", dlogits.device, {loss.device, targets.device});
+#ifdef DISTLAB_HAVE_CUDA
+  if (dlogits.device == Device::cuda)
+    return cuda::cross_entropy(loss.ptr, dlogits.ptr, logits.ptr, targets.ptr, dtype_of<T>(), rows,
+                               cols, scale);
+#endif
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t row = r * cols;
+    const std::int32_t target = targets[r];
+    DL_CHECK(target >= 0 && static_cast<std::size_t>(target) < cols,
+             "ops::cross_entropy: target {} of row {} is not one of the {} classes", target, r,
+             cols);
+    float top = -INFINITY;
+    for (std::size_t c = 0; c < cols; ++c)
+      top = std::fmax(top, static_cast<float>(logits[row + c]));
+    double total = 0;
+    for (std::size_t c = 0; c < cols; ++c)
+      total += std::exp(static_cast<float>(logits[row + c]) - top);
+    const auto log_total = static_cast<float>(std::log(total));
+    loss[r] = log_total + top - static_cast<float>(logits[row + static_cast<std::size_t>(target)]);
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float p = std::exp(static_cast<float>(logits[row + c]) - top - log_total);
+      dlogits[row + c] = T(scale * (p - (c == static_cast<std::size_t>(target) ? 1.0f : 0.0f)));
+    }
   }
 }
 

@@ -373,6 +373,105 @@ TEMPLATE_TEST_CASE("cuda ops: softmax_rows matches the CPU and its rows sum to 1
   }
 }
 
+TEMPLATE_TEST_CASE("cuda ops: layernorm forward and backward match the CPU", "[ops][cuda]", float,
+                   Half, BFloat16) {
+  using T = TestType;
+  BoundRank bound;
+  Ledger ledger;
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {3, 7}, {128, 64}, {9, 1027}}) {
+    CAPTURE(rows, cols);
+    auto x = random_buffer<T>(ledger, rows * cols, 71, -3.0f, 5.0f);
+    auto gamma = random_buffer<T>(ledger, cols, 72, 0.5f, 1.5f);
+    auto beta = random_buffer<T>(ledger, cols, 73);
+    auto dy = random_buffer<T>(ledger, rows * cols, 74);
+    Buffer<T> y(ledger, Category::data, rows * cols), dx(ledger, Category::data, rows * cols);
+    Buffer<T> dgamma(ledger, Category::data, cols), dbeta(ledger, Category::data, cols);
+    Buffer<float> mean(ledger, Category::data, rows), rstd(ledger, Category::data, rows);
+    auto gx = up(ledger, x), ggamma = up(ledger, gamma), gbeta = up(ledger, beta),
+         gdy = up(ledger, dy);
+    auto gy = up(ledger, y), gdx = up(ledger, dx), gdgamma = up(ledger, dgamma),
+         gdbeta = up(ledger, dbeta);
+    auto gmean = up(ledger, mean), grstd = up(ledger, rstd);
+    ops::layernorm_forward(y.view(), mean.view(), rstd.view(), x.view(), gamma.view(), beta.view(),
+                           rows, cols, 1e-5f);
+    ops::layernorm_forward(gy.view(), gmean.view(), grstd.view(), gx.view(), ggamma.view(),
+                           gbeta.view(), rows, cols, 1e-5f);
+    ops::layernorm_backward(dx.view(), dgamma.view(), dbeta.view(), dy.view(), x.view(),
+                            mean.view(), rstd.view(), gamma.view(), rows, cols);
+    ops::layernorm_backward(gdx.view(), gdgamma.view(), gdbeta.view(), gdy.view(), gx.view(),
+                            gmean.view(), grstd.view(), ggamma.view(), rows, cols);
+    // The row's sums in f32 trees against f64: ~(cols / 256 + 8) u_f32 of the row's magnitude
+    // (|x| <= 5, |xhat| <= sqrt(cols)); the results then rounded to T once each.
+    const double row_rel = 8 * (double(cols) / 256 + 8) * 0x1p-24 * std::sqrt(double(cols));
+    const double rel = row_rel + 2 * kRoundoff<T>;
+    CHECK(differ(down(ledger, gmean), mean, row_rel) == 0);
+    CHECK(differ(down(ledger, grstd), rstd, row_rel) == 0);
+    CHECK(differ(down(ledger, gy), y, rel) == 0);
+    CHECK(differ(down(ledger, gdx), dx, 4 * rel) == 0);
+    // dgamma, dbeta: sums over the rows, in another order: rows x u of |dy xhat| per term.
+    const double col_rel = 4 * double(rows) * 0x1p-24 * std::sqrt(double(cols)) + 2 * kRoundoff<T>;
+    CHECK(differ(down(ledger, gdgamma), dgamma, col_rel * std::max<double>(1, rows)) == 0);
+    CHECK(differ(down(ledger, gdbeta), dbeta, col_rel * std::max<double>(1, rows)) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda ops: gather_rows and scatter_add_rows match the CPU", "[ops][cuda]", float,
+                   Half, BFloat16) {
+  using T = TestType;
+  BoundRank bound;
+  Ledger ledger;
+  const std::size_t vocab = 64, cols = 64, rows = 4 * 32 + 3;
+  auto table = random_buffer<T>(ledger, vocab * cols, 81);
+  auto dout = random_buffer<T>(ledger, rows * cols, 82);
+  Buffer<std::int32_t> ids(ledger, Category::data, rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    ids[r] = static_cast<std::int32_t>((r * 7) % 61);  // repeats
+  Buffer<T> out(ledger, Category::data, rows * cols);
+  auto dtable = random_buffer<T>(ledger, vocab * cols, 83);
+  auto gtable = up(ledger, table), gdout = up(ledger, dout), gout = up(ledger, out),
+       gdtable = up(ledger, dtable);
+  auto gids = up(ledger, ids);
+  ops::gather_rows(out.view(), table.view(), ids.view(), cols);
+  ops::gather_rows(gout.view(), gtable.view(), gids.view(), cols);
+  CHECK(differ(down(ledger, gout), out, 0) == 0);  // a copy: bit for bit
+  ops::scatter_add_rows(dtable.view(), dout.view(), ids.view(), cols);
+  ops::scatter_add_rows(gdtable.view(), gdout.view(), gids.view(), cols);
+  // Each element sums its (at most 3) rows in order: f32 sums against f64 sums rounded to f32,
+  // then added and rounded to T.
+  CHECK(differ(down(ledger, gdtable), dtable, 4 * 0x1p-24 + 2 * kRoundoff<T>) == 0);
+}
+
+TEMPLATE_TEST_CASE("cuda ops: cross_entropy matches the CPU", "[ops][cuda]", float, Half,
+                   BFloat16) {
+  using T = TestType;
+  BoundRank bound;
+  Ledger ledger;
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{1, 2}, {128, 64}, {7, 50257}}) {
+    CAPTURE(rows, cols);
+    auto z = random_buffer<T>(ledger, rows * cols, 91, -6.0f, 6.0f);
+    Buffer<std::int32_t> targets(ledger, Category::data, rows);
+    for (std::size_t r = 0; r < rows; ++r)
+      targets[r] = static_cast<std::int32_t>((r * 31 + 5) % cols);
+    Buffer<float> loss(ledger, Category::data, rows);
+    Buffer<T> dz(ledger, Category::data, rows * cols);
+    auto gz = up(ledger, z), gdz = up(ledger, dz);
+    auto gtargets = up(ledger, targets);
+    auto gloss = up(ledger, loss);
+    const float scale = 1.0f / static_cast<float>(rows);
+    ops::cross_entropy(loss.view(), dz.view(), z.view(), targets.view(), rows, cols, scale);
+    ops::cross_entropy(gloss.view(), gdz.view(), gz.view(), gtargets.view(), rows, cols, scale);
+    // The log of an f32 tree sum against an f64 one: ~(cols / 256 + 8) u; expf against exp.
+    const double sum_rel = 4 * (double(cols) / 256 + 8) * 0x1p-24 + 1e-6;
+    CHECK(differ(down(ledger, gloss), loss, 16 * sum_rel) == 0);
+    // dz = scale (p - onehot): relative to p, plus p - 1's cancellation at the target (an
+    // absolute error of a few u of 1, times scale).
+    CHECK(differ_relative(down(ledger, gdz), dz, sum_rel + 2 * kRoundoff<T>,
+                          scale * 8 * sum_rel + (std::is_same_v<T, Half> ? 0x1p-24 : 0.0)) == 0);
+  }
+}
+
 TEMPLATE_TEST_CASE("cuda ops: gemm matches the CPU in all four transpose combinations",
                    "[ops][cuda]", float, Half, BFloat16) {
   using T = TestType;

@@ -93,6 +93,37 @@ TEST_CASE("cuda threads: every all-reduce algorithm on device buffers equals the
   }
 }
 
+TEST_CASE("cuda threads: every all-reduce on split groups of device buffers sums its members only",
+          "[cuda][all_reduce]") {
+  // 6 ranks in groups r % 2 (a mesh's tp groups of 3), keys backwards: each group's sum is its
+  // members' inputs, exact in f32.
+  constexpr int kRanks = 6;
+  constexpr std::size_t n = 4099;
+  for (coll::AllReduceAlgo algo : coll::all_reduce_algos()) {
+    if (algo == coll::AllReduceAlgo::library) continue;
+    INFO(coll::to_string(algo));
+    std::vector<std::vector<float>> got(kRanks);
+    run_in_process(
+        kRanks,
+        [&](Comm& world) {
+          Comm group = world.split(world.rank() % 2, kRanks - world.rank(), "tp");
+          Buffer<float> data = group.alloc<float>(n, Category::grads);
+          from_host(data.view(), input_of(world.rank(), n));
+          coll::all_reduce(group, data.view(), algo);
+          got[static_cast<std::size_t>(world.rank())] = to_host(data.view());
+        },
+        30, Device::cuda);
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<float> want(n, 0.0f);
+      for (int k = r % 2; k < kRanks; k += 2) {
+        const auto in = input_of(k, n);
+        for (std::size_t i = 0; i < n; ++i) want[i] += in[i];
+      }
+      CHECK(got[static_cast<std::size_t>(r)] == want);
+    }
+  }
+}
+
 TEST_CASE("cuda threads: a send takes the data its stream produced; the buffer is free after wait",
           "[cuda][ordering]") {
   // r0 fills its buffer with a kernel and posts the send at once, without synchronizing: the

@@ -9,9 +9,12 @@
 //   ops.cu     copy, fill, add, axpy, scale, gelu_forward, gelu_backward, cast, adam_step
 //   reduce.cu  sum, row_sums, col_sums, softmax_rows
 //   gemm.cu    gemm (cublasGemmEx)
+//   transformer.cu  layernorm_forward, layernorm_backward, gather_rows, scatter_add_rows,
+//                   cross_entropy
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
@@ -46,5 +49,20 @@ void softmax_backward_rows(void* dx, const void* y, const void* dy, DType type, 
 // --- gemm.cu: row-major C (m,n) = alpha op(A) op(B) + beta C; f32, f16, bf16 -------------------
 void gemm(void* c, const void* a, const void* b, DType type, std::size_t m, std::size_t n,
           std::size_t k, bool trans_a, bool trans_b, float alpha, float beta);
+
+// --- transformer.cu: f32, f16, bf16 values (math in f32); ids and targets i32; mean, rstd and
+// loss f32 -------------------------------------------------------------------------------------
+void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const void* gamma,
+                       const void* beta, DType type, std::size_t rows, std::size_t cols, float eps);
+// dgamma and dbeta are added to (ops.hpp has the formulas).
+void layernorm_backward(void* dx, void* dgamma, void* dbeta, const void* dy, const void* x,
+                        const float* mean, const float* rstd, const void* gamma, DType type,
+                        std::size_t rows, std::size_t cols);
+void gather_rows(void* out, const void* table, const std::int32_t* ids, DType type,
+                 std::size_t rows, std::size_t table_rows, std::size_t cols);
+void scatter_add_rows(void* dtable, const void* dout, const std::int32_t* ids, DType type,
+                      std::size_t rows, std::size_t table_rows, std::size_t cols);
+void cross_entropy(float* loss, void* dlogits, const void* logits, const std::int32_t* targets,
+                   DType type, std::size_t rows, std::size_t cols, float scale);
 
 }  // namespace distlab::cuda
