@@ -8,6 +8,9 @@
 
 #include "core/device/cuda_context.hpp"
 #include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/training/gpt.hpp"
+#include "core/training/gpt_reference.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
 
@@ -149,4 +152,54 @@ TEST_CASE("gpu: softmax_backward_rows equals its CPU twin", "[gpu][ops]") {
   for (std::size_t i = 0; i < got.size(); ++i)
     wrong += std::fabs(got[i] - host_dx[i]) > 1e-6f * (1e-3f + std::fabs(host_dx[i]));
   CHECK(wrong == 0);
+}
+
+TEST_CASE("gpu: lesson 14's GPT stage on 1 and 2 tensor-parallel ranks equals the reference",
+          "[gpu][model]") {
+  // The tests/test_gpt.cpp check with every buffer on the GPU (run_in_process binds rank r to
+  // GPU r % count): the loss and each rank's gradients against the float64 model, within the
+  // float32 bound used there (terms x depth x u_f32 of the largest gradient).
+  gpt::Config c;
+  c.vocab = 16;
+  c.d = 16;
+  c.heads = 4;
+  c.layers = 2;
+  c.seq = 8;
+  const std::size_t batch = 2, N = batch * c.seq;
+  std::vector<std::int32_t> ids(N), targets(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    ids[i] = static_cast<std::int32_t>((i * 5 + 3) % c.vocab);
+    targets[i] = static_cast<std::int32_t>((i * 11 + 1) % c.vocab);
+  }
+  const std::vector<float> w0 = gpt::initial_weights(c);
+  Eigen::VectorXd grad;
+  const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
+  const double bound = double(N + c.mlp() + c.vocab + c.d) * double(4 * c.layers + 4) * 0x1p-24;
+  for (int T : {1, 2}) {
+    INFO("tp " << T);
+    std::vector<double> errors(static_cast<std::size_t>(T), INFINITY), losses = errors;
+    run_in_process(
+        T,
+        [&](Comm& comm) {
+          const gpt::Layout layout(c, 0, 1, comm.rank(), T);
+          gpt::Stage stage(comm, c, layout, batch, 1);
+          auto params = comm.alloc_from(layout.gather(w0), Category::params);
+          auto grads = comm.alloc<float>(layout.size(), Category::grads);
+          auto in_ids = comm.alloc_from(ids, Category::data);
+          auto in_targets = comm.alloc_from(targets, Category::data);
+          const auto loss = stage.forward(0, View<const float>(params.view()), in_ids.view(),
+                                          in_targets.view(), {}, 1.0f / float(N));
+          losses[static_cast<std::size_t>(comm.rank())] = to_host(loss)[0];
+          stage.backward(0, View<const float>(params.view()), grads.view(), {});
+          const auto got = to_host(View<const float>(grads.view()));
+          const auto want = layout.gather(grad);
+          double worst = 0;
+          for (std::size_t i = 0; i < got.size(); ++i)
+            worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+          errors[static_cast<std::size_t>(comm.rank())] = worst / grad.cwiseAbs().maxCoeff();
+        },
+        30, Device::cuda);
+    for (double e : errors) CHECK(e <= bound);
+    for (double l : losses) CHECK(l == Approx(loss_want).epsilon(bound));
+  }
 }

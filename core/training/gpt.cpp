@@ -1,0 +1,420 @@
+#include "core/training/gpt.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/base/check.hpp"
+#include "core/base/units.hpp"
+#include "core/runtime/data.hpp"
+#include "core/training/tensor_parallel.hpp"
+
+namespace distlab::gpt {
+
+namespace {
+
+constexpr std::uint64_t kInitStream = 14;  // data.hpp's "rank" argument for the weights
+
+template <class T>
+View<const T> cv(View<T> v) {
+  return v;
+}
+
+// A compute phase's args for the trace: forward or backward.
+PhaseArgs op(const char* what) {
+  PhaseArgs a;
+  a.op = what;
+  return a;
+}
+
+}  // namespace
+
+// --- the model's tensors -----------------------------------------------------------------------
+
+void Config::check(int tp, int pp) const {
+  if (vocab < 2 || d < 1 || heads < 1 || layers < 1 || seq < 1)
+    throw UsageError(
+        fmt::format("the model needs vocab >= 2 and d, heads, layers, context >= 1 "
+                    "(got {})",
+                    describe()));
+  if (d % heads != 0)
+    throw UsageError(fmt::format("--d {} must divide into the {} heads", d, heads));
+  if (heads % static_cast<std::size_t>(tp) != 0)
+    throw UsageError(
+        fmt::format("the {} heads must divide over --tp {} (whole heads per rank)", heads, tp));
+  if (layers % static_cast<std::size_t>(pp) != 0)
+    throw UsageError(
+        fmt::format("the {} layers must divide over --pp {} (as many per stage)", layers, pp));
+}
+
+std::string Config::describe() const {
+  return fmt::format("vocab {}, d {}, {} heads, {} layers, context {} ({} parameters)", vocab, d,
+                     heads, layers, seq, parameter_count(*this));
+}
+
+std::vector<Tensor> tensors(const Config& c) {
+  std::vector<Tensor> out;
+  std::size_t offset = 0;
+  auto add = [&](std::string name, std::size_t rows, std::size_t cols, Split split, int block) {
+    out.push_back({std::move(name), rows, cols, split, block, offset});
+    offset += rows * cols;
+  };
+  add("wte", c.vocab, c.d, Split::whole, -1);
+  add("wpe", c.seq, c.d, Split::whole, -1);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const int b = static_cast<int>(l);
+    auto name = [&](const char* what) { return fmt::format("block {} {}", l, what); };
+    add(name("ln1 gain"), 1, c.d, Split::whole, b);
+    add(name("ln1 bias"), 1, c.d, Split::whole, b);
+    add(name("wq"), c.d, c.d, Split::head_columns, b);
+    add(name("wk"), c.d, c.d, Split::head_columns, b);
+    add(name("wv"), c.d, c.d, Split::head_columns, b);
+    add(name("wo"), c.d, c.d, Split::head_rows, b);
+    add(name("ln2 gain"), 1, c.d, Split::whole, b);
+    add(name("ln2 bias"), 1, c.d, Split::whole, b);
+    add(name("w1"), c.d, c.mlp(), Split::columns, b);
+    add(name("w2"), c.mlp(), c.d, Split::rows, b);
+  }
+  add("lnf gain", 1, c.d, Split::whole, -1);
+  add("lnf bias", 1, c.d, Split::whole, -1);
+  add("head", c.d, c.vocab, Split::whole, -1);
+  return out;
+}
+
+std::size_t parameter_count(const Config& c) {
+  const auto all = tensors(c);
+  return all.back().offset + all.back().size();
+}
+
+float initial_value(const Config& c, const Tensor& t, std::size_t element) {
+  const bool gain = t.name.ends_with("gain"), bias = t.name.ends_with("bias");
+  if (gain) return 1.0f;
+  if (bias) return 0.0f;
+  double scale = 0.02 * std::sqrt(3.0);  // uniform with GPT-2's standard deviation 0.02
+  if (t.name.ends_with("wo") || t.name.ends_with("w2"))
+    scale /= std::sqrt(2.0 * static_cast<double>(c.layers));
+  return static_cast<float>(scale * input_value<double>(c.seed, kInitStream, t.offset + element));
+}
+
+std::vector<float> initial_weights(const Config& c) {
+  std::vector<float> w(parameter_count(c));
+  for (const auto& t : tensors(c))
+    for (std::size_t i = 0; i < t.size(); ++i) w[t.offset + i] = initial_value(c, t, i);
+  return w;
+}
+
+// --- a rank's part -------------------------------------------------------------------------------
+
+Layout::Layout(const Config& c, int pp_rank, int pp_size, int tp_rank, int tp_size)
+    : c_(c), tp_rank_(tp_rank), tp_size_(tp_size) {
+  c.check(tp_size, pp_size);
+  const int per_stage = static_cast<int>(c.layers) / pp_size;
+  first_block_ = pp_rank * per_stage;
+  end_block_ = first_block_ + per_stage;
+  first_stage_ = pp_rank == 0;
+  last_stage_ = pp_rank == pp_size - 1;
+  const auto T = static_cast<std::size_t>(tp_size);
+  for (const Tensor& t : tensors(c)) {
+    const bool mine = t.block >= 0 ? t.block >= first_block_ && t.block < end_block_
+                      : t.name.starts_with("w")  // wte, wpe
+                          ? first_stage_
+                          : last_stage_;
+    if (!mine) continue;
+    const std::size_t size = t.split == Split::whole ? t.size() : t.size() / T;
+    parts_.push_back({t, size_, size});
+    size_ += size;
+  }
+}
+
+std::size_t Layout::global_index(const Part& p, std::size_t i) const {
+  const Tensor& t = p.tensor;
+  const auto t_rank = static_cast<std::size_t>(tp_rank_);
+  const std::size_t dh = c_.head_dim(), hl = local_heads(), ml = local_mlp();
+  switch (t.split) {
+    case Split::whole:
+      return t.offset + i;
+    case Split::head_columns: {  // stored head by head: [local head][row][column of the head]
+      const std::size_t head = i / (t.rows * dh), row = i / dh % t.rows, e = i % dh;
+      return t.offset + row * t.cols + (t_rank * hl + head) * dh + e;
+    }
+    case Split::head_rows:  // the heads' rows, contiguous
+      return t.offset + t_rank * hl * dh * t.cols + i;
+    case Split::columns:  // (rows, ml): columns [t ml, (t + 1) ml)
+      return t.offset + i / ml * t.cols + t_rank * ml + i % ml;
+    case Split::rows:
+      return t.offset + t_rank * ml * t.cols + i;
+  }
+  return t.offset + i;
+}
+
+const Layout::Part& Layout::part(const std::string& name) const {
+  for (const auto& p : parts_)
+    if (p.tensor.name == name) return p;
+  DL_FAIL("this rank holds no tensor '{}'", name);
+}
+
+// --- a stage: forward and backward --------------------------------------------------------------
+
+// Where a block's tensors sit in the rank's flat vector.
+struct Stage::Block {
+  std::size_t ln1g, ln1b, wq, wk, wv, wo, ln2g, ln2b, w1, w2;
+};
+
+// What forward keeps of one micro-batch for its backward.
+struct Stage::Slot {
+  struct Kept {
+    Buffer<float> a, mean1, rstd1, q, k, v, p, ctx, x1, m, mean2, rstd2, h, gg;
+  };
+  std::vector<Buffer<float>> xs;  // the stage's input, then each block's output
+  std::vector<Kept> blocks;
+  Buffer<std::int32_t> ids, targets;
+  Buffer<float> xf, meanf, rstdf, logits, dlogits, losses, loss;
+  std::vector<Block> where;
+};
+
+Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots)
+    : tp_(tp), c_(c), layout_(layout), batch_(batch) {
+  DL_CHECK(slots >= 1 && batch >= 1, "a stage needs a slot and a batch (got {} and {})", slots,
+           batch);
+  const std::size_t N = tokens(), d = c.d, S = c.seq, hl = layout.local_heads(), dh = c.head_dim(),
+                    ml = layout.local_mlp();
+  auto act = [&](std::size_t n) { return tp.alloc<float>(n, Category::activations); };
+  std::vector<Block> where;
+  for (int l = layout.first_block(); l < layout.end_block(); ++l) {
+    auto at = [&](const char* what) {
+      return layout.part(fmt::format("block {} {}", l, what)).offset;
+    };
+    where.push_back({at("ln1 gain"), at("ln1 bias"), at("wq"), at("wk"), at("wv"), at("wo"),
+                     at("ln2 gain"), at("ln2 bias"), at("w1"), at("w2")});
+  }
+  for (int k = 0; k < slots; ++k) {
+    Slot& s = slots_.emplace_back();
+    s.where = where;
+    for (std::size_t l = 0; l <= where.size(); ++l) s.xs.push_back(act(N * d));
+    for (std::size_t l = 0; l < where.size(); ++l)
+      s.blocks.push_back({act(N * d), act(N), act(N), act(hl * N * dh), act(hl * N * dh),
+                          act(hl * N * dh), act(hl * batch * S * S), act(hl * N * dh), act(N * d),
+                          act(N * d), act(N), act(N), act(N * ml), act(N * ml)});
+    if (layout.first_stage()) s.ids = tp.alloc<std::int32_t>(N, Category::data);
+    if (layout.last_stage()) {
+      s.targets = tp.alloc<std::int32_t>(N, Category::data);
+      s.xf = act(N * d);
+      s.meanf = act(N);
+      s.rstdf = act(N);
+      s.logits = act(N * c.vocab);
+      s.dlogits = act(N * c.vocab);
+      s.losses = act(N);
+      s.loss = act(1);
+    }
+  }
+  std::vector<float> mask(S * S, 0.0f);
+  for (std::size_t r = 0; r < S; ++r)
+    for (std::size_t col = r + 1; col < S; ++col) mask[r * S + col] = -INFINITY;
+  mask_ = tp.alloc_from(mask, Category::activations);
+  std::vector<std::int32_t> positions(N);
+  for (std::size_t i = 0; i < N; ++i) positions[i] = static_cast<std::int32_t>(i % S);
+  positions_ = tp.alloc_from(positions, Category::data);
+  auto scratch = [&](std::size_t n) { return tp.alloc<float>(n, Category::activations); };
+  dx_ = scratch(N * d);
+  da_ = scratch(N * d);
+  dq_ = scratch(N * dh);
+  dk_ = scratch(N * dh);
+  dv_ = scratch(N * dh);
+  dc_ = scratch(N * dh);
+  dp_ = scratch(S * S);
+  dh_ = scratch(N * ml);
+  dlogits_ = scratch(layout.last_stage() ? N * c.vocab : 1);
+}
+
+Stage::~Stage() = default;
+
+View<const float> Stage::forward(int slot, View<const float> params, View<const std::int32_t> ids,
+                                 View<const std::int32_t> targets, View<const float> x,
+                                 float loss_scale) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  const std::size_t N = tokens(), d = c_.d;
+  if (layout_.first_stage()) {
+    // x = wte[token] + wpe[position]
+    auto phase = tp_.phase("embed", op("forward"));
+    ops::copy(s.ids.view(), ids);
+    const auto& wte = layout_.part("wte");
+    const auto& wpe = layout_.part("wpe");
+    ops::gather_rows(s.xs[0].view(), params.sub(wte.offset, wte.size), ids, d);
+    ops::gather_rows(da_.view(), params.sub(wpe.offset, wpe.size), cv(positions_.view()), d);
+    ops::add(s.xs[0].view(), cv(da_.view()));
+  } else {
+    ops::copy(s.xs[0].view(), x);
+  }
+  for (std::size_t l = 0; l < s.blocks.size(); ++l)
+    block_forward(s, static_cast<int>(l), params, s.xs[l + 1].view());
+  if (!layout_.last_stage()) return s.xs.back().view();
+  // The head: LayerNorm, logits = xf head, and each token's cross-entropy.
+  auto phase = tp_.phase("head and loss", op("forward"));
+  const auto& g = layout_.part("lnf gain");
+  const auto& b = layout_.part("lnf bias");
+  const auto& head = layout_.part("head");
+  ops::layernorm_forward(s.xf.view(), s.meanf.view(), s.rstdf.view(), cv(s.xs.back().view()),
+                         params.sub(g.offset, g.size), params.sub(b.offset, b.size), N, d,
+                         c_.ln_eps);
+  ops::gemm(s.logits.view(), cv(s.xf.view()), params.sub(head.offset, head.size), N, c_.vocab, d);
+  ops::copy(s.targets.view(), targets);
+  ops::cross_entropy(s.losses.view(), s.dlogits.view(), cv(s.logits.view()), targets, N, c_.vocab,
+                     loss_scale);
+  ops::sum(s.loss.view(), cv(s.losses.view()));
+  ops::scale(s.loss.view(), loss_scale);
+  return s.loss.view();
+}
+
+void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> out) {
+  const auto li = static_cast<std::size_t>(l);
+  Slot::Kept& k = s.blocks[li];
+  const Block& w = s.where[li];
+  const std::size_t N = tokens(), d = c_.d, S = c_.seq, B = batch_, dh = c_.head_dim(),
+                    hl = layout_.local_heads(), ml = layout_.local_mlp();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  View<const float> x = s.xs[li].view();
+  auto P = [&](std::size_t offset, std::size_t n) { return params.sub(offset, n); };
+  auto head = [&](Buffer<float>& m, std::size_t j) { return m.view().sub(j * N * dh, N * dh); };
+  auto seq = [&](View<float> v, std::size_t b, std::size_t width) {
+    return v.sub(b * S * width, S * width);
+  };
+  const int block = layout_.first_block() + l;
+  {
+    // Attention on my heads: a = LN1(x); per head Q, K, V = a Wq_j, a Wk_j, a Wv_j;
+    // P = softmax(Q K^T / sqrt(dh) + causal mask) per sequence; C = P V; partial = C_i Wo_i.
+    auto phase = tp_.phase(fmt::format("block {} attention", block), op("forward"));
+    ops::layernorm_forward(k.a.view(), k.mean1.view(), k.rstd1.view(), x, P(w.ln1g, d),
+                           P(w.ln1b, d), N, d, c_.ln_eps);
+    for (std::size_t j = 0; j < hl; ++j) {
+      ops::gemm(head(k.q, j), cv(k.a.view()), P(w.wq + j * d * dh, d * dh), N, dh, d);
+      ops::gemm(head(k.k, j), cv(k.a.view()), P(w.wk + j * d * dh, d * dh), N, dh, d);
+      ops::gemm(head(k.v, j), cv(k.a.view()), P(w.wv + j * d * dh, d * dh), N, dh, d);
+      for (std::size_t b = 0; b < B; ++b) {
+        View<float> p = k.p.view().sub((j * B + b) * S * S, S * S);
+        ops::gemm(p, cv(seq(head(k.q, j), b, dh)), cv(seq(head(k.k, j), b, dh)), S, S, dh, false,
+                  true, scale);
+        ops::add(p, cv(mask_.view()));
+        ops::softmax_rows(p, cv(p), S, S);
+        ops::gemm(seq(head(k.ctx, j), b, dh), cv(p), cv(seq(head(k.v, j), b, dh)), S, dh, S);
+      }
+      ops::gemm(da_.view(), cv(head(k.ctx, j)), P(w.wo + j * dh * d, dh * d), N, d, dh, false,
+                false, 1.0f, j == 0 ? 0.0f : 1.0f);
+    }
+  }
+  tp::g_forward(tp_, da_.view());  // the heads of every tensor-parallel rank, summed
+  ops::copy(k.x1.view(), x);
+  ops::add(k.x1.view(), cv(da_.view()));
+  {
+    // The MLP on my columns of W1 and rows of W2: m = LN2(x1); partial = gelu(m W1_i) W2_i.
+    auto phase = tp_.phase(fmt::format("block {} MLP", block), op("forward"));
+    ops::layernorm_forward(k.m.view(), k.mean2.view(), k.rstd2.view(), cv(k.x1.view()),
+                           P(w.ln2g, d), P(w.ln2b, d), N, d, c_.ln_eps);
+    ops::gemm(k.h.view(), cv(k.m.view()), P(w.w1, d * ml), N, ml, d);
+    ops::gelu_forward(k.gg.view(), cv(k.h.view()));
+    ops::gemm(da_.view(), cv(k.gg.view()), P(w.w2, ml * d), N, d, ml);
+  }
+  tp::g_forward(tp_, da_.view());
+  ops::copy(out, cv(k.x1.view()));
+  ops::add(out, cv(da_.view()));
+}
+
+View<const float> Stage::backward(int slot, View<const float> params, View<float> grads,
+                                  View<const float> dy) {
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  const std::size_t N = tokens(), d = c_.d;
+  if (layout_.last_stage()) {
+    // From the loss: dlogits (kept by forward), dhead = xf^T dlogits, dxf = dlogits head^T.
+    auto phase = tp_.phase("head and loss", op("backward"));
+    const auto& g = layout_.part("lnf gain");
+    const auto& b = layout_.part("lnf bias");
+    const auto& head = layout_.part("head");
+    ops::gemm(grads.sub(head.offset, head.size), cv(s.xf.view()), cv(s.dlogits.view()), d, c_.vocab,
+              N, true, false, 1.0f, 1.0f);
+    ops::gemm(dx_.view(), cv(s.dlogits.view()), params.sub(head.offset, head.size), N, d, c_.vocab,
+              false, true);
+    ops::layernorm_backward(dx_.view(), grads.sub(g.offset, g.size), grads.sub(b.offset, b.size),
+                            cv(dx_.view()), cv(s.xs.back().view()), cv(s.meanf.view()),
+                            cv(s.rstdf.view()), params.sub(g.offset, g.size), N, d);
+  } else {
+    ops::copy(dx_.view(), dy);
+  }
+  for (std::size_t l = s.blocks.size(); l-- > 0;)
+    block_backward(s, static_cast<int>(l), params, grads, dx_.view());
+  if (!layout_.first_stage()) return dx_.view();
+  auto phase = tp_.phase("embed", op("backward"));
+  const auto& wte = layout_.part("wte");
+  const auto& wpe = layout_.part("wpe");
+  ops::scatter_add_rows(grads.sub(wte.offset, wte.size), cv(dx_.view()), cv(s.ids.view()), d);
+  ops::scatter_add_rows(grads.sub(wpe.offset, wpe.size), cv(dx_.view()), cv(positions_.view()), d);
+  return {};
+}
+
+void Stage::block_backward(Slot& s, int l, View<const float> params, View<float> grads,
+                           View<float> dx) {
+  const auto li = static_cast<std::size_t>(l);
+  Slot::Kept& k = s.blocks[li];
+  const Block& w = s.where[li];
+  const std::size_t N = tokens(), d = c_.d, S = c_.seq, B = batch_, dh = c_.head_dim(),
+                    hl = layout_.local_heads(), ml = layout_.local_mlp();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  auto P = [&](std::size_t offset, std::size_t n) { return params.sub(offset, n); };
+  auto G = [&](std::size_t offset, std::size_t n) { return grads.sub(offset, n); };
+  auto head = [&](Buffer<float>& m, std::size_t j) { return m.view().sub(j * N * dh, N * dh); };
+  auto seq = [&](View<float> v, std::size_t b, std::size_t width) {
+    return v.sub(b * S * width, S * width);
+  };
+  const int block = layout_.first_block() + l;
+  {
+    // The MLP, from dx = dL/dx2 (g's backward is the identity: everyone has it).
+    auto phase = tp_.phase(fmt::format("block {} MLP", block), op("backward"));
+    ops::gemm(dh_.view(), cv(dx), P(w.w2, ml * d), N, ml, d, false, true);  // d gelu
+    ops::gemm(G(w.w2, ml * d), cv(k.gg.view()), cv(dx), ml, d, N, true, false, 1.0f, 1.0f);
+    ops::gelu_backward(dh_.view(), cv(dh_.view()), cv(k.h.view()));
+    ops::gemm(G(w.w1, d * ml), cv(k.m.view()), cv(dh_.view()), d, ml, N, true, false, 1.0f, 1.0f);
+    ops::gemm(da_.view(), cv(dh_.view()), P(w.w1, d * ml), N, d, ml, false, true);  // partial dm
+  }
+  tp::f_backward(tp_, da_.view());
+  ops::layernorm_backward(da_.view(), G(w.ln2g, d), G(w.ln2b, d), cv(da_.view()), cv(k.x1.view()),
+                          cv(k.mean2.view()), cv(k.rstd2.view()), P(w.ln2g, d), N, d);
+  ops::add(dx, cv(da_.view()));  // dx is dL/dx1 now
+  {
+    auto phase = tp_.phase(fmt::format("block {} attention", block), op("backward"));
+    for (std::size_t j = 0; j < hl; ++j) {
+      ops::gemm(dc_.view(), cv(dx), P(w.wo + j * dh * d, dh * d), N, dh, d, false, true);
+      ops::gemm(G(w.wo + j * dh * d, dh * d), cv(head(k.ctx, j)), cv(dx), dh, d, N, true, false,
+                1.0f, 1.0f);
+      for (std::size_t b = 0; b < B; ++b) {
+        View<const float> p = k.p.view().sub((j * B + b) * S * S, S * S);
+        ops::gemm(dp_.view(), cv(seq(dc_.view(), b, dh)), cv(seq(head(k.v, j), b, dh)), S, S, dh,
+                  false, true);
+        ops::gemm(seq(dv_.view(), b, dh), p, cv(seq(dc_.view(), b, dh)), S, dh, S, true, false);
+        ops::softmax_backward_rows(dp_.view(), p, cv(dp_.view()), S, S);
+        ops::gemm(seq(dq_.view(), b, dh), cv(dp_.view()), cv(seq(head(k.k, j), b, dh)), S, dh, S,
+                  false, false, scale);
+        ops::gemm(seq(dk_.view(), b, dh), cv(dp_.view()), cv(seq(head(k.q, j), b, dh)), S, dh, S,
+                  true, false, scale);
+      }
+      const std::size_t at = j * d * dh;
+      ops::gemm(G(w.wq + at, d * dh), cv(k.a.view()), cv(dq_.view()), d, dh, N, true, false, 1.0f,
+                1.0f);
+      ops::gemm(G(w.wk + at, d * dh), cv(k.a.view()), cv(dk_.view()), d, dh, N, true, false, 1.0f,
+                1.0f);
+      ops::gemm(G(w.wv + at, d * dh), cv(k.a.view()), cv(dv_.view()), d, dh, N, true, false, 1.0f,
+                1.0f);
+      // This rank's part of da: its heads' dQ Wq^T + dK Wk^T + dV Wv^T.
+      ops::gemm(da_.view(), cv(dq_.view()), P(w.wq + at, d * dh), N, d, dh, false, true, 1.0f,
+                j == 0 ? 0.0f : 1.0f);
+      ops::gemm(da_.view(), cv(dk_.view()), P(w.wk + at, d * dh), N, d, dh, false, true, 1.0f,
+                1.0f);
+      ops::gemm(da_.view(), cv(dv_.view()), P(w.wv + at, d * dh), N, d, dh, false, true, 1.0f,
+                1.0f);
+    }
+  }
+  tp::f_backward(tp_, da_.view());
+  ops::layernorm_backward(da_.view(), G(w.ln1g, d), G(w.ln1b, d), cv(da_.view()),
+                          cv(s.xs[li].view()), cv(k.mean1.view()), cv(k.rstd1.view()), P(w.ln1g, d),
+                          N, d);
+  ops::add(dx, cv(da_.view()));  // dx is dL/dx of the block's input now
+}
+
+}  // namespace distlab::gpt

@@ -1,0 +1,214 @@
+// gpt.hpp and gpt_reference.hpp: the float64 reference against finite differences, and the
+// float32 stages on the ops, split over tensor- and pipeline-parallel ranks, against it.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm/mesh.hpp"
+#include "core/runtime/data.hpp"
+#include "core/training/gpt.hpp"
+#include "core/training/gpt_reference.hpp"
+#include "thread_world.hpp"
+
+using namespace distlab;
+using distlab::test::run_ranks;
+
+namespace {
+
+gpt::Config small() {
+  gpt::Config c;
+  c.vocab = 16;
+  c.d = 16;
+  c.heads = 4;
+  c.layers = 2;
+  c.seq = 8;
+  return c;
+}
+
+// Tokens in [0, vocab) from the seed; the targets are the next tokens.
+std::vector<std::int32_t> tokens(const gpt::Config& c, std::size_t n, std::uint64_t seed) {
+  std::vector<std::int32_t> t(n);
+  for (std::size_t i = 0; i < n; ++i)
+    t[i] = static_cast<std::int32_t>(splitmix64(seed * 7919 + i) % c.vocab);
+  return t;
+}
+
+Eigen::VectorXd widen(const std::vector<float>& v) {
+  Eigen::VectorXd out(static_cast<Eigen::Index>(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) out[Eigen::Index(i)] = v[i];
+  return out;
+}
+
+// The float32 error model of a gradient: every element is a sum of products through at most
+// `depth` layers of sums of at most `terms` terms each, each sum off by terms x u_f32 of the
+// magnitude it adds up. Measured against the largest gradient (the magnitudes are of its order).
+double gradient_bound(const gpt::Config& c, std::size_t tokens) {
+  const double terms = double(tokens + c.mlp() + c.vocab + c.d);
+  const double depth = double(4 * c.layers + 4);
+  return terms * depth * 0x1p-24;
+}
+
+struct Outcome {
+  std::mutex m;
+  std::vector<std::string> wrong;
+  double worst = 0;
+  int compared = 0;
+};
+
+// A rank's gradients (its layout) against the reference's, within bound x the largest.
+void compare_grads(const gpt::Layout& layout, const std::vector<float>& got,
+                   const Eigen::VectorXd& want, double bound, Outcome& out,
+                   const std::string& who) {
+  const double top = want.cwiseAbs().maxCoeff();
+  const auto mine = layout.gather(want);
+  std::lock_guard lk(out.m);
+  for (const auto& p : layout.parts())
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const double err = std::abs(double(got[p.offset + i]) - mine[p.offset + i]);
+      out.worst = std::max(out.worst, err / top);
+      ++out.compared;
+      if (err > bound * top && out.wrong.size() < 5)
+        out.wrong.push_back(fmt::format("{}: {} [{}] got {} want {}", who, p.tensor.name, i,
+                                        got[p.offset + i], mine[p.offset + i]));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gpt: the float64 reference's gradient equals central differences of its loss", "[gpt]") {
+  gpt::Config c;
+  c.vocab = 8;
+  c.d = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.seq = 4;
+  const auto ids = tokens(c, 2 * c.seq, 3), targets = tokens(c, 2 * c.seq, 4);
+  // Larger weights than the initial ones, so that every path carries a gradient of weight.
+  std::vector<float> w = gpt::initial_weights(c);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] += 0.3f * input_value<float>(9, 0, i);
+  Eigen::VectorXd params = widen(w), grad;
+  gpt::reference_loss(c, params, ids, targets, &grad);
+  // Central differences with step 1e-5: truncation ~1e-10 of the third derivative, cancellation
+  // ~1e-11 of a loss of order 1 over 2e-5: agreement to 1e-6 absolute.
+  int checked = 0, bad = 0;
+  for (Eigen::Index i = 0; i < params.size(); i += 7) {
+    Eigen::VectorXd up = params, down = params;
+    up[i] += 1e-5;
+    down[i] -= 1e-5;
+    const double fd =
+        (gpt::reference_loss(c, up, ids, targets) - gpt::reference_loss(c, down, ids, targets)) /
+        2e-5;
+    ++checked;
+    if (std::abs(fd - grad[i]) > 1e-6) {
+      ++bad;
+      UNSCOPED_INFO("parameter " << i << ": backprop " << grad[i] << ", differences " << fd);
+    }
+  }
+  CHECK(checked > 100);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("gpt: the layout of a split rank maps every element to one place of the whole", "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t total = gpt::parameter_count(c);
+  std::vector<int> seen(total, 0);
+  for (int p = 0; p < 2; ++p)
+    for (int t = 0; t < 4; ++t) {
+      const gpt::Layout layout(c, p, 2, t, 4);
+      for (const auto& part : layout.parts())
+        for (std::size_t i = 0; i < part.size; ++i) ++seen[layout.global_index(part, i)];
+    }
+  // Split tensors once per tp rank, whole ones on every tp rank (4 times).
+  for (const auto& t : gpt::tensors(c))
+    for (std::size_t i = 0; i < t.size(); ++i)
+      CHECK(seen[t.offset + i] == (t.split == gpt::Split::whole ? 4 : 1));
+  CHECK_THROWS_WITH(gpt::Layout(c, 0, 1, 0, 3),
+                    "the 4 heads must divide over --tp 3 (whole heads per rank)");
+  CHECK_THROWS_WITH(gpt::Layout(c, 0, 4, 0, 1),
+                    "the 2 layers must divide over --pp 4 (as many per stage)");
+}
+
+TEST_CASE(
+    "gpt: a stage's loss and gradients on 1, 2 and 4 tensor-parallel ranks equal the "
+    "reference's",
+    "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t batch = 2, N = batch * c.seq;
+  const auto ids = tokens(c, N, 5), targets = tokens(c, N, 6);
+  const std::vector<float> w0 = gpt::initial_weights(c);
+  Eigen::VectorXd grad;
+  const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
+  for (int T : {1, 2, 4}) {
+    INFO("tp " << T);
+    Outcome out;
+    std::vector<float> losses(static_cast<std::size_t>(T));
+    auto run = run_ranks(T, [&](Comm& world) {
+      Comm tp = world.split(0, world.rank(), "tp");
+      const gpt::Layout layout(c, 0, 1, tp.rank(), T);
+      gpt::Stage stage(tp, c, layout, batch, 1);
+      auto params = tp.alloc_from(layout.gather(w0), Category::params);
+      auto grads = tp.alloc<float>(layout.size(), Category::grads);
+      auto in_ids = tp.alloc_from(ids, Category::data);
+      auto in_targets = tp.alloc_from(targets, Category::data);
+      const auto loss = stage.forward(0, View<const float>(params.view()), in_ids.view(),
+                                      in_targets.view(), {}, 1.0f / float(N));
+      losses[static_cast<std::size_t>(world.rank())] = to_host(loss)[0];
+      stage.backward(0, View<const float>(params.view()), grads.view(), {});
+      compare_grads(layout, to_host(View<const float>(grads.view())), grad, gradient_bound(c, N),
+                    out, fmt::format("tp rank {}", tp.rank()));
+    });
+    REQUIRE_FALSE(run.failed);
+    for (float l : losses) CHECK(l == Approx(loss_want).epsilon(gradient_bound(c, N)));
+    CHECK(out.wrong == std::vector<std::string>{});
+    CHECK(out.compared >= int(gpt::parameter_count(c)));
+  }
+}
+
+TEST_CASE("gpt: two pipeline stages of two tensor-parallel ranks each equal the reference",
+          "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t batch = 2, N = batch * c.seq;
+  const auto ids = tokens(c, N, 7), targets = tokens(c, N, 8);
+  const std::vector<float> w0 = gpt::initial_weights(c);
+  Eigen::VectorXd grad;
+  const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
+  Outcome out;
+  std::vector<float> losses(4, -1.0f);
+  auto run = run_ranks(4, [&](Comm& world) {
+    Mesh mesh(world, {1, 2, 2});
+    const gpt::Layout layout(c, mesh.coord().pp, 2, mesh.coord().tp, 2);
+    gpt::Stage stage(mesh.tp(), c, layout, batch, 1);
+    auto params = world.alloc_from(layout.gather(w0), Category::params);
+    auto grads = world.alloc<float>(layout.size(), Category::grads);
+    auto in_ids = world.alloc_from(ids, Category::data);
+    auto in_targets = world.alloc_from(targets, Category::data);
+    auto x = world.alloc<float>(N * c.d, Category::activations);
+    Comm& pp = mesh.pp();
+    const View<const float> P = params.view();
+    if (pp.rank() == 0) {
+      const auto y = stage.forward(0, P, in_ids.view(), {}, {}, 0);
+      pp.send(y, 1, 1);
+      pp.recv(x.view(), 1, 2);
+      stage.backward(0, P, grads.view(), View<const float>(x.view()));
+    } else {
+      pp.recv(x.view(), 0, 1);
+      const auto loss =
+          stage.forward(0, P, {}, in_targets.view(), View<const float>(x.view()), 1.0f / float(N));
+      losses[static_cast<std::size_t>(world.rank())] = to_host(loss)[0];
+      const auto dx = stage.backward(0, P, grads.view(), {});
+      pp.send(dx, 0, 2);
+    }
+    compare_grads(layout, to_host(View<const float>(grads.view())), grad, gradient_bound(c, N), out,
+                  mesh.describe());
+  });
+  REQUIRE_FALSE(run.failed);
+  CHECK(losses[2] == Approx(loss_want).epsilon(gradient_bound(c, N)));
+  CHECK(losses[3] == Approx(loss_want).epsilon(gradient_bound(c, N)));
+  CHECK(out.wrong == std::vector<std::string>{});
+}
