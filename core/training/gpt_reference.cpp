@@ -205,4 +205,23 @@ double reference_loss(const Config& c, const Eigen::VectorXd& params,
   return loss;
 }
 
+ReferenceRun reference_train(const Config& c, const Corpus& corpus,
+                             const std::vector<float>& initial, int steps, std::size_t global,
+                             const model::OptimizerConfig& optimizer) {
+  ReferenceRun run;
+  run.params.resize(Eigen::Index(initial.size()));
+  for (std::size_t i = 0; i < initial.size(); ++i) run.params[Eigen::Index(i)] = initial[i];
+  model::ReferenceOptimizer opt(initial.size(), optimizer);
+  Eigen::VectorXd grad;
+  for (int k = 0; k < steps; ++k) {
+    std::vector<std::int32_t> ids, targets;
+    for (std::size_t i = 0; i < global; ++i)
+      corpus.sequence(std::uint64_t(k) * global + i, c.seq, ids, targets);
+    run.losses.push_back(reference_loss(c, run.params, ids, targets, &grad));
+    if (k == 0) run.first_gradient = grad;
+    opt.step(run.params, grad);
+  }
+  return run;
+}
+
 }  // namespace distlab::gpt

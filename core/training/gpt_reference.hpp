@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/training/corpus.hpp"
 #include "core/training/gpt.hpp"
+#include "core/training/model.hpp"
 
 namespace distlab::gpt {
 
@@ -20,5 +22,17 @@ namespace distlab::gpt {
 double reference_loss(const Config& c, const Eigen::VectorXd& params,
                       const std::vector<std::int32_t>& ids,
                       const std::vector<std::int32_t>& targets, Eigen::VectorXd* grad = nullptr);
+
+// Training on one device: step k takes the corpus's sequences [k global, (k + 1) global)
+// (sequence_index's order), the mean loss over their tokens and its gradient, and an optimizer
+// step (model_reference.hpp's float64 SGD or Adam).
+struct ReferenceRun {
+  Eigen::VectorXd params;      // after the last step
+  std::vector<double> losses;  // losses[k]: step k's loss, before its update
+  Eigen::VectorXd first_gradient;
+};
+ReferenceRun reference_train(const Config& c, const Corpus& corpus,
+                             const std::vector<float>& initial, int steps, std::size_t global,
+                             const model::OptimizerConfig& optimizer);
 
 }  // namespace distlab::gpt
