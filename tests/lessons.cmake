@@ -476,6 +476,40 @@ if(TARGET 11_pipeline_microbatching)
                    -- $<TARGET_FILE:11_pipeline_microbatching> --ranks 1000 --no-trace)
 endif()
 
+# Lesson 14: every mesh of up to 8 ranks in the issue's list verifies (the loss and gradient of
+# step 1, the replicas and every weight against one device), ZeRO-1 too, under mpiexec as well;
+# a mesh that does not multiply to the ranks, or heads that do not divide, is one sentence.
+if(TARGET 14_capstone_3d_parallel)
+  foreach(mesh "1 1 1" "2 1 1" "1 2 1" "1 1 2" "2 2 1" "2 1 2" "1 2 2" "2 2 2" "4 1 2")
+    separate_arguments(m UNIX_COMMAND "${mesh}")
+    list(GET m 0 d)
+    list(GET m 1 p)
+    list(GET m 2 t)
+    math(EXPR n "${d} * ${p} * ${t}")
+    distlab_lesson_test(lesson.14_capstone_3d_parallel.mesh-${d}x${p}x${t} 14_capstone_3d_parallel verified ${n} 0
+                        --ranks ${n} --dp ${d} --pp ${p} --tp ${t} --steps 4)
+  endforeach()
+  distlab_lesson_test(lesson.14_capstone_3d_parallel.zero1-2x2x2 14_capstone_3d_parallel verified 8 0 --ranks 8 --zero 1
+                      --steps 4)
+  distlab_lesson_test(lesson.14_capstone_3d_parallel.zero1-4x1x1-m8 14_capstone_3d_parallel verified 4 0 --ranks 4
+                      --dp 4 --pp 1 --tp 1 --zero 1 --microbatches 8 --batch 1 --steps 4)
+  distlab_lesson_test(lesson.14_capstone_3d_parallel.pp4-m6 14_capstone_3d_parallel verified 4 0 --ranks 4 --dp 1
+                      --pp 4 --tp 1 --microbatches 6 --steps 3)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.14_capstone_3d_parallel.mpi4-dp2-tp2 14_capstone_3d_parallel verified 4 4 --dp 2 --tp 2)
+    distlab_lesson_test(lesson.14_capstone_3d_parallel.mpi4-zero1 14_capstone_3d_parallel verified 4 4 --dp 2 --pp 2
+                        --tp 1 --zero 1 --steps 4)
+  endif()
+  add_test(NAME usage.14.mesh COMMAND bash ${expect_failure} 2 10
+           "the mesh dp 3 x pp 1 x tp 2 has 6 ranks, but the run has 8: --dp x --pp x --tp must equal the ranks"
+           -- $<TARGET_FILE:14_capstone_3d_parallel> --ranks 8 --dp 3 --no-trace)
+  add_test(NAME usage.14.heads COMMAND bash ${expect_failure} 2 10 "the 4 heads must divide over --tp 3"
+           -- $<TARGET_FILE:14_capstone_3d_parallel> --ranks 6 --tp 3 --no-trace)
+  add_test(NAME usage.14.layers COMMAND bash ${expect_failure} 2 10 "the 4 layers must divide over --pp 3"
+           -- $<TARGET_FILE:14_capstone_3d_parallel> --ranks 3 --dp 1 --pp 3 --tp 1 --no-trace)
+  set_tests_properties(usage.14.mesh usage.14.heads usage.14.layers PROPERTIES LABELS lesson)
+endif()
+
 # --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh
 # holds the table of variants and the check that must fail for each), and one under mpiexec,
 # where every process switches the bug on from its own arguments.
