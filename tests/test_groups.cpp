@@ -58,7 +58,7 @@ void all_reduce_every_algo(Comm& group, std::size_t length, Seen& seen) {
 
 }  // namespace
 
-TEST_CASE("split: every all-reduce on groups of 1 to 16 ranks sums its members only", "[comm]") {
+TEST_CASE("split: every all-reduce on groups of 1 to 16 ranks sums its members only", "[groups]") {
   for (int n = 1; n <= 16; ++n)
     for (int k : {1, 2, 3}) {
       if (k > n) continue;
