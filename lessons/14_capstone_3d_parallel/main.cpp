@@ -31,6 +31,7 @@
 
 #include "core/base/breaks.hpp"
 #include "core/base/partition.hpp"
+#include "core/base/units.hpp"
 #include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/reduce_scatter_ring.hpp"
@@ -104,6 +105,47 @@ double ulp(double w) {
   return double(std::nextafter(f, INFINITY)) - double(f);
 }
 
+// The bytes each rank sent in each group over the run, counted from the trace (the groups' names
+// on its messages), against the formulas per step:
+//   tp   M micro-batches x L/P blocks x 4 ring all-reduces (2 g forward, 2 f backward) of a
+//        micro-batch's activations, tokens x d floats: 2(T-1)/T of them each
+//   pp   M activations forward (all but the last stage) and M gradients back (all but the first)
+//   dp   one ring all-reduce of my stage's weights, or ZeRO-1's reduce-scatter and all-gather:
+//        the same 2(D-1)/D of them (the loss's all-reduce and the replicas' check not counted)
+void print_group_traffic(RunResult& r, const Setup& s) {
+  const gpt::Config& c = s.model;
+  const int D = s.mesh.dp, P = s.mesh.pp, T = s.mesh.tp, M = s.microbatches;
+  const std::uint64_t act = s.batch * c.seq * c.d, steps = std::uint64_t(s.steps), f = 4;
+  fmt::print("\nbytes sent per rank and step, by group (from the trace), against the formulas:\n");
+  fmt::print("  {:>5}  {:>11}  {:>10} {:>10}  {:>10} {:>10}  {:>10} {:>10}\n", "rank", "(dp,pp,tp)",
+             "tp", "formula", "pp", "formula", "dp", "formula");
+  bool ok = true;
+  for (int k = 0; k < s.mesh.size() && std::size_t(k) < r.logs.size(); ++k) {
+    const MeshCoord at = s.mesh.coord(k);
+    std::uint64_t sent[3] = {0, 0, 0};  // tp, pp, dp
+    for (const SpanEvent& e : r.logs[std::size_t(k)].spans) {
+      if (e.kind != SpanEvent::Kind::send) continue;
+      const std::string& g = e.meta.group;
+      if (g == "tp") sent[0] += e.bytes;
+      if (g == "pp" && e.tag >= kTagForward && e.tag < kTagReplica) sent[1] += e.bytes;
+      if (g == "dp" && (e.meta.buffer == "grads (dp)" || e.meta.buffer == "weights (dp)"))
+        sent[2] += e.bytes;
+    }
+    const std::uint64_t blocks = c.layers / std::size_t(P);
+    const std::uint64_t want[3] = {
+        std::uint64_t(M) * blocks * 4 * coll::ring_chunked_traffic(at.tp, T, act).sent * f,
+        std::uint64_t(M) * act * f * std::uint64_t((at.pp + 1 < P) + (at.pp > 0)),
+        coll::ring_chunked_traffic(at.dp, D, gpt::Layout(c, at.pp, P, at.tp, T).size()).sent * f};
+    for (int g = 0; g < 3; ++g) ok = ok && sent[g] == want[g] * steps;
+    fmt::print("  {:>5}  {:>11}  {:>10} {:>10}  {:>10} {:>10}  {:>10} {:>10}\n",
+               fmt::format("r{}", k), fmt::format("({},{},{})", at.dp, at.pp, at.tp),
+               format_bytes(double(sent[0] / steps)), format_bytes(double(want[0])),
+               format_bytes(double(sent[1] / steps)), format_bytes(double(want[1])),
+               format_bytes(double(sent[2] / steps)), format_bytes(double(want[2])));
+  }
+  r.check("every rank's bytes in each group (tp, pp, dp) equal the formulas, from the trace", ok);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,15 +204,16 @@ int main(int argc, char** argv) {
     ref = gpt::reference_train(s.model, *corpus, gpt::initial_weights(s.model), s.steps, s.global(),
                                s.adam);
   });
-  lesson.on_report([&](RunResult&) {
+  lesson.on_report([&](RunResult& r) {
     // The mesh: every rank's coordinates, tp fastest.
     fmt::print("\nthe mesh {}: rank = (dp x {} + pp) x {} + tp, as (dp, pp, tp):\n",
                s.mesh.to_string(), s.mesh.pp, s.mesh.tp);
-    for (int r = 0; r < s.mesh.size(); ++r) {
-      const MeshCoord at = s.mesh.coord(r);
-      fmt::print("  rank {:3} = ({}, {}, {}){}", r, at.dp, at.pp, at.tp,
-                 r % 4 == 3 || r + 1 == s.mesh.size() ? "\n" : "   ");
+    for (int k = 0; k < s.mesh.size(); ++k) {
+      const MeshCoord at = s.mesh.coord(k);
+      fmt::print("  rank {:3} = ({}, {}, {}){}", k, at.dp, at.pp, at.tp,
+                 k % 4 == 3 || k + 1 == s.mesh.size() ? "\n" : "   ");
     }
+    print_group_traffic(r, s);
   });
   return lesson.run(argc, argv, [&](Comm& world) {
     const gpt::Config& c = s.model;
