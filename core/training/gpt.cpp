@@ -173,7 +173,18 @@ struct Stage::Slot {
 };
 
 Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots)
-    : tp_(tp), c_(c), layout_(layout), batch_(batch) {
+    : tp_(tp),
+      c_(c),
+      layout_(layout),
+      batch_(batch),
+      dims_{batch * c.seq,
+            c.d,
+            c.seq,
+            batch,
+            c.head_dim(),
+            layout.local_heads(),
+            layout.local_mlp(),
+            1.0f / std::sqrt(static_cast<float>(c.head_dim()))} {
   DL_CHECK(slots >= 1 && batch >= 1, "a stage needs a slot and a batch (got {} and {})", slots,
            batch);
   const std::size_t N = tokens(), d = c.d, S = c.seq, hl = layout.local_heads(), dh = c.head_dim(),
@@ -228,6 +239,14 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
 
 Stage::~Stage() = default;
 
+View<float> Stage::head(Buffer<float>& m, std::size_t j) const {
+  return m.view().sub(j * dims_.N * dims_.dh, dims_.N * dims_.dh);
+}
+
+View<float> Stage::sequence(View<float> v, std::size_t b, std::size_t width) const {
+  return v.sub(b * dims_.S * width, dims_.S * width);
+}
+
 View<const float> Stage::forward(int slot, View<const float> params, View<const std::int32_t> ids,
                                  View<const std::int32_t> targets, View<const float> x,
                                  float loss_scale) {
@@ -269,15 +288,9 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
   const auto li = static_cast<std::size_t>(l);
   Slot::Kept& k = s.blocks[li];
   const Block& w = s.where[li];
-  const std::size_t N = tokens(), d = c_.d, S = c_.seq, B = batch_, dh = c_.head_dim(),
-                    hl = layout_.local_heads(), ml = layout_.local_mlp();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
   View<const float> x = s.xs[li].view();
   auto P = [&](std::size_t offset, std::size_t n) { return params.sub(offset, n); };
-  auto head = [&](Buffer<float>& m, std::size_t j) { return m.view().sub(j * N * dh, N * dh); };
-  auto seq = [&](View<float> v, std::size_t b, std::size_t width) {
-    return v.sub(b * S * width, S * width);
-  };
   const int block = layout_.first_block() + l;
   {
     // Attention on my heads: a = LN1(x); per head Q, K, V = a Wq_j, a Wk_j, a Wv_j;
@@ -291,11 +304,12 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
       ops::gemm(head(k.v, j), cv(k.a.view()), P(w.wv + j * d * dh, d * dh), N, dh, d);
       for (std::size_t b = 0; b < B; ++b) {
         View<float> p = k.p.view().sub((j * B + b) * S * S, S * S);
-        ops::gemm(p, cv(seq(head(k.q, j), b, dh)), cv(seq(head(k.k, j), b, dh)), S, S, dh, false,
-                  true, scale);
+        ops::gemm(p, cv(sequence(head(k.q, j), b, dh)), cv(sequence(head(k.k, j), b, dh)), S, S, dh,
+                  false, true, scale);
         ops::add(p, cv(mask_.view()));
         ops::softmax_rows(p, cv(p), S, S);
-        ops::gemm(seq(head(k.ctx, j), b, dh), cv(p), cv(seq(head(k.v, j), b, dh)), S, dh, S);
+        ops::gemm(sequence(head(k.ctx, j), b, dh), cv(p), cv(sequence(head(k.v, j), b, dh)), S, dh,
+                  S);
       }
       ops::gemm(da_.view(), cv(head(k.ctx, j)), P(w.wo + j * dh * d, dh * d), N, d, dh, false,
                 false, 1.0f, j == 0 ? 0.0f : 1.0f);
@@ -354,15 +368,9 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
   const auto li = static_cast<std::size_t>(l);
   Slot::Kept& k = s.blocks[li];
   const Block& w = s.where[li];
-  const std::size_t N = tokens(), d = c_.d, S = c_.seq, B = batch_, dh = c_.head_dim(),
-                    hl = layout_.local_heads(), ml = layout_.local_mlp();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
   auto P = [&](std::size_t offset, std::size_t n) { return params.sub(offset, n); };
   auto G = [&](std::size_t offset, std::size_t n) { return grads.sub(offset, n); };
-  auto head = [&](Buffer<float>& m, std::size_t j) { return m.view().sub(j * N * dh, N * dh); };
-  auto seq = [&](View<float> v, std::size_t b, std::size_t width) {
-    return v.sub(b * S * width, S * width);
-  };
   const int block = layout_.first_block() + l;
   {
     // The MLP, from dx = dL/dx2 (g's backward is the identity: everyone has it).
@@ -385,14 +393,15 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
                 1.0f, 1.0f);
       for (std::size_t b = 0; b < B; ++b) {
         View<const float> p = k.p.view().sub((j * B + b) * S * S, S * S);
-        ops::gemm(dp_.view(), cv(seq(dc_.view(), b, dh)), cv(seq(head(k.v, j), b, dh)), S, S, dh,
-                  false, true);
-        ops::gemm(seq(dv_.view(), b, dh), p, cv(seq(dc_.view(), b, dh)), S, dh, S, true, false);
+        ops::gemm(dp_.view(), cv(sequence(dc_.view(), b, dh)), cv(sequence(head(k.v, j), b, dh)), S,
+                  S, dh, false, true);
+        ops::gemm(sequence(dv_.view(), b, dh), p, cv(sequence(dc_.view(), b, dh)), S, dh, S, true,
+                  false);
         ops::softmax_backward_rows(dp_.view(), p, cv(dp_.view()), S, S);
-        ops::gemm(seq(dq_.view(), b, dh), cv(dp_.view()), cv(seq(head(k.k, j), b, dh)), S, dh, S,
-                  false, false, scale);
-        ops::gemm(seq(dk_.view(), b, dh), cv(dp_.view()), cv(seq(head(k.q, j), b, dh)), S, dh, S,
-                  true, false, scale);
+        ops::gemm(sequence(dq_.view(), b, dh), cv(dp_.view()), cv(sequence(head(k.k, j), b, dh)), S,
+                  dh, S, false, false, scale);
+        ops::gemm(sequence(dk_.view(), b, dh), cv(dp_.view()), cv(sequence(head(k.q, j), b, dh)), S,
+                  dh, S, true, false, scale);
       }
       const std::size_t at = j * d * dh;
       ops::gemm(G(w.wq + at, d * dh), cv(k.a.view()), cv(dq_.view()), d, dh, N, true, false, 1.0f,

@@ -135,10 +135,20 @@ class Stage {
   void block_forward(Slot& s, int l, View<const float> params, View<float> x);
   void block_backward(Slot& s, int l, View<const float> params, View<float> grads, View<float> dx);
 
+  // The sizes every block uses: tokens N, width d, context S, batch B, head width dh, my heads
+  // hl, my MLP columns ml, and attention's 1 / sqrt(dh).
+  struct Dims {
+    std::size_t N, d, S, B, dh, hl, ml;
+    float scale;
+  };
+  View<float> head(Buffer<float>& m, std::size_t j) const;  // my head j's (N, dh) of m
+  View<float> sequence(View<float> v, std::size_t b, std::size_t width) const;  // sequence b's rows
+
   Comm& tp_;
   Config c_;
   Layout layout_;
   std::size_t batch_;
+  Dims dims_;
   std::vector<Slot> slots_;
   Buffer<float> mask_;  // (seq, seq): 0 where a token may look, -inf at the tokens after it
   Buffer<std::int32_t> positions_;  // 0 .. seq-1, batch times
