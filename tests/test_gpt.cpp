@@ -14,6 +14,7 @@
 #include "core/runtime/data.hpp"
 #include "core/training/gpt.hpp"
 #include "core/training/gpt_reference.hpp"
+#include "core/training/model_reference.hpp"
 #include "thread_world.hpp"
 
 using namespace distlab;
@@ -37,21 +38,6 @@ std::vector<std::int32_t> tokens(const gpt::Config& c, std::size_t n, std::uint6
   for (std::size_t i = 0; i < n; ++i)
     t[i] = static_cast<std::int32_t>(splitmix64(seed * 7919 + i) % c.vocab);
   return t;
-}
-
-Eigen::VectorXd widen(const std::vector<float>& v) {
-  Eigen::VectorXd out(static_cast<Eigen::Index>(v.size()));
-  for (std::size_t i = 0; i < v.size(); ++i) out[Eigen::Index(i)] = v[i];
-  return out;
-}
-
-// The float32 error model of a gradient: every element is a sum of products through at most
-// `depth` layers of sums of at most `terms` terms each, each sum off by terms x u_f32 of the
-// magnitude it adds up. Measured against the largest gradient (the magnitudes are of its order).
-double gradient_bound(const gpt::Config& c, std::size_t tokens) {
-  const double terms = double(tokens + c.mlp() + c.vocab + c.d);
-  const double depth = double(4 * c.layers + 4);
-  return terms * depth * 0x1p-24;
 }
 
 struct Outcome {
@@ -92,7 +78,7 @@ TEST_CASE("gpt: the float64 reference's gradient equals central differences of i
   // Larger weights than the initial ones, so that every path carries a gradient of weight.
   std::vector<float> w = gpt::initial_weights(c);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] += 0.3f * input_value<float>(9, 0, i);
-  Eigen::VectorXd params = widen(w), grad;
+  Eigen::VectorXd params = model::widen(w), grad;
   gpt::reference_loss(c, params, ids, targets, &grad);
   // Central differences with step 1e-5: truncation ~1e-10 of the third derivative, cancellation
   // ~1e-11 of a loss of order 1 over 2e-5: agreement to 1e-6 absolute.
@@ -143,7 +129,7 @@ TEST_CASE(
   const auto ids = tokens(c, N, 5), targets = tokens(c, N, 6);
   const std::vector<float> w0 = gpt::initial_weights(c);
   Eigen::VectorXd grad;
-  const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
+  const double loss_want = gpt::reference_loss(c, model::widen(w0), ids, targets, &grad);
   for (int T : {1, 2, 4}) {
     INFO("tp " << T);
     Outcome out;
@@ -160,11 +146,11 @@ TEST_CASE(
                                       in_targets.view(), {}, 1.0f / float(N));
       losses[static_cast<std::size_t>(world.rank())] = to_host(loss)[0];
       stage.backward(0, View<const float>(params.view()), grads.view(), {});
-      compare_grads(layout, to_host(View<const float>(grads.view())), grad, gradient_bound(c, N),
-                    out, fmt::format("tp rank {}", tp.rank()));
+      compare_grads(layout, to_host(View<const float>(grads.view())), grad,
+                    gpt::float32_bound(c, N), out, fmt::format("tp rank {}", tp.rank()));
     });
     REQUIRE_FALSE(run.failed);
-    for (float l : losses) CHECK(l == Approx(loss_want).epsilon(gradient_bound(c, N)));
+    for (float l : losses) CHECK(l == Approx(loss_want).epsilon(gpt::float32_bound(c, N)));
     CHECK(out.wrong == std::vector<std::string>{});
     CHECK(out.compared >= int(gpt::parameter_count(c)));
   }
@@ -177,7 +163,7 @@ TEST_CASE("gpt: two pipeline stages of two tensor-parallel ranks each equal the 
   const auto ids = tokens(c, N, 7), targets = tokens(c, N, 8);
   const std::vector<float> w0 = gpt::initial_weights(c);
   Eigen::VectorXd grad;
-  const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
+  const double loss_want = gpt::reference_loss(c, model::widen(w0), ids, targets, &grad);
   Outcome out;
   std::vector<float> losses(4, -1.0f);
   auto run = run_ranks(4, [&](Comm& world) {
@@ -204,12 +190,12 @@ TEST_CASE("gpt: two pipeline stages of two tensor-parallel ranks each equal the 
       const auto dx = stage.backward(0, P, grads.view(), {});
       pp.send(dx, 0, 2);
     }
-    compare_grads(layout, to_host(View<const float>(grads.view())), grad, gradient_bound(c, N), out,
-                  mesh.describe());
+    compare_grads(layout, to_host(View<const float>(grads.view())), grad, gpt::float32_bound(c, N),
+                  out, mesh.describe());
   });
   REQUIRE_FALSE(run.failed);
-  CHECK(losses[2] == Approx(loss_want).epsilon(gradient_bound(c, N)));
-  CHECK(losses[3] == Approx(loss_want).epsilon(gradient_bound(c, N)));
+  CHECK(losses[2] == Approx(loss_want).epsilon(gpt::float32_bound(c, N)));
+  CHECK(losses[3] == Approx(loss_want).epsilon(gpt::float32_bound(c, N)));
   CHECK(out.wrong == std::vector<std::string>{});
 }
 

@@ -205,6 +205,12 @@ double reference_loss(const Config& c, const Eigen::VectorXd& params,
   return loss;
 }
 
+double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_terms) {
+  const double terms = double(tokens + c.mlp() + c.vocab + c.d + extra_terms);
+  const double depth = double(4 * c.layers + 4);
+  return terms * depth * 0x1p-24;
+}
+
 ReferenceRun reference_train(const Config& c, const Corpus& corpus,
                              const std::vector<float>& initial, int steps, std::size_t global,
                              const model::OptimizerConfig& optimizer) {

@@ -23,6 +23,13 @@ double reference_loss(const Config& c, const Eigen::VectorXd& params,
                       const std::vector<std::int32_t>& ids,
                       const std::vector<std::int32_t>& targets, Eigen::VectorXd* grad = nullptr);
 
+// The float32 error model of the split model's loss and gradient against this reference, as a
+// fraction of the largest value (the loss, or the largest gradient element): every value is a
+// sum of products through at most 4 L + 4 layers of sums (the depth), each of at most `tokens`
+// (the step's, or a micro-batch's) + 4d + vocab + d terms, plus `extra_terms` (a sum over dp
+// replicas); each sum is off by its terms x u_f32 of the magnitudes it adds.
+double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_terms = 0);
+
 // Training on one device: step k takes the corpus's sequences [k global, (k + 1) global)
 // (sequence_index's order), the mean loss over their tokens and its gradient, and an optimizer
 // step (model_reference.hpp's float64 SGD or Adam).

@@ -305,8 +305,7 @@ int main(int argc, char** argv) {
         const std::vector<float> got = to_host(View<const float>(my_grads));
         const auto want = layout.gather(ref->first_gradient);
         const double top = ref->first_gradient.cwiseAbs().maxCoeff();
-        const double terms = double(s.global() * c.seq + c.mlp() + c.vocab + c.d + std::size_t(D));
-        const double bound = terms * double(4 * c.layers + 4) * 0x1p-24 * top;
+        const double bound = gpt::float32_bound(c, s.global() * c.seq, std::size_t(D)) * top;
         double worst = 0;
         std::string where = "-";
         for (const auto& part : layout.parts())
@@ -346,8 +345,7 @@ int main(int argc, char** argv) {
                        step_loss, ref->losses[std::size_t(k)]);
         if (k == 0) {
           const double want = ref->losses[0];
-          const double bound = double(s.global() * c.seq + c.vocab + c.d) *
-                               double(4 * c.layers + 4) * 0x1p-24 * want;
+          const double bound = gpt::float32_bound(c, s.global() * c.seq) * want;
           world.check(fmt::format("dp {} pp {} tp {}: step 1's loss equals one device's", me.dp,
                                   me.pp, me.tp),
                       std::fabs(step_loss - want) <= bound,

@@ -174,7 +174,7 @@ TEST_CASE("gpu: lesson 14's GPT stage on 1 and 2 tensor-parallel ranks equals th
   const std::vector<float> w0 = gpt::initial_weights(c);
   Eigen::VectorXd grad;
   const double loss_want = gpt::reference_loss(c, widen(w0), ids, targets, &grad);
-  const double bound = double(N + c.mlp() + c.vocab + c.d) * double(4 * c.layers + 4) * 0x1p-24;
+  const double bound = gpt::float32_bound(c, N);
   for (int T : {1, 2}) {
     INFO("tp " << T);
     std::vector<double> errors(static_cast<std::size_t>(T), INFINITY), losses = errors;
