@@ -34,6 +34,9 @@ for dir in lessons/[0-9][0-9]_*/; do
   # tensor parallelism: --size is not used there; the default block (MLP h = 48, attention 12 heads
   # of 8) split 4 ways
   [[ "$name" == 12_tensor_parallel_mlp || "$name" == 13_tensor_parallel_attention ]] && args=(--ranks 4)
+  # the capstone: the default mesh dp 2 x pp 2 x tp 2 and 4 micro-batches, one training step of
+  # a smaller GPT (a block per stage, d 32, context 16) to stay under 1 MB
+  [[ "$name" == 14_capstone_3d_parallel ]] && args=(--ranks 8 --steps 1 --layers 2 --d 32 --context 16)
   example "$name" "$exe" "${args[@]}"
 done
 

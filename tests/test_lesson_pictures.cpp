@@ -1,11 +1,15 @@
 // The lessons' own pictures on the viewer's model side (no ImGui): ZeRO's memory per device
 // side by side (viewer/model/memory_compare.hpp), the parameter server's star
 // (topology_layout.hpp: role_positions) and its numbered steps (phase_steps.hpp), on hand-built
-// models and on the example traces of lessons 05, 08, 09 and 10.
+// models and on the example traces of lessons 05, 08, 09 and 10; lesson 14's mesh
+// (topology_layout.hpp: mesh_positions), its groups (stats.hpp: group_totals, pair_groups), its
+// memory formula and its pipeline (schedule.hpp) on its example trace.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "example_traces.hpp"
@@ -13,6 +17,8 @@
 #include "viewer/model/memory_compare.hpp"
 #include "viewer/model/phase_steps.hpp"
 #include "viewer/model/playback.hpp"
+#include "viewer/model/schedule.hpp"
+#include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
 
 using namespace distlab::viewer;
@@ -263,4 +269,131 @@ TEST_CASE("the parameter server's five steps light up as playback passes them", 
   }
   at.time_us = m.active_end;
   for (const PhaseState& s : phase_states(steps, at)) CHECK(s.passed);
+}
+
+// ---- lesson 14: the mesh, its groups, its memory formula and its pipeline ------------------
+
+TEST_CASE("otherData.mesh reads back only when it covers the ranks", "[topology][mesh]") {
+  const MeshDims m = parse_mesh(R"({"dp": 2, "pp": 2, "tp": 2})", 8);
+  CHECK((m.dp == 2 && m.pp == 2 && m.tp == 2));
+  CHECK_FALSE(parse_mesh(R"({"dp": 2, "pp": 2, "tp": 2})", 6).any());  // 8 is not the ranks
+  CHECK_FALSE(parse_mesh(R"({"dp": 2, "pp": 0, "tp": 4})", 8).any());
+  CHECK_FALSE(parse_mesh(R"([2, 2, 2])", 8).any());
+  CHECK_FALSE(parse_mesh("", 8).any());
+  CHECK_FALSE(parse_mesh("{not json", 8).any());
+}
+
+TEST_CASE("the mesh layout: replicas side by side, a row per stage, tp neighbours adjacent",
+          "[topology][mesh]") {
+  for (const MeshDims m : {MeshDims{2, 2, 2}, MeshDims{1, 4, 2}, MeshDims{4, 1, 2},
+                           MeshDims{2, 2, 4}, MeshDims{1, 1, 1}, MeshDims{8, 1, 1}}) {
+    CAPTURE(m.dp, m.pp, m.tp);
+    const auto p = mesh_positions(m);
+    REQUIRE(static_cast<int>(p.size()) == m.size());
+    const double r = mesh_node_radius(m);
+    for (int a = 0; a < m.size(); ++a) {
+      CHECK((p[a].x > r && p[a].x < 1 - r && p[a].y > r && p[a].y < 1 - r));
+      for (int b = a + 1; b < m.size(); ++b)
+        CHECK(std::hypot(p[a].x - p[b].x, p[a].y - p[b].y) > 2 * r);  // nodes never overlap
+    }
+    const auto at = [&](int dp, int pp, int tp) { return p[(dp * m.pp + pp) * m.tp + tp]; };
+    for (int dp = 0; dp < m.dp; ++dp)
+      for (int pp = 0; pp < m.pp; ++pp)
+        for (int tp = 0; tp < m.tp; ++tp) {
+          const Point here = at(dp, pp, tp);
+          if (tp + 1 < m.tp) {  // the next tp rank: same row, the next column
+            CHECK(at(dp, pp, tp + 1).y == Approx(here.y));
+            CHECK(at(dp, pp, tp + 1).x > here.x);
+          }
+          if (pp + 1 < m.pp) {  // the next stage: same column, the row below
+            CHECK(at(dp, pp + 1, tp).x == Approx(here.x));
+            CHECK(at(dp, pp + 1, tp).y > here.y);
+          }
+          if (dp + 1 < m.dp)  // the next replica: right of this whole block, in the same row
+            CHECK(at(dp + 1, pp, 0).x > at(dp, pp, m.tp - 1).x + 2 * r);
+        }
+  }
+}
+
+namespace {
+std::uint32_t intern(TraceModel& m, const std::string& text) {
+  const auto it = std::find(m.strings.begin(), m.strings.end(), text);
+  if (it != m.strings.end()) return static_cast<std::uint32_t>(it - m.strings.begin());
+  m.strings.push_back(text);
+  return static_cast<std::uint32_t>(m.strings.size() - 1);
+}
+// A message from src to dst in `group` ("" for the world's), `bytes` long.
+Message grouped(TraceModel& m, int src, int dst, const std::string& group, std::int64_t bytes) {
+  Message msg;
+  msg.src = src, msg.dst = dst, msg.bytes = bytes;
+  msg.id = m.messages.size() + 1;
+  msg.group = group.empty() ? 0 : intern(m, group);
+  return msg;
+}
+}  // namespace
+
+TEST_CASE("traffic per group, and each pair of ranks coloured by the group that moved most",
+          "[topology][mesh]") {
+  TraceModel m;
+  m.strings = {""};
+  m.ranks.resize(4);
+  m.messages.push_back(grouped(m, 0, 1, "tp", 100));
+  m.messages.push_back(grouped(m, 1, 0, "tp", 100));
+  m.messages.push_back(grouped(m, 0, 2, "pp", 40));
+  m.messages.push_back(grouped(m, 2, 0, "dp", 10));  // the pair 0-2 moved 40 in pp, 10 in dp
+  m.messages.push_back(grouped(m, 3, 2, "", 7));     // the world's
+  const auto totals = group_totals(m);
+  REQUIRE(totals.size() == 4);  // by name: "", dp, pp, tp
+  CHECK((totals[0].group == 0 && totals[0].bytes == 7));
+  CHECK((m.str(totals[1].group) == "dp" && totals[1].bytes == 10 && totals[1].messages == 1));
+  CHECK((m.str(totals[2].group) == "pp" && totals[2].bytes == 40));
+  CHECK((m.str(totals[3].group) == "tp" && totals[3].bytes == 200 && totals[3].messages == 2));
+  const auto pairs = pair_groups(m);
+  CHECK(m.str(pairs.at({0, 1})) == "tp");
+  CHECK(m.str(pairs.at({0, 2})) == "pp");
+  CHECK(pairs.at({2, 3}) == 0);
+  for (Message& msg : m.messages) msg.group = 0;
+  CHECK(group_totals(m).empty());
+}
+
+TEST_CASE("lesson 14's example trace: the mesh, its three groups, the memory formula, 1F1B",
+          "[topology][mesh][schedule]") {
+  const TraceModel m = load_trace_model(example_trace("14_capstone_3d_parallel"));
+  const MeshDims mesh = parse_mesh(m.info.extra_json("mesh"), m.world_size());
+  REQUIRE(mesh.size() == 8);
+  REQUIRE((mesh.dp == 2 && mesh.pp == 2 && mesh.tp == 2));
+  // Every message names its group, and a group's messages join ranks that differ in that
+  // coordinate only: the trace's groups are the mesh's.
+  const auto coord = [&](int r) {
+    return std::array<int, 3>{r / (mesh.pp * mesh.tp), r / mesh.tp % mesh.pp, r % mesh.tp};
+  };
+  std::map<std::string, int> count;
+  for (const Message& msg : m.messages) {
+    const std::string g(m.str(msg.group));
+    ++count[g];
+    const auto a = coord(msg.src), b = coord(msg.dst);
+    const int axis = g == "dp" ? 0 : g == "pp" ? 1 : g == "tp" ? 2 : -1;
+    CAPTURE(g, msg.src, msg.dst);
+    REQUIRE(axis >= 0);
+    for (int k = 0; k < 3; ++k) CHECK((k == axis ? a[k] != b[k] : a[k] == b[k]));
+    CHECK(msg.step >= 0);  // on the steps clock: pipeline messages too
+  }
+  CHECK((count["dp"] > 0 && count["pp"] > 0 && count["tp"] > 0));
+  CHECK(group_totals(m).size() == 3);
+  // The memory formula, one per rank, equals what each rank's ledger holds in params, grads,
+  // optimizer and activations at its end.
+  REQUIRE(m.info.memory_expected_bytes.size() == 8);
+  for (int r = 0; r < 8; ++r) {
+    std::int64_t most = 0;
+    for (const MemorySample& s : m.memory[static_cast<std::size_t>(r)])
+      most = std::max(most, s.bytes[0] + s.bytes[1] + s.bytes[2] + s.bytes[3]);
+    CHECK(double(most) == m.info.memory_expected_bytes[static_cast<std::size_t>(r)]);
+  }
+  // The Schedule panel: one row per stage from its lowest rank, 1F1B against the ideal machine.
+  const PipelineSchedule s = build_pipeline_schedule(m);
+  REQUIRE(s.stages == 2);
+  REQUIRE(s.has_ideal());
+  CHECK(s.formula() == Approx(4.0 / 5.0));
+  for (const StageTimes& st : s.measured.stages) CHECK(st.blocks.size() == 8);  // 4 F, 4 B
+  CHECK(s.ideal.utilisation(0, 0) == Approx(0.8));
 }

@@ -152,6 +152,14 @@ class Comm {
     return base;
   }
   void mark_step(int step) { rank_->recorder.step(step); }
+  // Moves the next step id on to `id` (never back): a lesson that lays its steps out on a clock
+  // of its own reserves places for them (lesson 14: each pipeline op at its time on the ideal
+  // machine, the collectives inside it numbered from there).
+  void seek_steps(int id) {
+    DL_CHECK(id >= rank_->step_counter, "step ids only move on: at {}, asked for {}",
+             rank_->step_counter, id);
+    rank_->step_counter = id;
+  }
 
   // On a GPU rank a phase also records a CUDA event pair on the rank's stream around the work
   // enqueued inside it (the gpu lane shows when the GPU ran it) and pushes an NVTX range; on

@@ -46,6 +46,7 @@
 #include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
+#include "core/training/pipeline.hpp"
 
 using namespace distlab;
 using namespace distlab::model;
@@ -63,12 +64,11 @@ const char* to_string(Schedule s) {
   return s == Schedule::naive ? "naive" : s == Schedule::gpipe ? "gpipe" : "1f1b";
 }
 
-// One entry of a stage's schedule: forward or backward of a micro-batch.
-struct Op {
-  bool forward = true;
-  int micro = 0;
-  bool operator==(const Op&) const = default;
-};
+// One entry of a stage's schedule: forward or backward of a micro-batch (pipeline.hpp: the ideal
+// machine that replays the schedules, and M/(M+P-1)).
+using pipeline::IdealReplay, pipeline::Op, pipeline::ideal_ends, pipeline::ideal_ticks,
+    pipeline::kBackwardUnits, pipeline::kForwardUnits, pipeline::max_in_flight,
+    pipeline::replay_ideal, pipeline::utilisation_formula;
 std::string name_of(const Op& op) {
   return fmt::format("{} {}", op.forward ? "forward" : "backward", op.micro);
 }
@@ -93,92 +93,10 @@ std::vector<Op> schedule_of(Schedule s, int r, int P, int M) {
   return ops;
 }
 
-// The most micro-batches a stage holds activations for at once, following its schedule.
-int max_in_flight(const std::vector<Op>& ops) {
-  int now = 0, most = 0;
-  for (const Op& op : ops) most = std::max(most, now += op.forward ? 1 : -1);
-  return most;
-}
-
 // The lecture's claim, apart from any schedule's code: GPipe holds all M micro-batches' activations
 // at once, 1F1B at most P - r on stage r (its warm-up's P - r - 1 and the one in its first step).
 int in_flight_formula(Schedule s, int r, int P, int M) {
   return s == Schedule::one_f_one_b ? std::min(P - r, M) : M;
-}
-
-double utilisation_formula(int P, int M) {
-  return double(M) / double(M + P - 1);
-}
-
-// The ideal machine's costs: a forward takes 1 unit, a backward 2 (it computes two gradients).
-constexpr int kForwardUnits = 1, kBackwardUnits = 2;
-
-// The schedule run on an ideal machine: a forward takes 1, a backward 2, messages nothing. An op
-// starts when its stage is free and its input is there (the forward of the stage before, the
-// backward of the stage after). end[r][i]: when stage r's i-th op ends. Messages leave at the end
-// of their op, so these times, ranked, are the trace's step ids: the viewer's steps clock then
-// replays the ideal pipeline. An op whose input never comes (an order that would deadlock) is
-// left out: its stage's list is then shorter than its order.
-std::vector<std::vector<int>> ideal_ends(const std::vector<std::vector<Op>>& ops, int M) {
-  const int P = int(ops.size());
-  std::vector<std::vector<int>> end(static_cast<std::size_t>(P));
-  std::vector<std::vector<int>> f_end(std::size_t(P), std::vector<int>(std::size_t(M), -1)),
-      b_end = f_end;
-  std::vector<std::size_t> next(std::size_t(P), 0);
-  std::vector<int> free_at(std::size_t(P), 0);
-  for (bool progress = true; progress;) {  // each round starts every op whose input is ready
-    progress = false;
-    for (int r = 0; r < P; ++r) {
-      auto& i = next[std::size_t(r)];
-      if (i == ops[std::size_t(r)].size()) continue;
-      const Op op = ops[std::size_t(r)][i];
-      if (op.micro < 0 || op.micro >= M) continue;  // not a micro-batch of this step: never ready
-      int ready = 0;
-      if (op.forward && r > 0) ready = f_end[std::size_t(r - 1)][std::size_t(op.micro)];
-      if (!op.forward)
-        ready = r + 1 < P ? b_end[std::size_t(r + 1)][std::size_t(op.micro)]
-                          : f_end[std::size_t(r)][std::size_t(op.micro)];
-      if (ready < 0) continue;
-      const int start = std::max(ready, free_at[std::size_t(r)]),
-                stop = start + (op.forward ? kForwardUnits : kBackwardUnits);
-      (op.forward ? f_end : b_end)[std::size_t(r)][std::size_t(op.micro)] = stop;
-      free_at[std::size_t(r)] = stop;
-      end[std::size_t(r)].push_back(stop);
-      ++i;
-      progress = true;
-    }
-  }
-  return end;
-}
-
-// The distinct end times of the ideal machine's ops, in order: ranked, they are a step's step ids.
-std::vector<int> ideal_ticks(const std::vector<std::vector<int>>& ends) {
-  std::vector<int> ticks;
-  for (const auto& stage_ends : ends)
-    ticks.insert(ticks.end(), stage_ends.begin(), stage_ends.end());
-  std::sort(ticks.begin(), ticks.end());
-  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
-  return ticks;
-}
-
-// Stages' orders of work replayed on the ideal machine: does every stage stay busy M/(M+P-1) of
-// the step? Busy time B = 3M per stage, the step T = the last op's end; B/T = M/(M+P-1) holds
-// exactly when B(M+P-1) = MT, in integers. A stage that never starts an op, or an order that
-// stalls, fails it. Naive is M = 1: 1/P.
-struct IdealReplay {
-  bool complete = false;  // every op of every order ran
-  int step = 0;           // T: the last op's end
-  int busy = 0;           // B summed over the stages
-};
-IdealReplay replay_ideal(const std::vector<std::vector<Op>>& orders, int M) {
-  const std::vector<std::vector<int>> ends = ideal_ends(orders, M);
-  IdealReplay r{true, 0, 0};
-  for (std::size_t k = 0; k < orders.size(); ++k) {
-    r.complete = r.complete && ends[k].size() == orders[k].size();
-    for (const Op& op : orders[k]) r.busy += op.forward ? kForwardUnits : kBackwardUnits;
-    for (int e : ends[k]) r.step = std::max(r.step, e);
-  }
-  return r;
 }
 
 struct Setup {

@@ -38,10 +38,12 @@
 #include "core/comm/mesh.hpp"
 #include "core/ops/ops.hpp"
 #include "core/runtime/runtime.hpp"
+#include "core/trace/format.hpp"
 #include "core/training/corpus.hpp"
 #include "core/training/gpt.hpp"
 #include "core/training/gpt_reference.hpp"
 #include "core/training/model.hpp"
+#include "core/training/pipeline.hpp"
 
 using namespace distlab;
 
@@ -79,11 +81,8 @@ MeshShape resolve_mesh(int dp, int pp, int tp, int ranks) {
   return shape;
 }
 
-// One entry of a stage's order of work: forward or backward of a micro-batch.
-struct Op {
-  bool forward = true;
-  int micro = 0;
-};
+// One entry of a stage's order of work: forward or backward of a micro-batch (pipeline.hpp).
+using pipeline::Op;
 
 // STEP 2: stage r of P's 1F1B order over M micro-batches (lesson 11): P - r - 1 forwards to fill
 // the pipeline, then one forward and one backward in turn, then the backwards left.
@@ -105,17 +104,79 @@ double ulp(double w) {
   return double(std::nextafter(f, INFINITY)) - double(f);
 }
 
-// The bytes each rank sent in each group over the run, counted from the trace (the groups' names
-// on its messages), against the formulas per step:
+// The weights a rank holds, from the mesh alone: stage p of P has L/P blocks of 4d (LayerNorms,
+// whole) + 12 d^2 / T (wq, wk, wv, wo: d^2 each; w1, w2: 4 d^2 each; split over T), the first
+// stage the embeddings (V + S) d, the last the final LayerNorm 2d and the head d V. Summed over a
+// replica's P T ranks: the model, with the whole tensors T times over.
+std::uint64_t stage_weights(const gpt::Config& c, int p, int P, int T) {
+  const std::uint64_t d = c.d, blocks = c.layers / std::size_t(P);
+  std::uint64_t n = blocks * (4 * d + 12 * d * d / std::uint64_t(T));
+  if (p == 0) n += (c.vocab + c.seq) * d;
+  if (p + 1 == P) n += 2 * d + d * c.vocab;
+  return n;
+}
+
+// One rank's memory by the formula, bytes per ledger category (float32 everywhere):
+//   params, grads   4 W each (W = stage_weights: the weights / (pp x tp), roughly)
+//   optimizer       Adam's two moments, 8 W; ZeRO-1: 8 W / dp (my dp rank's chunk)
+//   activations     by the schedule: 1F1B keeps at most min(M, P - p) micro-batches of stage p
+//                   in flight, each micro-batch's N = batch x S tokens keeping, per block, what
+//                   its backward reads: the block's input and output, LN's input, attention's
+//                   output and the MLP's (3 N d), LN's means and 1/std (4 N), my heads' q, k, v and
+//                   context (4 N d / T), their S x S probabilities (H/T x batch x S^2) and my MLP
+//                   columns before and after GeLU (2 N 4d / T); the last stage also the final LN
+//                   (N d + 2 N), the logits and their gradient (2 N V) and the losses (N + 1).
+//                   Beside the slots: the causal mask (S^2), one backward's scratch (2 N d, 4 N d/H,
+//                   S^2, N 4d/T, N V on the last stage) and the messages' buffers (2 N d + a slot's
+//                   N d for each outgoing gradient).
+struct MemoryFormula {
+  std::uint64_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  std::uint64_t total() const { return params + grads + optimizer + activations; }
+};
+MemoryFormula memory_formula(const Setup& s, const MeshShape& mesh, const MeshCoord& at) {
+  const gpt::Config& c = s.model;
+  const int P = mesh.pp, T = mesh.tp;
+  const std::uint64_t W = stage_weights(c, at.pp, P, T), f = 4;
+  const std::uint64_t N = s.batch * c.seq, d = c.d, S = c.seq, V = c.vocab, t = std::uint64_t(T);
+  const std::uint64_t blocks = c.layers / std::size_t(P), ml = 4 * d / t;
+  const bool last = at.pp + 1 == P;
+  const std::uint64_t slots = std::uint64_t(std::min(s.microbatches, P - at.pp));
+  const std::uint64_t per_block =
+      3 * N * d + 4 * N + 4 * N * d / t + c.heads / t * s.batch * S * S + 2 * N * ml;
+  const std::uint64_t per_micro =
+      (blocks + 1) * N * d + blocks * per_block + (last ? N * d + 2 * N + 2 * N * V + N + 1 : 0);
+  const std::uint64_t scratch =
+      2 * N * d + 4 * N * (d / c.heads) + S * S + N * ml + (last ? N * V : 1);
+  MemoryFormula m;
+  m.params = m.grads = f * W;
+  m.optimizer = 2 * f * Partition{W, s.zero ? mesh.dp : 1}.size(s.zero ? at.dp : 0);
+  m.activations = f * (slots * per_micro + S * S + scratch + 2 * N * d + slots * N * d);
+  return m;
+}
+
+// The bytes one rank sends per step in each group, by the formulas:
 //   tp   M micro-batches x L/P blocks x 4 ring all-reduces (2 g forward, 2 f backward) of a
 //        micro-batch's activations, tokens x d floats: 2(T-1)/T of them each
 //   pp   M activations forward (all but the last stage) and M gradients back (all but the first)
 //   dp   one ring all-reduce of my stage's weights, or ZeRO-1's reduce-scatter and all-gather:
 //        the same 2(D-1)/D of them (the loss's all-reduce and the replicas' check not counted)
-void print_group_traffic(RunResult& r, const Setup& s) {
+struct GroupBytes {
+  std::uint64_t tp = 0, pp = 0, dp = 0;
+};
+GroupBytes group_formula(const Setup& s, const MeshShape& mesh, const MeshCoord& at) {
   const gpt::Config& c = s.model;
-  const int D = s.mesh.dp, P = s.mesh.pp, T = s.mesh.tp, M = s.microbatches;
-  const std::uint64_t act = s.batch * c.seq * c.d, steps = std::uint64_t(s.steps), f = 4;
+  const int P = mesh.pp, T = mesh.tp;
+  const std::uint64_t act = s.batch * c.seq * c.d, M = std::uint64_t(s.microbatches), f = 4;
+  const std::uint64_t blocks = c.layers / std::size_t(P);
+  return {M * blocks * 4 * coll::ring_chunked_traffic(at.tp, T, act).sent * f,
+          M * act * f * std::uint64_t((at.pp + 1 < P) + (at.pp > 0)),
+          coll::ring_chunked_traffic(at.dp, mesh.dp, stage_weights(c, at.pp, P, T)).sent * f};
+}
+
+// The bytes each rank sent in each group over the run, counted from the trace (the groups' names
+// on its messages), against group_formula.
+void print_group_traffic(RunResult& r, const Setup& s) {
+  const std::uint64_t steps = std::uint64_t(s.steps);
   fmt::print("\nbytes sent per rank and step, by group (from the trace), against the formulas:\n");
   fmt::print("  {:>5}  {:>11}  {:>10} {:>10}  {:>10} {:>10}  {:>10} {:>10}\n", "rank", "(dp,pp,tp)",
              "tp", "formula", "pp", "formula", "dp", "formula");
@@ -131,11 +192,8 @@ void print_group_traffic(RunResult& r, const Setup& s) {
       if (g == "dp" && (e.meta.buffer == "grads (dp)" || e.meta.buffer == "weights (dp)"))
         sent[2] += e.bytes;
     }
-    const std::uint64_t blocks = c.layers / std::size_t(P);
-    const std::uint64_t want[3] = {
-        std::uint64_t(M) * blocks * 4 * coll::ring_chunked_traffic(at.tp, T, act).sent * f,
-        std::uint64_t(M) * act * f * std::uint64_t((at.pp + 1 < P) + (at.pp > 0)),
-        coll::ring_chunked_traffic(at.dp, D, gpt::Layout(c, at.pp, P, at.tp, T).size()).sent * f};
+    const GroupBytes formula = group_formula(s, s.mesh, at);
+    const std::uint64_t want[3] = {formula.tp, formula.pp, formula.dp};
     for (int g = 0; g < 3; ++g) ok = ok && sent[g] == want[g] * steps;
     fmt::print("  {:>5}  {:>11}  {:>10} {:>10}  {:>10} {:>10}  {:>10} {:>10}\n",
                fmt::format("r{}", k), fmt::format("({},{},{})", at.dp, at.pp, at.tp),
@@ -144,6 +202,159 @@ void print_group_traffic(RunResult& r, const Setup& s) {
                format_bytes(double(sent[2] / steps)), format_bytes(double(want[2])));
   }
   r.check("every rank's bytes in each group (tp, pp, dp) equal the formulas, from the trace", ok);
+}
+
+// Each rank's ledger (its peak per category, which the setup reaches and keeps) against
+// memory_formula: the mesh divides the weights, ZeRO-1 the optimizer, the schedule the activations.
+void print_memory(RunResult& r, const Setup& s) {
+  fmt::print("\nmemory per rank (the ledger's peak) against the formula:\n");
+  fmt::print("  {:>5}  {:>11}  {:>9} {:>9} {:>9} {:>10} {:>10}  {:>9}\n", "rank", "(dp,pp,tp)",
+             "params", "grads", "optimizer", "activation", "formula", "in flight");
+  bool all = true;
+  for (int k = 0; k < s.mesh.size() && std::size_t(k) < r.logs.size(); ++k) {
+    const MeshCoord at = s.mesh.coord(k);
+    const auto& peak = r.logs[std::size_t(k)].peak;
+    const MemoryFormula want = memory_formula(s, s.mesh, at);
+    const auto got = [&](Category c) { return std::uint64_t(peak[std::size_t(c)]); };
+    const bool ok = got(Category::params) == want.params && got(Category::grads) == want.grads &&
+                    got(Category::optimizer) == want.optimizer &&
+                    got(Category::activations) == want.activations;
+    all = all && ok;
+    const std::uint64_t sum = got(Category::params) + got(Category::grads) +
+                              got(Category::optimizer) + got(Category::activations);
+    fmt::print(
+        "  {:>5}  {:>11}  {:>9} {:>9} {:>9} {:>10} {:>10}  {:>9}{}\n", fmt::format("r{}", k),
+        fmt::format("({},{},{})", at.dp, at.pp, at.tp), format_bytes(double(got(Category::params))),
+        format_bytes(double(got(Category::grads))), format_bytes(double(got(Category::optimizer))),
+        format_bytes(double(got(Category::activations))), format_bytes(double(want.total())),
+        std::min(s.microbatches, s.mesh.pp - at.pp), ok ? "" : "  <- differs");
+    if (!ok || sum != want.total())
+      fmt::print("         formula: params {} grads {} optimizer {} activations {} (bytes)\n",
+                 want.params, want.grads, want.optimizer, want.activations);
+  }
+  r.check(
+      "every rank's ledger equals the mesh's formula (weights / (pp x tp), optimizer / dp "
+      "with ZeRO-1, activations of min(M, P - p) micro-batches)",
+      all);
+}
+
+// The pipeline's bubble: the 1F1B orders every stage ran, replayed on the ideal machine (a forward
+// 1 unit, a backward 2, messages free), keep each stage busy exactly M / (M + P - 1); and what
+// this machine measured, from the trace: per training step, each rank's forwards and backwards
+// against the step's pipeline (the first forward's start to the last backward's end, any rank).
+// Tokens per second: the steps' tokens over the steps' time.
+void print_pipeline(RunResult& r, const Setup& s) {
+  const int P = s.mesh.pp, M = s.microbatches;
+  std::vector<std::vector<Op>> orders;
+  for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
+  const pipeline::IdealReplay ideal = pipeline::replay_ideal(orders, M);
+  const double formula = pipeline::utilisation_formula(P, M);
+  r.check(fmt::format("the 1F1B orders on the ideal machine keep every stage busy M/(M+P-1) = "
+                      "{}/{} of the step",
+                      M, M + P - 1),
+          ideal.complete && std::int64_t{ideal.busy} * (M + P - 1) ==
+                                std::int64_t{M} * std::int64_t{ideal.step} * P);
+  std::vector<double> step_t0(std::size_t(s.steps), INFINITY), step_t1(std::size_t(s.steps), 0);
+  std::vector<std::vector<double>> busy(r.logs.size(), std::vector<double>(std::size_t(s.steps)));
+  double first = INFINITY, last = 0;
+  for (std::size_t k = 0; k < r.logs.size(); ++k) {
+    const RankLog& log = r.logs[k];
+    int step = -1;
+    for (const SpanEvent& e : log.spans) {  // by start: a step's span, then its blocks
+      if (e.kind != SpanEvent::Kind::plain) continue;
+      const double t0 = e.t0 + log.clock_offset_us, t1 = e.t1 + log.clock_offset_us;
+      if (e.phase.op == kTrainStepOp) {
+        ++step;
+        first = std::min(first, t0), last = std::max(last, t1);
+      } else if (step >= 0 && step < s.steps && e.phase.micro >= 0 &&
+                 (e.phase.op == "forward" || e.phase.op == "backward")) {  // not the blocks'
+
+        step_t0[std::size_t(step)] = std::min(step_t0[std::size_t(step)], t0);
+        step_t1[std::size_t(step)] = std::max(step_t1[std::size_t(step)], t1);
+        busy[k][std::size_t(step)] += t1 - t0;
+      }
+    }
+  }
+  fmt::print(
+      "\nthe pipeline: 1F1B over {} micro-batches on {} stage{}; the ideal machine keeps a "
+      "stage busy\n{}/{} = {:.0f}% of a step (bubble {:.0f}%). Measured here, per stage "
+      "(mean over its ranks and the steps;\nthis machine's cores are shared by every rank, "
+      "so the bubble is not the ideal's):\n",
+      M, P, P == 1 ? "" : "s", M, M + P - 1, formula * 100, (1 - formula) * 100);
+  for (int p = 0; p < P; ++p) {
+    double sum = 0;
+    int n = 0;
+    for (int k = 0; k < s.mesh.size() && std::size_t(k) < busy.size(); ++k) {
+      if (s.mesh.coord(k).pp != p) continue;
+      for (int t = 0; t < s.steps; ++t)
+        if (step_t1[std::size_t(t)] > step_t0[std::size_t(t)])
+          sum += busy[std::size_t(k)][std::size_t(t)] /
+                 (step_t1[std::size_t(t)] - step_t0[std::size_t(t)]),
+              ++n;
+    }
+    fmt::print("  stage {}: busy {:5.1f}%   in flight at most {} micro-batch{}\n", p,
+               n ? sum / n * 100 : 0.0, pipeline::max_in_flight(orders[std::size_t(p)]),
+               pipeline::max_in_flight(orders[std::size_t(p)]) == 1 ? "" : "es");
+  }
+  const double tokens = double(s.global() * s.model.seq) * s.steps;
+  if (last > first)
+    fmt::print(
+        "\n{} steps of {} tokens in {}: {:.0f} tokens per second on this machine ({} "
+        "ranks, {})\n",
+        s.steps, s.global() * s.model.seq, format_seconds((last - first) * 1e-6),
+        tokens / ((last - first) * 1e-6), r.world.size, to_string(r.world.device));
+}
+
+// Which mesh shape moves how many bytes over which group: every shape of these ranks the model
+// fits, by the formulas (per step, summed over the ranks), with the largest rank's memory.
+void print_mesh_table(const Setup& s) {
+  const int n = s.mesh.size();
+  fmt::print(
+      "\nevery mesh of {} ranks this model fits, per step summed over the ranks (formulas; "
+      "this run's\nrow measured above):\n",
+      n);
+  fmt::print("  {:>20}  {:>10} {:>10} {:>10}  {:>12}\n", "mesh", "tp", "pp", "dp", "memory/rank");
+  for (int tp = 1; tp <= n; ++tp)
+    for (int pp = 1; pp * tp <= n; ++pp) {
+      if (n % (tp * pp)) continue;
+      const MeshShape mesh{n / (tp * pp), pp, tp};
+      try {
+        s.model.check(tp, pp);
+      } catch (const UsageError&) {
+        continue;  // heads or layers do not split that way
+      }
+      GroupBytes sum;
+      std::uint64_t most = 0;
+      for (int k = 0; k < n; ++k) {
+        const GroupBytes g = group_formula(s, mesh, mesh.coord(k));
+        sum.tp += g.tp, sum.pp += g.pp, sum.dp += g.dp;
+        most = std::max(most, memory_formula(s, mesh, mesh.coord(k)).total());
+      }
+      const bool here = mesh.dp == s.mesh.dp && mesh.pp == s.mesh.pp && mesh.tp == s.mesh.tp;
+      fmt::print("  {:>20}  {:>10} {:>10} {:>10}  {:>12}{}\n", mesh.to_string(),
+                 format_bytes(double(sum.tp)), format_bytes(double(sum.pp)),
+                 format_bytes(double(sum.dp)), format_bytes(double(most)),
+                 here ? "  <- this run" : "");
+    }
+}
+
+// A message's step id (the viewer's beat) and what it carries.
+MsgMeta message(int step, const char* buffer) {
+  MsgMeta m;
+  m.step = step;
+  m.buffer = buffer;
+  return m;
+}
+
+// What a phase is, for the viewer: its op, micro-batch and stage (the Schedule panel's blocks)
+// and the caption shown while it runs.
+PhaseArgs phase_args(const char* op, int micro, int stage, std::string text) {
+  PhaseArgs a;
+  a.op = op;
+  a.micro = micro;
+  a.stage = stage;
+  a.text = std::move(text);
+  return a;
 }
 
 }  // namespace
@@ -203,7 +414,33 @@ int main(int argc, char** argv) {
     corpus.emplace(lesson.options().seed, s.corpus);
     ref = gpt::reference_train(s.model, *corpus, gpt::initial_weights(s.model), s.steps, s.global(),
                                s.adam);
+    // For the viewer: the mesh (the Topology panel's layout), the pipeline (the Schedule panel's
+    // ideal 1F1B) and each rank's memory by the formula (the Memory panel's dashed line).
+    lesson.set_metadata("mesh", fmt::format(R"({{"dp": {}, "pp": {}, "tp": {}}})", s.mesh.dp,
+                                            s.mesh.pp, s.mesh.tp));
+    lesson.set_metadata(
+        "pipeline",
+        fmt::format(R"({{"schedule": "1f1b", "stages": {}, "microbatches": {}, "iterations": {}, )"
+                    R"("forward_units": {}, "backward_units": {}}})",
+                    s.mesh.pp, s.microbatches, s.steps, pipeline::kForwardUnits,
+                    pipeline::kBackwardUnits));
+    std::vector<double> memory;
+    for (int k = 0; k < s.mesh.size(); ++k)
+      memory.push_back(double(memory_formula(s, s.mesh, s.mesh.coord(k)).total()));
+    lesson.set_memory_formula(
+        fmt::format("16 B x weights / (pp x tp){} + activations of min(M, P - p) micro-batches",
+                    s.zero ? " (optimizer / dp)" : ""),
+        memory);
   });
+  lesson.set_text(
+      "Data, pipeline and tensor parallelism composed on a dp x pp x tp mesh: each rank holds one "
+      "pipeline stage's blocks, split over its tensor-parallel group (heads and MLP columns, f "
+      "and g), for one replica; micro-batches flow through the stages in 1F1B order, and the "
+      "replicas' gradients are summed over dp (ZeRO-1: reduce-scattered, Adam on 1/dp, "
+      "all-gathered).",
+      "Topology: the mesh, replicas side by side, a row per stage; tp traffic (red) inside a "
+      "row, pp (violet) down a column, dp (cyan) across replicas at the step's end. Schedule: "
+      "1F1B's bubble. Memory: each rank's ledger against the mesh's formula.");
   lesson.on_report([&](RunResult& r) {
     // The mesh: every rank's coordinates, tp fastest.
     fmt::print("\nthe mesh {}: rank = (dp x {} + pp) x {} + tp, as (dp, pp, tp):\n",
@@ -214,6 +451,9 @@ int main(int argc, char** argv) {
                  k % 4 == 3 || k + 1 == s.mesh.size() ? "\n" : "   ");
     }
     print_group_traffic(r, s);
+    print_memory(r, s);
+    print_pipeline(r, s);
+    print_mesh_table(s);
   });
   return lesson.run(argc, argv, [&](Comm& world) {
     const gpt::Config& c = s.model;
@@ -252,15 +492,54 @@ int main(int argc, char** argv) {
     const View<const float> P_view = params.view();
     Comm& pipe = mesh.pp();
 
+    PhaseArgs train_step;  // marks each step's span: the viewer's training steps
+    train_step.op = kTrainStepOp;
+    const std::string blocks =
+        fmt::format("blocks {}-{}", layout.first_block(), layout.end_block() - 1);
+    const std::string tp_fwd =
+        s.mesh.tp > 1 ? fmt::format(
+                            "; tp all-reduces (g) each block's attention and MLP outputs "
+                            "over {} ranks",
+                            s.mesh.tp)
+                      : "";
+    const std::string tp_bwd =
+        s.mesh.tp > 1
+            ? fmt::format("; tp all-reduces (f) their input gradients over {} ranks", s.mesh.tp)
+            : "";
+    // My stage's 1F1B order, and when each op ends on the ideal machine (pipeline.hpp).
+    std::vector<std::vector<Op>> orders;
+    for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
+    const auto ends = pipeline::ideal_ends(orders, M);
+    const std::vector<Op>& order = orders[std::size_t(me.pp)];
+    const std::vector<int>& ideal_end = ends[std::size_t(me.pp)];
+    const int ideal_step = pipeline::replay_ideal(orders, M).step;
+    // A forward's step ids: 2 all-reduces (g) per block, 2(T - 1) ring steps each; and its send.
+    const int unit = int(c.layers) / P * 2 * 2 * (s.mesh.tp - 1) + 1;
     for (int k = 0; k < s.steps; ++k) {
+      auto step_phase = world.phase(fmt::format("step {}", k + 1), train_step);
       ops::fill(grads.view(), 0.0f);
       double step_loss = 0;
       // STEP 3: the pipeline: my stage's forwards and backwards in 1F1B order, activations to
       // the next stage and their gradients back, each micro-batch in its slot.
-      for (const Op& op : one_f_one_b(me.pp, P, M)) {
+      // Step ids (the viewer's steps clock): each op takes its place on the ideal machine, `unit`
+      // ids per unit of time, its tensor-parallel steps from its start and its message to the
+      // next stage at its end, so the beats replay the ideal pipeline.
+      const int step0 = world.next_steps(0);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const Op& op = order[i];
+        const int end = ideal_end[i],
+                  start = end - (op.forward ? pipeline::kForwardUnits : pipeline::kBackwardUnits);
+        world.seek_steps(step0 + start * unit);
+        const int send_step = step0 + end * unit - 1;
         const int slot = op.micro % slots;
         Request& pending = sends[std::size_t(slot)];
         pipe.wait(pending);  // the slot's last message out has left
+        auto phase =
+            world.phase(fmt::format("{}{}", op.forward ? "F" : "B", op.micro),
+                        phase_args(op.forward ? "forward" : "backward", op.micro, me.pp,
+                                   fmt::format("stage {}, {} of micro-batch {} through {}{}", me.pp,
+                                               op.forward ? "forward" : "backward", op.micro,
+                                               blocks, op.forward ? tp_fwd : tp_bwd)));
         if (op.forward) {
           std::vector<std::int32_t> in, out;
           for (std::size_t b = 0; b < s.batch; ++b)
@@ -270,8 +549,10 @@ int main(int argc, char** argv) {
           from_host(targets.view(), out);
           if (me.pp > 0) pipe.recv(x_in.view(), me.pp - 1, kTagForward + op.micro);
           auto y = stage.forward(slot, P_view, ids.view(), targets.view(), x_in.view(), loss_scale);
+          DL_CHECK(world.next_steps(0) <= send_step, "a forward took more step ids than {}", unit);
           if (me.pp + 1 < P)
-            pending = pipe.isend(y, me.pp + 1, kTagForward + op.micro);
+            pending = pipe.isend(y, me.pp + 1, kTagForward + op.micro,
+                                 message(send_step, "activations (pp)"));
           else
             step_loss += double(to_host(y)[0]);
         } else {
@@ -280,22 +561,33 @@ int main(int argc, char** argv) {
           if (me.pp > 0) {
             ops::copy(dx_out[std::size_t(slot)].view(), dx);
             pending = pipe.isend(View<const float>(dx_out[std::size_t(slot)].view()), me.pp - 1,
-                                 kTagBackward + op.micro);
+                                 kTagBackward + op.micro, message(send_step, "gradients (pp)"));
           }
         }
       }
       for (auto& r : sends) pipe.wait(r);
+      world.seek_steps(step0 + ideal_step * unit);  // every rank: past the pipeline's ids
 
       // STEP 4: data parallelism: the replicas' gradients summed over the dp group, then Adam;
       // ZeRO-1 sums only my 1/dp of them (reduce-scatter), updates it, and all-gathers weights.
       Comm& sync = broken("dp-over-tp") ? mesh.tp() : mesh.dp();
       const bool skip = broken("stage-skips-sync") && layout.last_stage();
       if (!s.zero) {
-        auto phase = world.phase("dp: all-reduce gradients");
+        auto phase =
+            world.phase("dp: all-reduce gradients",
+                        phase_args("", -1, -1,
+                                   fmt::format("dp: the {} replicas' gradients summed, a ring "
+                                               "all-reduce over dp",
+                                               D)));
         if (!skip)
           coll::all_reduce(sync, grads.view(), coll::AllReduceAlgo::ring_chunked, "grads (dp)");
       } else if (!skip) {
-        auto phase = world.phase("dp: reduce-scatter gradients");
+        auto phase =
+            world.phase("dp: reduce-scatter gradients",
+                        phase_args("", -1, -1,
+                                   fmt::format("ZeRO-1: each of the {} replicas sums its 1/{} of "
+                                               "the gradients (reduce-scatter over dp)",
+                                               D, D)));
         coll::reduce_scatter_ring(sync, grads.view(), "grads (dp)");
       }
       View<float> my_params = params.view().sub(shard.begin(mine), shard.size(mine));
@@ -326,14 +618,21 @@ int main(int argc, char** argv) {
                         worst, where, bound));
       }
       {
-        auto phase = world.phase("Adam");
+        auto phase = world.phase(
+            "Adam", phase_args("update", -1, me.pp,
+                               s.zero ? fmt::format("Adam on my 1/{} of the stage's weights", D)
+                                      : std::string("Adam on my stage's weights")));
         adam.step(my_params, View<const float>(my_grads));
       }
       if (s.zero) {
-        auto phase = world.phase("dp: all-gather weights");
+        auto phase =
+            world.phase("dp: all-gather weights",
+                        phase_args("", -1, -1, "ZeRO-1: the updated weights all-gathered over dp"));
         coll::all_gather_ring(sync, params.view(), "weights (dp)");
       }
-      // The step's loss: each replica's last stage holds its share; their sum is the mean.
+      // The step's loss: each replica's last stage holds its share; their sum is the mean. Its
+      // all-reduce's step ids are kept from every rank, so all count on from the same id.
+      const int loss_steps = world.next_steps(0) + 2 * D;
       if (layout.last_stage()) {
         std::vector<float> one{float(step_loss)};
         from_host(loss.view(), one);
@@ -352,6 +651,7 @@ int main(int argc, char** argv) {
                       fmt::format("{:.6f} against {:.6f}", step_loss, want));
         }
       }
+      world.seek_steps(loss_steps);
     }
 
     // STEP 5: against one device: every dp replica holds the same weights (bit for bit), and
@@ -359,6 +659,7 @@ int main(int argc, char** argv) {
     std::vector<float> got = to_host(View<const float>(params.view()));
     if (world.inject_fault()) got[0] += 1.0f;
     Comm& dpg = mesh.dp();
+    const int check_step = world.next_steps(1);  // every rank: one beat for the replicas' check
     if (dpg.rank() == 0) {
       Buffer<float> other = world.alloc<float>(layout.size(), Category::data);
       for (int r = 1; r < dpg.size(); ++r) {
@@ -369,7 +670,8 @@ int main(int argc, char** argv) {
             theirs == got);
       }
     } else {
-      dpg.send(View<const float>(params.view()), 0, kTagReplica);
+      dpg.send(View<const float>(params.view()), 0, kTagReplica,
+               message(check_step, "weights (check)"));
     }
     const auto want = layout.gather(ref->params);
     const auto start = layout.gather(initial);

@@ -33,6 +33,16 @@ ImU32 rank_color(int rank, int ranks) {
   return chunk_color(rank, ranks);
 }
 
+ImU32 group_color(std::string_view group) {
+  if (group == "tp") return IM_COL32(239, 83, 80, 255);
+  if (group == "pp") return IM_COL32(186, 104, 200, 255);
+  if (group == "dp") return IM_COL32(38, 198, 218, 255);
+  if (group.empty()) return IM_COL32(170, 170, 170, 255);
+  std::uint32_t h = 2166136261u;  // FNV-1a: the same name, the same hue in every frame
+  for (const char c : group) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return chunk_color(static_cast<int>(h % 360), 360);
+}
+
 ImU32 category_color(int k) {
   static const ImU32 kColors[kMemoryCategories] = {
       IM_COL32(66, 133, 244, 255),   // params

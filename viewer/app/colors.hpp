@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "viewer/model/trace_model.hpp"
 
@@ -16,6 +17,9 @@ ImU32 chunk_color(int chunk, int chunks);
 // Rank r of n: chunk r's colour, so a rank's own chunk and its own slice of a split weight
 // (Splits panel) share one colour.
 ImU32 rank_color(int rank, int ranks);
+// A message's group (Comm::split's name): tp red, pp violet, dp cyan (lesson 14's mesh), any
+// other name a hue of its own; the world's ("") grey.
+ImU32 group_color(std::string_view group);
 // Memory ledger category k (memory_category_name(k)).
 ImU32 category_color(int k);
 // Rank node fill (idle) and glow (computing); the selection highlight.

@@ -3,7 +3,9 @@
 //   [fit] | ruler: times from the trace start; click or drag on it to seek playback
 //   rank 0      header row (click the name to fold the rank)
 //     compute   one row per nesting depth: phase, then the adds inside it
-//     send      sends; a flow arrow from each send to where it is delivered
+//     send      sends; a flow arrow from each send to where it is delivered (coloured by chunk,
+//               or by group when the messages name groups: lesson 14's dp, pp, tp, whose send
+//               and recv spans take the group's colour too)
 //     recv      receives, and a thin grey row of deliver spans where the arrows land
 //   rank 1 ...
 // Wheel zooms around the cursor, dragging pans (and scrolls the ranks), a click selects a span
@@ -346,7 +348,9 @@ bool draw_spans(const Frame& f, bool can_hover, DrawItem& hovered) {
       if (it.merged()) {
         f.dl->AddRectFilled(a, b, kMerged);
       } else {
-        const ImU32 col = span_color(s.kind);
+        const SpanArgs* args = s.kind != SpanKind::compute ? f.m.args(s) : nullptr;
+        const ImU32 col =
+            args && args->group ? group_color(f.m.str(args->group)) : span_color(s.kind);
         f.dl->AddRectFilled(a, b, col);
         if (b.x - a.x > 4 && h > 8) f.dl->AddRect(a, b, darker(col, 0.6f));
         if (b.x - a.x > 24 && h >= f.line) {
@@ -389,8 +393,9 @@ bool draw_flows(const Frame& f) {
   if (all_flows)
     for (const std::uint32_t k : flows) {
       const Message& msg = f.m.messages[k];
-      draw_arrow(f, msg, with_alpha(chunk_color(msg.chunk, chunks_of(f.m, msg.buffer)), 0.85f),
-                 1.5f);
+      const ImU32 col = msg.group ? group_color(f.m.str(msg.group))
+                                  : chunk_color(msg.chunk, chunks_of(f.m, msg.buffer));
+      draw_arrow(f, msg, with_alpha(col, 0.85f), 1.5f);
     }
   return all_flows;
 }

@@ -10,7 +10,10 @@
 // With roles, every link is labelled with its bytes so far and every node with its role and
 // traffic, a server's as a multiple of a worker's (N workers: N times); a trace whose phases are
 // numbered ("1 pull" .. "5 update", phase_steps.hpp) gets a legend of its steps, lit while ranks
-// are in them.
+// are in them. A trace whose messages name their groups (lesson 14's dp, pp and tp) colours links
+// and packets by group (group_color) with a legend of each group's bytes; one that records its
+// mesh is laid out as the mesh: replicas side by side, a row per pipeline stage, the
+// tensor-parallel ranks of a stage next to each other.
 #include <imgui.h>
 
 #include <algorithm>
@@ -56,7 +59,10 @@ struct Layout {
   std::vector<std::string> roles;             // otherData.roles when it names every rank
   bool star = false;                          // some rank is a server: the star layout
   int servers = 0;
-  std::vector<PhaseStep> steps;  // numbered phases ("1 pull"), for the legend
+  std::vector<PhaseStep> steps;           // numbered phases ("1 pull"), for the legend
+  MeshDims mesh;                          // otherData.mesh when it covers every rank
+  std::vector<GroupTraffic> groups;       // empty when no message names a group
+  std::vector<std::uint32_t> pair_group;  // per pair: the group that carried most of its bytes
   // Traffic that has arrived, for the moment last drawn (recomputed when the moment moves).
   Clock clock = Clock::steps;
   double moment_key = -1;
@@ -70,9 +76,13 @@ Layout build_layout(const TraceModel& m) {
   if (static_cast<int>(l.roles.size()) != m.world_size()) l.roles.clear();
   l.star = has_servers(l.roles);
   l.servers = static_cast<int>(std::count(l.roles.begin(), l.roles.end(), kServerRole));
-  l.pos = l.star ? role_positions(l.roles) : rank_positions(m.world_size());
+  l.mesh = l.star ? MeshDims{} : parse_mesh(m.info.extra_json("mesh"), m.world_size());
+  l.pos = l.star         ? role_positions(l.roles)
+          : l.mesh.any() ? mesh_positions(l.mesh)
+                         : rank_positions(m.world_size());
   l.steps = phase_steps(m);
-  l.node = node_radius(m.world_size());
+  l.node = l.mesh.any() ? mesh_node_radius(l.mesh) : node_radius(m.world_size());
+  l.groups = group_totals(m);
   for (const LinkTraffic& t : link_totals(m)) {
     const auto key = std::minmax(t.src, t.dst);
     if (t.src == t.dst) continue;
@@ -81,6 +91,13 @@ Layout build_layout(const TraceModel& m) {
     l.pairs[it->second].total += t.bytes;
   }
   for (const Pair& p : l.pairs) l.max_pair = std::max(l.max_pair, p.total);
+  if (!l.groups.empty()) {
+    const auto groups = pair_groups(m);
+    for (const Pair& p : l.pairs) {
+      const auto it = groups.find({p.a, p.b});
+      l.pair_group.push_back(it == groups.end() ? 0 : it->second);
+    }
+  }
   for (const Message& msg : m.messages) {
     if (msg.bytes <= 0) continue;
     l.min_bytes = l.min_bytes == 0 ? msg.bytes : std::min(l.min_bytes, msg.bytes);
@@ -177,6 +194,7 @@ void message_tooltip(const TraceModel& m, const Message& msg) {
   ImGui::Text("r%d -> r%d  %s", msg.src, msg.dst,
               msg.bytes >= 0 ? format_bytes(static_cast<double>(msg.bytes)).c_str() : "? B");
   if (msg.step >= 0) ImGui::Text("step %d", msg.step);
+  if (msg.group) ImGui::Text("group %s", std::string(m.str(msg.group)).c_str());
   if (msg.buffer) {
     const std::string_view b = m.str(msg.buffer);
     if (msg.chunk >= 0)
@@ -224,14 +242,24 @@ void legend_item(const char* text, bool first, Swatch swatch) {
   ImGui::TextDisabled("%s", text);
 }
 
-void legend() {
+void legend(const TraceModel& m, const Layout& l) {
   legend_item("computing", true, [](ImDrawList* d, ImVec2 c, float r) {
     d->AddCircleFilled(c, r * 0.9f, with_alpha(kRankGlow, 0.35f));
     d->AddCircle(c, r * 0.6f, kRankGlow, 0, 2.0f);
   });
-  legend_item("message: colour = chunk, size = bytes", false, [](ImDrawList* d, ImVec2 c, float r) {
-    d->AddCircleFilled(c, r * 0.6f, chunk_color(0, 4));
-  });
+  if (l.groups.empty())
+    legend_item("message: colour = chunk, size = bytes", false,
+                [](ImDrawList* d, ImVec2 c, float r) {
+                  d->AddCircleFilled(c, r * 0.6f, chunk_color(0, 4));
+                });
+  for (const GroupTraffic& g : l.groups) {  // colour = group, with its bytes over the run
+    const std::string_view name = g.group ? m.str(g.group) : std::string_view("world");
+    const std::string text = std::string(name) + " " + format_bytes(static_cast<double>(g.bytes));
+    const ImU32 color = group_color(m.str(g.group));
+    legend_item(text.c_str(), false, [color](ImDrawList* d, ImVec2 c, float r) {
+      d->AddCircleFilled(c, r * 0.6f, color);
+    });
+  }
   legend_item("width = bytes arrived", false, [](ImDrawList* d, ImVec2 c, float r) {
     d->AddLine(ImVec2(c.x - r, c.y), ImVec2(c.x + r, c.y), kLinkUsed, 3.0f);
   });
@@ -265,6 +293,26 @@ void step_legend(const Layout& l, const Moment& now) {
       for (int r : states[i].ranks) who += (who.empty() ? "r" : ", r") + std::to_string(r);
       ImGui::SetTooltip("%s: %s", text, who.empty() ? "no rank now" : who.c_str());
     }
+  }
+}
+
+// A mesh's captions: "dp k" over each replica's block, "pp s" left of each stage's row.
+void mesh_labels(ImDrawList* dl, const Layout& l, const std::vector<ImVec2>& at, float node_px) {
+  const MeshDims& m = l.mesh;
+  const float h = ImGui::GetTextLineHeight();
+  for (int dp = 0; dp < m.dp; ++dp) {
+    const int first = dp * m.pp * m.tp, last = first + m.tp - 1;  // stage 0's row of the block
+    char text[24];
+    std::snprintf(text, sizeof text, "dp %d", dp);
+    const float x = (at[first].x + at[last].x) * 0.5f - ImGui::CalcTextSize(text).x * 0.5f;
+    dl->AddText(ImVec2(x, at[first].y - node_px - h - 4), group_color("dp"), text);
+  }
+  for (int pp = 0; pp < m.pp; ++pp) {
+    char text[24];
+    std::snprintf(text, sizeof text, "pp %d", pp);
+    const ImVec2 first = at[static_cast<std::size_t>(pp * m.tp)];
+    dl->AddText(ImVec2(first.x - node_px - ImGui::CalcTextSize(text).x - 6, first.y - h * 0.5f),
+                group_color("pp"), text);
   }
 }
 
@@ -302,7 +350,7 @@ void draw_topology(PanelContext& ctx) {
                       format_bytes(static_cast<double>(moved)).c_str());
   draw_caption(ctx);  // what this step's messages do (panel_caption.cpp)
 
-  legend();
+  legend(m, l);
   if (!l.steps.empty()) step_legend(l, ctx.now);
 
   // The canvas: the largest square that fits below the legend.
@@ -324,13 +372,16 @@ void draw_topology(PanelContext& ctx) {
   // Links: every pair that ever talks, then the bytes that have arrived on it so far.
   for (std::size_t i = 0; i < l.pairs.size(); ++i) {
     const Pair& p = l.pairs[i];
-    dl->AddLine(at[p.a], at[p.b], kLinkIdle, thin);
+    const bool grouped = i < l.pair_group.size();
+    const ImU32 group = grouped ? group_color(m.str(l.pair_group[i])) : kLinkUsed;
+    dl->AddLine(at[p.a], at[p.b], grouped ? with_alpha(group, 0.3f) : kLinkIdle, thin);
     if (l.pair_so_far[i] > 0 && l.max_pair > 0) {
       const float w = thin + (node_px * 0.5f) * std::sqrt(static_cast<float>(l.pair_so_far[i]) /
                                                           static_cast<float>(l.max_pair));
-      dl->AddLine(at[p.a], at[p.b], kLinkUsed, w);
+      dl->AddLine(at[p.a], at[p.b], grouped ? with_alpha(group, 0.7f) : kLinkUsed, w);
     }
   }
+  if (l.mesh.any()) mesh_labels(dl, l, at, node_px);
   if (l.star)  // the bytes each link has carried so far, along it
     for (std::size_t i = 0; i < l.pairs.size(); ++i) {
       if (l.pair_so_far[i] <= 0) continue;
@@ -361,7 +412,8 @@ void draw_topology(PanelContext& ctx) {
   for (const InFlight& f : flying) {
     const Message& msg = m.messages[f.message];
     if (msg.src < 0 || msg.dst < 0 || msg.src >= n || msg.dst >= n) continue;
-    const ImU32 color = chunk_color(msg.chunk, chunk_count(l, msg.buffer));
+    const ImU32 color = l.groups.empty() ? chunk_color(msg.chunk, chunk_count(l, msg.buffer))
+                                         : group_color(m.str(msg.group));
     // long links (a grid's row wrap) bow no further than a node's size off their line
     const Point a = l.pos[msg.src], b = l.pos[msg.dst];
     const double len = std::hypot(b.x - a.x, b.y - a.y);
@@ -398,6 +450,8 @@ void draw_topology(PanelContext& ctx) {
     const ImVec2 ts = ImGui::CalcTextSize(label);
     if (ts.x <= node_px * 1.8f) {  // inside the node
       dl->AddText(ImVec2(at[r].x - ts.x * 0.5f, at[r].y - ts.y * 0.5f), kText, label);
+    } else if (l.mesh.any()) {  // under the node: a mesh's neighbours sit in rows
+      dl->AddText(ImVec2(at[r].x - ts.x * 0.5f, at[r].y + node_px + 2), kText, label);
     } else if (n <= kCircleMaxRanks) {  // outside, along the spoke from the centre
       const ImVec2 c(origin.x + side * 0.5f, origin.y + side * 0.5f);
       const float d = std::max(1.0f, distance(at[r], c));

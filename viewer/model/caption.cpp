@@ -9,6 +9,7 @@
 #include "viewer/model/caption.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -247,10 +248,16 @@ std::string volume(const Group& g, const Shape& s, int n, bool reduce_style) {
     lo = std::min(lo, c), hi = std::max(hi, c);
   }
   const char* each = s.pattern == Pattern::single ? "the message holds" : "each message holds";
-  if (hi > 0 && g.apply == ApplyKind::reduce)
+  // A group's messages (Comm::split) count ranks of their group, whose size the trace does not
+  // say: the count alone.
+  if (hi > 0 && g.apply == ApplyKind::reduce && g.msgs.front()->group != 0)
+    out += lo == hi ? fmt::format("; {} {} {} data", each, lo, lo == 1 ? "rank's" : "ranks'")
+                    : fmt::format("; messages hold {} to {} ranks' data", lo, hi);
+  else if (hi > 0 && g.apply == ApplyKind::reduce)
     out += lo == hi ? fmt::format("; {} {} of {} ranks' data", each, lo, n)
                     : fmt::format("; messages hold {} to {} of {} ranks' data", lo, hi, n);
-  else if (g.apply == ApplyKind::copy && reduce_style && lo == n && hi == n && n > 1)
+  else if (g.apply == ApplyKind::copy && reduce_style && lo == n && hi == n && n > 1 &&
+           g.msgs.front()->group == 0)
     out += fmt::format("; {} the finished sum of all {} ranks", each, n);
   return out;
 }
@@ -571,6 +578,15 @@ Caption caption_at(const TraceModel& m, const CaptionIndex& index, const Moment&
     const Told t = tell_beat(m, index, c.beat);
     c.collective = t.name;
     c.flow = t.flow;
+    // Messages in groups (Comm::split: lesson 14's dp, pp, tp) say which: the pattern above is
+    // in ranks of the world, repeated in each group.
+    std::set<std::string_view> groups;
+    for (const std::uint32_t i : index.messages_of_beat[static_cast<std::size_t>(c.beat)])
+      groups.insert(m.str(m.messages[i].group));
+    if (groups.size() == 1 && !groups.begin()->empty())
+      c.flow = fmt::format("in each {} group, {}", *groups.begin(), c.flow);
+    else if (groups.size() > 1)
+      c.flow += fmt::format("; groups {}", fmt::join(groups, ", "));
   }
   const int k = at.clock == Clock::steps ? (c.step_id >= 0 ? index.training.at_step(c.step_id) : -1)
                                          : index.training.at_time(at.time_us);

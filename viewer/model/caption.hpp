@@ -13,6 +13,8 @@
 //   volume      bytes per link, and how many ranks' data a reduced message carries
 //   collective  named when the messages say it: reduce-scatter, all-gather, all-reduce, reduce,
 //               broadcast, scatter, gather, all-to-all
+//   group       when the messages were sent in groups (Comm::split's names on them): "in each tp
+//               group, ..." for one group, the groups' names after the flow for several
 // e.g. "step 3 of 6, reduce-scatter: every rank sends chunk (r - 3) mod 4 right and adds the one
 // from its left; 1 KiB per link; each message holds 3 of 4 ranks' data".
 //

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace distlab::viewer {
 
@@ -95,7 +96,21 @@ PipelineKind kind_of(std::string_view name) {
 
 // The measured blocks: every compute span with op forward / backward and a micro-batch, on the
 // row of its stage arg (its rank when it has none); iterations counted by the updates before.
+// Where several ranks run one stage (lesson 14: its replicas and tensor-parallel ranks), the row
+// is the lowest of those ranks': their blocks are the same schedule, and one row cannot overlap.
 ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros) {
+  const auto stage_of = [&m](const Span& s, const SpanArgs& a) {
+    // A stage past any lesson's (a damaged trace) takes its rank's row instead.
+    return a.stage >= 0 && a.stage < kMostStages ? a.stage : m.lanes[s.lane].rank;
+  };
+  std::map<int, int> owner;  // stage -> the lowest rank whose spans name it
+  for (const Span& s : m.spans)
+    if (const SpanArgs* a = s.kind == SpanKind::compute ? m.args(s) : nullptr;
+        a && a->op != 0 && a->stage >= 0 && a->stage < kMostStages) {
+      const int rank = m.lanes[s.lane].rank;
+      auto [it, fresh] = owner.emplace(a->stage, rank);
+      if (!fresh) it->second = std::min(it->second, rank);
+    }
   std::vector<std::vector<PipeBlock>> blocks;
   std::vector<std::vector<double>> updates;
   const auto row = [&](int stage) -> std::size_t {
@@ -107,8 +122,10 @@ ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros) {
     const SpanArgs* a = s.kind == SpanKind::compute ? m.args(s) : nullptr;
     if (!a || a->op == 0) continue;
     const std::string_view op = m.str(a->op);
-    // A stage past any lesson's (a damaged trace) takes its rank's row instead.
-    const int stage = a->stage >= 0 && a->stage < kMostStages ? a->stage : m.lanes[s.lane].rank;
+    const int stage = stage_of(s, *a);
+    if (const auto it = owner.find(a->stage);
+        it != owner.end() && it->second != m.lanes[s.lane].rank)
+      continue;  // another rank's copy of this stage
     if (op == "update") {
       updates[row(stage)].push_back(s.start);
     } else if ((op == "forward" || op == "backward") && a->micro >= 0) {

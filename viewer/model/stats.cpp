@@ -33,6 +33,43 @@ std::vector<RankTraffic> rank_totals(const std::vector<LinkTraffic>& links, int 
   return out;
 }
 
+std::vector<GroupTraffic> group_totals(const TraceModel& model) {
+  std::map<std::string_view, GroupTraffic> by_name;
+  bool named = false;
+  for (const Message& msg : model.messages) {
+    GroupTraffic& g = by_name[model.str(msg.group)];
+    g.group = msg.group;
+    g.bytes += std::max<std::int64_t>(msg.bytes, 0);
+    ++g.messages;
+    named = named || msg.group != 0;
+  }
+  std::vector<GroupTraffic> out;
+  if (!named) return out;
+  for (const auto& [name, g] : by_name) out.push_back(g);
+  return out;
+}
+
+std::map<std::pair<int, int>, std::uint32_t> pair_groups(const TraceModel& model) {
+  // per pair, per group name: bytes and messages
+  std::map<std::pair<int, int>, std::map<std::string_view, GroupTraffic>> seen;
+  for (const Message& msg : model.messages) {
+    if (msg.src < 0 || msg.dst < 0 || msg.src == msg.dst) continue;
+    GroupTraffic& g = seen[std::minmax(msg.src, msg.dst)][model.str(msg.group)];
+    g.group = msg.group;
+    g.bytes += std::max<std::int64_t>(msg.bytes, 0);
+    ++g.messages;
+  }
+  std::map<std::pair<int, int>, std::uint32_t> out;
+  for (const auto& [pair, groups] : seen) {
+    const GroupTraffic* best = nullptr;
+    for (const auto& [name, g] : groups)  // by name: the first wins a tie
+      if (!best || g.bytes > best->bytes || (g.bytes == best->bytes && g.messages > best->messages))
+        best = &g;
+    out[pair] = best->group;
+  }
+  return out;
+}
+
 // ---- cost model -----------------------------------------------------------------------------
 
 const AlgorithmCost* CostModel::find(std::string_view name) const {

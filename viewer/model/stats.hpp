@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "viewer/model/playback.hpp"
@@ -36,6 +38,19 @@ struct RankTraffic {
 std::vector<LinkTraffic> link_totals(const TraceModel& model);
 // Per rank, the links' bytes and messages: sent on links leaving it, received on links into it.
 std::vector<RankTraffic> rank_totals(const std::vector<LinkTraffic>& links, int ranks);
+
+// Per group: the messages a trace's groups carried (the message arg `group`, Comm::split's name:
+// lesson 14's "dp", "pp", "tp"), whole trace, sorted by name; the world's messages (no group)
+// are the entry with group 0 when there are any. Empty when no message names a group.
+struct GroupTraffic {
+  std::uint32_t group = 0;  // string table index; 0: the world's
+  std::int64_t bytes = 0;
+  int messages = 0;
+};
+std::vector<GroupTraffic> group_totals(const TraceModel& model);
+// The group of each unordered pair of ranks (a < b) that exchange messages: the one that carried
+// most of its bytes (its most messages on a tie, then the first by name); 0 for the world's.
+std::map<std::pair<int, int>, std::uint32_t> pair_groups(const TraceModel& model);
 
 // ---- cost model -----------------------------------------------------------------------------
 

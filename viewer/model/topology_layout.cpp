@@ -14,6 +14,7 @@ namespace {
 constexpr double kCircleRadius = 0.40;  // leaves 0.1 on each side for the labels
 constexpr double kGridMargin = 0.06;
 constexpr double kServerRadius = 0.12;  // several servers: a small circle at the centre
+constexpr double kMeshGap = 0.5;        // between two replicas' blocks, in cells
 
 int grid_columns(int ranks) {
   return static_cast<int>(std::ceil(std::sqrt(static_cast<double>(ranks))));
@@ -80,6 +81,52 @@ std::vector<Point> role_positions(const std::vector<std::string>& roles) {
     out[r] = {0.5 + radius * std::sin(a), 0.5 - radius * std::cos(a)};
   }
   return out;
+}
+
+MeshDims parse_mesh(std::string_view json, int ranks) {
+  if (json.empty()) return {};
+  simdjson::dom::parser parser;
+  simdjson::dom::object mesh;
+  if (parser.parse(json.data(), json.size()).get_object().get(mesh)) return {};
+  MeshDims out;
+  for (auto [key, value] : mesh) {
+    std::int64_t v = 0;
+    if (value.get_int64().get(v) || v < 1 || v > (1 << 16)) continue;
+    if (key == "dp") out.dp = static_cast<int>(v);
+    if (key == "pp") out.pp = static_cast<int>(v);
+    if (key == "tp") out.tp = static_cast<int>(v);
+  }
+  if (!out.any() || std::int64_t{out.dp} * out.pp * out.tp != ranks) return {};
+  return out;
+}
+
+namespace {
+// The mesh's cell, and the grid's corner, in the unit square.
+struct MeshGrid {
+  double cell = 0, x0 = 0, y0 = 0;
+};
+MeshGrid mesh_grid(const MeshDims& m) {
+  const double cols = m.dp * m.tp + (m.dp - 1) * kMeshGap;
+  const double cell = (1.0 - 2 * kGridMargin) / std::max(cols, double(m.pp));
+  return {cell, 0.5 - cell * cols / 2, 0.5 - cell * m.pp / 2};
+}
+}  // namespace
+
+std::vector<Point> mesh_positions(const MeshDims& m) {
+  std::vector<Point> out;
+  if (!m.any()) return out;
+  const MeshGrid g = mesh_grid(m);
+  out.reserve(static_cast<std::size_t>(m.size()));
+  for (int r = 0; r < m.size(); ++r) {
+    const int tp = r % m.tp, pp = r / m.tp % m.pp, dp = r / (m.tp * m.pp);
+    out.push_back(
+        {g.x0 + g.cell * (dp * (m.tp + kMeshGap) + tp + 0.5), g.y0 + g.cell * (pp + 0.5)});
+  }
+  return out;
+}
+
+double mesh_node_radius(const MeshDims& m) {
+  return m.any() ? std::min(0.06, 0.3 * mesh_grid(m).cell) : node_radius(0);
 }
 
 double node_radius(int ranks) {

@@ -8,6 +8,10 @@
 //   with roles      a trace that records its ranks' roles (otherData.roles, e.g. lesson 05's
 //                   parameter server) puts its servers in the middle (one at the centre, more on
 //                   a small inner circle) and the workers on the circle around them: the star.
+//   as a mesh       a trace that records its mesh (otherData.mesh, lesson 14's dp x pp x tp)
+//                   puts each data-parallel replica in a block, the blocks side by side; in a
+//                   block the pipeline stages are rows (stage 0 at the top) and the
+//                   tensor-parallel ranks of a stage sit next to each other in its row.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,21 @@ bool has_servers(const std::vector<std::string>& roles);
 // Rank centres by role: the servers in the middle, every other rank on the outer circle in rank
 // order from the top, clockwise; rank_positions(roles.size()) when no rank is a server.
 std::vector<Point> role_positions(const std::vector<std::string>& roles);
+
+// otherData.mesh: {"dp": D, "pp": P, "tp": T} with rank = (dp x P + pp) x T + tp (tp fastest).
+struct MeshDims {
+  int dp = 0, pp = 0, tp = 0;
+  bool any() const { return dp > 0 && pp > 0 && tp > 0; }
+  int size() const { return dp * pp * tp; }
+};
+// The mesh of the text; all zeros when it is not one, or its product is not `ranks`.
+MeshDims parse_mesh(std::string_view json, int ranks);
+
+// Rank centres of a mesh (see above): a grid of D x T columns, with a gap of half a cell
+// between replicas, and P rows.
+std::vector<Point> mesh_positions(const MeshDims& mesh);
+// A node radius that keeps a mesh's neighbours apart.
+double mesh_node_radius(const MeshDims& mesh);
 
 // A node radius (unit-square units) that keeps neighbouring nodes apart for this many ranks.
 double node_radius(int ranks);

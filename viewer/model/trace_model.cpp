@@ -302,6 +302,8 @@ class Builder {
         a.contributions = clamp_int(as_int(v).value_or(0));
       else if (key == "contrib_mask")
         a.contrib_mask = as_mask(v);
+      else if (key == "group")
+        a.group = intern(as_string(v).value_or(""));
       else if (key == "msg")
         a.msg = static_cast<std::uint64_t>(as_int(v).value_or(0));
       else if (key == "op")
@@ -635,6 +637,7 @@ void Builder::build_messages() {
       msg.apply = a->apply;
       msg.contributions = a->contributions;
       msg.contrib_mask = a->contrib_mask;
+      msg.group = a->group;
     }
     m.messages.push_back(msg);
   }

@@ -45,7 +45,8 @@ struct SpanArgs {
   std::int64_t bytes = -1;
   std::int64_t tag = -1;
   std::uint64_t contrib_mask = 0;
-  std::uint64_t msg = 0;  // message (flow) id, 0 when none
+  std::uint64_t msg = 0;    // message (flow) id, 0 when none
+  std::uint32_t group = 0;  // string table index: the group it was sent in ("tp"), 0 = world
   // Phase args of a compute span (schema 3, docs/trace-format.md "Phase args"): what the lesson
   // says the phase is. 0 / -1 when absent.
   std::uint32_t op = 0;     // string table index: "forward", "backward", "update", ...
@@ -94,6 +95,7 @@ struct Message {
   ApplyKind apply = ApplyKind::none;
   std::int32_t contributions = 0;
   std::uint64_t contrib_mask = 0;
+  std::uint32_t group = 0;  // string table index: its group (Comm::split's name), 0 = world
   std::int32_t send_span = -1, deliver_span = -1;  // indices into spans, -1 when absent
 };
 
