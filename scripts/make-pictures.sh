@@ -26,6 +26,7 @@ declare -A step=(
   # tensor parallelism: 12 ring steps, g's all-reduce in forward (1-6), f's in backward (7-12)
   [12_tensor_parallel_mlp]=2.5        # forward: g's reduce-scatter, its last step; no gradients on the ledger yet
   [13_tensor_parallel_attention]=8.5  # backward: f's reduce-scatter, its last step; Y (g) already whole everywhere
+  [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
@@ -68,3 +69,13 @@ done
 # The step's caption above lesson 08's ring (docs/viewer.md, "Captions").
 "$viewer" --png "$out/caption_topology.png" --panel topology --step 2.5 --width 1000 --height 560 \
   traces/examples/08_zero1.json
+# Lesson 14: the mesh alone (tp red in the rows, pp violet down the columns, dp cyan across the
+# replicas at the step's end), its Schedule panel and its Memory panel against the mesh's formula.
+"$viewer" --png "$out/14_topology.png" --panel topology --step 40.5 --width 900 --height 760 \
+  traces/examples/14_capstone_3d_parallel.json
+"$viewer" --png "$out/14_topology_dp.png" --panel topology --step 54.5 --width 900 --height 760 \
+  traces/examples/14_capstone_3d_parallel.json
+"$viewer" --png "$out/14_schedule.png" --panel schedule --step 17.5 --width 1000 --height 420 \
+  traces/examples/14_capstone_3d_parallel.json
+"$viewer" --png "$out/14_memory.png" --panel memory --step 17.5 --width 900 --height 420 \
+  traces/examples/14_capstone_3d_parallel.json

@@ -636,7 +636,7 @@ int main(int argc, char** argv) {
       if (layout.last_stage()) {
         std::vector<float> one{float(step_loss)};
         from_host(loss.view(), one);
-        coll::all_reduce(mesh.dp(), loss.view(), coll::AllReduceAlgo::ring);
+        coll::all_reduce(mesh.dp(), loss.view(), coll::AllReduceAlgo::ring, "loss (dp)");
         step_loss = double(to_host(View<const float>(loss.view()))[0]);
         world.recorder().value("loss", step_loss);
         if (me.dp == 0 && me.tp == 0)

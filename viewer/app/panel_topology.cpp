@@ -39,6 +39,9 @@ constexpr ImU32 kLinkUsed = IM_COL32(150, 175, 215, 170);
 constexpr ImU32 kNodeBorder = IM_COL32(170, 180, 200, 255);
 constexpr ImU32 kPacketBorder = IM_COL32(15, 15, 20, 220);
 constexpr double kBend = 0.08;  // packets' arcs: off the line by this much of its length
+// A mesh's links that pass over other ranks (dp across the replicas, pp past a stage) bow out
+// this far, links and packets alike, so that they do not run through the nodes between.
+constexpr double kMeshBend = 0.2;
 constexpr int kTrailPoints = 12;
 
 // An unordered pair of ranks that exchange messages, and what has arrived on it.
@@ -107,6 +110,15 @@ Layout build_layout(const TraceModel& m) {
     for (const BufferInfo& b : m.info.buffers)
       if (m.strings[s] == b.name) l.chunks[s] = b.chunks;
   return l;
+}
+
+// How far a packet from a to b bows off the line (packet_position): a mesh's long links clear the
+// nodes between; elsewhere no further than a node's size (a grid's row wrap).
+double link_bend(const Layout& l, Point a, Point b) {
+  const double len = std::hypot(b.x - a.x, b.y - a.y);
+  if (len <= 0) return 0;
+  if (l.mesh.any() && len > 3.5 * l.node) return kMeshBend;
+  return std::min(kBend, 1.2 * l.node / len);
 }
 
 // Arrived traffic changes only when the moment does: on the steps clock, once per step.
@@ -374,11 +386,21 @@ void draw_topology(PanelContext& ctx) {
     const Pair& p = l.pairs[i];
     const bool grouped = i < l.pair_group.size();
     const ImU32 group = grouped ? group_color(m.str(l.pair_group[i])) : kLinkUsed;
-    dl->AddLine(at[p.a], at[p.b], grouped ? with_alpha(group, 0.3f) : kLinkIdle, thin);
+    // a mesh's long link is the arc its packets fly (link_bend); every other one straight
+    const double bend = l.mesh.any() ? link_bend(l, l.pos[p.a], l.pos[p.b]) : 0;
+    ImVec2 arc[kTrailPoints + 1];
+    for (int k = 0; k <= kTrailPoints; ++k)
+      arc[k] =
+          bend > kBend
+              ? to_screen(packet_position(l.pos[p.a], l.pos[p.b], double(k) / kTrailPoints, bend),
+                          origin, side)
+              : ImVec2(at[p.a].x + (at[p.b].x - at[p.a].x) * k / kTrailPoints,
+                       at[p.a].y + (at[p.b].y - at[p.a].y) * k / kTrailPoints);
+    dl->AddPolyline(arc, kTrailPoints + 1, grouped ? with_alpha(group, 0.3f) : kLinkIdle, 0, thin);
     if (l.pair_so_far[i] > 0 && l.max_pair > 0) {
       const float w = thin + (node_px * 0.5f) * std::sqrt(static_cast<float>(l.pair_so_far[i]) /
                                                           static_cast<float>(l.max_pair));
-      dl->AddLine(at[p.a], at[p.b], grouped ? with_alpha(group, 0.7f) : kLinkUsed, w);
+      dl->AddPolyline(arc, kTrailPoints + 1, grouped ? with_alpha(group, 0.7f) : kLinkUsed, 0, w);
     }
   }
   if (l.mesh.any()) mesh_labels(dl, l, at, node_px);
@@ -416,8 +438,7 @@ void draw_topology(PanelContext& ctx) {
                                          : group_color(m.str(msg.group));
     // long links (a grid's row wrap) bow no further than a node's size off their line
     const Point a = l.pos[msg.src], b = l.pos[msg.dst];
-    const double len = std::hypot(b.x - a.x, b.y - a.y);
-    const double bend = len > 0 ? std::min(kBend, 1.2 * l.node / len) : 0;
+    const double bend = link_bend(l, a, b);
     // its trail from the sender: which link it is on, and which way it goes
     ImVec2 trail[kTrailPoints + 1];
     for (int k = 0; k <= kTrailPoints; ++k)
