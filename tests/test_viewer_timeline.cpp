@@ -353,14 +353,20 @@ TEST_CASE("timeline panel: every example trace draws its lanes at several moment
     }
     // Zoomed onto each span of the first message, its send and its delivery are drawn in their
     // own colours (at the fitted view they may be too small, merged into neutral blocks; a
-    // delivery of a few bytes is a sliver of a send that waited long for its receive).
+    // delivery of a few bytes is a sliver of a send that waited long for its receive): their
+    // kind's, or their group's when the message was sent in one (lesson 14's tp, pp, dp).
+    // The first message between the lowest ranks: their lanes are on screen (lesson 14's 8 ranks'
+    // lanes do not all fit the window).
     REQUIRE_FALSE(doc.model.messages.empty());
-    const Message& msg = doc.model.messages.front();
+    const Message& msg = *std::min_element(
+        doc.model.messages.begin(), doc.model.messages.end(), [](const Message& a, const Message& b) {
+          return std::max(a.src, a.dst) < std::max(b.src, b.dst);
+        });
     const auto zoomed_draws = [&](std::int32_t span, SpanKind kind) {
       const Span& s = doc.model.spans[std::size_t(span)];
       doc.timeline.view_begin = s.start - 2, doc.timeline.view_end = s.end() + 2;
       draw_panel_frame(gui, PanelId::timeline, doc);
-      return drew_colour(span_color(kind));
+      return drew_colour(msg.group ? group_color(doc.model.str(msg.group)) : span_color(kind));
     };
     if (msg.send_span >= 0) CHECK(zoomed_draws(msg.send_span, SpanKind::send));
     if (msg.deliver_span >= 0) CHECK(zoomed_draws(msg.deliver_span, SpanKind::deliver));
