@@ -358,10 +358,10 @@ TEST_CASE("timeline panel: every example trace draws its lanes at several moment
     // The first message between the lowest ranks: their lanes are on screen (lesson 14's 8 ranks'
     // lanes do not all fit the window).
     REQUIRE_FALSE(doc.model.messages.empty());
-    const Message& msg = *std::min_element(
-        doc.model.messages.begin(), doc.model.messages.end(), [](const Message& a, const Message& b) {
-          return std::max(a.src, a.dst) < std::max(b.src, b.dst);
-        });
+    const Message& msg = *std::min_element(doc.model.messages.begin(), doc.model.messages.end(),
+                                           [](const Message& a, const Message& b) {
+                                             return std::max(a.src, a.dst) < std::max(b.src, b.dst);
+                                           });
     const auto zoomed_draws = [&](std::int32_t span, SpanKind kind) {
       const Span& s = doc.model.spans[std::size_t(span)];
       doc.timeline.view_begin = s.start - 2, doc.timeline.view_end = s.end() + 2;
