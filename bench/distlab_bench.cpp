@@ -39,10 +39,14 @@
 #include <vector>
 
 #include "core/base/units.hpp"
+#include "core/collectives/all_gather_bruck.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/collectives/all_to_all.hpp"
 #include "core/collectives/baseline.hpp"
+#include "core/collectives/broadcast_tree.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
+#include "core/collectives/reduce_tree.hpp"
 #include "core/cost/calibration.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/data.hpp"
@@ -59,9 +63,9 @@ constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memo
 
 // --- what can be measured --------------------------------------------------------------------
 
-const std::vector<Collective> kCollectives = {Collective::all_reduce, Collective::all_gather,
+const std::vector<Collective> kCollectives = {Collective::all_reduce,     Collective::all_gather,
                                               Collective::reduce_scatter, Collective::broadcast,
-                                              Collective::reduce};
+                                              Collective::reduce,         Collective::all_to_all};
 
 // One row of the table: a collective done one way.
 struct Candidate {
@@ -83,20 +87,25 @@ std::vector<Candidate> candidates_of(Collective c) {
       return out;
     }
     case Collective::all_gather:
-      return {
-          {c, "ring", {}, false, true}, {c, "gather_broadcast"}, {c, "library", {}, true, true}};
+      return {{c, "ring", {}, false, true},
+              {c, "gather_broadcast"},
+              {c, "bruck"},
+              {c, "library", {}, true, true}};
     case Collective::reduce_scatter:
       return {{c, "ring", {}, false, true}, {c, "reduce_scatter"}, {c, "library", {}, true, true}};
     case Collective::broadcast:
     case Collective::reduce:
-      return {{c, "linear"}, {c, "library", {}, true}};
+      return {{c, "linear"}, {c, "tree"}, {c, "library", {}, true}};
+    case Collective::all_to_all:
+      return {{c, "pairwise"}};
   }
   return {};
 }
 
 Cost predict(const Candidate& k, int p, double bytes) {
   if (k.collective == Collective::all_reduce) return predict_all_reduce(k.algo, p, bytes);
-  return predict_collective(k.collective, k.ring, p, bytes);
+  if (k.library) return predict_collective(k.collective, k.ring, p, bytes);
+  return predict_algorithm(k.collective, k.name, p, bytes);
 }
 
 // nccl-tests' bus bandwidth factor: busbw = algbw x factor (docs/performance.md derives them).
@@ -106,6 +115,7 @@ double bus_factor(Collective c, int p) {
       return 2.0 * (p - 1) / p;
     case Collective::all_gather:
     case Collective::reduce_scatter:
+    case Collective::all_to_all:
       return double(p - 1) / p;
     case Collective::broadcast:
     case Collective::reduce:
@@ -192,6 +202,15 @@ Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) 
       }
       k.tol = sum_tolerance(p);
       break;
+    case Collective::all_to_all: {  // block r of my result: rank r's input block for me
+      const std::size_t block = count / std::size_t(p);
+      k.want.resize(count);
+      for (int r = 0; r < p; ++r)
+        for (std::size_t i = 0; i < block; ++i)
+          k.want[std::size_t(r) * block + i] =
+              input_value<float>(seed, r, std::size_t(me) * block + i);
+      break;
+    }
   }
   return k;
 }
@@ -212,6 +231,7 @@ void reset(Case& k, const Candidate& cand) {
         ops::fill(k.out.view(), 0.0f);
       break;
     case Collective::reduce:
+    case Collective::all_to_all:
       ops::fill(k.work.view(), 0.0f);
       break;
   }
@@ -236,6 +256,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
         baseline::all_gather(comm, my_chunk.data(), k.work.data(), k.count, f32);
       else if (cand.ring)
         coll::all_gather_ring(comm, k.work.view());
+      else if (cand.name == "bruck")
+        coll::all_gather_bruck(comm, k.work.view());
       else
         coll::all_gather_gather_broadcast(comm, my_chunk, k.work.view());
       return;
@@ -250,14 +272,21 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
     case Collective::broadcast:
       if (cand.library)
         baseline::broadcast(comm, k.work.data(), k.count, f32, kRoot);
+      else if (cand.name == "tree")
+        coll::broadcast_tree(comm, k.work.view(), kRoot);
       else
         coll::broadcast(comm, k.work.view(), kRoot);
       return;
     case Collective::reduce:
       if (cand.library)
         baseline::reduce(comm, in, k.work.data(), k.count, f32, kRoot);
+      else if (cand.name == "tree")
+        coll::reduce_tree(comm, input, k.work.view(), kRoot);
       else
         coll::reduce(comm, input, k.work.view(), kRoot);
+      return;
+    case Collective::all_to_all:
+      coll::all_to_all_pairwise(comm, input, k.work.view());
       return;
   }
 }
@@ -388,14 +417,14 @@ int main(int argc, char** argv) {
   app.add_option("--algos", algos_text,
                  "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
                  "ring, ring_chunked, "
-                 "recursive_doubling, recursive_halving; all-gather and reduce-scatter: ring, "
-                 "gather_broadcast, "
-                 "reduce_scatter; broadcast and reduce: linear; library: MPI's call under mpirun, "
+                 "recursive_doubling, recursive_halving, tree, double_binary_tree; all-gather: "
+                 "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
+                 "and reduce: linear, tree; alltoall: pairwise; library: MPI's call under mpirun, "
                  "NCCL's with "
                  "--device cuda and a GPU per rank)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
-                 "comma list of allreduce, allgather, reducescatter, broadcast, reduce")
+                 "comma list of allreduce, allgather, reducescatter, broadcast, reduce, alltoall")
       ->capture_default_str();
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
   app.add_option("--calibration", calibration_path,
@@ -420,7 +449,7 @@ int main(int argc, char** argv) {
                        [&](Collective c) { return name == to_string(c); }))
         throw UsageError(
             fmt::format("--collectives: '{}' is not one of allreduce, allgather, reducescatter, "
-                        "broadcast, reduce",
+                        "broadcast, reduce, alltoall",
                         name));
     algos = split_commas(algos_text);
     for (const auto& name : algos) {
@@ -555,7 +584,10 @@ int main(int argc, char** argv) {
       if (cands.empty()) continue;
       if (me == 0) print_header();
       const int ncand = int(cands.size());
-      for (const std::size_t count : counts) {
+      for (const std::size_t size_count : counts) {
+        // all-to-all sends N equal blocks: the count rounded down to a multiple of N
+        const std::size_t count =
+            c == Collective::all_to_all ? size_count - size_count % std::size_t(p) : size_count;
         const std::size_t bytes = count * sizeof(float);
         // Candidates that would not fit in memory sit this size out (parallel holds N-1 buffers).
         std::vector<bool> runs(std::size_t(ncand), true);

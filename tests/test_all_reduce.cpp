@@ -1,7 +1,7 @@
 // collectives/all_reduce*.hpp: every all-reduce algorithm on in-process ranks, against sums
 // computed from input_value alone, and its recorded trace against the cost formulas.
 //
-//   results    N in {1, 2, 3, 4, 5, 6, 7, 8, 16}, lengths {0, 1, N-1, 1000, 2^20}
+//   results    N in {1, 2, 3, 4, 5, 6, 7, 8, 13, 16}, lengths {0, 1, N-1, 1000, 2^20}
 //              (2^20 with int64 only): int64 and double sums must match exactly (whole numbers, and
 //              float-valued doubles whose sums of <= 16 terms fit in 53 bits); float32 must lie
 //              within sum_tolerance of a float64 Eigen sum
@@ -45,7 +45,7 @@ namespace {
 constexpr std::uint64_t kSeed = 2025;
 constexpr std::int64_t kUnwritten = 1'000'000;  // outside any input, so an untouched element shows
 
-const std::vector<int> kWorlds = {1, 2, 3, 4, 5, 6, 7, 8, 16};
+const std::vector<int> kWorlds = {1, 2, 3, 4, 5, 6, 7, 8, 13, 16};
 
 // Every algorithm that runs on in-process ranks (library needs mpirun).
 std::vector<AllReduceAlgo> algos() {
@@ -241,6 +241,38 @@ std::ostream& operator<<(std::ostream& os, const Wrong& w) {
 
 // --- the formulas ---------------------------------------------------------------------------
 
+// The in-order binary tree over positions 1..n, built from its definition (independently of
+// tree.hpp's climbing): the root of positions [lo, hi] is the one with the most trailing zeros;
+// the positions below it form its left subtree, those above its right. Returns, per rank (tree
+// t places rank r at position (r + t) mod n + 1), how many tree edges it has.
+void inorder_edges(int lo, int hi, int parent, std::vector<int>& edges) {
+  if (lo > hi) return;
+  int root = lo;
+  for (int p = lo; p <= hi; ++p)
+    if (std::countr_zero(unsigned(p)) > std::countr_zero(unsigned(root))) root = p;
+  if (parent > 0) ++edges[std::size_t(root)], ++edges[std::size_t(parent)];
+  inorder_edges(lo, root - 1, root, edges);
+  inorder_edges(root + 1, hi, root, edges);
+}
+std::vector<std::uint64_t> inorder_links(int n, int t) {
+  std::vector<int> by_position(std::size_t(n) + 1, 0);
+  inorder_edges(1, n, 0, by_position);
+  std::vector<std::uint64_t> out(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < n; ++r)
+    out[std::size_t(r)] = std::uint64_t(by_position[std::size_t((r + t) % n + 1)]);
+  return out;
+}
+// The tree's height: the root's trailing zeros, the largest power of two <= n.
+int inorder_height(int n) {
+  return std::countr_zero(unsigned(floor_power_of_two(n)));
+}
+// Bytes of half t of a buffer of `length` elements cut into 2G chunks (chunks t G .. t G + G - 1).
+std::uint64_t block2(std::size_t length, std::size_t elem, int G, int t) {
+  std::uint64_t b = 0;
+  for (int k = t * G; k < t * G + G; ++k) b += Partition{length, 2 * G}.size(k) * elem;
+  return b;
+}
+
 // What the trace of one all-reduce must show: S = length * elem bytes, p2 the largest power
 // of two <= N, rem = N - p2, L = log2 p2. One rank sends nothing, in no steps.
 struct Expected {
@@ -317,6 +349,63 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
         }
         if (r < rem) c = {c.bytes_sent + S, c.bytes_recv + S, c.msgs_sent + 1, c.msgs_recv + 1};
         break;
+      case AllReduceAlgo::tree: {
+        // A binomial tree rooted at 0: rank r != 0 sends one whole buffer up and gets one down;
+        // its children are r + 2^k for k below its lowest set bit (every k < K for the root).
+        const int K = log2_exact(n);  // ceil(log2 N)
+        x.steps = 2 * K;
+        std::uint64_t kids = 0;
+        for (int k = 0; k < (r == 0 ? K : std::countr_zero(unsigned(r))); ++k)
+          kids += r + (1 << k) < n ? 1 : 0;
+        const std::uint64_t links = kids + (r != 0 ? 1 : 0);
+        c = {links * S, links * S, links, links};
+        break;
+      }
+      case AllReduceAlgo::double_binary_tree: {
+        // Two in-order binary trees over positions 1..N (tree 2: rank r at position r + 2,
+        // wrapped), each carrying half t of the buffer in kTreeSegments segments up and down each
+        // edge.
+        const int G = coll::kTreeSegments;
+        const std::uint64_t half[2] = {block2(length, elem, G, 0), block2(length, elem, G, 1)};
+        int top = 0;
+        for (int t = 0; t < 2; ++t) {
+          const auto links = inorder_links(n, t);  // per rank: edges to parent and children
+          top = std::max(top, inorder_height(n));
+          c.bytes_sent += half[t] * links[std::size_t(r)];
+          c.msgs_sent += std::uint64_t(G) * links[std::size_t(r)];
+        }
+        c.bytes_recv = c.bytes_sent, c.msgs_recv = c.msgs_sent;
+        x.steps = 2 * (G + top - 1);
+        break;
+      }
+      case AllReduceAlgo::hierarchical: {
+        // g ranks per node, m nodes; fine chunks over N. Inside the node a ring of g over node
+        // chunks (fine chunks [i m, (i+1) m)); across, a ring of m over fine chunks l m + j.
+        // Each ring: the reduce-scatter sends every chunk but its position's and receives every
+        // chunk but the one before it; the all-gather sends every chunk but the one after its
+        // position and receives every chunk but its own (as ring_chunked).
+        const int g = coll::default_ranks_per_node(n), m = n / g, l = r % g, node = r / g;
+        const auto node_chunk = [&](int i) {
+          std::uint64_t b = 0;
+          for (int k = mod(i, g) * m; k < (mod(i, g) + 1) * m; ++k) b += chunk(n, k);
+          return b;
+        };
+        const auto across_chunk = [&](int j) { return chunk(n, l * m + mod(j, m)); };
+        std::uint64_t node_total = 0, across_total = 0;
+        for (int i = 0; i < g; ++i) node_total += node_chunk(i);
+        for (int j = 0; j < m; ++j) across_total += across_chunk(j);
+        x.steps = 2 * (g - 1) + 2 * (m - 1);
+        if (g > 1) {
+          c.bytes_sent += 2 * node_total - node_chunk(l) - node_chunk(l + 1);
+          c.bytes_recv += 2 * node_total - node_chunk(l - 1) - node_chunk(l);
+        }
+        if (m > 1) {
+          c.bytes_sent += 2 * across_total - across_chunk(node) - across_chunk(node + 1);
+          c.bytes_recv += 2 * across_total - across_chunk(node - 1) - across_chunk(node);
+        }
+        c.msgs_sent = c.msgs_recv = std::uint64_t(x.steps);
+        break;
+      }
       case AllReduceAlgo::library:
         break;
     }
@@ -458,10 +547,15 @@ TEST_CASE("all-reduce: the headline formulas hold on 8 ranks", "[all_reduce][cou
   check(AllReduceAlgo::parallel, 1, (n - 1) * S);
   check(AllReduceAlgo::sequential, n, (n - 1) * S);
   check(AllReduceAlgo::reduce_broadcast, 2 * (n - 1), (n - 1) * S);
+  check(AllReduceAlgo::tree, 2 * 3, 3 * S);  // the root sends the sum down 3 times
+  // 2 ranks per node, 4 nodes: 2 steps inside the node, 6 across; 2(N-1)/N S, as the ring
+  check(AllReduceAlgo::hierarchical, 2 * 1 + 2 * 3, 2 * (n - 1) * S / n);
 }
 
-TEST_CASE("all-reduce: parallel keeps N-1 sends in flight, every other algorithm one",
-          "[all_reduce][concurrency]") {
+TEST_CASE(
+    "all-reduce: parallel keeps N-1 sends in flight, the double binary tree its pipeline, "
+    "every other algorithm one",
+    "[all_reduce][concurrency]") {
   // Ranks 1.. start 30 ms after rank 0, so rank 0's sends wait for receivers that are not
   // there yet: a send that is in flight shows as a span still open when the next is posted.
   for (int n : {2, 3, 4, 5, 8})
@@ -472,7 +566,10 @@ TEST_CASE("all-reduce: parallel keeps N-1 sends in flight, every other algorithm
       REQUIRE_FALSE(run.failed);
       int most = 0;
       for (const auto& log : run.logs) most = std::max(most, max_concurrent_sends(log));
-      CHECK(most == (algo == AllReduceAlgo::parallel ? n - 1 : 1));
+      if (algo == AllReduceAlgo::double_binary_tree)  // segments up to two parents, down to
+        CHECK(most <= 6 * coll::kTreeSegments);       // up to four children, in flight at once
+      else
+        CHECK(most == (algo == AllReduceAlgo::parallel ? n - 1 : 1));
     }
 }
 
@@ -721,7 +818,8 @@ TEST_CASE("all-reduce: parse_all_reduce_algo round-trips every name and rejects 
     names.insert(coll::to_string(a));
     CHECK(coll::parse_all_reduce_algo(coll::to_string(a)) == a);
   }
-  CHECK(names.size() == 8);
+  CHECK(names.size() == 11);
+  CHECK((names.count("tree") == 1 && names.count("double_binary_tree") == 1));
   CHECK(names.count("library") == 1);
   for (const std::string bad : {"ring-chunked", "Ring", "", "rings"}) {
     INFO("'" << bad << "'");
@@ -734,4 +832,43 @@ TEST_CASE("all-reduce: parse_all_reduce_algo round-trips every name and rejects 
     CHECK_THAT(message, Catch::Contains("'" + bad + "' is not an all-reduce algorithm"));
     for (const auto& name : names) CHECK_THAT(message, Catch::Contains(name));
   }
+}
+
+TEST_CASE(
+    "all-reduce: the messages' metadata, replayed, leaves every rank every chunk with all "
+    "N ranks' data",
+    "[all_reduce][data_flow]") {
+  // Independently of each algorithm's schedule: each rank starts with its own data in every
+  // chunk; a message it receives into chunks [b, e) adds its contributors (reduce) or replaces
+  // them (copy). In step order, every chunk of every rank must end with all N (what the viewer's
+  // Shards panel replays).
+  for (int n : kWorlds)
+    for (AllReduceAlgo algo : algos()) {
+      RUN_INFO(algo, n, 1000);
+      auto run = run_all_reduce<std::int64_t>(algo, n, 1000, [](int, View<const std::int64_t>) {});
+      REQUIRE_FALSE(run.failed);
+      for (const auto& log : run.logs) {
+        std::vector<const SpanEvent*> in;
+        int chunks = 1;
+        for (const auto& e : log.spans)
+          if (e.kind == SpanEvent::Kind::recv) {
+            in.push_back(&e);
+            chunks = std::max(chunks, e.meta.chunk_end);
+          }
+        std::stable_sort(in.begin(), in.end(), [](const SpanEvent* a, const SpanEvent* b) {
+          return a->meta.step < b->meta.step;
+        });
+        std::vector<std::uint64_t> held(static_cast<std::size_t>(chunks), bit(log.rank));
+        for (const SpanEvent* e : in)
+          for (int c = e->meta.chunk_begin; c < e->meta.chunk_end; ++c) {
+            auto& h = held[static_cast<std::size_t>(c)];
+            h = e->meta.apply == Apply::reduce ? h | e->meta.contrib_mask : e->meta.contrib_mask;
+          }
+        INFO("r" << log.rank);
+        for (int c = 0; c < chunks; ++c) {
+          INFO("chunk " << c);
+          CHECK(held[static_cast<std::size_t>(c)] == all(n));
+        }
+      }
+    }
 }

@@ -21,12 +21,16 @@
 #include <tuple>
 #include <vector>
 
+#include "core/collectives/all_gather_bruck.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
+#include "core/collectives/all_to_all.hpp"
 #include "core/collectives/broadcast.hpp"
+#include "core/collectives/broadcast_tree.hpp"
 #include "core/collectives/gather.hpp"
 #include "core/collectives/reduce.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
+#include "core/collectives/reduce_tree.hpp"
 #include "core/collectives/scatter.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/verify.hpp"
@@ -460,4 +464,162 @@ TEST_CASE("collectives: reduce charges one peer-sized comm buffer on the root, a
     REQUIRE_FALSE(log.counters.empty());
     CHECK(log.counters.back().bytes[static_cast<int>(Category::comm)] == 0);
   }
+}
+
+// --- trees, Bruck and all-to-all (tree.hpp and the files named below) --------------------------
+
+namespace {
+
+// World sizes for the algorithms whose shape depends on N's bits: 1 .. 16, 13 among them.
+std::vector<Case> tree_cases(bool rooted) {
+  std::vector<Case> out;
+  for (int n = 1; n <= 16; ++n)
+    for (std::size_t length : {0ul, 1ul, std::size_t(n > 1 ? n - 1 : 2), 1000ul}) {
+      std::set<int> roots = rooted ? std::set<int>{0, n / 2, n - 1} : std::set<int>{0};
+      for (int root : roots) out.push_back({n, length, root});
+    }
+  out.push_back({13, 1ul << 20, rooted ? 12 : 0});
+  return out;
+}
+
+int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// The binomial tree's edges, straight from its definition: in round k (of ceil(log2 N)), the
+// relative ranks v = 2^k, 3 2^k, 5 2^k, .. (v mod 2^(k+1) = 2^k) pair with v - 2^k. `reduce`:
+// children to parents in rounds 0, 1, .. (step first + k), carrying their subtree's ranks
+// [v, v + 2^k); else parents to children in the reverse order (step first + K - 1 - k).
+std::vector<Msg> binomial_msgs(int n, std::size_t length, int root, int first, bool reduce,
+                               std::uint64_t mask) {
+  std::vector<Msg> m;
+  const int K = ceil_log2(n);
+  for (int k = 0; k < K; ++k)
+    for (int v = 1 << k; v < n; v += 2 << k) {
+      const int child = (v + root) % n, parent = (v - (1 << k) + root) % n;
+      std::uint64_t sub = 0;
+      for (int u = v; u < std::min(n, v + (1 << k)); ++u) sub |= bit((u + root) % n);
+      if (reduce)
+        m.push_back({child, parent, first + k, 0, 1, Apply::reduce, sub, length * sizeof(T)});
+      else
+        m.push_back(
+            {parent, child, first + K - 1 - k, 0, 1, Apply::copy, mask, length * sizeof(T)});
+    }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("collectives: tree broadcast copies the root's buffer in ceil(log2 N) rounds",
+          "[collectives][broadcast][tree]") {
+  for (const Case c : tree_cases(true)) {
+    CASE_INFO(c);
+    std::vector<std::vector<T>> out;
+    auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
+      auto data = filled<T>(comm, c.length, kUnwritten);
+      if (comm.rank() == c.root) fill_input(data.view(), kSeed, c.root);
+      coll::broadcast_tree(comm, data.view(), c.root);
+      result = to_vector(data);
+    });
+    REQUIRE_FALSE(run.failed);
+    const auto want = input_of(c.root, 0, c.length);
+    for (int k = 0; k < c.n; ++k) check_results(out, k, want);
+    check_messages(run, binomial_msgs(c.n, c.length, c.root, 1, false, bit(c.root)),
+                   ceil_log2(c.n));
+  }
+}
+
+TEST_CASE("collectives: tree reduce sums every rank's buffer on the root in ceil(log2 N) rounds",
+          "[collectives][reduce][tree]") {
+  for (const Case c : tree_cases(true)) {
+    CASE_INFO(c);
+    std::vector<std::vector<T>> out;
+    std::vector<int> input_kept(static_cast<std::size_t>(c.n), 0);
+    auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
+      const int me = comm.rank();
+      auto in = comm.alloc<T>(c.length, Category::data);
+      fill_input(in.view(), kSeed, me);
+      auto sum = filled<T>(comm, c.length, kUnwritten);
+      coll::reduce_tree(comm, View<const T>(in.view()), sum.view(), c.root);
+      result = to_vector(sum);
+      input_kept[static_cast<std::size_t>(me)] = to_vector(in) == input_of(me, 0, c.length);
+    });
+    REQUIRE_FALSE(run.failed);
+    CHECK(input_kept == std::vector<int>(static_cast<std::size_t>(c.n), 1));
+    check_results(out, c.root, sum_of_inputs(c.n, 0, c.length));
+    check_messages(run, binomial_msgs(c.n, c.length, c.root, 1, true, 0), ceil_log2(c.n));
+  }
+}
+
+TEST_CASE("collectives: Bruck's all-gather gives every rank every chunk in ceil(log2 N) steps",
+          "[collectives][all_gather][bruck]") {
+  for (const Case c : tree_cases(false)) {
+    CASE_INFO(c);
+    std::vector<std::vector<T>> out;
+    auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
+      const int me = comm.rank();
+      auto data = filled<T>(comm, c.length, kUnwritten);
+      const auto begins = chunk_begins(c.length, c.n);
+      const auto sizes = chunk_sizes(c.length, c.n);
+      for (std::size_t i = 0; i < sizes[std::size_t(me)]; ++i)
+        data.host()[begins[std::size_t(me)] + i] =
+            input_value<T>(kSeed, me, begins[std::size_t(me)] + i);
+      coll::all_gather_bruck(comm, data.view());
+      result = to_vector(data);
+    });
+    REQUIRE_FALSE(run.failed);
+    // Every chunk k from rank k's input.
+    std::vector<T> want(c.length);
+    const auto begins = chunk_begins(c.length, c.n);
+    const auto sizes = chunk_sizes(c.length, c.n);
+    for (int k = 0; k < c.n; ++k)
+      for (std::size_t i = 0; i < sizes[std::size_t(k)]; ++i)
+        want[begins[std::size_t(k)] + i] = input_value<T>(kSeed, k, begins[std::size_t(k)] + i);
+    for (int k = 0; k < c.n; ++k) check_results(out, k, want);
+    // ceil(log2 N) steps; each rank receives every chunk but its own once, (N-1)/N of the
+    // buffer, in at most two messages a step (a range that wraps past rank N - 1).
+    std::set<int> steps;
+    for (const auto& log : run.logs) {
+      std::uint64_t got = 0, msgs = 0;
+      for (const auto& e : log.spans)
+        if (e.kind == SpanEvent::Kind::recv) got += e.bytes, ++msgs, steps.insert(e.meta.step);
+      INFO("r" << log.rank);
+      CHECK(got == (c.length - sizes[std::size_t(log.rank)]) * sizeof(T));
+      CHECK(msgs <= std::uint64_t(2 * ceil_log2(c.n)));
+      CHECK(msgs >= std::uint64_t(ceil_log2(c.n)));
+    }
+    CHECK(int(steps.size()) == ceil_log2(c.n));
+  }
+}
+
+TEST_CASE("collectives: pairwise all-to-all delivers block j of rank i to rank j, in N-1 steps",
+          "[collectives][all_to_all]") {
+  for (int n = 1; n <= 16; ++n)
+    for (std::size_t count : {0ul, 1ul, 7ul, 250ul}) {
+      INFO("ranks " << n << ", " << count << " elements per block");
+      std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
+      auto run = test::run_ranks(n, [&](Comm& comm) {
+        const int me = comm.rank();
+        auto send = comm.alloc<T>(count * std::size_t(n), Category::data);
+        fill_input(send.view(), kSeed, me);
+        auto recv = filled<T>(comm, count * std::size_t(n), kUnwritten);
+        coll::all_to_all_pairwise(comm, View<const T>(send.view()), recv.view());
+        out[std::size_t(me)] = to_vector(recv);
+      });
+      REQUIRE_FALSE(run.failed);
+      // Rank j's block i is rank i's input elements [j count, (j + 1) count).
+      std::vector<Msg> want;
+      for (int j = 0; j < n; ++j) {
+        std::vector<T> expect;
+        for (int i = 0; i < n; ++i)
+          for (std::size_t e = 0; e < count; ++e)
+            expect.push_back(input_value<T>(kSeed, i, std::size_t(j) * count + e));
+        check_results(out, j, expect);
+        for (int s = 1; s < n; ++s)  // rank j sends its block for j + s at step s
+          want.push_back({j, (j + s) % n, s, j, j + 1, Apply::copy, bit(j), count * sizeof(T)});
+      }
+      check_messages(run, want, n - 1);
+    }
 }

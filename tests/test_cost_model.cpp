@@ -341,3 +341,32 @@ TEST_CASE("cost model: ranks sharing cores stretch the byte terms, not the laten
   w.size = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CHECK(core_sharing(w) == Approx(4.0));
 }
+
+TEST_CASE("cost model: trees, Bruck and all-to-all", "[cost_model]") {
+  const double n = 1000;
+  // Binomial all-reduce on 8 ranks: 3 rounds up, 3 down, whole buffers through rank 0's link;
+  // on 5 ranks ceil(lg 5) = 3 rounds as well.
+  check_cost(predict_all_reduce(AllReduceAlgo::tree, 8, n), 6, 6 * n, 3 * n);
+  check_cost(predict_all_reduce(AllReduceAlgo::tree, 5, n), 6, 6 * n, 3 * n);
+  // Double binary tree on 8 ranks: H = 3, G = 4 segments per half: 2(4 + 3 - 1) = 12 steps of
+  // n/4 through an inner rank's link, n added.
+  check_cost(predict_all_reduce(AllReduceAlgo::double_binary_tree, 8, n), 12, 3 * n, n);
+  // Hierarchical on 8 ranks: 2 per node, 4 nodes: 2 + 6 steps; 2(1/2) n + 2(3/8) n moved.
+  check_cost(predict_all_reduce(AllReduceAlgo::hierarchical, 8, n), 8, 1.75 * n, 0.875 * n);
+  CHECK(coll::default_ranks_per_node(16) == 4);
+  CHECK(coll::default_ranks_per_node(12) == 3);
+  CHECK(coll::default_ranks_per_node(13) == 1);
+  // Every other collective by name.
+  check_cost(predict_algorithm(Collective::all_gather, "bruck", 8, n), 3, 0.875 * n, 0);
+  check_cost(predict_algorithm(Collective::all_gather, "bruck", 13, n), 4, 12.0 / 13 * n, 0);
+  check_cost(predict_algorithm(Collective::broadcast, "tree", 8, n), 3, 3 * n, 0);
+  check_cost(predict_algorithm(Collective::reduce, "tree", 8, n), 3, 3 * n, 3 * n);
+  check_cost(predict_algorithm(Collective::all_to_all, "pairwise", 8, n), 7, 0.875 * n, 0);
+  // The names the bench had before mean what they meant.
+  check_cost(predict_algorithm(Collective::all_gather, "ring", 8, n),
+             predict_collective(Collective::all_gather, true, 8, n).messages, 0.875 * n, 0);
+  check_cost(predict_algorithm(Collective::broadcast, "linear", 8, n), 7, 7 * n, 0);
+  CHECK(predict_algorithm(Collective::all_reduce, "ring_chunked", 8, n).messages == 14);
+  CHECK_THROWS_AS(predict_algorithm(Collective::all_gather, "tree", 8, n), UsageError);
+  CHECK_THROWS_AS(predict_algorithm(Collective::all_reduce, "bruck", 8, n), UsageError);
+}

@@ -12,7 +12,7 @@
 namespace distlab {
 
 // The collectives distlab-bench measures and the cost model predicts.
-enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all };
 inline const char* to_string(Collective c) {
   switch (c) {
     case Collective::all_reduce:
@@ -25,6 +25,8 @@ inline const char* to_string(Collective c) {
       return "broadcast";
     case Collective::reduce:
       return "reduce";
+    case Collective::all_to_all:
+      return "alltoall";
   }
   return "?";
 }
@@ -41,15 +43,37 @@ enum class AllReduceAlgo {
   ring_chunked,
   recursive_doubling,
   recursive_halving,
+  tree,
+  double_binary_tree,
+  hierarchical,
   library,
 };
 
+// The double binary tree cuts each half of the buffer into this many segments, which follow each
+// other up and down its trees (all_reduce_double_binary_tree.hpp): the pipeline's depth.
+inline constexpr int kTreeSegments = 4;
+
+// The node size a hierarchical all-reduce uses on n ranks when none is given: the largest
+// divisor of n no greater than its square root (8 -> 2, 16 -> 4, 12 -> 3; a prime n -> 1).
+inline int default_ranks_per_node(int n) {
+  int g = 1;
+  for (int d = 1; d * d <= n; ++d)
+    if (n % d == 0) g = d;
+  return g;
+}
+
 inline const std::vector<AllReduceAlgo>& all_reduce_algos() {
-  static const std::vector<AllReduceAlgo> all = {
-      AllReduceAlgo::reduce_broadcast,  AllReduceAlgo::sequential,
-      AllReduceAlgo::parallel,          AllReduceAlgo::ring,
-      AllReduceAlgo::ring_chunked,      AllReduceAlgo::recursive_doubling,
-      AllReduceAlgo::recursive_halving, AllReduceAlgo::library};
+  static const std::vector<AllReduceAlgo> all = {AllReduceAlgo::reduce_broadcast,
+                                                 AllReduceAlgo::sequential,
+                                                 AllReduceAlgo::parallel,
+                                                 AllReduceAlgo::ring,
+                                                 AllReduceAlgo::ring_chunked,
+                                                 AllReduceAlgo::recursive_doubling,
+                                                 AllReduceAlgo::recursive_halving,
+                                                 AllReduceAlgo::tree,
+                                                 AllReduceAlgo::double_binary_tree,
+                                                 AllReduceAlgo::hierarchical,
+                                                 AllReduceAlgo::library};
   return all;
 }
 
@@ -69,6 +93,12 @@ inline const char* to_string(AllReduceAlgo a) {
       return "recursive_doubling";
     case AllReduceAlgo::recursive_halving:
       return "recursive_halving";
+    case AllReduceAlgo::tree:
+      return "tree";
+    case AllReduceAlgo::double_binary_tree:
+      return "double_binary_tree";
+    case AllReduceAlgo::hierarchical:
+      return "hierarchical";
     case AllReduceAlgo::library:
       return "library";
   }

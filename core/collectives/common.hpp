@@ -25,6 +25,11 @@ inline constexpr int kTagAllGatherRing = 810;
 inline constexpr int kTagReduceScatterOrdered = 820;
 inline constexpr int kTagRecursive = 900;
 inline constexpr int kTagFold = 910;
+inline constexpr int kTagTree = 1000;
+inline constexpr int kTagDoubleTree = 1010;
+inline constexpr int kTagBruck = 1020;
+inline constexpr int kTagAllToAll = 1030;
+inline constexpr int kTagHierarchical = 1040;
 
 // Bit r when rank r's data is in a payload (the trace carries masks while the world <= 64).
 inline std::uint64_t rank_bit(int r) {

@@ -89,6 +89,27 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n) {
       const double k = log2_floor(p);
       return Cost{k, k * n, k * n} + fold(p, n);
     }
+    case A::tree: {
+      // Binomial reduce to rank 0 then broadcast: ceil(lg p) rounds each way of a whole buffer
+      // through the root's one link, an add per round on the way up.
+      const double k = std::ceil(std::log2(double(p)));
+      return {2 * k, 2 * k * n, k * n};
+    }
+    case A::hierarchical: {
+      // g ranks per node, m nodes: a ring reduce-scatter and all-gather inside the node (g-1
+      // steps of n/g each), a chunked ring across the nodes on n/g (2(m-1) steps of n/p).
+      const double g = coll::default_ranks_per_node(p), m = p / g;
+      return {2 * (g - 1) + 2 * (m - 1), 2 * (g - 1) / g * n + 2 * (m - 1) / p * n,
+              (g - 1) / g * n + (m - 1) / p * n};
+    }
+    case A::double_binary_tree: {
+      // Two trees of height H = floor(lg p), each reducing and broadcasting half the buffer in
+      // G segments of n / 2G that follow each other: 2(G + H - 1) steps. In each, an inner rank
+      // takes (or sends) a segment from (to) each of its two children on its one link: 2 n / 2G
+      // bytes a step; it adds its children's n / 2 (two halves of n / 2) in all.
+      const double G = coll::kTreeSegments, H = log2_floor(p), steps = 2 * (G + H - 1);
+      return {steps, steps * n / G, n};
+    }
     case A::recursive_halving: {
       // Rabenseifner: reduce-scatter by halving (lg p2 steps: n/2, n/4, .., n/p2, each added)
       // then all-gather by doubling (the same sizes back up): (p2-1)/p2 n each way.
@@ -123,8 +144,39 @@ Cost predict_collective(Collective c, bool ring, int p, double n) {
     case Collective::reduce:
       // Linear: the root receives p-1 whole buffers one after another and adds each.
       return {q, q * n, q * n};
+    case Collective::all_to_all:
+      // Pairwise: p-1 steps, each one block (n/p) out and one in.
+      return {q, q / p * n, 0};
   }
   return {};
+}
+
+Cost predict_algorithm(Collective c, const std::string& name, int p, double n) {
+  DL_CHECK(p >= 1, "a world has at least one rank, not {}", p);
+  const double k = p > 1 ? std::ceil(std::log2(double(p))) : 0, q = p - 1;
+  switch (c) {
+    case Collective::all_reduce:
+      return predict_all_reduce(coll::parse_all_reduce_algo(name), p, n);
+    case Collective::all_gather:
+      if (name == "ring" || name == "library") return predict_collective(c, true, p, n);
+      if (name == "gather_broadcast") return predict_collective(c, false, p, n);
+      if (name == "bruck") return p == 1 ? Cost{} : Cost{k, q / p * n, 0};
+      break;
+    case Collective::reduce_scatter:
+      if (name == "ring" || name == "library") return predict_collective(c, true, p, n);
+      if (name == "reduce_scatter") return predict_collective(c, false, p, n);
+      break;
+    case Collective::broadcast:
+    case Collective::reduce:
+      if (name == "linear") return predict_collective(c, false, p, n);
+      if (name == "tree" || name == "library")  // ceil(lg p) whole buffers through the root
+        return {k, k * n, c == Collective::reduce ? k * n : 0};
+      break;
+    case Collective::all_to_all:
+      if (name == "pairwise" || name == "library") return predict_collective(c, false, p, n);
+      break;
+  }
+  throw UsageError(fmt::format("{} has no algorithm '{}'", to_string(c), name));
 }
 
 std::optional<double> streaming_beta(const Calibration& calibration, double min_bytes) {

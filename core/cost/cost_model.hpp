@@ -55,6 +55,18 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double bytes);
 // all_gather / reduce_scatter with ring = true use the ring, else the naive root versions.
 Cost predict_collective(Collective c, bool ring, int p, double bytes);
 
+// Prediction for a collective done by the algorithm `name` (distlab-bench's algorithm column):
+//   allreduce                  every all-reduce algorithm (predict_all_reduce)
+//   allgather                  ring, gather_broadcast, bruck (ceil(lg p) steps, (p-1)/p n)
+//   reducescatter              ring, reduce_scatter
+//   broadcast, reduce          linear, tree (a binomial tree: ceil(lg p) whole buffers through
+//                              the root's link)
+//   alltoall                   pairwise (p-1 steps of one block, n/p: (p-1)/p n)
+//   library                    as the bandwidth-optimal form (ring; tree for broadcast and
+//                              reduce; pairwise for alltoall)
+// Throws UsageError for a name the collective does not have.
+Cost predict_algorithm(Collective c, const std::string& name, int p, double bytes);
+
 // beta for messages of at least `min_bytes`: the alpha-beta fit redone on the calibration's
 // points of that size and up. A ping-pong's small messages stay in cache, so the fit over all
 // sizes gives the cache's bandwidth; large collectives stream their buffers from memory and pay
