@@ -97,7 +97,7 @@ std::vector<Candidate> candidates_of(Collective c) {
     case Collective::reduce:
       return {{c, "linear"}, {c, "tree"}, {c, "library", {}, true}};
     case Collective::all_to_all:
-      return {{c, "pairwise"}};
+      return {{c, "pairwise"}, {c, "library", {}, true}};
   }
   return {};
 }
@@ -286,7 +286,10 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
         coll::reduce(comm, input, k.work.view(), kRoot);
       return;
     case Collective::all_to_all:
-      coll::all_to_all_pairwise(comm, input, k.work.view());
+      if (cand.library)
+        baseline::all_to_all(comm, in, k.work.data(), k.count, f32);
+      else
+        coll::all_to_all_pairwise(comm, input, k.work.view());
       return;
   }
 }

@@ -296,26 +296,41 @@ TEST_CASE("collectives: gather puts every rank's chunk in rank order on the root
   }
 }
 
-TEST_CASE("collectives: broadcast copies the root's buffer to every rank",
-          "[collectives][broadcast]") {
-  for (const Case c : cases(true)) {
+// A broadcast (`call(comm, data, root)`) on every case: every rank ends with the root's input,
+// and the messages are `msgs(case)` in `steps(n)` steps.
+template <class Call, class Msgs, class Steps>
+void check_broadcast(const std::vector<Case>& all, Call call, Msgs msgs, Steps steps) {
+  for (const Case c : all) {
     CASE_INFO(c);
     std::vector<std::vector<T>> out;
     auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
       auto data = filled<T>(comm, c.length, kUnwritten);
       if (comm.rank() == c.root) fill_input(data.view(), kSeed, c.root);
-      coll::broadcast(comm, data.view(), c.root);
+      call(comm, data.view(), c.root);
       result = to_vector(data);
     });
     REQUIRE_FALSE(run.failed);
     const auto want = input_of(c.root, 0, c.length);
     for (int k = 0; k < c.n; ++k) check_results(out, k, want);
-    check_messages(run, broadcast_msgs(c.n, c.length, c.root, 1, bit(c.root)), c.n - 1);
+    check_messages(run, msgs(c), steps(c.n));
   }
 }
 
-TEST_CASE("collectives: reduce sums every rank's buffer on the root", "[collectives][reduce]") {
-  for (const Case c : cases(true)) {
+TEST_CASE("collectives: broadcast copies the root's buffer to every rank",
+          "[collectives][broadcast]") {
+  check_broadcast(
+      cases(true), [](Comm& comm, View<T> data, int root) { coll::broadcast(comm, data, root); },
+      [](const Case& c) { return broadcast_msgs(c.n, c.length, c.root, 1, bit(c.root)); },
+      [](int n) { return n - 1; });
+}
+
+// A reduce (`call(comm, in, sum, root)`) on every case: the root ends with the sum, every input
+// is untouched, and the messages are `msgs(case)` in `steps(n)` steps. `whole`: every rank
+// passes a sum buffer as large as its input (a tree's ranks sum their subtree there), else only
+// the root.
+template <class Call, class Msgs, class Steps>
+void check_reduce(const std::vector<Case>& all, bool whole, Call call, Msgs msgs, Steps steps) {
+  for (const Case c : all) {
     CASE_INFO(c);
     std::vector<std::vector<T>> out;
     std::vector<int> input_kept(static_cast<std::size_t>(c.n), 0);
@@ -323,16 +338,26 @@ TEST_CASE("collectives: reduce sums every rank's buffer on the root", "[collecti
       const int me = comm.rank();
       auto in = comm.alloc<T>(c.length, Category::data);
       fill_input(in.view(), kSeed, me);
-      auto sum = filled<T>(comm, me == c.root ? c.length : 0, kUnwritten);
-      coll::reduce(comm, View<const T>(in.view()), sum.view(), c.root);
+      auto sum = filled<T>(comm, me == c.root || whole ? c.length : 0, kUnwritten);
+      call(comm, View<const T>(in.view()), sum.view(), c.root);
       result = to_vector(sum);
       input_kept[static_cast<std::size_t>(me)] = to_vector(in) == input_of(me, 0, c.length);
     });
     REQUIRE_FALSE(run.failed);
     CHECK(input_kept == std::vector<int>(static_cast<std::size_t>(c.n), 1));  // inputs untouched
     check_results(out, c.root, sum_of_inputs(c.n, 0, c.length));
-    check_messages(run, reduce_msgs(c.n, c.length, c.root, 1), c.n - 1);
+    check_messages(run, msgs(c), steps(c.n));
   }
+}
+
+TEST_CASE("collectives: reduce sums every rank's buffer on the root", "[collectives][reduce]") {
+  check_reduce(
+      cases(true), false,
+      [](Comm& comm, View<const T> in, View<T> sum, int root) {
+        coll::reduce(comm, in, sum, root);
+      },
+      [](const Case& c) { return reduce_msgs(c.n, c.length, c.root, 1); },
+      [](int n) { return n - 1; });
 }
 
 TEST_CASE("collectives: all-gather as gather + broadcast gives every rank every chunk",
@@ -514,43 +539,21 @@ std::vector<Msg> binomial_msgs(int n, std::size_t length, int root, int first, b
 
 TEST_CASE("collectives: tree broadcast copies the root's buffer in ceil(log2 N) rounds",
           "[collectives][broadcast][tree]") {
-  for (const Case c : tree_cases(true)) {
-    CASE_INFO(c);
-    std::vector<std::vector<T>> out;
-    auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
-      auto data = filled<T>(comm, c.length, kUnwritten);
-      if (comm.rank() == c.root) fill_input(data.view(), kSeed, c.root);
-      coll::broadcast_tree(comm, data.view(), c.root);
-      result = to_vector(data);
-    });
-    REQUIRE_FALSE(run.failed);
-    const auto want = input_of(c.root, 0, c.length);
-    for (int k = 0; k < c.n; ++k) check_results(out, k, want);
-    check_messages(run, binomial_msgs(c.n, c.length, c.root, 1, false, bit(c.root)),
-                   ceil_log2(c.n));
-  }
+  check_broadcast(
+      tree_cases(true),
+      [](Comm& comm, View<T> data, int root) { coll::broadcast_tree(comm, data, root); },
+      [](const Case& c) { return binomial_msgs(c.n, c.length, c.root, 1, false, bit(c.root)); },
+      ceil_log2);
 }
 
 TEST_CASE("collectives: tree reduce sums every rank's buffer on the root in ceil(log2 N) rounds",
           "[collectives][reduce][tree]") {
-  for (const Case c : tree_cases(true)) {
-    CASE_INFO(c);
-    std::vector<std::vector<T>> out;
-    std::vector<int> input_kept(static_cast<std::size_t>(c.n), 0);
-    auto run = run_case(c, out, [&](Comm& comm, std::vector<T>& result) {
-      const int me = comm.rank();
-      auto in = comm.alloc<T>(c.length, Category::data);
-      fill_input(in.view(), kSeed, me);
-      auto sum = filled<T>(comm, c.length, kUnwritten);
-      coll::reduce_tree(comm, View<const T>(in.view()), sum.view(), c.root);
-      result = to_vector(sum);
-      input_kept[static_cast<std::size_t>(me)] = to_vector(in) == input_of(me, 0, c.length);
-    });
-    REQUIRE_FALSE(run.failed);
-    CHECK(input_kept == std::vector<int>(static_cast<std::size_t>(c.n), 1));
-    check_results(out, c.root, sum_of_inputs(c.n, 0, c.length));
-    check_messages(run, binomial_msgs(c.n, c.length, c.root, 1, true, 0), ceil_log2(c.n));
-  }
+  check_reduce(
+      tree_cases(true), true,
+      [](Comm& comm, View<const T> in, View<T> sum, int root) {
+        coll::reduce_tree(comm, in, sum, root);
+      },
+      [](const Case& c) { return binomial_msgs(c.n, c.length, c.root, 1, true, 0); }, ceil_log2);
 }
 
 TEST_CASE("collectives: Bruck's all-gather gives every rank every chunk in ceil(log2 N) steps",

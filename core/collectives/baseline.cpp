@@ -76,6 +76,12 @@ std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t len
   return on_gpu(comm) ? gpu_all_reduce(comm, send, recv, length, dtype)
                       : mpi_all_reduce(comm, send, recv, length, dtype);
 }
+std::string all_to_all(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
+  DL_CHECK(length % std::size_t(comm.size()) == 0,
+           "all-to-all: {} elements are not {} equal blocks", length, comm.size());
+  return on_gpu(comm) ? gpu_all_to_all(comm, send, recv, length, dtype)
+                      : mpi_all_to_all(comm, send, recv, length, dtype);
+}
 
 }  // namespace distlab::baseline
 
@@ -103,6 +109,9 @@ std::string mpi_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) {
   DL_NO_MPI;
 }
 std::string mpi_all_reduce(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_MPI;
+}
+std::string mpi_all_to_all(Comm&, const void*, void*, std::size_t, DType) {
   DL_NO_MPI;
 }
 
@@ -260,6 +269,14 @@ std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t
   DL_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, as_count(length),
                              mpi_type(dtype, true), MPI_SUM, mpi_comm(comm)));
   return "MPI_Allreduce";
+}
+
+std::string mpi_all_to_all(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
+  const int block = as_count(length / std::size_t(comm.size()));
+  DL_MPI_CHECK(
+      MPI_Alltoall(send, block, mpi_type(dtype), recv, block, mpi_type(dtype), mpi_comm(comm)));
+  return "MPI_Alltoall";
 }
 
 #endif

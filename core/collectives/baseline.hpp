@@ -1,8 +1,8 @@
 // baseline.hpp — the libraries' own collectives, for comparison only.
 //
 // Under mpirun, lessons run MPI_Scatter, MPI_Gather, MPI_Reduce, MPI_Bcast, MPI_Allgather,
-// MPI_Reduce_scatter_block and MPI_Allreduce on the same data and check that distlab's
-// step-by-step versions agree. Where N does not divide the length the v-variants
+// MPI_Reduce_scatter_block, MPI_Allreduce and MPI_Alltoall on the same data and check that
+// distlab's step-by-step versions agree. Where N does not divide the length the v-variants
 // (MPI_Scatterv, MPI_Gatherv, MPI_Allgatherv) and MPI_Reduce_scatter take their place.
 //
 // With --device cuda the buffers are GPU memory and the calls are NCCL's: ncclAllReduce,
@@ -45,5 +45,8 @@ std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t len
 std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
                            DType dtype);
 std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
+// length: the whole buffer, N equal blocks (block j of send to rank j, block i of recv from
+// rank i); send and recv do not overlap. MPI_Alltoall; on GPUs a group of ncclSend / ncclRecv.
+std::string all_to_all(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
 
 }  // namespace distlab::baseline

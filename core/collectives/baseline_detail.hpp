@@ -22,6 +22,8 @@ std::string mpi_reduce_scatter(Comm& comm, const void* send, void* recv, std::si
                                DType dtype);
 std::string mpi_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
                            DType dtype);
+std::string mpi_all_to_all(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
 
 // For tests: the NCCL calls' unequal-chunk forms (groups of ncclBroadcast, ncclReduce,
 // ncclSend/ncclRecv) also where the chunks are equal, on the calling thread, so that one GPU
@@ -42,6 +44,8 @@ std::string gpu_all_gather(Comm& comm, const void* send, void* recv, std::size_t
 std::string gpu_reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
                                DType dtype);
 std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype);
+std::string gpu_all_to_all(Comm& comm, const void* send, void* recv, std::size_t length,
                            DType dtype);
 
 }  // namespace distlab::baseline::detail

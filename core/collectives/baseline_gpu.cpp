@@ -68,6 +68,9 @@ std::string gpu_reduce_scatter(Comm&, const void*, void*, std::size_t, DType) {
 std::string gpu_all_reduce(Comm&, const void*, void*, std::size_t, DType) {
   DL_NO_CUDA;
 }
+std::string gpu_all_to_all(Comm&, const void*, void*, std::size_t, DType) {
+  DL_NO_CUDA;
+}
 
 #else
 
@@ -468,6 +471,33 @@ std::string gpu_all_reduce(Comm& comm, const void* send, void* recv, std::size_t
   const std::size_t bytes = bytes_of(length, dtype);
   return staged(send, bytes, recv, bytes,
                 [&](const void* s, void* r) { return mpi_all_reduce(comm, s, r, length, dtype); });
+}
+
+std::string gpu_all_to_all(Comm& comm, const void* send, void* recv, std::size_t length,
+                           DType dtype) {
+  require(comm);
+  const int n = comm.size();
+  const std::size_t block = length / std::size_t(n);
+#ifdef DISTLAB_HAVE_NCCL
+  Nccl nc;
+  if (nccl_of(comm, nc)) {
+    // NCCL has no all-to-all call: its documented form is a group of ncclSend and ncclRecv, one
+    // pair per peer (the own block included, which NCCL copies).
+    const ncclDataType_t t = nccl_type(dtype);
+    return nccl_run(comm, nc, "ncclSend/ncclRecv (all-to-all)", [&](ncclComm_t c, cudaStream_t s) {
+      nccl_group(nc, [&] {
+        for (int r = 0; r < n && block > 0; ++r) {
+          nccl_check_queued(c, ncclSend(at(send, std::size_t(r) * block, dtype), block, t, r, c, s),
+                            "ncclSend");
+          nccl_check_queued(c, ncclRecv(at(recv, std::size_t(r) * block, dtype), block, t, r, c, s),
+                            "ncclRecv");
+        }
+      });
+    });
+  }
+#endif
+  return staged(send, bytes_of(length, dtype), recv, bytes_of(length, dtype),
+                [&](const void* s, void* r) { return mpi_all_to_all(comm, s, r, length, dtype); });
 }
 
 #endif  // DISTLAB_HAVE_CUDA
