@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/collectives/all_reduce_ring_chunked.hpp"
+#include "core/collectives/all_reduce_tree.hpp"
 #include "core/collectives/scatter.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
@@ -263,4 +264,34 @@ TEST_CASE("panel content: Shards needs buffers, Memory a ledger or a formula", "
   const TraceModel empty;
   CHECK_FALSE(shards_have_content(empty));
   CHECK_FALSE(memory_has_content(empty));
+}
+
+TEST_CASE("caption: a binomial tree all-reduce names each level a reduce, then a broadcast",
+          "[caption][tree]") {
+  // 8 ranks: reduce in 3 rounds (r1, r3, r5, r7 to their left; r2, r6 to r ^ 2; r4 to r0), then
+  // broadcast in 3 (r0 to r4; r0, r4 to r ^ 2; r0, r2, r4, r6 to their right). Before the fix, a
+  // level read "all-reduce: ... send left and add the one from their right".
+  const TraceModel m = traced(8, [](distlab::Comm& comm) {
+    auto data = comm.alloc<float>(16, distlab::Category::grads);
+    distlab::fill_input(data.view(), 1, comm.rank());
+    distlab::coll::all_reduce_tree(comm, data.view());
+  });
+  REQUIRE(m.step_ids.size() == 6);
+  const CaptionIndex index = index_captions(m);
+  const auto line = [&](int k) { return caption_at(m, index, at_beat(m, k)); };
+  for (int k = 1; k <= 3; ++k) {
+    INFO(line(k).line());
+    CHECK(line(k).collective == "reduce");
+  }
+  CHECK_THAT(line(1).flow,
+             Contains("r1, r3, r5 and r7 send the whole buffer left, where it is added in"));
+  CHECK_THAT(line(1).flow, Contains("each message holds 1 of 8 ranks' data"));
+  CHECK_THAT(line(3).flow, Contains("r4 sends the whole buffer to r0, which adds it in"));
+  CHECK_THAT(line(4).flow, Contains("r0 sends the whole buffer to r4, which stores it"));
+  for (int k = 5; k <= 6; ++k) {  // (step 4 is one message: it names no collective)
+    INFO(line(k).line());
+    CHECK(line(k).collective == "broadcast");
+  }
+  CHECK_THAT(line(6).flow, Contains("r0, r2, r4 and r6 send the whole buffer right, where it is "
+                                    "stored"));
 }

@@ -263,11 +263,19 @@ std::string volume(const Group& g, const Shape& s, int n, bool reduce_style) {
 }
 
 // The collective, when the messages say it.
+// No rank both sends and receives: data flows one way, as in a level of a tree.
+bool one_way(const Group& g) {
+  for (int r : g.senders)
+    if (g.receivers.count(r)) return false;
+  return true;
+}
+
 std::string name_of(const Group& g, const Shape& s, const Payload& p) {
   const Message& first = *g.msgs.front();
   const bool whole = p.kind == Chunks::whole;
   if (g.apply == ApplyKind::reduce) {
     if (s.pattern == Pattern::star_to || s.pattern == Pattern::single) return "reduce";
+    if (whole && one_way(g)) return "reduce";  // a level of a reduction tree
     return whole ? "all-reduce" : "reduce-scatter";
   }
   if (g.apply != ApplyKind::copy || s.pattern == Pattern::single) return "";
@@ -309,7 +317,9 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
       const bool right = s.pattern == Pattern::ring_right;
       t.flow = fmt::format("{} {} {} {}", senders.text, verb("send", senders.plural), what,
                            right ? "right" : "left");
-      if (reduce || copy)
+      if ((reduce || copy) && one_way(g))  // a tree's level: the receivers only receive
+        t.flow += reduce ? ", where it is added in" : ", where it is stored";
+      else if (reduce || copy)
         t.flow += fmt::format(" and {} the one from {} {}", verb(keeps, senders.plural),
                               senders.plural ? "their" : "its", right ? "left" : "right");
       break;
