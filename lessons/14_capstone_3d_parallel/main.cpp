@@ -98,6 +98,13 @@ std::vector<Op> one_f_one_b(int r, int P, int M) {
   return ops;
 }
 
+// Every stage's order: what the ideal machine replays (pipeline.hpp).
+std::vector<std::vector<Op>> one_f_one_b_orders(int P, int M) {
+  std::vector<std::vector<Op>> orders;
+  for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
+  return orders;
+}
+
 // A float's unit in the last place at |w|.
 double ulp(double w) {
   const float f = std::fabs(static_cast<float>(w));
@@ -245,8 +252,7 @@ void print_memory(RunResult& r, const Setup& s) {
 // Tokens per second: the steps' tokens over the steps' time.
 void print_pipeline(RunResult& r, const Setup& s) {
   const int P = s.mesh.pp, M = s.microbatches;
-  std::vector<std::vector<Op>> orders;
-  for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
+  const std::vector<std::vector<Op>> orders = one_f_one_b_orders(P, M);
   const pipeline::IdealReplay ideal = pipeline::replay_ideal(orders, M);
   const double formula = pipeline::utilisation_formula(P, M);
   r.check(fmt::format("the 1F1B orders on the ideal machine keep every stage busy M/(M+P-1) = "
@@ -338,12 +344,9 @@ void print_mesh_table(const Setup& s) {
     }
 }
 
-// A message's step id (the viewer's beat) and what it carries.
+// A message's step id (the viewer's beat) and what it carries: the whole buffer, copied.
 MsgMeta message(int step, const char* buffer) {
-  MsgMeta m;
-  m.step = step;
-  m.buffer = buffer;
-  return m;
+  return coll::meta(step, buffer, -1, -1, Apply::copy, 0);
 }
 
 // What a phase is, for the viewer: its op, micro-batch and stage (the Schedule panel's blocks)
@@ -507,8 +510,7 @@ int main(int argc, char** argv) {
             ? fmt::format("; tp all-reduces (f) their input gradients over {} ranks", s.mesh.tp)
             : "";
     // My stage's 1F1B order, and when each op ends on the ideal machine (pipeline.hpp).
-    std::vector<std::vector<Op>> orders;
-    for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
+    const std::vector<std::vector<Op>> orders = one_f_one_b_orders(P, M);
     const auto ends = pipeline::ideal_ends(orders, M);
     const std::vector<Op>& order = orders[std::size_t(me.pp)];
     const std::vector<int>& ideal_end = ends[std::size_t(me.pp)];
