@@ -43,6 +43,7 @@
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/collectives/all_to_all.hpp"
+#include "core/collectives/all_to_all_bruck.hpp"
 #include "core/collectives/baseline.hpp"
 #include "core/collectives/broadcast_tree.hpp"
 #include "core/collectives/reduce_scatter_reduce_scatter.hpp"
@@ -97,13 +98,14 @@ std::vector<Candidate> candidates_of(Collective c) {
     case Collective::reduce:
       return {{c, "linear"}, {c, "tree"}, {c, "library", {}, true}};
     case Collective::all_to_all:
-      return {{c, "pairwise"}, {c, "library", {}, true}};
+      return {{c, "pairwise"}, {c, "bruck"}, {c, "library", {}, true}};
   }
   return {};
 }
 
-Cost predict(const Candidate& k, int p, double bytes) {
-  if (k.collective == Collective::all_reduce) return predict_all_reduce(k.algo, p, bytes);
+Cost predict(const Candidate& k, int p, double bytes, int ranks_per_node) {
+  if (k.collective == Collective::all_reduce)
+    return predict_all_reduce(k.algo, p, bytes, ranks_per_node);
   if (k.library) return predict_collective(k.collective, k.ring, p, bytes);
   return predict_algorithm(k.collective, k.name, p, bytes);
 }
@@ -288,6 +290,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
     case Collective::all_to_all:
       if (cand.library)
         baseline::all_to_all(comm, in, k.work.data(), k.count, f32);
+      else if (cand.name == "bruck")
+        coll::all_to_all_bruck(comm, input, k.work.view());
       else
         coll::all_to_all_pairwise(comm, input, k.work.view());
       return;
@@ -417,14 +421,16 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed iterations first")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
-  app.add_option("--algos", algos_text,
-                 "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
-                 "ring, ring_chunked, "
-                 "recursive_doubling, recursive_halving, tree, double_binary_tree; all-gather: "
-                 "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
-                 "and reduce: linear, tree; alltoall: pairwise; library: MPI's call under mpirun, "
-                 "NCCL's with "
-                 "--device cuda and a GPU per rank)")
+  app.add_option(
+         "--algos", algos_text,
+         "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
+         "ring, ring_chunked, "
+         "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical; "
+         "all-gather: "
+         "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
+         "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
+         "NCCL's with "
+         "--device cuda and a GPU per rank)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
                  "comma list of allreduce, allgather, reducescatter, broadcast, reduce, alltoall")
@@ -648,8 +654,8 @@ int main(int argc, char** argv) {
             row.time_s = median(t);
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
-            row.predicted_s =
-                predict(cands[a], p, double(bytes)).seconds(bytes >= kStreamBytes ? large : small);
+            row.predicted_s = predict(cands[a], p, double(bytes), comm.world().ranks_per_node)
+                                  .seconds(bytes >= kStreamBytes ? large : small);
             row.wrong = std::uint64_t(slowest[std::size_t(iters * ncand + a)]);
             wrong_total[row.collective + " " + row.algorithm] += row.wrong;
             print_row(row);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Renders the README animations from the example traces: docs/animations/NN_name.gif for every
-# lesson 01-14, the whole playback on the steps clock (distlab-viewer --png-sequence, no display
+# lesson from 01 on, the whole playback on the steps clock (distlab-viewer --png-sequence, no display
 # needed), assembled by ImageMagick (Debian: imagemagick). Each must stay under 2 MB.
 # Run after ./distlab build (and scripts/make-examples.sh when the traces change).
 #
@@ -34,7 +34,7 @@ wanted=("$@")
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
   nn=${name%%_*}
-  [[ -d "lessons/$name" && "$nn" != 00 ]] || continue  # one per lesson README 01-14
+  [[ -d "lessons/$name" && "$nn" != 00 ]] || continue  # one per lesson README from 01 on
   if ((${#wanted[@]})); then
     [[ " ${wanted[*]} " == *" $nn "* ]] || continue
   fi

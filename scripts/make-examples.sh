@@ -37,6 +37,9 @@ for dir in lessons/[0-9][0-9]_*/; do
   # the capstone: the default mesh dp 2 x pp 2 x tp 2 and 4 micro-batches, one training step of
   # a smaller GPT (a block per stage, d 32, context 16) to stay under 1 MB
   [[ "$name" == 14_capstone_3d_parallel ]] && args=(--ranks 8 --steps 1 --layers 2 --d 32 --context 16)
+  # trees, hierarchy, all-to-all: two nodes of four ranks, so the hierarchical all-reduce has both
+  # levels; the sweep is not traced
+  [[ "$name" == 15_trees_hierarchy_alltoall ]] && args=(--ranks 8 --ranks-per-node 4 --size 1K --reps 1)
   example "$name" "$exe" "${args[@]}"
 done
 

@@ -27,12 +27,19 @@ declare -A step=(
   [12_tensor_parallel_mlp]=2.5        # forward: g's reduce-scatter, its last step; no gradients on the ledger yet
   [13_tensor_parallel_attention]=8.5  # backward: f's reduce-scatter, its last step; Y (g) already whole everywhere
   [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
+  [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
   [[ -d "lessons/$name" ]] || continue  # a lesson's extra traces (other options) get theirs below
   "$viewer" --png "$out/$name.png" --step "${step[$name]:-1.5}" --width 1600 --height 900 "$trace"
 done
+# Lesson 15: the hierarchical all-reduce's step between the two nodes of 4 (r ^ 4), and the
+# pairwise all-to-all's dispatch buffer filling a block a step.
+"$viewer" --png "$out/15_hierarchy.png" --panel topology --step 21.5 --width 640 --height 480 \
+  traces/examples/15_trees_hierarchy_alltoall.json
+"$viewer" --png "$out/15_alltoall.png" --panel shards --step 46.5 --width 800 --height 560 \
+  traces/examples/15_trees_hierarchy_alltoall.json
 # Panels on their own, for the main README.
 "$viewer" --png "$out/ring_topology.png" --panel topology --step 15.5 --width 640 --height 480 \
   traces/examples/06_allreduce_sequential_ring_parallel.json

@@ -437,7 +437,7 @@ add_test(NAME layers.includes COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_lay
 set_tests_properties(layers.includes PROPERTIES LABELS "layers" TIMEOUT 120)
 
 # Every code quote in a README equals the source lines between its markers.
-# Every lesson README 01-13 shows its trace's animation (scripts/make-animations.sh).
+# Every lesson README from 01 on shows its trace's animation (scripts/make-animations.sh).
 add_test(NAME docs.animations COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/animations.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(docs.animations PROPERTIES LABELS "layers")
 add_test(NAME docs.readme-quotes COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/readme-quotes.sh ${CMAKE_SOURCE_DIR})
@@ -508,6 +508,22 @@ if(TARGET 14_capstone_3d_parallel)
   add_test(NAME usage.14.layers COMMAND bash ${expect_failure} 2 10 "the 4 layers must divide over --pp 3"
            -- $<TARGET_FILE:14_capstone_3d_parallel> --ranks 3 --dp 1 --pp 3 --tp 1 --no-trace)
   set_tests_properties(usage.14.mesh usage.14.heads usage.14.layers PROPERTIES LABELS lesson)
+endif()
+
+# Lesson 15: the trees, the hierarchy and Bruck on the worlds of the issue (any N, not only powers
+# of two; a buffer of 1023 elements that no N divides), nodes given, and a node size that does
+# not divide the ranks refused in one sentence.
+if(TARGET 15_trees_hierarchy_alltoall)
+  foreach(n 2 7 13)
+    distlab_lesson_test(lesson.15_trees_hierarchy_alltoall.n${n}-1023 15_trees_hierarchy_alltoall verified ${n} 0
+                        --ranks ${n} --size 1023 --reps 2)
+  endforeach()
+  distlab_lesson_test(lesson.15_trees_hierarchy_alltoall.n8-nodes4 15_trees_hierarchy_alltoall verified 8 0
+                      --ranks 8 --ranks-per-node 4 --size 64K --reps 2)
+  add_test(NAME usage.15.ranks-per-node COMMAND bash ${expect_failure} 2 10
+           "--ranks-per-node 3 does not divide the 8 ranks into whole nodes"
+           -- $<TARGET_FILE:15_trees_hierarchy_alltoall> --ranks 8 --ranks-per-node 3 --no-trace)
+  set_tests_properties(usage.15.ranks-per-node PROPERTIES LABELS lesson)
 endif()
 
 # --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh

@@ -46,6 +46,14 @@ distlab_sim_test(07.cluster-1gbe 0 120 ": verified \\(" "recursive_halving .*  w
                  -- ${front} lesson 07 --sim cluster-1gbe --ranks 6 --size 256K
                  --trace ${sim_out}/07_cluster-1gbe.json)
 
+# Lesson 15 on two 4-GPU nodes: the platform's grouping gives the hierarchical all-reduce its
+# nodes of 4; the bytes between nodes are checked, and the two-level model printed beside the
+# simulated times.
+distlab_sim_test(15.dgx-pair 0 180 ": verified \\(" "G = 4 ranks per node \\(the simulated platform's\\)"
+                 "the two-level model on dgx-pair" "hierarchical .*2\\(M-1\\) S \\(checked\\)"
+                 -- ${front} lesson 15 --sim dgx-pair --ranks 8 --size 256K --reps 2
+                 --trace ${sim_out}/15_dgx-pair.json)
+
 # Lesson 05 with a server, 1 MiB of weights: the pull and the push are checked against the
 # contended formula (the server's port carries N-1 messages at once); on dgx-pair (two nodes)
 # the all-reduce mode verifies and its times are a report.

@@ -280,7 +280,9 @@ struct Expected {
   std::vector<RankCounts> ranks;
 };
 
-Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t elem) {
+// `g`: the hierarchical algorithm's ranks per node (0: coll::default_ranks_per_node).
+Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t elem,
+                  int g_given = 0) {
   Expected x;
   x.ranks.resize(static_cast<std::size_t>(n));
   if (n == 1) return x;
@@ -384,7 +386,8 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
         // Each ring: the reduce-scatter sends every chunk but its position's and receives every
         // chunk but the one before it; the all-gather sends every chunk but the one after its
         // position and receives every chunk but its own (as ring_chunked).
-        const int g = coll::default_ranks_per_node(n), m = n / g, l = r % g, node = r / g;
+        const int g = g_given > 0 ? g_given : coll::default_ranks_per_node(n), m = n / g, l = r % g,
+                  node = r / g;
         const auto node_chunk = [&](int i) {
           std::uint64_t b = 0;
           for (int k = mod(i, g) * m; k < (mod(i, g) + 1) * m; ++k) b += chunk(n, k);
@@ -524,6 +527,52 @@ TEST_CASE("all-reduce: steps, bytes and messages per rank match the formulas",
         CHECK(got.meta_differs == 0);
         CHECK(got.bad_meta == 0);
       }
+}
+
+TEST_CASE(
+    "all-reduce: hierarchical with every node size that divides N (the World's or given), "
+    "exact sums and counts",
+    "[all_reduce][hierarchical]") {
+  // Nodes of g ranks from World::ranks_per_node (--ranks-per-node, or the platform's under
+  // --sim), and the same g passed to all_reduce_hierarchical: both obey the formulas for g.
+  for (int n : {4, 6, 8, 12, 16})
+    for (int g = 1; g <= n; ++g) {
+      if (n % g != 0) continue;
+      for (bool from_world : {true, false})
+        for (std::size_t length : {std::size_t(0), std::size_t(n - 1), std::size_t(1000)}) {
+          INFO(n << " ranks, " << g << " per node (" << (from_world ? "World" : "argument")
+                 << "), length " << length);
+          const auto want = sum_of_inputs<std::int64_t>(n, 0, length);
+          std::vector<std::string> diff(static_cast<std::size_t>(n), "not run");
+          auto run = test::run_ranks(
+              n,
+              [&](Comm& comm) {
+                auto data = comm.alloc<std::int64_t>(length, Category::data);
+                fill_input(data.view(), kSeed, comm.rank());
+                coll::all_reduce_hierarchical(comm, data.view(), from_world ? 0 : g);
+                diff[std::size_t(comm.rank())] =
+                    difference(View<const std::int64_t>(data.view()), want);
+              },
+              10.0, from_world ? g : 0);
+          REQUIRE_FALSE(run.failed);
+          const TraceCounts got = count(run);
+          const Expected x =
+              expected(AllReduceAlgo::hierarchical, n, length, sizeof(std::int64_t), g);
+          CHECK(int(got.steps.size()) == x.steps);
+          for (int r = 0; r < n; ++r) {
+            INFO("r" << r);
+            CHECK(diff[std::size_t(r)] == "");
+            CHECK(got.ranks[std::size_t(r)] == x.ranks[std::size_t(r)]);
+          }
+        }
+    }
+  // A node size that does not divide N is refused with a sentence.
+  auto bad = test::run_ranks(6, [](Comm& comm) {
+    auto data = comm.alloc<float>(10, Category::data);
+    coll::all_reduce_hierarchical(comm, data.view(), 4);
+  });
+  CHECK(bad.failed);
+  CHECK_THAT(bad.failure, Catch::Contains("4 ranks per node do not divide 6 ranks"));
 }
 
 TEST_CASE("all-reduce: the headline formulas hold on 8 ranks", "[all_reduce][counts]") {

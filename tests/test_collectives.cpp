@@ -25,6 +25,7 @@
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce_reduce_broadcast.hpp"
 #include "core/collectives/all_to_all.hpp"
+#include "core/collectives/all_to_all_bruck.hpp"
 #include "core/collectives/broadcast.hpp"
 #include "core/collectives/broadcast_tree.hpp"
 #include "core/collectives/gather.hpp"
@@ -597,32 +598,74 @@ TEST_CASE("collectives: Bruck's all-gather gives every rank every chunk in ceil(
   }
 }
 
+// One all-to-all of `count` elements per block on n ranks (`exchange(comm, send, recv)`), each
+// rank's input its own data; checks that rank j's block i is rank i's input block j, elements
+// [j count, (j + 1) count), on every rank. Returns the run for its counts.
+template <class Exchange>
+test::ThreadRun run_all_to_all(int n, std::size_t count, Exchange exchange) {
+  std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
+  auto run = test::run_ranks(n, [&](Comm& comm) {
+    auto send = comm.alloc<T>(count * std::size_t(n), Category::data);
+    fill_input(send.view(), kSeed, comm.rank());
+    auto recv = filled<T>(comm, count * std::size_t(n), kUnwritten);
+    exchange(comm, View<const T>(send.view()), recv.view());
+    out[std::size_t(comm.rank())] = to_vector(recv);
+  });
+  REQUIRE_FALSE(run.failed);
+  for (int j = 0; j < n; ++j) {
+    std::vector<T> expect;
+    for (int i = 0; i < n; ++i)
+      for (std::size_t e = 0; e < count; ++e)
+        expect.push_back(input_value<T>(kSeed, i, std::size_t(j) * count + e));
+    check_results(out, j, expect);
+  }
+  return run;
+}
+
+TEST_CASE(
+    "collectives: Bruck's all-to-all delivers what the pairwise exchange does, in ceil(lg N) "
+    "messages per rank",
+    "[collectives][all_to_all][bruck]") {
+  for (int n = 1; n <= 16; ++n)
+    for (std::size_t count : {0ul, 1ul, std::size_t(n - 1), 7ul, 250ul}) {
+      INFO("ranks " << n << ", " << count << " elements per block");
+      const auto run = run_all_to_all(n, count, [](Comm& comm, View<const T> send, View<T> recv) {
+        coll::all_to_all_bruck(comm, send, recv);
+      });
+      // Block i (distance i) hops once per set bit of i: sum_i popcount(i) blocks each way, in
+      // one message per step, ceil(lg N) steps.
+      std::uint64_t blocks = 0;
+      for (int i = 1; i < n; ++i) blocks += std::uint64_t(std::popcount(unsigned(i)));
+      std::set<int> steps;
+      for (const auto& log : run.logs) {
+        std::uint64_t sent = 0, got = 0, msgs_out = 0, msgs_in = 0;
+        for (const auto& e : log.spans) {
+          if (e.kind == SpanEvent::Kind::send)
+            sent += e.bytes, ++msgs_out, steps.insert(e.meta.step);
+          if (e.kind == SpanEvent::Kind::recv) got += e.bytes, ++msgs_in;
+        }
+        INFO("r" << log.rank);
+        CHECK(sent == blocks * count * sizeof(T));
+        CHECK(got == blocks * count * sizeof(T));
+        CHECK(msgs_out == std::uint64_t(ceil_log2(n)));
+        CHECK(msgs_in == std::uint64_t(ceil_log2(n)));
+      }
+      CHECK(int(steps.size()) == ceil_log2(n));
+    }
+}
+
 TEST_CASE("collectives: pairwise all-to-all delivers block j of rank i to rank j, in N-1 steps",
           "[collectives][all_to_all]") {
   for (int n = 1; n <= 16; ++n)
     for (std::size_t count : {0ul, 1ul, 7ul, 250ul}) {
       INFO("ranks " << n << ", " << count << " elements per block");
-      std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
-      auto run = test::run_ranks(n, [&](Comm& comm) {
-        const int me = comm.rank();
-        auto send = comm.alloc<T>(count * std::size_t(n), Category::data);
-        fill_input(send.view(), kSeed, me);
-        auto recv = filled<T>(comm, count * std::size_t(n), kUnwritten);
-        coll::all_to_all_pairwise(comm, View<const T>(send.view()), recv.view());
-        out[std::size_t(me)] = to_vector(recv);
+      const auto run = run_all_to_all(n, count, [](Comm& comm, View<const T> send, View<T> recv) {
+        coll::all_to_all_pairwise(comm, send, recv);
       });
-      REQUIRE_FALSE(run.failed);
-      // Rank j's block i is rank i's input elements [j count, (j + 1) count).
       std::vector<Msg> want;
-      for (int j = 0; j < n; ++j) {
-        std::vector<T> expect;
-        for (int i = 0; i < n; ++i)
-          for (std::size_t e = 0; e < count; ++e)
-            expect.push_back(input_value<T>(kSeed, i, std::size_t(j) * count + e));
-        check_results(out, j, expect);
+      for (int j = 0; j < n; ++j)
         for (int s = 1; s < n; ++s)  // rank j sends its block for j + s at step s
           want.push_back({j, (j + s) % n, s, j, j + 1, Apply::copy, bit(j), count * sizeof(T)});
-      }
       check_messages(run, want, n - 1);
     }
 }

@@ -362,6 +362,14 @@ TEST_CASE("cost model: trees, Bruck and all-to-all", "[cost_model]") {
   check_cost(predict_algorithm(Collective::broadcast, "tree", 8, n), 3, 3 * n, 0);
   check_cost(predict_algorithm(Collective::reduce, "tree", 8, n), 3, 3 * n, 3 * n);
   check_cost(predict_algorithm(Collective::all_to_all, "pairwise", 8, n), 7, 0.875 * n, 0);
+  // Bruck: block i hops popcount(i) times; sum over i < 8 is 12, over i < 13 is 22.
+  check_cost(predict_algorithm(Collective::all_to_all, "bruck", 8, n), 3, 1.5 * n, 0);
+  check_cost(predict_algorithm(Collective::all_to_all, "bruck", 13, n), 4, 22.0 / 13 * n, 0);
+  CHECK(predict_algorithm(Collective::all_to_all, "bruck", 1, n).messages == 0);
+  // Nodes given: 8 ranks as 2 nodes of 4: 2(4-1) + 2(2-1) = 8 steps, 2(G-1)/G + 2(M-1)/N of n.
+  check_cost(predict_all_reduce(AllReduceAlgo::hierarchical, 8, n, 4), 8, 1.5 * n + 0.25 * n,
+             0.75 * n + 0.125 * n);
+  check_cost(predict_all_reduce(AllReduceAlgo::hierarchical, 8, n, 1), 14, 1.75 * n, 0.875 * n);
   // The names the bench had before mean what they meant.
   check_cost(predict_algorithm(Collective::all_gather, "ring", 8, n),
              predict_collective(Collective::all_gather, true, 8, n).messages, 0.875 * n, 0);

@@ -28,8 +28,9 @@ struct ThreadRun {
   double seconds = 0;               // wall time of the whole run
 };
 
+// `ranks_per_node`: the World's (0: none given, as in-process runs without --ranks-per-node).
 inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
-                           double deadlock_timeout_s = 10.0) {
+                           double deadlock_timeout_s = 10.0, int ranks_per_node = 0) {
   ThreadHub hub(n, deadlock_timeout_s);
   std::vector<std::unique_ptr<ThreadTransport>> transports;
   std::vector<std::unique_ptr<Comm>> comms;
@@ -38,6 +39,7 @@ inline ThreadRun run_ranks(int n, const std::function<void(Comm&)>& body,
     World w;
     w.rank = r;
     w.size = n;
+    w.ranks_per_node = ranks_per_node;
     comms.push_back(std::make_unique<Comm>(w, *transports.back(), false));
   }
   ThreadRun run;

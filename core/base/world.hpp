@@ -18,6 +18,10 @@ struct World {
   Mode mode = Mode::threads;
   Device device = Device::cpu;
   std::string transport = "threads";  // the transport in use: "threads" or "mpi"
+  // Ranks per node, consecutive (node k = ranks k G .. k G + G - 1), for the hierarchical
+  // algorithms: --ranks-per-node, or the simulated platform's nodes under --sim; 0 when neither
+  // says (the algorithm then picks default_ranks_per_node). Groups made by split have 0.
+  int ranks_per_node = 0;
 };
 
 const char* to_string(Mode m);

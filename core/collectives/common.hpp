@@ -29,6 +29,7 @@ inline constexpr int kTagTree = 1000;
 inline constexpr int kTagDoubleTree = 1010;
 inline constexpr int kTagBruck = 1020;
 inline constexpr int kTagAllToAll = 1030;
+inline constexpr int kTagAllToAllBruck = 1035;
 inline constexpr int kTagHierarchical = 1040;
 
 // Bit r when rank r's data is in a payload (the trace carries masks while the world <= 64).

@@ -75,6 +75,7 @@ Comm Comm::split(int color, int key, std::string name) {
     members.push_back(world_rank(r));
   }
   w.size = static_cast<int>(members.size());
+  w.ranks_per_node = 0;  // a group's ranks need not sit G to a node
   const int context = transport_.split(context_, color, key, members);
   ++splits_;
   if (name.empty())

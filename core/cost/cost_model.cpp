@@ -51,7 +51,7 @@ Cost operator+(Cost a, const Cost& b) {
 
 }  // namespace
 
-Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n) {
+Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n, int ranks_per_node) {
   DL_CHECK(p >= 1, "a world has at least one rank, not {}", p);
   if (p == 1) return {};  // nothing to send, nothing to add
   const double q = p - 1;
@@ -98,7 +98,8 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n) {
     case A::hierarchical: {
       // g ranks per node, m nodes: a ring reduce-scatter and all-gather inside the node (g-1
       // steps of n/g each), a chunked ring across the nodes on n/g (2(m-1) steps of n/p).
-      const double g = coll::default_ranks_per_node(p), m = p / g;
+      const double g = ranks_per_node > 0 ? ranks_per_node : coll::default_ranks_per_node(p),
+                   m = p / g;
       return {2 * (g - 1) + 2 * (m - 1), 2 * (g - 1) / g * n + 2 * (m - 1) / p * n,
               (g - 1) / g * n + (m - 1) / p * n};
     }
@@ -174,6 +175,11 @@ Cost predict_algorithm(Collective c, const std::string& name, int p, double n) {
       break;
     case Collective::all_to_all:
       if (name == "pairwise" || name == "library") return predict_collective(c, false, p, n);
+      if (name == "bruck") {  // ceil(lg p) steps; block i (of n/p) travels popcount(i) of them
+        double blocks = 0;
+        for (int i = 1; i < p; ++i) blocks += std::popcount(unsigned(i));
+        return p == 1 ? Cost{} : Cost{k, blocks / p * n, 0};
+      }
       break;
   }
   throw UsageError(fmt::format("{} has no algorithm '{}'", to_string(c), name));

@@ -49,7 +49,8 @@ struct Cost {
 
 // Prediction for an all-reduce of `bytes` bytes over p ranks (p not a power of two: the
 // recursive algorithms pay the fold's extra steps). `library` is predicted as ring_chunked.
-Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double bytes);
+// `ranks_per_node`: the hierarchical algorithm's nodes (0: coll::default_ranks_per_node).
+Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double bytes, int ranks_per_node = 0);
 
 // Prediction for the ring (chunked) or linear (root-based) forms of the other collectives:
 // all_gather / reduce_scatter with ring = true use the ring, else the naive root versions.
@@ -61,7 +62,9 @@ Cost predict_collective(Collective c, bool ring, int p, double bytes);
 //   reducescatter              ring, reduce_scatter
 //   broadcast, reduce          linear, tree (a binomial tree: ceil(lg p) whole buffers through
 //                              the root's link)
-//   alltoall                   pairwise (p-1 steps of one block, n/p: (p-1)/p n)
+//   alltoall                   pairwise (p-1 steps of one block, n/p: (p-1)/p n), bruck
+//                              (ceil(lg p) steps; block i hops popcount(i) times:
+//                              sum_i popcount(i) / p n, lg p / 2 n for p a power of two)
 //   library                    as the bandwidth-optimal form (ring; tree for broadcast and
 //                              reduce; pairwise for alltoall)
 // Throws UsageError for a name the collective does not have.

@@ -28,6 +28,21 @@ struct SimulatedNetwork {
 // after the run is one).
 std::optional<SimulatedNetwork> simulated_network(const std::vector<std::string>& hosts);
 
+// One route of the simulated platform: its latency (the sum of its links') and bandwidth (its
+// slowest link's). nullopt outside the smpi build.
+struct SimulatedRoute {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+};
+std::optional<SimulatedRoute> simulated_route(const std::string& from, const std::string& to);
+
+// The simulated platform's nodes over the first `ranks` hosts of the run (DISTLAB_SIM_HOSTFILE,
+// the hosts in rank order, which ./distlab --sim writes): ranks share a node when the route
+// between them is faster (more bandwidth) than the slowest route of the run. G when every G
+// consecutive ranks form one node (dgx-pair: 4), 1 when every route is alike (one switch: each
+// host its own node), nullopt outside the smpi build or when the hosts form no such grouping.
+std::optional<int> simulated_ranks_per_node(int ranks);
+
 // The platform's name: DISTLAB_SIM_PLATFORM (./distlab lesson NN --sim sets it), else "".
 std::string simulated_platform_name();
 

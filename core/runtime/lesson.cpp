@@ -158,6 +158,23 @@ std::vector<std::pair<std::string, std::string>> Lesson::parameters() const {
   return out;
 }
 
+namespace {
+
+// --ranks-per-node, checked against the ranks; else the simulated platform's nodes; else 0 (the
+// hierarchical algorithms' own default).
+int resolve_ranks_per_node(int requested, int ranks) {
+  if (requested > 0) {
+    if (ranks % requested != 0)
+      throw UsageError(fmt::format(
+          "--ranks-per-node {} does not divide the {} ranks into whole nodes", requested, ranks));
+    return requested;
+  }
+  const std::optional<int> platform = simulated_ranks_per_node(ranks);
+  return platform ? *platform : 0;
+}
+
+}  // namespace
+
 // The world this run asks for, from the options and the launcher; throws UsageError when they
 // disagree, or when the run would not fit in memory.
 World Lesson::resolve_world(bool under_mpi) {
@@ -198,6 +215,7 @@ World Lesson::resolve_world(bool under_mpi) {
   } else {
     world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
   }
+  world.ranks_per_node = resolve_ranks_per_node(options_.ranks_per_node, world.size);
   world.device = resolve_device(options_.device);
   check_transport_request(options_.transport, world.mode, world.device);
   world.transport = to_string(world.mode);

@@ -35,6 +35,11 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
          "finished "
          "or computed. A deadlock needs no timeout: it is reported as soon as the waits form one")
       ->capture_default_str();
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "ranks per node for the hierarchical all-reduce, consecutive ranks forming a "
+                 "node (default: the simulated platform's nodes under --sim, else the largest "
+                 "divisor of the ranks up to their square root)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--break", o.break_name,
                  "switch on a classic bug, NAME from --break list; the lesson's checks must catch "
                  "it (exit 1, FAILED, the failing check says what broke)")

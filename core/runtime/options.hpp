@@ -9,6 +9,8 @@
 //   --verbose              log every message: "r0 -> r1 | step 3 | chunk 2 | 1.0 MiB"
 //   --deadlock-timeout S   no progress for S seconds (nothing matched, finished or computed) ends the run
 //                          with who waits for whom; a deadlock is reported without waiting for it
+//   --ranks-per-node G     ranks per node for hierarchical algorithms (default: the simulated
+//                          platform's nodes under --sim, else the largest divisor <= sqrt(ranks))
 //   --break NAME           switch on one of the lesson's classic bugs (--break list names them)
 #pragma once
 
@@ -32,6 +34,7 @@ struct Options {
   bool no_trace = false;
   bool verbose = false;
   double deadlock_timeout = 30.0;
+  int ranks_per_node = 0;     // 0: the platform's nodes under --sim, else the algorithm's default
   std::string break_name;     // --break: "" for none, "list" to print the lesson's names
   bool inject_fault = false;  // corrupts one rank's result so tests can see the check fail
 };

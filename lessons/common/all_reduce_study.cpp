@@ -30,14 +30,22 @@ std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi
   if (out.empty()) {
     std::string names;
     for (AllReduceAlgo a : menu) names += std::string(", ") + coll::to_string(a);
-    bool elsewhere = false;  // an algorithm of the other all-reduce lesson (06 and 07 share this)
-    for (AllReduceAlgo a : coll::all_reduce_algos())
-      elsewhere = elsewhere || choice == coll::to_string(a);
+    // An algorithm of another all-reduce lesson (06, 07 and 15 share this): say whose.
+    const auto lesson_of = [](const std::string& name) -> std::string {
+      for (const auto& [lesson, names] :
+           std::vector<std::pair<std::string, std::vector<std::string>>>{
+               {"06", {"reduce_broadcast", "sequential", "parallel", "ring", "ring_chunked"}},
+               {"07", {"recursive_doubling", "recursive_halving"}},
+               {"15", {"tree", "double_binary_tree", "hierarchical"}}})
+        if (std::find(names.begin(), names.end(), name) != names.end()) return lesson;
+      return "";
+    };
+    const std::string whose = lesson_of(choice);
     throw UsageError(fmt::format(
         "--algo '{}' is not one of this lesson's algorithms; use all{} "
         "(library under mpirun only){}",
         choice, names,
-        elsewhere ? fmt::format(" (that one is lesson {}'s)", number == "06" ? "07" : "06") : ""));
+        whose.empty() || whose == number ? "" : fmt::format(" (that one is lesson {}'s)", whose)));
   }
   if (!under_mpi && out == std::vector{AllReduceAlgo::library})
     throw UsageError(
@@ -209,7 +217,8 @@ StudyCounts count_study(const RunResult& run, const std::vector<AllReduceAlgo>& 
     const auto [first, last] = study.step_range[j];
     out.counts.push_back(count_steps(run, first, last, name));
     const double predicted =
-        predict_all_reduce(algos[j], run.world.size, double(bytes)).seconds(cp);
+        predict_all_reduce(algos[j], run.world.size, double(bytes), run.world.ranks_per_node)
+            .seconds(cp);
     out.predictions += fmt::format("{}{}:{{\"predicted_s\":{},\"measured_s\":{}}}",
                                    out.predictions.empty() ? "" : ",", json_string(name),
                                    json_number(predicted), json_number(out.counts.back().seconds));
@@ -306,7 +315,8 @@ void check_simulated_times(RunResult& run, const std::vector<AllReduceAlgo>& alg
   }
   for (std::size_t j = 0; j < algos.size(); ++j) {
     if (algos[j] == AllReduceAlgo::library) continue;  // MPI's own choice of algorithm
-    const double predicted = predict_all_reduce(algos[j], n, double(bytes)).seconds(cp);
+    const double predicted =
+        predict_all_reduce(algos[j], n, double(bytes), run.world.ranks_per_node).seconds(cp);
     const double ratio = predicted > 0 ? counts[j].seconds / predicted : 0;
     const std::string name = coll::to_string(algos[j]);
     run.check(fmt::format("{}: simulated time within {:.0f}% of the model{}", name,
@@ -337,8 +347,9 @@ void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
   };
   std::vector<Time> times;
   for (std::size_t j = 0; j < algos.size(); ++j)
-    times.push_back({coll::to_string(algos[j]), counts[j].seconds,
-                     predict_all_reduce(algos[j], n, double(bytes)).seconds(cp)});
+    times.push_back(
+        {coll::to_string(algos[j]), counts[j].seconds,
+         predict_all_reduce(algos[j], n, double(bytes), run.world.ranks_per_node).seconds(cp)});
   fmt::print("\ntime (the slowest rank's phase) against the alpha-beta-gamma model:\n");
   fmt::print("  {:<18}  {:>10}  {:>10}  {:>18}\n", "algorithm", "measured", "predicted",
              "measured/predicted");

@@ -1,4 +1,4 @@
-// all_reduce_study.hpp — what lessons 06 and 07 share: several all-reduce algorithms run on
+// all_reduce_study.hpp — what lessons 06, 07 and 15 share: several all-reduce algorithms run on
 // the same inputs, each verified and timed, and the cost model's parameters to predict them.
 #pragma once
 
@@ -25,7 +25,7 @@ struct AllReduceStudy {
   FoundCalibration calibration;                 // alpha and beta: lesson 01's file, or measured now
 };
 
-// The options lessons 06 and 07 share, added to `lesson`: --algo (all, or one of `menu`) and
+// The options lessons 06, 07 and 15 share, added to `lesson`: --algo (all, or one of `menu`) and
 // --calibration (lesson 01's file). Once the world is known, `algos` holds the algorithms to
 // run in `menu`'s order: library (MPI_Allreduce) only under mpirun, where it is also appended
 // as the comparison; the trace names them. `number` is the lesson's, for the error sentences.
