@@ -287,6 +287,13 @@ add_test(NAME failure.throw.threads COMMAND bash ${expect_failure} 1 10 "rank 1 
          -- $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
 add_test(NAME failure.size-mismatch.threads COMMAND bash ${expect_failure} 1 10 "has 32 B of f32 but the receive expects 16 B"
          -- $<TARGET_FILE:failure_probe> --scenario size-mismatch --no-trace)
+# Nonblocking collectives (core/comm/async.hpp): 20 all-reduces in flight at once verify, and
+# their trace's flows pair; a rank that throws while they are in flight ends every rank with its
+# message, on threads and under mpiexec (below).
+distlab_lesson_test(probe.failure.async-threads failure_probe verified 4 0 --scenario async --ranks 4 --size 1000)
+add_test(NAME failure.async-throw.threads COMMAND bash ${expect_failure} 1 20
+         "rank 1 failed: rank 1 threw with nonblocking all-reduces in flight"
+         -- $<TARGET_FILE:failure_probe> --scenario async-throw --ranks 4 --size 1000 --no-trace)
 add_test(NAME usage.bad-size COMMAND bash ${expect_failure} 2 10 "unknown suffix"
          -- $<TARGET_FILE:failure_probe> --size 4X)
 add_test(NAME usage.probe.unknown COMMAND bash ${expect_failure} 2 10
@@ -305,6 +312,11 @@ if(DISTLAB_HAVE_MPI)
               --deadlock-timeout 1 --no-trace)
   add_test(NAME failure.throw.mpi COMMAND bash ${expect_failure} nonzero 30 "rank 1 failed: rank 1 hit a failed check on purpose"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario throw --no-trace)
+  distlab_lesson_test(probe.failure.async-mpi4 failure_probe verified 4 4 --scenario async --size 1000)
+  add_test(NAME failure.async-throw.mpi COMMAND bash ${expect_failure} nonzero 30
+           "rank 1 failed: rank 1 threw with nonblocking all-reduces in flight"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:failure_probe> --scenario async-throw
+              --size 1000 --no-trace)
   add_test(NAME usage.ranks-disagree.mpi COMMAND bash ${expect_failure} nonzero 30 "--ranks 3 disagrees with the 2 processes"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --ranks 3)
   # Under mpirun a wait past the timeout asks the others: r2 and r3 still progress, so the run
@@ -312,7 +324,7 @@ if(DISTLAB_HAVE_MPI)
   add_test(NAME probe.failure.slow-mpi4 COMMAND bash ${expect_failure} 0 60 "so the run goes on" "verified"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:failure_probe> --scenario slow
               --deadlock-timeout 1 --no-trace)
-  set_tests_properties(deadlock.mpi failure.throw.mpi usage.ranks-disagree.mpi probe.failure.slow-mpi4 PROPERTIES
+  set_tests_properties(deadlock.mpi failure.throw.mpi failure.async-throw.mpi usage.ranks-disagree.mpi probe.failure.slow-mpi4 PROPERTIES
                        ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS mpi)
 endif()
 

@@ -58,6 +58,7 @@ std::vector<std::int64_t> Comm::exchange(std::int64_t out, int tag) {
 }
 
 Comm Comm::split(int color, int key, std::string name) {
+  finish_started();
   DL_CHECK(color >= 0, "r{}: split needs a color >= 0, not {}", rank(), color);
   DL_CHECK(key >= 0 && key < (1 << 30), "r{}: split needs a key in [0, 2^30), not {}", rank(), key);
   // Every rank's color and key, in one value each: who is in my group, and in which order.
@@ -84,6 +85,7 @@ Comm Comm::split(int color, int key, std::string name) {
 }
 
 void Comm::barrier() {
+  finish_started();
   if (context_ == 0) {
     transport_.barrier();
     return;
@@ -132,6 +134,7 @@ Request Comm::post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta m
 
 void Comm::wait(Request& r) {
   if (!r) return;
+  await(*r);
   transport_.wait(*r);
   if (r->traced) return;  // waited on before
   r->traced = true;

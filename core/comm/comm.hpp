@@ -15,6 +15,8 @@
 //   comm.say(...), comm.say_on(r, ...)       print on rank 0 only / on rank r only
 //   comm.split(color, key, "tp")             the ranks that pass the same color, as a Comm of
 //                                            their own (MPI_Comm_split's meaning)
+//   comm.start(body), comm.progress()        a nonblocking operation, and moving the started
+//                                            ones on (async.hpp)
 //
 // A Comm made by split is a group: rank() and size() are the rank's place in it, peers are
 // group ranks, and every collective in core runs on it unchanged. Its messages match only its
@@ -27,6 +29,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +38,7 @@
 
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
+#include "core/comm/async.hpp"
 #include "core/device/buffer.hpp"
 #include "core/device/device_timing.hpp"
 #include "core/device/memory_ledger.hpp"
@@ -42,6 +46,9 @@
 #include "core/transport/transport.hpp"
 
 namespace distlab {
+
+struct AsyncScheduler;  // async.cpp: a rank's started operations
+struct AsyncPool;       // async.cpp: a Comm's contexts for them
 
 class Comm {
  public:
@@ -130,7 +137,8 @@ class Comm {
   void wait_all(std::vector<Request>& rs) {
     for (auto& r : rs) wait(r);
   }
-  // Every rank of this Comm (a group: its members only) has arrived.
+  // Every rank of this Comm (a group: its members only) has arrived. Finishes the operations
+  // started on this rank first (start).
   void barrier();
   // The most sends this rank had posted and not yet waited for, at once, since the last call
   // (which starts the count again from the sends open now). That is what an algorithm keeps in
@@ -145,10 +153,13 @@ class Comm {
 
   // --- steps and phases -----------------------------------------------------------------
   // Reserves `count` global step ids. Every rank calls the same collectives in the same
-  // order, so every rank gets the same ids without talking.
+  // order, so every rank gets the same ids without talking. A nonblocking operation's Comm
+  // takes them from the block reserved when it started.
   int next_steps(int count) {
-    const int base = rank_->step_counter;
-    rank_->step_counter += count;
+    int& counter = own_steps_ >= 0 ? own_steps_ : rank_->step_counter;
+    const int base = counter;
+    counter += count;
+    if (own_steps_ >= 0) check_own_steps();
     return base;
   }
   void mark_step(int step) { rank_->recorder.step(step); }
@@ -194,6 +205,16 @@ class Comm {
   // Declares a logical buffer whose chunks messages will name (MsgMeta::buffer).
   void declare_buffer(const std::string& name, std::uint64_t length, int chunks);
 
+  // --- nonblocking operations (async.hpp) ------------------------------------------------------
+  // Starts `body` as a nonblocking operation on a Comm of its own over these ranks and returns
+  // when it first waits (or ends). Every rank starts the same operations in the same order.
+  AsyncHandle start(std::function<void(Comm&)> body);
+  // Resumes every started operation of this rank whose awaited message has arrived, until none
+  // can move; returns how many resumptions there were. Cheap when nothing was started.
+  int progress();
+  // Finishes every operation started on this rank; rethrows the first one's error.
+  void finish_started();
+
   // --- verification and output ----------------------------------------------------------
   void check(const std::string& name, bool ok, const std::string& detail = {});
   // True when a test asked (with --inject-fault) that this rank's result be corrupted.
@@ -228,11 +249,18 @@ class Comm {
     int open_sends = 0, most_open_sends = 0;  // sends posted, not yet waited for
     // Messages so far per (world peer, tag, context), which pairs a send with its receive.
     std::map<std::tuple<int, int, std::string>, std::uint64_t> send_seq, recv_seq;
-    std::unique_ptr<GpuTimeline> gpu;  // --device cuda only: no cost on the CPU
+    std::unique_ptr<GpuTimeline> gpu;       // --device cuda only: no cost on the CPU
+    std::shared_ptr<AsyncScheduler> async;  // made by the first start()
   };
   Comm(std::shared_ptr<RankState> rank, World world, Transport& transport, int context,
        std::vector<int> members, std::string group);
   Request post(bool is_send, const MemRef& mem, int peer, int tag, MsgMeta meta);
+  // Before a wait: inside an operation's fiber, yields until `r` completes; on the rank's own
+  // stack with operations started, runs them while it waits (async.cpp).
+  void await(RequestState& r);
+  void check_own_steps() const;  // a nonblocking operation stays inside its block of step ids
+  friend class AsyncHandle;
+  friend struct AsyncScheduler;
   // Sends `out` to every other rank of this Comm and returns all ranks' values (its own in its
   // place): the exchange split and a group's barrier run on, below the trace.
   std::vector<std::int64_t> exchange(std::int64_t out, int tag);
@@ -243,7 +271,9 @@ class Comm {
   int context_ = 0;
   std::vector<int> members_;  // world ranks by rank here; empty: this Comm is the world
   std::string group_;
-  int splits_ = 0;  // splits made of this Comm
+  int splits_ = 0;                           // splits made of this Comm
+  std::shared_ptr<AsyncPool> async_pool_;    // the contexts of its operations (start)
+  int own_steps_ = -1, own_steps_end_ = -1;  // a nonblocking operation's block of step ids
 };
 
 }  // namespace distlab

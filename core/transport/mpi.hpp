@@ -43,9 +43,9 @@ class MpiTransport : public Transport {
   }
   void wait_until(const std::function<bool()>& ready, const std::string& what) override;
 
-  // For the transports layered on this one (transport_nccl, transport_staged):
-  // true once `request` (one of ours) is complete; throws on a failed match, as wait does.
-  bool test(RequestState& request);
+  // True once `request` (one of ours) is complete; throws on a failed match, as wait does. The
+  // transports layered on this one (transport_nccl, transport_staged) call it too.
+  bool test(RequestState& request) override;
   // wait_until, reported as a wait for `waiting` (a message of the layered transport).
   void wait_until(const std::function<bool()>& ready, const RequestState& waiting);
 

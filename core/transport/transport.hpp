@@ -88,6 +88,10 @@ class Transport {
   // Blocks until the request completes; throws Error on a failed match, Aborted when the
   // run is being torn down; reports and ends the run on a deadlock or when nothing progresses.
   virtual void wait(RequestState& request) = 0;
+  // True once the request has completed, without blocking (wait then only finishes it): what a
+  // nonblocking collective's fiber asks before it yields (async.hpp). Where the library moves
+  // data only when entered (MPI), this is such an entry.
+  virtual bool test(RequestState& request) { return request.done.load(std::memory_order_acquire); }
   virtual void barrier() = 0;
   // Called once when the rank's body returns (the deadlock report lists finished ranks).
   virtual void finished() {}

@@ -3,6 +3,8 @@
 // of the wrong size, a rank that throws with receives posted. Each must end every rank with a
 // clear message and a non-zero exit. One scenario is valid and must verify: `slow`, where a
 // rank waits longer than the timeout for a peer that computes while other ranks progress.
+// Two concern nonblocking collectives (core/comm/async.hpp): `async`, valid, many all-reduces in
+// flight at once, moved on while the ranks compute; `async-throw`, rank 1 throws while they are.
 //
 //   failure_probe --scenario wrong-order --deadlock-timeout 1     (threads; or under mpirun -n 2)
 #include <fmt/format.h>
@@ -11,7 +13,9 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
+#include "core/collectives/async.hpp"
 #include "core/runtime/runtime.hpp"
 
 using namespace distlab;
@@ -21,8 +25,9 @@ int main(int argc, char** argv) {
   std::string scenario = "wrong-order";
   lesson.app()
       .add_option("--scenario", scenario,
-                  "wrong-order | throw | throw-posted | size-mismatch | slow")
-      ->check(CLI::IsMember({"wrong-order", "throw", "throw-posted", "size-mismatch", "slow"}))
+                  "wrong-order | throw | throw-posted | size-mismatch | slow | async | async-throw")
+      ->check(CLI::IsMember({"wrong-order", "throw", "throw-posted", "size-mismatch", "slow",
+                             "async", "async-throw"}))
       ->capture_default_str();
   lesson.on_world([&](const World& w) {
     if (w.size < 2) throw UsageError("the probe needs at least 2 ranks");
@@ -54,6 +59,34 @@ int main(int argc, char** argv) {
         }
       }
       comm.check("a slow peer is not a deadlock", true);
+      return;
+    }
+    if (scenario == "async" || scenario == "async-throw") {
+      // 20 all-reduces in flight at once (more than kAsyncSlots: contexts are reused), started
+      // between stretches of "compute" that call progress; waited for newest first. Rank r
+      // contributes (r + 1)(k + 1) to operation k: each sum is exact, (k + 1) N (N + 1) / 2.
+      constexpr int kOps = 20;
+      const int n = comm.size();
+      std::vector<Buffer<float>> data;
+      for (int k = 0; k < kOps; ++k) {
+        data.push_back(comm.alloc_from(
+            std::vector<float>(lesson.options().size, float((me + 1) * (k + 1))), Category::data));
+      }
+      std::vector<AsyncHandle> handles;
+      for (int k = 0; k < kOps; ++k) {
+        handles.push_back(coll::all_reduce_async(comm, data[std::size_t(k)].view(),
+                                                 coll::AllReduceAlgo::ring_chunked));
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        while (std::chrono::steady_clock::now() < until) comm.progress();
+        if (scenario == "async-throw" && me == 1 && k == 5)
+          throw Error("rank 1 threw with nonblocking all-reduces in flight");
+      }
+      for (int k = kOps - 1; k >= 0; --k) handles[std::size_t(k)].wait();
+      bool ok = true;
+      for (int k = 0; k < kOps; ++k)
+        for (float x : to_host(data[std::size_t(k)].view()))
+          ok = ok && x == float((k + 1) * n * (n + 1) / 2);
+      comm.check("every nonblocking all-reduce gives the exact sum", ok);
       return;
     }
     if (peer >= comm.size()) return;
