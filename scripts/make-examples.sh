@@ -40,6 +40,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   # trees, hierarchy, all-to-all: two nodes of four ranks, so the hierarchical all-reduce has both
   # levels; the sweep is not traced
   [[ "$name" == 15_trees_hierarchy_alltoall ]] && args=(--ranks 8 --ranks-per-node 4 --size 1K --reps 1)
+  # overlap: no buckets, buckets of 16K, ZeRO-3 with and without prefetch, one step each
+  [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K)
   example "$name" "$exe" "${args[@]}"
 done
 

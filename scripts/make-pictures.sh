@@ -28,6 +28,7 @@ declare -A step=(
   [13_tensor_parallel_attention]=8.5  # backward: f's reduce-scatter, its last step; Y (g) already whole everywhere
   [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
   [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
+  [16_overlap_bucketing]=30.5         # buckets of 16 KiB: bucket 5's all-gather under the backward
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

@@ -29,6 +29,7 @@ table=(
   "14_capstone_3d_parallel|dp-over-tp||dp 0 pp 0 tp 0: step 1's gradient equals one device's"
   "14_capstone_3d_parallel|stage-skips-sync||dp 0 pp 1 tp 0: step 1's gradient equals one device's"
   "15_trees_hierarchy_alltoall|hierarchical-skip-across|--algo hierarchical --size 1000|hierarchical: I hold the sum over every rank"
+  "16_overlap_bucketing|bucket-misses-a-layer|--no-zero3 --sweep 16K|buckets of 16.0 KiB: my master weights equal no buckets's bit for bit"
   "15_trees_hierarchy_alltoall|bruck-skip-unrotate|--algo tree --size 1000|all_to_all_bruck delivers what the pairwise exchange does"
 )
 fail=0

@@ -44,7 +44,7 @@ foreach(lesson ${DISTLAB_LESSONS})
   set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
   set(small 64)
   set(odd 1000)
-  if(lesson MATCHES "^(05|08|09|10|11)_")
+  if(lesson MATCHES "^(05|08|09|10|11|16)_")
     set(odd 100)  # --size is a hidden layer's width in the training lessons
   endif()
   if(lesson STREQUAL "01_send_recv")
@@ -536,6 +536,19 @@ if(TARGET 15_trees_hierarchy_alltoall)
            "--ranks-per-node 3 does not divide the 8 ranks into whole nodes"
            -- $<TARGET_FILE:15_trees_hierarchy_alltoall> --ranks 8 --ranks-per-node 3 --no-trace)
   set_tests_properties(usage.15.ranks-per-node PROPERTIES LABELS lesson)
+endif()
+
+# Lesson 16: buckets, their overlap and ZeRO-3's prefetch on 2 ranks, on threads and under
+# mpiexec (the issue's runs); every configuration's weights equal bit for bit and the float64
+# reference's.
+if(TARGET 16_overlap_bucketing)
+  distlab_lesson_test(lesson.16_overlap_bucketing.n2 16_overlap_bucketing verified 2 0 --ranks 2)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.16_overlap_bucketing.mpi2 16_overlap_bucketing verified 2 2)
+  endif()
+  add_test(NAME usage.16.sweep COMMAND bash ${expect_failure} 2 10 "--sweep: an empty bucket size"
+           -- $<TARGET_FILE:16_overlap_bucketing> --sweep 0,,4K --no-trace)
+  set_tests_properties(usage.16.sweep PROPERTIES LABELS lesson)
 endif()
 
 # --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh

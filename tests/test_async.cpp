@@ -107,7 +107,7 @@ TEST_CASE(
 TEST_CASE("async: progress alone finishes an operation while the rank computes", "[async][comm]") {
   constexpr std::size_t kLength = 100000;
   std::vector<int> polls(4, 0);
-  std::vector<bool> right(4, false);
+  std::vector<int> right(4, 0);  // not vector<bool>: its bits share words across ranks
   auto run = run_ranks(4, [&](Comm& comm) {
     auto data = comm.alloc<std::int64_t>(kLength, Category::data);
     fill_input(data.view(), kSeed, comm.rank());

@@ -165,6 +165,13 @@ struct AsyncScheduler {
     t.started = true;
   }
 
+  // Whether any started operation can move on now.
+  bool any_ready() const {
+    for (const auto& t : running)
+      if (ready(*t)) return true;
+    return false;
+  }
+
   void forget_finished() {
     std::erase_if(running, [](const auto& t) { return t->finished; });
   }
@@ -280,14 +287,14 @@ void Comm::await(RequestState& r) {
       t->waiting = nullptr;
     }
   }
-  if (s->running.empty()) return;
-  // The rank's own wait: its operations move meanwhile.
-  transport_.wait_until(
-      [&] {
-        progress();
-        return transport_.test(r);
-      },
-      "a message, while nonblocking operations run");
+  // The rank's own wait: its operations move meanwhile. When none can, block (with the
+  // transport's backoff, hang check and abort) until r or one of them can; a fresh wait each
+  // time, so a long run of steps never sleeps the backoff's longest.
+  while (!transport_.test(r)) {
+    if (progress() > 0) continue;
+    transport_.wait_until([&] { return transport_.test(r) || s->any_ready(); },
+                          "a message, while nonblocking operations run");
+  }
 }
 
 void Comm::check_own_steps() const {
@@ -305,12 +312,10 @@ void AsyncHandle::wait() {
   if (!t.finished) {
     AsyncScheduler& s = *comm.rank_->async;
     DL_CHECK(s.current == nullptr, "a nonblocking operation cannot wait for another");
-    comm.transport_.wait_until(
-        [&] {
-          comm.progress();
-          return t.finished;
-        },
-        "a nonblocking operation");
+    while (!t.finished) {  // as Comm::await: move what can move, else block until one can
+      if (comm.progress() > 0) continue;
+      comm.transport_.wait_until([&] { return s.any_ready(); }, "a nonblocking operation");
+    }
   }
   const std::exception_ptr error = t.error;
   task_.reset();

@@ -368,6 +368,30 @@ Buffer<BFloat16> Replica::gather(std::size_t l, const char* pass) {
   return full;
 }
 
+AsyncHandle Replica::all_reduce_async(View<BFloat16> part, const std::string& buffer) {
+  const bool ordered = c_.deterministic;
+  return comm_.start([part, buffer, ordered](Comm& c) {
+    if (ordered) {  // the same sums as the reference's: in rank order
+      coll::reduce_scatter_ordered(c, part, buffer);
+      coll::all_gather_ring(c, part, buffer, /*reduced=*/true);
+    } else {
+      coll::all_reduce_ring_chunked(c, part, buffer);
+    }
+  });
+}
+
+Replica::Fetch Replica::gather_async(std::size_t l) {
+  DL_CHECK(sharded_params(),
+           "zero::Replica::gather_async: only ZeRO-3 holds a shard of the weights");
+  const std::size_t u = unit_of(l);
+  Fetch f{alloc<BFloat16>(units_[u].padded, Category::params), {}};
+  ops::copy(mine(f.layer.view(), u), View<const BFloat16>(params(u)));
+  const View<BFloat16> whole = f.layer.view();
+  const std::string buffer = name("params", u);
+  f.done = comm_.start([whole, buffer](Comm& c) { coll::all_gather_ring(c, whole, buffer); });
+  return f;
+}
+
 void Replica::adam(View<const BFloat16> my_grads) {
   if (adam_steps_++ == 0) {  // step 1's gradient, for the lesson's check
     const std::vector<BFloat16> g = to_host(my_grads);

@@ -162,6 +162,16 @@ class Replica {
   // (forward)" or "(backward)"); freed when the buffer goes.
   Buffer<BFloat16> gather(std::size_t l, const char* pass);
 
+  // The same as nonblocking operations (core/comm/async.hpp), for lesson 16's overlap: a range
+  // of the bf16 gradients all-reduced (in rank order with config.deterministic, as reduce_scatter
+  // then all_gather), and ZeRO-3's gather of layer l started now and waited for before use.
+  AsyncHandle all_reduce_async(View<BFloat16> part, const std::string& buffer);
+  struct Fetch {
+    Buffer<BFloat16> layer;  // declared first: it outlives the handle that writes into it
+    AsyncHandle done;
+  };
+  Fetch gather_async(std::size_t l);
+
   // Adam on my part of the master weights with `my_grads`, the summed gradients in the same
   // layout (phase "Adam"). The first call keeps its gradients for the lessons' check.
   void adam(View<const BFloat16> my_grads);

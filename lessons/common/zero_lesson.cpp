@@ -49,20 +49,18 @@ std::string params_text(double params) {
   return fmt::format("{:.0f}", params);
 }
 
+}  // namespace
+
 // How far my part of the master weights is from a full vector `want`, relative to how far
 // `want` moved from the initial weights: ||mine - want|| / ||want - initial|| over my part
 // (2-norms; padding must be exactly 0). Adam moves every weight by about lr per step whatever its
 // gradient's size, so a gradient element that bf16 rounding flips in sign moves a weight by up to 2
 // lr the other way; a norm over the whole part weighs such elements by their share, a max would
 // not.
-struct Distance {
-  double err2 = 0, moved2 = 0;  // sum of (mine - want)^2 and of (want - initial)^2 over my part
-  double max_abs = 0;           // max |mine - want|, for the record
-  bool padding_zero = true;
-  double relative() const {
-    return std::isnan(err2) ? INFINITY : moved2 > 0 ? std::sqrt(err2 / moved2) : std::sqrt(err2);
-  }
-};
+double Distance::relative() const {
+  return std::isnan(err2) ? INFINITY : moved2 > 0 ? std::sqrt(err2 / moved2) : std::sqrt(err2);
+}
+
 Distance distance(const std::vector<float>& mine, const std::vector<std::int64_t>& positions,
                   const std::vector<double>& want, const std::vector<float>& initial) {
   Distance d;
@@ -80,6 +78,8 @@ Distance distance(const std::vector<float>& mine, const std::vector<std::int64_t
   return d;
 }
 
+namespace {
+
 // The largest |update| of the reference over the whole model.
 double largest_update(const std::vector<double>& after, const std::vector<float>& before) {
   double big = 0;
@@ -87,10 +87,6 @@ double largest_update(const std::vector<double>& after, const std::vector<float>
     big = std::max(big, std::fabs(after[i] - double(before[i])));
   return big;
 }
-
-// Tolerances against the float64 reference, as a fraction of its largest update (see README):
-// the reduction order of the bf16 gradient sums is the reference's with --deterministic.
-constexpr double kTolReference = 0.1, kTolReferenceDeterministic = 2e-3, kTolDp = 0.1;
 
 // The lesson's options beside the common ones, and the training they configure.
 struct Setup {

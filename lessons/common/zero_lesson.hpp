@@ -15,6 +15,7 @@
 // 2 Psi or 3 Psi (counted from the trace, exactly), and the lecture's table at N = 64.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,22 @@ struct LessonText {
   // The stage's --break variants: name, the mistake (core/training/zero.cpp carries them).
   std::vector<std::pair<std::string, std::string>> breaks;
 };
+
+// How far my part of the master weights is from another run's whole flat vector (`want`):
+// element i of `mine` is parameter positions[i] (zero::master_positions; -1: padding).
+struct Distance {
+  double err2 = 0, moved2 = 0;  // sum of (mine - want)^2 and of (want - initial)^2 over my part
+  double max_abs = 0;           // max |mine - want|, for the record
+  bool padding_zero = true;
+  double relative() const;  // sqrt(err2 / moved2): the error over the size of the update
+};
+Distance distance(const std::vector<float>& mine, const std::vector<std::int64_t>& positions,
+                  const std::vector<double>& want, const std::vector<float>& initial);
+
+// Tolerances against the float64 reference, as a fraction of its update (2-norms; the ZeRO
+// lessons' READMEs derive them): the bf16 gradient sums in the reference's order
+// (--deterministic), or in the ring's.
+inline constexpr double kTolReference = 0.1, kTolReferenceDeterministic = 2e-3, kTolDp = 0.1;
 
 // `step` is the stage's step, from the lesson's main.cpp.
 int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
