@@ -64,15 +64,17 @@ std::string unpaired(const test::ThreadRun& run) {
 }  // namespace
 
 TEST_CASE(
-    "async: 20 all-reduces at once (more than the contexts), every algorithm, each the exact sum "
+    "async: 12 all-reduces at once (more than the contexts), three at a time of one algorithm, "
+    "each the exact sum "
     "whatever the order of the waits",
     "[async][comm][collectives]") {
   const auto algos = traced_algos();
-  for (int n : {1, 2, 3, 4, 7})
-    for (std::size_t length :
-         {std::size_t(0), std::size_t(1), std::size_t(37), std::size_t(1000)}) {
+  for (int n : {1, 2, 3, 7})
+    for (std::size_t length : {std::size_t(0), std::size_t(37), std::size_t(1000)}) {
       INFO(n << " ranks, " << length << " elements");
-      constexpr int kOps = 20;
+      // kAsyncSlots + 4: four slots serve a second operation. Three operations in a row run the
+      // same algorithm (the same tags): only their contexts keep their messages apart.
+      constexpr int kOps = 12;
       std::vector<std::string> wrong(static_cast<std::size_t>(n));
       auto run = run_ranks(n, [&](Comm& comm) {
         std::vector<Buffer<std::int64_t>> data;
@@ -83,7 +85,7 @@ TEST_CASE(
         std::vector<AsyncHandle> handles;
         for (int k = 0; k < kOps; ++k) {
           handles.push_back(coll::all_reduce_async(comm, data[std::size_t(k)].view(),
-                                                   algos[std::size_t(k) % algos.size()]));
+                                                   algos[std::size_t(k / 3) % algos.size()]));
           for (int i = 0; i < 3; ++i) comm.progress();  // the rank "computes" between starts
         }
         for (int k = kOps - 1; k >= 0; --k) handles[std::size_t(k)].wait();
@@ -92,7 +94,7 @@ TEST_CASE(
           const auto got = to_host(data[std::size_t(k)].view());
           if (got != want)
             wrong[std::size_t(comm.rank())] = fmt::format(
-                "operation {} ({})", k, coll::to_string(algos[std::size_t(k) % algos.size()]));
+                "operation {} ({})", k, coll::to_string(algos[std::size_t(k / 3) % algos.size()]));
         }
       });
       REQUIRE_FALSE(run.failed);

@@ -228,24 +228,23 @@ struct Overlap {
   double share() const { return comm_us > 0 ? hidden_us / comm_us : 0; }
 };
 
-// On `log`'s rank: each operation in flight from its first message posted to its last one
-// done (the union over `ops`), against the layers' forward and backward phases.
+// On `log`'s rank: the time its operations' messages were in flight (each from posted to done;
+// the union over the messages of `ops`), against the layers' forward and backward phases. An
+// operation that waits for the rank to move it on (progress) has no message in flight
+// meanwhile, so it does not count as hidden: only data on the move does.
 Overlap overlap_of(const RankLog& log, const std::vector<std::pair<int, int>>& ops) {
   Intervals comm, work;
-  std::map<std::size_t, std::pair<double, double>> op_span;  // op index -> first post, last done
   for (const auto& e : log.spans) {
     if (e.kind == SpanEvent::Kind::plain && e.lane == Lane::compute &&
         (e.name.rfind("forward L", 0) == 0 || e.name.rfind("backward L", 0) == 0))
       work.push_back({e.t0, e.t1});
     if (e.kind == SpanEvent::Kind::plain) continue;
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (e.meta.step >= ops[i].first && e.meta.step <= ops[i].second) {
-        auto [it, fresh] = op_span.try_emplace(i, e.t0, e.t1);
-        if (!fresh)
-          it->second = {std::min(it->second.first, e.t0), std::max(it->second.second, e.t1)};
+    for (const auto& [first, last] : ops)
+      if (e.meta.step >= first && e.meta.step <= last) {
+        comm.push_back({e.t0, e.t1});
+        break;
       }
   }
-  for (const auto& [i, span] : op_span) comm.push_back(span);
   const Intervals c = merged(comm), w = merged(work);
   return {length(c), overlap(c, w)};
 }
@@ -371,8 +370,8 @@ int main(int argc, char** argv) {
         s.describe(), n, config.batch, config.steps, format_seconds(work_us * 1e-6),
         format_seconds(2 * work_us * 1e-6));
     fmt::print(
-        "\noverlap, from the trace: communication = each operation from its first message posted\n"
-        "to its last one done; hidden = the part of it under a layer's forward or backward:\n");
+        "\noverlap, from the trace: communication = the operations' messages in flight, each from\n"
+        "posted to done; hidden = the part of it under a layer's forward or backward:\n");
     fmt::print("  {:<22} {:>7}  {:>10}  {:>12}  {:>7}  {:>10}\n", "configuration", "buckets",
                "step time", "comm / rank", "hidden", "exposed");
     std::vector<double> shares(variants.size());
