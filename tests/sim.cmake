@@ -48,7 +48,8 @@ distlab_sim_test(07.cluster-1gbe 0 120 ": verified \\(" "recursive_halving .*  w
 
 # Lesson 15 on two 4-GPU nodes: the platform's grouping gives the hierarchical all-reduce its
 # nodes of 4; the bytes between nodes are checked, and the two-level model printed beside the
-# simulated times.
+# simulated times. ./distlab builds the lesson for smpi on first use, here rather than in the
+# serial sim.build, so that other tests run beside its compile.
 distlab_sim_test(15.dgx-pair 0 180 ": verified \\(" "G = 4 ranks per node \\(the simulated platform's\\)"
                  "the two-level model on dgx-pair" "hierarchical .*2\\(M-1\\) S \\(checked\\)"
                  -- ${front} lesson 15 --sim dgx-pair --ranks 8 --size 256K --reps 2

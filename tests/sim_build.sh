@@ -15,5 +15,4 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 [[ -f build/smpi/CMakeCache.txt ]] || cmake --preset smpi "${generator[@]}" >/dev/null
 cmake --build build/smpi -j "$(nproc)" --target 01_send_recv 05_parameter_server \
   06_allreduce_sequential_ring_parallel 07_recursive_halving 09_zero2 10_zero3_fsdp \
-  15_trees_hierarchy_alltoall \
   all_reduce_probe library_probe failure_probe
