@@ -84,6 +84,7 @@ struct AsyncTask {
 
 // A Comm's contexts for its operations, opened by its first start (a collective call).
 struct AsyncPool {
+  std::vector<int> members;  // the Comm's world ranks, in its order: every context's
   std::vector<int> contexts;
   std::vector<std::weak_ptr<AsyncTask>> in_slot;  // the operation each context serves now
   std::uint64_t started = 0;
@@ -204,10 +205,9 @@ AsyncHandle Comm::start(std::function<void(Comm&)> body) {
   if (!async_pool_) {  // the contexts, once per Comm: every rank of it gets here together
     finish_started();
     async_pool_ = std::make_shared<AsyncPool>();
-    std::vector<int> members(static_cast<std::size_t>(size()));
-    for (int r = 0; r < size(); ++r) members[static_cast<std::size_t>(r)] = world_rank(r);
+    for (int r = 0; r < size(); ++r) async_pool_->members.push_back(world_rank(r));
     for (int k = 0; k < kAsyncSlots; ++k)
-      async_pool_->contexts.push_back(transport_.split(context_, 0, rank(), members));
+      async_pool_->contexts.push_back(transport_.split(context_, 0, rank(), async_pool_->members));
     async_pool_->in_slot.resize(kAsyncSlots);
   }
   AsyncPool& pool = *async_pool_;
@@ -217,14 +217,12 @@ AsyncHandle Comm::start(std::function<void(Comm&)> body) {
     AsyncHandle(*this, last).wait();
 
   auto task = std::make_shared<AsyncTask>();
-  std::vector<int> members(static_cast<std::size_t>(size()));
-  for (int r = 0; r < size(); ++r) members[static_cast<std::size_t>(r)] = world_rank(r);
   World w = world_;
   w.ranks_per_node = members_.empty() ? world_.ranks_per_node : 0;
   const std::string name = fmt::format("{}async {}", group_.empty() ? "" : group_ + " ", slot);
   task->comm.reset(new Comm(rank_, w, transport_,
-                            async_pool_->contexts[static_cast<std::size_t>(slot)],
-                            std::move(members), name));
+                            async_pool_->contexts[static_cast<std::size_t>(slot)], pool.members,
+                            name));
   const int block = step_block(size());
   task->comm->own_steps_ = next_steps(block);
   task->comm->own_steps_end_ = task->comm->own_steps_ + block;

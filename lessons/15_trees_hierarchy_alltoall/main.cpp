@@ -75,10 +75,8 @@ const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::tree, AllReduceAlgo::d
 const std::vector<AllReduceAlgo> kSweep = {AllReduceAlgo::tree, AllReduceAlgo::double_binary_tree,
                                            AllReduceAlgo::ring_chunked};
 
-int ceil_lg(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
+int ceil_lg(int n) {  // ceil(log2 n), 0 for n <= 1: a binomial tree's rounds
+  return coll::binomial_rounds(n);
 }
 int floor_lg(int n) {
   return n < 1 ? 0 : std::bit_width(unsigned(n)) - 1;
@@ -324,7 +322,9 @@ void experts(Comm& comm, const MoeOptions& o, std::uint64_t seed, MoeStudy& stud
   const auto at = [&](int j, int slot, int d) {  // block j, slot, feature d
     return std::size_t(j) * block + std::size_t(slot) * std::size_t(D) + std::size_t(d);
   };
-  const Routing mine = route(seed, me, n, o);
+  std::vector<Routing> routing;  // every rank can route any rank's tokens, from the seed
+  for (int r = 0; r < n; ++r) routing.push_back(route(seed, r, n, o));
+  const Routing& mine = routing[std::size_t(me)];
   const bool library = baseline::available(comm);
 
   // STEP 4a: the load: each rank's count of tokens per expert, gathered by Bruck's all-gather
@@ -335,7 +335,7 @@ void experts(Comm& comm, const MoeOptions& o, std::uint64_t seed, MoeStudy& stud
   const std::vector<std::int64_t> gathered = to_host(load.view());
   std::string wrong;
   for (int r = 0; r < n && wrong.empty(); ++r) {
-    const Routing theirs = route(seed, r, n, o);  // every rank can route any rank's tokens
+    const Routing& theirs = routing[std::size_t(r)];
     for (int e = 0; e < n; ++e)
       if (gathered[std::size_t(r * n + e)] != theirs.wanted[std::size_t(e)])
         wrong = fmt::format("row r{}, expert {}: {} (r{} routed {})", r, e,
@@ -379,7 +379,7 @@ void experts(Comm& comm, const MoeOptions& o, std::uint64_t seed, MoeStudy& stud
   // What I must have received: every rank's tokens routed to me, in their slots.
   std::vector<float> want_tokens(whole, 0.0f);
   for (int r = 0; r < n; ++r) {
-    const Routing theirs = route(seed, r, n, o);
+    const Routing& theirs = routing[std::size_t(r)];
     for (int t = 0; t < o.tokens; ++t)
       if (theirs.expert[std::size_t(t)] == me && theirs.slot[std::size_t(t)] >= 0)
         for (int d = 0; d < D; ++d)
