@@ -60,7 +60,9 @@ namespace {
 
 constexpr int kTagResults = 9000;         // timings to rank 0; no collective uses it
 constexpr int kRoot = 0;                  // root of broadcast and reduce
+constexpr int kTagAddresses = 9001;       // buffer addresses between in-process ranks
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
+constexpr const char* kLimitName = "memory_limit";
 
 // --- what can be measured --------------------------------------------------------------------
 
@@ -75,6 +77,7 @@ struct Candidate {
   coll::AllReduceAlgo algo = coll::AllReduceAlgo::ring_chunked;  // all-reduce only
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
+  bool limit = false;  // the machine's limit: in-process ranks read each other's memory
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
   bool in_place() const { return ring && !library; }
 };
@@ -85,6 +88,7 @@ std::vector<Candidate> candidates_of(Collective c) {
       std::vector<Candidate> out;
       for (auto a : coll::all_reduce_algos())
         out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
+      out.push_back({c, kLimitName, {}, false, false, true});
       return out;
     }
     case Collective::all_gather:
@@ -104,6 +108,7 @@ std::vector<Candidate> candidates_of(Collective c) {
 }
 
 Cost predict(const Candidate& k, int p, double bytes, int ranks_per_node) {
+  if (k.limit) return {};  // a measurement of the machine, not an algorithm the model knows
   if (k.collective == Collective::all_reduce)
     return predict_all_reduce(k.algo, p, bytes, ranks_per_node);
   if (k.library) return predict_collective(k.collective, k.ring, p, bytes);
@@ -151,9 +156,13 @@ struct Case {
   Buffer<float> out;        // reduce-scatter by reduce + scatter / library: my chunk of the sum
   std::vector<float> want;  // the reference for what I must hold afterwards (float64 sums, rounded)
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
+  std::vector<const float*> peers;  // every rank's `work`, for memory_limit (in-process ranks)
 };
 
-Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) {
+std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work);
+
+// share: the memory_limit row runs at this size, so every rank learns the others' buffers.
+Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed, bool share) {
   const int p = comm.size(), me = comm.rank();
   Case k{c,
          count,
@@ -162,13 +171,15 @@ Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed) 
          comm.alloc<float>(count, Category::data),
          Buffer<float>(),
          {},
-         0};
+         0,
+         {}};
   const std::size_t b = k.part.begin(me), m = k.part.size(me);
   if (c == Collective::all_gather)
     fill_input(k.input.sub(b, m), seed, me, b);
   else
     fill_input(k.input.view(), seed, me);
   if (c == Collective::reduce_scatter) k.out = comm.alloc<float>(m, Category::data);
+  if (share) k.peers = share_addresses(comm, k.work);
 
   // The reference, from the inputs only: value(seed, rank, i) for any rank (data.hpp).
   auto sum_of = [&](std::size_t i) {
@@ -239,6 +250,60 @@ void reset(Case& k, const Candidate& cand) {
   }
 }
 
+// --- the machine's limit, for in-process ranks ------------------------------------------------
+//
+// Ranks in one process can read each other's memory, so the least an all-reduce needs here is
+//   1. each rank sums its chunk straight out of every rank's buffer (N reads, 1 write of S/N),
+//   2. barrier, then each rank copies the other N-1 finished chunks from their owners,
+//   3. barrier (no rank may reuse its buffer while a peer still copies from it).
+// No messages and no waits but the two barriers: (3N-1)/N S of memory traffic per rank, against
+// 5(N-1)/N S for a ring that reduces as it receives. The row marks what this machine allows;
+// docs/performance.md compares the ring with it.
+
+bool limit_runs_here(const Comm& comm) {
+  return comm.world().mode == Mode::threads && comm.device() == Device::cpu;
+}
+
+// Every in-process rank learns where every other rank's `work` lives (outside the timing).
+std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work) {
+  const int p = comm.size(), me = comm.rank();
+  std::vector<const float*> peers(std::size_t(p), nullptr);
+  peers[std::size_t(me)] = work.data();
+  for (int s = 1; s < p; ++s) {
+    std::int64_t mine = std::int64_t(reinterpret_cast<std::intptr_t>(work.data())), theirs = 0;
+    comm.sendrecv(View<const std::int64_t>{&mine, 1, Device::cpu}, (me + s) % p,
+                  View<std::int64_t>{&theirs, 1, Device::cpu}, (me - s + p) % p, kTagAddresses);
+    peers[std::size_t((me - s + p) % p)] = reinterpret_cast<const float*>(std::intptr_t(theirs));
+  }
+  return peers;
+}
+
+void all_reduce_memory_limit(Comm& comm, Case& k) {
+  const int p = comm.size(), me = comm.rank();
+  const std::size_t begin = k.part.begin(me), end = k.part.end(me);
+  // 1. my chunk, summed block by block in rank order; a block fits in L1, so each input is read
+  //    once from memory and the sum written once (the output is my own input: hence the block)
+  constexpr std::size_t kBlock = 2048;
+  float acc[kBlock];
+  for (std::size_t b = begin; b < end; b += kBlock) {
+    const std::size_t m = std::min(kBlock, end - b);
+    const float* first = k.peers[0] + b;
+    for (std::size_t i = 0; i < m; ++i) acc[i] = first[i];
+    for (int r = 1; r < p; ++r) {
+      const float* src = k.peers[std::size_t(r)] + b;
+      for (std::size_t i = 0; i < m; ++i) acc[i] += src[i];
+    }
+    std::copy(acc, acc + m, k.work.data() + b);
+  }
+  comm.barrier();
+  // 2. the others' finished chunks, from their owners
+  for (int r = 0; r < p; ++r)
+    if (r != me)
+      std::copy(k.peers[std::size_t(r)] + k.part.begin(r), k.peers[std::size_t(r)] + k.part.end(r),
+                k.work.data() + k.part.begin(r));
+  comm.barrier();
+}
+
 void run_once(Comm& comm, Case& k, const Candidate& cand) {
   const int me = comm.rank();
   const View<const float> input(k.input.view());
@@ -248,7 +313,9 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
   switch (k.collective) {
     case Collective::all_reduce:
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
-      if (cand.library)
+      if (cand.limit)
+        all_reduce_memory_limit(comm, k);
+      else if (cand.library)
         baseline::all_reduce(comm, in, k.work.data(), k.count, f32);
       else
         coll::all_reduce(comm, k.work.view(), cand.algo);
@@ -364,20 +431,43 @@ void print_header() {
 }
 
 void print_row(const Row& r) {
-  fmt::print(" {:>11} {:>11} {:>6} {:>14} {:>19} {:>11.1f} {:>8.2f} {:>8.2f} {:>11.1f} {:>7}\n",
+  const std::string predicted =
+      std::isfinite(r.predicted_s) ? fmt::format("{:.1f}", r.predicted_s * 1e6) : "-";
+  fmt::print(" {:>11} {:>11} {:>6} {:>14} {:>19} {:>11.1f} {:>8.2f} {:>8.2f} {:>11} {:>7}\n",
              r.bytes, r.count, "float", r.collective, r.algorithm, r.time_s * 1e6, r.algbw, r.busbw,
-             r.predicted_s * 1e6, r.wrong);
+             predicted, r.wrong);
   std::fflush(stdout);
 }
 
 std::string csv_line(const Row& r) {
-  return fmt::format("{},{},float,{},{},{},{},{:.3f},{:.4f},{:.4f},{:.3f},{}\n", r.bytes, r.count,
+  const std::string predicted =
+      std::isfinite(r.predicted_s) ? fmt::format("{:.3f}", r.predicted_s * 1e6) : "";
+  return fmt::format("{},{},float,{},{},{},{},{:.3f},{:.4f},{:.4f},{},{}\n", r.bytes, r.count,
                      r.collective, r.algorithm, r.ranks, r.mode, r.time_s * 1e6, r.algbw, r.busbw,
-                     r.predicted_s * 1e6, r.wrong);
+                     predicted, r.wrong);
 }
 constexpr const char* kCsvHeader =
     "size_bytes,count,type,collective,algorithm,ranks,mode,time_us,algbw_GBps,busbw_GBps,predicted_"
     "us,wrong\n";
+
+// One line per size: every all-reduce's busbw over the reference row's (1.00x = as fast).
+void print_relative(const std::vector<Row>& rows, const std::string& reference,
+                    const std::string& what) {
+  std::map<std::size_t, std::map<std::string, double>> busbw;
+  for (const auto& row : rows)
+    if (row.collective == "allreduce") busbw[row.bytes][row.algorithm] = row.busbw;
+  bool header = false;
+  for (const auto& [bytes, by_algo] : busbw) {
+    auto ref = by_algo.find(reference);
+    if (ref == by_algo.end() || ref->second <= 0) continue;
+    if (!header) fmt::print("\nall-reduce busbw relative to {} ({}):\n", reference, what);
+    header = true;
+    std::string line = fmt::format("  {:>10}", format_bytes(double(bytes)));
+    for (const auto& [algo, bw] : by_algo)
+      if (algo != reference) line += fmt::format("  {} {:.2f}x", algo, bw / ref->second);
+    fmt::print("{}\n", line);
+  }
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -425,7 +515,8 @@ int main(int argc, char** argv) {
          "--algos", algos_text,
          "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
          "ring, ring_chunked, "
-         "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical; "
+         "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical, "
+         "memory_limit (in-process ranks reading each other's memory: the machine's limit); "
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
          "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
@@ -481,7 +572,8 @@ int main(int argc, char** argv) {
     // Model against measurement at >= 1 MiB (the factor-of-2 target), per algorithm.
     std::map<std::string, std::pair<double, double>> ratio;  // predicted / measured: min, max
     for (const auto& row : rows) {
-      if (row.bytes < (1u << 20) || row.time_s <= 0 || p == 1) continue;
+      if (row.bytes < (1u << 20) || row.time_s <= 0 || p == 1 || !std::isfinite(row.predicted_s))
+        continue;
       const std::string key = row.collective + " " + row.algorithm;
       const double x = row.predicted_s / row.time_s;
       auto [it, fresh] = ratio.try_emplace(key, x, x);
@@ -492,23 +584,10 @@ int main(int argc, char** argv) {
       for (const auto& [key, mm] : ratio)
         fmt::print("  {:<34} {:>6.2f} .. {:.2f}\n", key, mm.first, mm.second);
     }
-    // The library's all-reduce against ours, size by size.
-    std::map<std::size_t, std::map<std::string, double>> busbw;
-    for (const auto& row : rows)
-      if (row.collective == "allreduce") busbw[row.bytes][row.algorithm] = row.busbw;
-    bool header = false;
-    for (const auto& [bytes, by_algo] : busbw) {
-      auto lib = by_algo.find("library");
-      if (lib == by_algo.end() || lib->second <= 0) continue;
-      if (!header)
-        fmt::print("\nall-reduce busbw relative to the library ({}):\n",
+    // Every all-reduce against the library's and against the machine's limit, size by size.
+    print_relative(rows, "library",
                    r.world.device == Device::cuda ? "ncclAllReduce" : "MPI_Allreduce");
-      header = true;
-      std::string line = fmt::format("  {:>10}", format_bytes(double(bytes)));
-      for (const auto& [algo, bw] : by_algo)
-        if (algo != "library") line += fmt::format("  {} {:.2f}x", algo, bw / lib->second);
-      fmt::print("{}\n", line);
-    }
+    print_relative(rows, kLimitName, "the machine's limit: ranks reading each other's memory");
     r.check("the bench timed at least one candidate", !rows.empty());
   });
 
@@ -584,12 +663,19 @@ int main(int argc, char** argv) {
     const bool library_here = baseline::available(comm);
     if (!library_here && listed(algos, "library"))
       comm.say("  (library left out: {})\n", baseline::unavailable_reason(comm));
+    const bool limit_here = limit_runs_here(comm);
+    if (!limit_here && !algos.empty() && listed(algos, kLimitName) &&
+        std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
+            collectives.end())
+      comm.say("  ({} left out: it reads other ranks' memory, so it needs in-process CPU ranks)\n",
+               kLimitName);
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
     for (Collective c : collectives) {
       std::vector<Candidate> cands;
       for (auto& k : candidates_of(c))
-        if (listed(algos, k.name) && (!k.library || library_here)) cands.push_back(k);
+        if (listed(algos, k.name) && (!k.library || library_here) && (!k.limit || limit_here))
+          cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();
       const int ncand = int(cands.size());
@@ -607,7 +693,10 @@ int main(int argc, char** argv) {
                      cands[a].name, format_bytes(double(bytes)),
                      format_bytes(memory_needed(cands[a], p, ranks_here, double(bytes))));
           }
-        Case k = make_case(comm, c, count, bench.options().seed);
+        bool share = false;
+        for (int a = 0; a < ncand; ++a)
+          share = share || (cands[std::size_t(a)].limit && runs[std::size_t(a)]);
+        Case k = make_case(comm, c, count, bench.options().seed, share);
 
         // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per
         // candidate.
@@ -654,8 +743,10 @@ int main(int argc, char** argv) {
             row.time_s = median(t);
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
-            row.predicted_s = predict(cands[a], p, double(bytes), comm.world().ranks_per_node)
-                                  .seconds(bytes >= kStreamBytes ? large : small);
+            row.predicted_s = cands[a].limit
+                                  ? std::nan("")
+                                  : predict(cands[a], p, double(bytes), comm.world().ranks_per_node)
+                                        .seconds(bytes >= kStreamBytes ? large : small);
             row.wrong = std::uint64_t(slowest[std::size_t(iters * ncand + a)]);
             wrong_total[row.collective + " " + row.algorithm] += row.wrong;
             print_row(row);

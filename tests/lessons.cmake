@@ -363,10 +363,23 @@ set(bench_cmd $<TARGET_FILE:distlab-bench> --min-bytes 4K --max-bytes 64K --iter
 add_test(NAME bench.threads COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
          ${bench_cmd} --ranks 3)
 set_tests_properties(bench.threads PROPERTIES TIMEOUT 300 LABELS bench)
+# The machine's limit: ranks reading each other's memory, right (#wrong 0) and compared with.
+add_test(NAME bench.threads.memory-limit COMMAND bash ${expect_failure} 0 120
+         "allreduce +memory_limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "busbw relative to memory_limit" "64.0 KiB +ring_chunked [0-9.]+x" ": verified \\("
+         -- $<TARGET_FILE:distlab-bench> --ranks 3 --collectives allreduce --algos ring_chunked,memory_limit
+         --min-bytes 64K --max-bytes 64K --iters 2 --warmup 1)
+set_tests_properties(bench.threads.memory-limit PROPERTIES LABELS bench)
 if(DISTLAB_HAVE_MPI)
   add_test(NAME bench.mpi2 COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${bench_cmd})
   set_tests_properties(bench.mpi2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+  # Processes cannot read each other's memory: the row is left out, with the reason.
+  add_test(NAME bench.mpi2.memory-limit COMMAND bash ${expect_failure} 0 120
+           "memory_limit left out: it reads other ranks' memory" ": verified \\("
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:distlab-bench> --collectives allreduce
+           --algos ring_chunked,memory_limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
+  set_tests_properties(bench.mpi2.memory-limit PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
 endif()
 if(TARGET distlab_gpu_tests)
   # GPU buffers: every algorithm, and the library (ncclAllReduce ...) where each rank has a GPU.

@@ -629,3 +629,123 @@ TEST_CASE("threads: the hang check tells a thread that waits for a core from one
   spin.join();
   sleep.join();
 }
+
+// --- reduce on receipt, and large messages moved by their receiver ------------------------------
+
+TEST_CASE("threads: a receive posted to reduce adds the message in, as a copy and an add would",
+          "[transport][reduce-on-receive]") {
+  // 1000 elements are copied by whichever side matches second; 2^17 by the waiting receiver.
+  for (std::size_t n : {std::size_t{1000}, std::size_t{1} << 17}) {
+    INFO("length " << n);
+    bool same_f32 = false, same_f64 = false, refuses_ints = false;
+    auto run = run_ranks(2, [&](Comm& comm) {
+      auto f = comm.alloc<float>(n, Category::data);
+      auto d = comm.alloc<double>(n, Category::data);
+      for (std::size_t i = 0; i < n; ++i) {
+        f[i] = 0.1f * float(i % 97) + float(comm.rank());  // sums that round
+        d[i] = 0.3 * double(i % 89) - double(comm.rank());
+      }
+      if (comm.rank() == 0) {
+        comm.send(cview(f), 1, 3);
+        comm.send(cview(d), 1, 4);
+        return;
+      }
+      auto ints = comm.alloc<std::int64_t>(1, Category::data);
+      refuses_ints = !comm.reduces_on_receive(ints.view());
+      sleep_ms(20);  // the sender comes first: the second to match adds
+      auto rf = comm.irecv_reduce(f.view(), 0, 3);
+      comm.wait(rf);
+      auto rd = comm.irecv_reduce(d.view(), 0, 4);
+      comm.wait(rd);
+      same_f32 = same_f64 = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want_f = (0.1f * float(i % 97) + 1.0f) + (0.1f * float(i % 97));
+        const double want_d = (0.3 * double(i % 89) - 1.0) + 0.3 * double(i % 89);
+        same_f32 = same_f32 && f[i] == want_f;
+        same_f64 = same_f64 && d[i] == want_d;
+      }
+    });
+    REQUIRE_FALSE(run.failed);
+    CHECK(refuses_ints);
+    CHECK(same_f32);
+    CHECK(same_f64);
+  }
+}
+
+TEST_CASE("threads: a large message whose receiver already waits is moved by the receiver",
+          "[transport][hand-over]") {
+  for (std::size_t bytes : {std::size_t{1} << 10, std::size_t{1} << 20}) {
+    INFO(bytes << " B");
+    bool whole = false;
+    std::uint64_t handed = 0;
+    auto run = run_ranks(2, [&](Comm& comm) {
+      auto buf = comm.alloc<std::uint8_t>(bytes, Category::data);
+      if (comm.rank() == 0) {
+        for (std::size_t i = 0; i < bytes; ++i) buf[i] = std::uint8_t(i * 13 + 5);
+        sleep_ms(30);  // rank 1 waits by now
+        comm.send(cview(buf), 1, 0);
+      } else {
+        comm.recv(buf.view(), 0, 0);
+        whole = true;
+        for (std::size_t i = 0; i < bytes; ++i) whole = whole && buf[i] == std::uint8_t(i * 13 + 5);
+        handed = static_cast<ThreadTransport&>(comm.transport()).hub().handed_over();
+      }
+    });
+    REQUIRE_FALSE(run.failed);
+    CHECK(whole);
+    CHECK(handed == (bytes >= (std::size_t{64} << 10) ? 1u : 0u));  // small ones: the sender copies
+  }
+}
+
+TEST_CASE("threads: exchanges of large messages, moved by their receivers, are never a deadlock",
+          "[transport][hand-over]") {
+  for (int n : {2, 3}) {
+    INFO("ranks " << n);
+    std::vector<int> right_data(static_cast<std::size_t>(n), 0);
+    auto run = run_ranks(
+        n,
+        [&](Comm& comm) {
+          const int me = comm.rank(), right = (me + 1) % n, left = (me - 1 + n) % n;
+          constexpr std::size_t kLen = std::size_t{1} << 16;  // 256 KiB of float
+          auto out = comm.alloc<float>(kLen, Category::comm);
+          auto in = comm.alloc<float>(kLen, Category::comm);
+          for (int round = 0; round < 200; ++round) {
+            for (std::size_t i = 0; i < kLen; i += 4096) out[i] = float(me * 1000 + round);
+            if (round % 2 == 0) {
+              comm.sendrecv(cview(out), right, in.view(), left, 21);
+            } else {  // the send waited for first
+              Request r[2] = {comm.isend(cview(out), right, 21), comm.irecv(in.view(), left, 21)};
+              comm.wait_all(r);
+            }
+            bool ok = true;
+            for (std::size_t i = 0; i < kLen; i += 4096)
+              ok = ok && in[i] == float(left * 1000 + round);
+            if (!ok) return;
+          }
+          right_data[static_cast<std::size_t>(me)] = 1;
+        },
+        5.0);
+    REQUIRE_FALSE(run.failed);
+    for (int r = 0; r < n; ++r) CHECK(right_data[static_cast<std::size_t>(r)] == 1);
+  }
+}
+
+TEST_CASE("threads: a sender that fails after handing a message over ends the run cleanly",
+          "[transport][hand-over]") {
+  auto run = run_ranks(
+      2,
+      [](Comm& comm) {
+        auto buf = comm.alloc<float>(std::size_t{1} << 18, Category::data);
+        if (comm.rank() == 1) {
+          sleep_ms(30);  // rank 0 waits by now: the message is handed to it
+          auto r = comm.isend(cview(buf), 0, 0);
+          throw std::runtime_error("sender fails on purpose");  // unwinds with the send open
+        }
+        comm.recv(buf.view(), 1, 0);
+        comm.barrier();  // rank 1 never comes: aborted
+      },
+      30.0);
+  CHECK(run.seconds < 10.0);
+  CHECK(run.failed);
+  CHECK_THAT(run.failure, Contains("rank 1 failed: sender fails on purpose"));
+}

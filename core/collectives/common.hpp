@@ -66,4 +66,23 @@ inline MsgMeta meta(int step, const std::string& buffer, int chunk_begin, int ch
   return m;
 }
 
+// Sends `out` to dst while receiving from src and adding the message into `acc`. In-process CPU
+// ranks add as they copy (Transport::reduces_on_receive): one pass over memory, where landing
+// the message in `scratch` and adding it after, in an "add" phase, takes two. The sum has the
+// same bits either way. `scratch` holds at least acc.size() elements.
+template <class T>
+void sendrecv_reduce(Comm& comm, View<const T> out, int dst, View<T> acc, View<T> scratch, int src,
+                     int tag, MsgMeta send_meta, MsgMeta recv_meta) {
+  if (comm.reduces_on_receive(acc)) {
+    Request r[2] = {comm.irecv_reduce(acc, src, tag, std::move(recv_meta)),
+                    comm.isend(out, dst, tag, std::move(send_meta))};
+    comm.wait_all(r);
+    return;
+  }
+  View<T> got = scratch.sub(0, acc.size());
+  comm.sendrecv(out, dst, got, src, tag, std::move(send_meta), std::move(recv_meta));
+  auto add = comm.phase("add");
+  ops::add(acc, cview(got));
+}
+
 }  // namespace distlab::coll

@@ -111,6 +111,19 @@ class Comm {
     return post(false, {data.ptr, data.bytes(), dtype_of<T>(), data.device}, src, tag,
                 std::move(meta));
   }
+  // A receive that adds the message into `data` as it arrives, in one pass over memory; only
+  // where reduces_on_receive(data) says the transport can (coll::sendrecv_reduce asks).
+  template <class T>
+  bool reduces_on_receive(View<T> data) {
+    return transport_.reduces_on_receive({data.ptr, data.bytes(), dtype_of<T>(), data.device});
+  }
+  template <class T>
+  Request irecv_reduce(View<T> data, int src, int tag, MsgMeta meta = {}) {
+    DL_CHECK(reduces_on_receive(data), "r{}: the {} transport cannot add a message on receipt",
+             world_.rank, transport_.name());
+    return post(false, {data.ptr, data.bytes(), dtype_of<T>(), data.device, true}, src, tag,
+                std::move(meta));
+  }
   template <class T>
   void send(View<const T> data, int dst, int tag, MsgMeta meta = {}) {
     auto r = isend(data, dst, tag, std::move(meta));

@@ -24,19 +24,38 @@ namespace {
 constexpr int kAskTag = 1;             // on the control communicator: "are you progressing?"
 constexpr int kAnswerTag = 5;          // ... and the answer (tags 2-4 carry clocks and logs)
 constexpr double kAnswerWaitUs = 1e6;  // a rank that does not answer within this is computing
+constexpr double kQuickWaitUs = 10;    // poll spins on MPI alone this long first
 constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are int: send >1 GiB in pieces
 
+// A message's MPI requests and statuses, one per piece. Every message under 1 GiB is one piece,
+// kept in place: posting and testing it allocates nothing more (small messages feel each malloc).
 struct MpiReq : RequestState {
-  std::vector<MPI_Request> reqs;
-  std::vector<MPI_Status> statuses;
+  int pieces = 0;
+  MPI_Request first = MPI_REQUEST_NULL;
+  MPI_Status first_status{};
+  std::vector<MPI_Request> more;  // all the pieces' requests, when there are several
+  std::vector<MPI_Status> more_statuses;
+
+  MPI_Request& add_piece() {
+    if (pieces++ == 0) return first;
+    if (more.empty()) more.push_back(first);
+    return more.emplace_back();
+  }
+  MPI_Request* reqs() { return pieces <= 1 ? &first : more.data(); }
+  MPI_Status* statuses() {
+    if (pieces <= 1) return &first_status;
+    more_statuses.resize(std::size_t(pieces));
+    return more_statuses.data();
+  }
 };
 
 // After MPI_Testall or MPI_Waitall: a failed piece is an error in words; a finished receive must
 // have brought the bytes it expected.
 bool complete(MpiReq& r, int rank, int rc, bool finished) {
   if (rc == MPI_ERR_IN_STATUS) {
-    for (auto& st : r.statuses)
-      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
+    for (int i = 0; i < r.pieces; ++i)
+      if (const MPI_Status& st = r.statuses()[i];
+          st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
         if (st.MPI_ERROR == MPI_ERR_TRUNCATE)
           throw Error(
               fmt::format("message r{} -> r{} (tag {}) is larger than the {} B the receive expects",
@@ -50,9 +69,9 @@ bool complete(MpiReq& r, int rank, int rc, bool finished) {
   r.t_done = now_us();
   if (!r.is_send) {
     std::size_t got = 0;
-    for (auto& st : r.statuses) {
+    for (int i = 0; i < r.pieces; ++i) {
       int count = 0;
-      MPI_Get_count(&st, MPI_BYTE, &count);
+      MPI_Get_count(&r.statuses()[i], MPI_BYTE, &count);
       got += static_cast<std::size_t>(count);
     }
     if (got != r.mem.bytes)
@@ -230,7 +249,7 @@ Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag, i
   std::size_t off = 0;
   do {
     const int n = static_cast<int>(std::min(kPiece, mem.bytes - off));
-    MPI_Request& r = req->reqs.emplace_back();
+    MPI_Request& r = req->add_piece();
     if (is_send)
       DL_MPI_CHECK(MPI_Isend(p + off, n, MPI_BYTE, to, tag, on, &r));
     else
@@ -395,6 +414,16 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
 
 void MpiTransport::poll(const std::function<bool()>& ready, const Waiting& waiting) {
   double since = now_us();
+  // A message about to complete costs a few microseconds: for that long ask MPI alone, without
+  // the control channel, the timeout's clock or giving up the core. Those are for waits that
+  // last, and cost a small message more than its data does.
+  for (int spin = 1;; ++spin) {
+    if (ready()) {
+      progressed();
+      return;
+    }
+    if (spin % 8 == 0 && now_us() - since >= kQuickWaitUs) break;  // the clock costs a test
+  }
   long spins = 0;
   while (!ready()) {
     poll_control(waiting, since);
@@ -416,10 +445,8 @@ void MpiTransport::wait_until(const std::function<bool()>& ready, const RequestS
 bool MpiTransport::test(RequestState& request) {
   if (request.done.load(std::memory_order_acquire)) return true;
   auto& r = static_cast<MpiReq&>(request);
-  r.statuses.resize(r.reqs.size());
   int flag = 0;
-  const int rc =
-      MPI_Testall(static_cast<int>(r.reqs.size()), r.reqs.data(), &flag, r.statuses.data());
+  const int rc = MPI_Testall(r.pieces, r.reqs(), &flag, r.statuses());
   return complete(r, rank_, rc, flag != 0);
 }
 
@@ -429,10 +456,9 @@ void MpiTransport::wait(RequestState& request) {
     // Simulated (SMPI): block in MPI_Waitall. A polling loop would hold this rank at one
     // instant of simulated time; SimGrid itself reports ranks that wait for each other forever.
     auto& r = static_cast<MpiReq&>(request);
-    r.statuses.resize(r.reqs.size());
     blocked_in_ = &request;
     blocked_since_ = now_us();
-    const int rc = MPI_Waitall(static_cast<int>(r.reqs.size()), r.reqs.data(), r.statuses.data());
+    const int rc = MPI_Waitall(r.pieces, r.reqs(), r.statuses());
     blocked_in_ = nullptr;
     complete(r, rank_, rc, true);
     progressed();

@@ -34,6 +34,9 @@ constexpr double kScanEveryUs = 50e3;   // how often some waiter looks at the wh
 constexpr double kCpuLookUs = 20e3;     // how often the hang check reads the ranks' CPU clocks
 constexpr double kCpuProgressUs = 1e3;  // CPU time a running rank must gain to count as computing
 constexpr double kSettleUs = 2e6;  // how long a deadlock report waits for running ranks to block
+// Messages from this size on are moved by their receiver when it waits already: a copy this long
+// is worth the receiver's wake-up, and the two sides of an exchange then copy at once.
+constexpr std::size_t kHandOverBytes = std::size_t{64} << 10;
 }  // namespace
 
 ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
@@ -175,8 +178,8 @@ std::optional<ThreadHub::Deadlock> ThreadHub::deadlock() const {
     n.line = wait_line(r, s, now);
     if (s.finished) {
       n.kind = Kind::finished;
-    } else if (!s.blocked_what.empty()) {
-      anyone_running = true;
+    } else if (!s.blocked_what.empty() || s.handed_count.load(std::memory_order_acquire) > 0) {
+      anyone_running = true;  // waits on something not a message, or moves a handed one
     } else if (s.in_barrier && s.barrier_generation == generation) {
       n.kind = Kind::barrier;
     } else if (s.blocked && !s.blocked->done.load(std::memory_order_acquire)) {
@@ -439,7 +442,7 @@ Request ThreadTransport::isend(const MemRef& mem, int dst, int tag, int context)
     });
     if (!match) box.sends.push_back(req);
   }
-  if (match) transfer(*req, *match);
+  if (match && !hand_over(req, match)) transfer(*req, *match);
   return req;
 }
 
@@ -455,7 +458,7 @@ Request ThreadTransport::irecv(const MemRef& mem, int src, int tag, int context)
     });
     if (!match) box.recvs.push_back(req);
   }
-  if (match) transfer(*match, *req);
+  if (match && !keep_for_later(match, req)) transfer(*match, *req);
   return req;
 }
 
@@ -469,6 +472,28 @@ int ThreadTransport::split(int parent, int color, int /*key*/,
       fmt::format("context {} {} {}", parent, nth, color),
       [this] { return std::shared_ptr<void>(std::make_shared<int>(hub_.next_context_++)); }));
   return *id;
+}
+
+bool ThreadTransport::reduces_on_receive(const MemRef& mem) const {
+  return mem.device == Device::cpu && (mem.dtype == DType::f32 || mem.dtype == DType::f64);
+}
+
+namespace {
+template <class T>
+void add_elements(void* dst, const void* src, std::size_t bytes) {
+  T* d = static_cast<T*>(dst);
+  const T* s = static_cast<const T*>(src);
+  const std::size_t n = bytes / sizeof(T);
+  for (std::size_t i = 0; i < n; ++i) d[i] += s[i];  // ops::add's sum: the same bits
+}
+}  // namespace
+
+// A receive posted with MemRef::accumulate: the copy becomes dst += src, in one pass.
+void ThreadTransport::add_into(const MemRef& dst, const MemRef& src) {
+  if (dst.dtype == DType::f32)
+    add_elements<float>(dst.ptr, src.ptr, src.bytes);
+  else
+    add_elements<double>(dst.ptr, src.ptr, src.bytes);
 }
 
 // Runs on whichever rank matched second; both requests are out of every mailbox by now, and
@@ -490,6 +515,8 @@ void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
           start_peer_copy(send.mem, send.mark.get(), recv.mem, *recv.mark,
                           fmt::format("copy r{} -> r{}", send.owner, recv.owner));
       recv.device_work = recv.copy;
+    } else if (recv.mem.accumulate) {
+      add_into(recv.mem, send.mem);
     } else {
       device_copy(recv.mem.ptr, recv.mem.device, send.mem.ptr, send.mem.device, send.mem.bytes);
     }
@@ -498,6 +525,56 @@ void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
   }
   hub_.complete(recv);
   hub_.complete(send);
+}
+
+bool ThreadTransport::hand_over(const std::shared_ptr<ThreadHub::Req>& send,
+                                const std::shared_ptr<ThreadHub::Req>& recv) {
+  if (recv->mem.bytes < kHandOverBytes || send->mem.device != Device::cpu ||
+      recv->mem.device != Device::cpu)
+    return false;
+  ThreadHub::Slot& to = *hub_.slots_[static_cast<std::size_t>(recv->owner)];
+  {
+    std::lock_guard lk(to.registry);
+    if (!to.in_wait) return false;  // it computes: the sender copies, as for small messages
+    to.handed.emplace_back(send, recv);
+    to.handed_count.fetch_add(1, std::memory_order_release);
+  }
+  hub_.handed_over_.fetch_add(1, std::memory_order_relaxed);
+  hub_.progressed();
+  { std::lock_guard lk(to.wake); }  // no lost wake-up: the waiter tests the count under this lock
+  to.cv.notify_all();
+  return true;
+}
+
+bool ThreadTransport::keep_for_later(const std::shared_ptr<ThreadHub::Req>& send,
+                                     const std::shared_ptr<ThreadHub::Req>& recv) {
+  if (recv->mem.bytes < kHandOverBytes || send->mem.device != Device::cpu ||
+      recv->mem.device != Device::cpu)
+    return false;
+  ThreadHub::Slot& me = *hub_.slots_[rank_];
+  std::lock_guard lk(me.registry);
+  me.handed.emplace_back(send, recv);
+  me.handed_count.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+bool ThreadTransport::test(RequestState& request) {
+  move_handed();
+  return request.done.load(std::memory_order_acquire);
+}
+
+void ThreadTransport::move_handed() noexcept {
+  auto& me = *hub_.slots_[rank_];
+  if (me.handed_count.load(std::memory_order_acquire) == 0) return;
+  std::vector<std::pair<std::shared_ptr<ThreadHub::Req>, std::shared_ptr<ThreadHub::Req>>> work;
+  {
+    std::lock_guard lk(me.registry);
+    work.swap(me.handed);
+  }
+  for (auto& [send, recv] : work) {
+    transfer(*send, *recv);  // completes both; only then may the graph see this rank blocked
+    me.handed_count.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 bool ThreadTransport::in_flight(const void* ptr, std::size_t bytes) const {
@@ -511,6 +588,7 @@ bool ThreadTransport::in_flight(const void* ptr, std::size_t bytes) const {
 }
 
 void ThreadTransport::cancel_pending() noexcept {
+  move_handed();  // messages kept for later: their senders wait; this rank's memory is still here
   for (const auto& r : pending_) {
     if (!r->done.load(std::memory_order_acquire)) {
       auto& box = *hub_.slots_[static_cast<std::size_t>(r->is_send ? r->peer : rank_)];
@@ -561,20 +639,42 @@ void ThreadTransport::wait(RequestState& request) {
 }
 
 void ThreadTransport::wait_for_match(RequestState& request) {
-  // Spin briefly first: a partner that is about to match costs microseconds, a sleep tens.
-  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin)
-    std::this_thread::yield();
-  if (request.done.load(std::memory_order_acquire)) return;
   auto& me = *hub_.slots_[rank_];
+  // While this rank waits, senders may hand it large messages to move (hand_over). It moves
+  // them, and those its receives kept for later, as they come and when it leaves, however it
+  // leaves: after in_wait is cleared no sender hands it any more.
+  struct Waiting {
+    ThreadTransport& t;
+    ThreadHub::Slot& slot;
+    explicit Waiting(ThreadTransport& tt, ThreadHub::Slot& s) : t(tt), slot(s) {
+      std::lock_guard lk(slot.registry);
+      slot.in_wait = true;
+    }
+    ~Waiting() {
+      {
+        std::lock_guard lk(slot.registry);
+        slot.in_wait = false;
+      }
+      t.move_handed();
+    }
+  } waiting(*this, me);
+  auto handed = [&] { return me.handed_count.load(std::memory_order_acquire) > 0; };
+  // Spin briefly first: a partner that is about to match costs microseconds, a sleep tens.
+  for (int spin = 0; spin < 200 && !request.done.load(std::memory_order_acquire); ++spin) {
+    move_handed();
+    if (!request.done.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  if (request.done.load(std::memory_order_acquire)) return;
   ThreadHub::Blocked blocked(hub_, rank_, &request, {});
   hub_.check(hub_.worth_a_look(rank_, request.peer));
   for (;;) {
     {
       std::unique_lock lk(me.wake);
       me.cv.wait_for(lk, kWakeSlice, [&] {
-        return request.done.load(std::memory_order_acquire) || hub_.aborting();
+        return request.done.load(std::memory_order_acquire) || hub_.aborting() || handed();
       });
     }
+    move_handed();
     if (request.done.load(std::memory_order_acquire)) return;
     if (hub_.aborting()) throw Aborted();
     hub_.check(false);
@@ -583,6 +683,7 @@ void ThreadTransport::wait_for_match(RequestState& request) {
 
 void ThreadTransport::poll(const std::function<bool()>& ready, const RequestState* request,
                            const std::string& what) {
+  move_handed();  // before blocking: a sender may wait for one of them
   if (ready()) return;
   ThreadHub::Blocked blocked(hub_, rank_, request, what);
   long spins = 0;
@@ -612,6 +713,7 @@ void ThreadTransport::barrier() {
 }
 
 void ThreadTransport::barrier_wait() {
+  move_handed();  // before blocking: a sender may wait for one of them
   std::unique_lock lk(hub_.barrier_m_);
   const unsigned long gen = hub_.barrier_generation_.load();
   if (++hub_.barrier_arrived_ == hub_.size_) {

@@ -5,6 +5,9 @@
 // posting order) and copies the sender's buffer straight into the receiver's: one memcpy, no
 // staging. A send therefore completes when the receiver has its data (rendezvous), so two
 // ranks that both send first to each other deadlock exactly as they might under MPI.
+// A large message whose receiver already waits is handed to the receiver to copy (or add, for a
+// reduce on receipt) rather than copied by the sender: in an exchange each side then moves its
+// own incoming data, at once, instead of the later one moving both (ThreadTransport::isend).
 //
 // With --device cuda the one copy is a cudaMemcpyPeerAsync between the two ranks' device
 // buffers, ordered by events and waited for by polling (peer_copy.hpp says how and why).
@@ -57,6 +60,8 @@ class ThreadHub {
   int exit_code() const;
 
   double timeout_s() const { return timeout_us_ * 1e-6; }
+  // Messages a sender handed to their waiting receiver to move (ThreadTransport::hand_over).
+  std::uint64_t handed_over() const { return handed_over_.load(std::memory_order_relaxed); }
   // True when every rank but `rank` has finished its body.
   bool others_finished(int rank) const;
   // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
@@ -88,6 +93,11 @@ class ThreadHub {
     unsigned long barrier_generation = 0;  // the barrier it waits in
     double blocked_since = 0;
     bool finished = false;
+    // Large messages this rank is to move itself: handed by their sender while it waits for a
+    // message (in_wait; hand_over), or kept by its own receive (keep_for_later).
+    bool in_wait = false;
+    std::vector<std::pair<std::shared_ptr<Req>, std::shared_ptr<Req>>> handed;  // send, recv
+    std::atomic<int> handed_count{0};  // handed, not yet moved: the rank counts as running
     clockid_t cpu_clock{};  // the rank thread's CPU clock (started()), for the hang check
     bool has_clock = false;
     pid_t tid = 0;        // its kernel thread id, for its scheduler state (runnable)
@@ -125,6 +135,7 @@ class ThreadHub {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<int> active_;  // ranks neither blocked on a message or barrier nor finished
   std::atomic<std::uint64_t> progress_{0};
+  std::atomic<std::uint64_t> handed_over_{0};
   std::atomic<double> last_progress_us_;
   std::atomic<double> last_scan_us_{0};
   mutable std::mutex scan_m_;  // one look at the graph at a time
@@ -158,7 +169,9 @@ class ThreadTransport : public Transport, public InFlight {
   Request irecv(const MemRef& mem, int src, int tag, int context) override;
   int split(int parent, int color, int key, const std::vector<int>& members) override;
   void wait(RequestState& request) override;
+  bool test(RequestState& request) override;
   void barrier() override;
+  bool reduces_on_receive(const MemRef& mem) const override;
   void finished() override;
   // Called on the rank's own thread when it starts: the hang check reads its CPU clock.
   void started();
@@ -176,6 +189,19 @@ class ThreadTransport : public Transport, public InFlight {
   std::shared_ptr<ThreadHub::Req> make_request(bool is_send, const MemRef& mem, int peer, int tag,
                                                int context);
   void transfer(ThreadHub::Req& send, ThreadHub::Req& recv);
+  // Gives a matched message to its receiver to move, when the receiver waits for a message now
+  // and the copy is large enough to be worth a wake-up; false: the caller moves it.
+  bool hand_over(const std::shared_ptr<ThreadHub::Req>& send,
+                 const std::shared_ptr<ThreadHub::Req>& recv);
+  // A receive that finds its large message already sent keeps it to move at its next wait (on
+  // anything), after the rank has posted what it sends next: in an exchange the partner is then
+  // handed this rank's message at once, and both copy together. False: move it now.
+  bool keep_for_later(const std::shared_ptr<ThreadHub::Req>& send,
+                      const std::shared_ptr<ThreadHub::Req>& recv);
+  // Moves the messages handed to this rank or kept for later (its own thread only). Every way
+  // a rank blocks or ends (waits, barrier, poll, test, cancel_pending) calls it first.
+  void move_handed() noexcept;
+  static void add_into(const MemRef& dst, const MemRef& src);
   void wait_for_match(RequestState& request);
   void barrier_wait();
   // Polls ready() while registered as blocked on `request` (or on `what`), answering aborts

@@ -48,6 +48,9 @@ struct MemRef {
   std::size_t bytes = 0;
   DType dtype = DType::u8;
   Device device = Device::cpu;
+  // A receive that adds the message into this memory instead of overwriting it; posted only
+  // where the transport says it can (Transport::reduces_on_receive).
+  bool accumulate = false;
 };
 
 // One posted send or receive. Transports derive their own state from it.
@@ -93,6 +96,10 @@ class Transport {
   // data only when entered (MPI), this is such an entry.
   virtual bool test(RequestState& request) { return request.done.load(std::memory_order_acquire); }
   virtual void barrier() = 0;
+  // True when irecv can add a message into `mem` as it arrives (MemRef::accumulate): one pass
+  // over memory where a receive and then an add take two. In-process ranks on the CPU can, as
+  // the one copy they make becomes the add; elsewhere the message lands whole first.
+  virtual bool reduces_on_receive(const MemRef& /*mem*/) const { return false; }
   // Called once when the rank's body returns (the deadlock report lists finished ranks).
   virtual void finished() {}
   // Blocks until ready() is true, polling as wait() does: Aborted when another rank failed;
