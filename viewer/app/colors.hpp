@@ -35,6 +35,11 @@ ImU32 micro_color(int micro, bool backward = false);
 // Idle time inside a pipeline iteration: the bubble.
 inline constexpr ImU32 kBubble = IM_COL32(200, 60, 60, 70);
 
+// Communication hidden under compute (overlap.hpp): the hatch over those parts of a message span
+// (the Timeline panel), and the counter that sums them.
+inline constexpr ImU32 kHiddenHatch = IM_COL32(255, 255, 255, 150);
+inline constexpr ImU32 kHiddenText = IM_COL32(120, 220, 140, 255);
+
 // a with its alpha scaled by f in [0, 1].
 ImU32 with_alpha(ImU32 c, float f);
 

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/base/units.hpp"
+#include "viewer/model/overlap.hpp"
 #include "viewer/model/shard_replay.hpp"
 
 namespace distlab::viewer {
@@ -727,7 +728,7 @@ std::string describe(const TraceModel& m, const Moment& at) {
                          parts.empty() ? "" : " (" + parts + ")");
     }
   }
-  return out;
+  return out + describe_overlap(m, at.time_us);
 }
 
 }  // namespace distlab::viewer
