@@ -35,6 +35,10 @@ ImU32 micro_color(int micro, bool backward = false);
 // Idle time inside a pipeline iteration: the bubble.
 inline constexpr ImU32 kBubble = IM_COL32(200, 60, 60, 70);
 
+// A node's box around its ranks (the Topology panel, a trace with ranks per node).
+inline constexpr ImU32 kNodeBoxFill = IM_COL32(45, 52, 68, 150);
+inline constexpr ImU32 kNodeBoxEdge = IM_COL32(140, 150, 175, 255);
+
 // Communication hidden under compute (overlap.hpp): the hatch over those parts of a message span
 // (the Timeline panel), and the counter that sums them.
 inline constexpr ImU32 kHiddenHatch = IM_COL32(255, 255, 255, 150);
