@@ -381,7 +381,7 @@ TEST_CASE("caption: the hierarchical all-reduce's rings inside the nodes and its
   for (int k : {3, 4}) {
     INFO(c[std::size_t(k)].line());
     CHECK_THAT(c[std::size_t(k)].flow,
-               Contains("with its partner r ^ 4, the same place in the other node"));
+               Contains("with its partner r ^ 4 (the same place in the other node)"));
   }
 }
 

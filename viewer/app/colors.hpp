@@ -41,7 +41,7 @@ inline constexpr ImU32 kNodeBoxEdge = IM_COL32(140, 150, 175, 255);
 
 // Communication hidden under compute (overlap.hpp): the hatch over those parts of a message span
 // (the Timeline panel), and the counter that sums them.
-inline constexpr ImU32 kHiddenHatch = IM_COL32(255, 255, 255, 150);
+inline constexpr ImU32 kHiddenHatch = IM_COL32(15, 15, 20, 220);
 inline constexpr ImU32 kHiddenText = IM_COL32(120, 220, 140, 255);
 
 // a with its alpha scaled by f in [0, 1].

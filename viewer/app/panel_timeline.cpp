@@ -50,7 +50,7 @@ constexpr ImU32 kSpanText = IM_COL32(12, 12, 12, 255);
 constexpr ImU32 kNowLine = IM_COL32(255, 85, 85, 255);
 constexpr ImU32 kStepLine = IM_COL32(255, 255, 255, 30);
 constexpr ImU32 kTick = IM_COL32(150, 155, 170, 255);
-constexpr float kHatchStep = 6.0f;  // px between the lines of the hidden communication's hatch
+constexpr float kHatchStep = 5.0f;  // px between the lines of the hidden communication's hatch
 
 ImU32 darker(ImU32 c, float f) {
   auto ch = [&](int shift) {

@@ -334,7 +334,7 @@ void mesh_labels(ImDrawList* dl, const Layout& l, const std::vector<ImVec2>& at,
   }
 }
 
-// Each node's box, behind its ranks and links, labelled "node k: r4-r7" above it.
+// Each node's box, behind its ranks and links, labelled "node 1: r4-r7" above it.
 void node_boxes(ImDrawList* dl, const Layout& l, ImVec2 origin, float side) {
   for (std::size_t k = 0; k < l.nodes.nodes.size(); ++k) {
     const NodeBox& b = l.nodes.nodes[k];
@@ -344,7 +344,8 @@ void node_boxes(ImDrawList* dl, const Layout& l, ImVec2 origin, float side) {
     dl->AddRect(a, z, kNodeBoxEdge, 6.0f);
     char text[48];
     std::snprintf(text, sizeof text, "node %zu: r%d-r%d", k, b.first, b.last);
-    dl->AddText(ImVec2(a.x + 6, a.y + 2), kNodeBoxEdge, text);
+    // Above the box, clear of the rank at the top of its circle.
+    dl->AddText(ImVec2(a.x + 4, a.y - ImGui::GetTextLineHeight() - 1), kNodeBoxEdge, text);
   }
 }
 

@@ -383,7 +383,7 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
         // Nodes of G ranks, G a divisor of the mask: the partner is the rank at the same place
         // of another node (the hierarchical all-reduce's step between the nodes).
         if (const int G = m.info.ranks_per_node; G > 0 && s.mask % G == 0)
-          t.flow += ", the same place in the other node";
+          t.flow += " (the same place in the other node)";
         if (reduce || copy)
           t.flow += fmt::format(" and {} what arrives", verb(keeps, senders.plural));
       } else {

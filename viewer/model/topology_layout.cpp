@@ -137,10 +137,10 @@ NodeLayout node_layout(int n, int g) {
   const int rows = (nodes + cols - 1) / cols;
   const double cell = (1.0 - 2 * kGridMargin) / std::max(cols, rows);
   const double x0 = 0.5 - cell * cols / 2, y0 = 0.5 - cell * rows / 2;
-  const double pad = 0.08 * cell;  // between neighbouring boxes
+  const double pad = 0.1 * cell;  // between neighbouring boxes: room for a box's label above it
   // The ranks of a node on a circle of its box, leaving room for their labels; a node of two
   // side by side.
-  const double radius = 0.28 * cell;
+  const double radius = 0.26 * cell;
   const double spacing = g == 1 ? cell : 2.0 * radius * std::sin(std::numbers::pi / std::max(g, 2));
   out.node_radius = std::min({0.06, 0.3 * spacing, 0.12 * cell});
   for (int k = 0; k < nodes; ++k) {
