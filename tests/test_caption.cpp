@@ -295,7 +295,9 @@ TEST_CASE("caption: a binomial tree all-reduce names each level a reduce, then a
   CHECK_THAT(line(1).flow, Contains("each message holds 1 of 8 ranks' data"));
   CHECK_THAT(line(3).flow, Contains("r4 sends the whole buffer to r0, which adds it in"));
   CHECK_THAT(line(4).flow, Contains("r0 sends the whole buffer to r4, which stores it"));
-  for (int k = 5; k <= 6; ++k) {  // (step 4 is one message: it names no collective)
+  // Step 4 is one message, r0 to r4: the top level of the broadcast (its copies start at r0
+  // only, the root the reduce ended on), named as the levels after it.
+  for (int k = 4; k <= 6; ++k) {
     INFO(line(k).line());
     CHECK(line(k).collective == "broadcast");
   }

@@ -297,11 +297,12 @@ bool one_way(const Group& g) {
   return true;
 }
 
-// "reduce up two trees (half of the data each)": `k` trees, each with its part of the buffer.
-std::string trees(const char* what, int k) {
-  if (k == 1) return what;
-  if (k == 2) return fmt::format("{} two trees (half of the data each)", what);
-  return fmt::format("{} {} trees (1/{} of the data each)", what, k, k);
+// "reduce up two trees (half of the data each)": a reduce (`up`) or broadcast (`down`) over `k`
+// trees, each with its part of the buffer; over one tree, the plain name.
+std::string trees(const char* collective, const char* way, int k) {
+  if (k == 1) return collective;
+  if (k == 2) return fmt::format("{} {} two trees (half of the data each)", collective, way);
+  return fmt::format("{} {} {} trees (1/{} of the data each)", collective, way, k, k);
 }
 
 std::string name_of(const Group& g, const Shape& s, const Payload& p,
@@ -312,12 +313,14 @@ std::string name_of(const Group& g, const Shape& s, const Payload& p,
     if (s.pattern == Pattern::star_to || s.pattern == Pattern::single) return "reduce";
     if (whole && one_way(g)) return "reduce";  // a level of a reduction tree
     // Chunks that end on a few roots: trees reducing their parts, pipelined chunk by chunk.
-    if (!whole && role && role->reduce_roots > 0) return trees("reduce up", role->reduce_roots);
+    if (!whole && role && role->reduce_roots > 0) return trees("reduce", "up", role->reduce_roots);
     return whole ? "all-reduce" : "reduce-scatter";
   }
   if (g.apply == ApplyKind::copy && role && role->all_to_all) return "all-to-all";
-  if (g.apply == ApplyKind::copy && !whole && role && role->broadcast_roots > 0)
-    return trees("broadcast down", role->broadcast_roots);
+  // Copies of a reduced buffer that start on a few roots: trees broadcasting the sums, a level
+  // (or a segment) a step; one message at the top of a binomial tree is a level too.
+  if (g.apply == ApplyKind::copy && role && role->broadcast_roots > 0)
+    return trees("broadcast", "down", role->broadcast_roots);
   if (g.apply != ApplyKind::copy || s.pattern == Pattern::single) return "";
   bool same_payload = true, one_mask = true;  // every message carries the same chunks, data
   for (const Message* x : g.msgs) {
