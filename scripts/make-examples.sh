@@ -41,7 +41,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   # levels; the sweep is not traced
   [[ "$name" == 15_trees_hierarchy_alltoall ]] && args=(--ranks 8 --ranks-per-node 4 --size 1K --reps 1)
   # overlap: no buckets, buckets of 16K, ZeRO-3 with and without prefetch, one step each
-  [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K)
+  # (4 layers: with the memory ledger's counters, 6 would pass 1 MB)
+  [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K --layers 4)
   example "$name" "$exe" "${args[@]}"
 done
 

@@ -28,7 +28,7 @@ declare -A step=(
   [13_tensor_parallel_attention]=8.5  # backward: f's reduce-scatter, its last step; Y (g) already whole everywhere
   [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
   [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
-  [16_overlap_bucketing]=30.5         # buckets of 16 KiB: bucket 5's all-gather under the backward
+  [16_overlap_bucketing]=18.5         # buckets of 16 KiB: bucket 2's all-gather under the backward
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
@@ -41,6 +41,9 @@ done
   traces/examples/15_trees_hierarchy_alltoall.json
 "$viewer" --png "$out/15_alltoall.png" --panel shards --step 46.5 --width 800 --height 560 \
   traces/examples/15_trees_hierarchy_alltoall.json
+# Lesson 16: the timeline alone, the buckets' messages hatched where they ran under the backward.
+"$viewer" --png "$out/16_overlap.png" --panel timeline --step 18.5 --width 1600 --height 480 \
+  --font-size 13 traces/examples/16_overlap_bucketing.json
 # Panels on their own, for the main README.
 "$viewer" --png "$out/ring_topology.png" --panel topology --step 15.5 --width 640 --height 480 \
   traces/examples/06_allreduce_sequential_ring_parallel.json

@@ -565,6 +565,18 @@ if(TARGET 16_overlap_bucketing)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.16_overlap_bucketing.mpi2 16_overlap_bucketing verified 2 2)
   endif()
+  # Its trace carries the memory ledger: ZeRO-3 with prefetch's peak of the weights, as printed.
+  add_test(NAME lesson.16_overlap_bucketing.trace-memory
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson16_memory.sh $<TARGET_FILE:16_overlap_bucketing>
+                   ${out}/lesson16-memory)
+  set_tests_properties(lesson.16_overlap_bucketing.trace-memory PROPERTIES TIMEOUT 120 LABELS lesson)
+  # The viewer's overlap counter against the lesson's printed figures for the same run.
+  if(TARGET distlab-viewer)
+    add_test(NAME lesson.16_overlap_bucketing.viewer-overlap
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson16_overlap.sh $<TARGET_FILE:16_overlap_bucketing>
+                     $<TARGET_FILE:distlab-viewer> ${out}/lesson16-overlap)
+    set_tests_properties(lesson.16_overlap_bucketing.viewer-overlap PROPERTIES TIMEOUT 120 LABELS "lesson;viewer")
+  endif()
   add_test(NAME usage.16.sweep COMMAND bash ${expect_failure} 2 10 "--sweep: an empty bucket size"
            -- $<TARGET_FILE:16_overlap_bucketing> --sweep 0,,4K --no-trace)
   set_tests_properties(usage.16.sweep PROPERTIES LABELS lesson)

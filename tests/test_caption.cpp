@@ -7,8 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/collectives/all_gather_bruck.hpp"
+#include "core/collectives/all_reduce_double_binary_tree.hpp"
+#include "core/collectives/all_reduce_hierarchical.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
 #include "core/collectives/all_reduce_tree.hpp"
+#include "core/collectives/all_to_all.hpp"
+#include "core/collectives/all_to_all_bruck.hpp"
 #include "core/collectives/scatter.hpp"
 #include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
@@ -24,7 +29,8 @@ using Catch::Contains;
 
 namespace {
 
-TraceModel traced(int n, const std::function<void(distlab::Comm&)>& body) {
+// `ranks_per_node`: what the trace says of the nodes (otherData.ranks_per_node), 0 nothing.
+TraceModel traced(int n, const std::function<void(distlab::Comm&)>& body, int ranks_per_node = 0) {
   const distlab::RunResult run = distlab::run_in_process(n, body);
   distlab::TraceInfo info;
   info.lesson = "99_caption";
@@ -32,6 +38,7 @@ TraceModel traced(int n, const std::function<void(distlab::Comm&)>& body) {
   info.algorithm = "test";
   info.world = run.world;
   info.world.size = n;
+  info.world.ranks_per_node = ranks_per_node;
   info.verified = true;
   return parse_trace_model(distlab::trace_json(info, run.logs));
 }
@@ -288,10 +295,134 @@ TEST_CASE("caption: a binomial tree all-reduce names each level a reduce, then a
   CHECK_THAT(line(1).flow, Contains("each message holds 1 of 8 ranks' data"));
   CHECK_THAT(line(3).flow, Contains("r4 sends the whole buffer to r0, which adds it in"));
   CHECK_THAT(line(4).flow, Contains("r0 sends the whole buffer to r4, which stores it"));
-  for (int k = 5; k <= 6; ++k) {  // (step 4 is one message: it names no collective)
+  // Step 4 is one message, r0 to r4: the top level of the broadcast (its copies start at r0
+  // only, the root the reduce ended on), named as the levels after it.
+  for (int k = 4; k <= 6; ++k) {
     INFO(line(k).line());
     CHECK(line(k).collective == "broadcast");
   }
   CHECK_THAT(line(6).flow, Contains("r0, r2, r4 and r6 send the whole buffer right, where it is "
                                     "stored"));
+}
+
+// ---- lesson 15's algorithms: each step reads as what it is ----------------------------------
+
+namespace {
+
+std::vector<Caption> captions_of(const TraceModel& m) {
+  const CaptionIndex index = index_captions(m);
+  std::vector<Caption> out;
+  for (int k = 1; k <= static_cast<int>(m.step_ids.size()); ++k)
+    out.push_back(caption_at(m, index, at_beat(m, k)));
+  return out;
+}
+
+// The all-to-all's blocks: n of 2 floats each way.
+void all_to_all(distlab::Comm& comm, bool bruck) {
+  const std::size_t n = std::size_t(comm.size());
+  auto send = comm.alloc<float>(2 * n, distlab::Category::data);
+  auto recv = comm.alloc<float>(2 * n, distlab::Category::data);
+  distlab::fill_input(send.view(), 1, comm.rank());
+  const distlab::View<const float> in(send.view());
+  if (bruck)
+    distlab::coll::all_to_all_bruck(comm, in, recv.view());
+  else
+    distlab::coll::all_to_all_pairwise(comm, in, recv.view(), "dispatch");
+}
+
+}  // namespace
+
+TEST_CASE("caption: the double binary tree reduces and broadcasts half the data down each tree",
+          "[caption][tree]") {
+  // 8 ranks: every step of the reduce moves segments of the two halves up their trees, each
+  // half ending on its tree's root; the broadcast brings them down. Before the fix the reduce
+  // read "reduce-scatter" (which leaves a part on every rank) and the broadcast "all-gather".
+  const TraceModel m = traced(8, [](distlab::Comm& comm) {
+    auto data = comm.alloc<float>(64, distlab::Category::grads);
+    distlab::fill_input(data.view(), 1, comm.rank());
+    distlab::coll::all_reduce_double_binary_tree(comm, data.view());
+  });
+  const std::vector<Caption> c = captions_of(m);
+  REQUIRE(c.size() >= 4);
+  int reduces = 0, broadcasts = 0;
+  for (const Caption& k : c) {
+    INFO(k.line());
+    const bool reduce = k.flow.find("add") != std::string::npos;
+    CHECK(k.collective == (reduce ? "reduce up two trees (half of the data each)"
+                                  : "broadcast down two trees (half of the data each)"));
+    (reduce ? reduces : broadcasts) += 1;
+  }
+  CHECK(reduces > 0);
+  CHECK(broadcasts > 0);
+}
+
+TEST_CASE("caption: the hierarchical all-reduce's rings inside the nodes and its step between",
+          "[caption][hierarchical]") {
+  // 8 ranks, nodes of 4: a reduce-scatter by a ring in each node (3 steps), one exchange with
+  // r ^ 4 between the nodes each way (reduce-scatter, then all-gather), an all-gather by the
+  // rings (3 steps).
+  const TraceModel m = traced(
+      8,
+      [](distlab::Comm& comm) {
+        auto data = comm.alloc<float>(64, distlab::Category::grads);
+        distlab::fill_input(data.view(), 1, comm.rank());
+        distlab::coll::all_reduce_hierarchical(comm, data.view(), 4);
+      },
+      4);
+  CHECK(m.info.ranks_per_node == 4);  // written and read back
+  const std::vector<Caption> c = captions_of(m);
+  REQUIRE(c.size() == 8);
+  for (int k : {0, 1, 2, 3}) CHECK(c[std::size_t(k)].collective == "reduce-scatter");
+  for (int k : {4, 5, 6, 7}) CHECK(c[std::size_t(k)].collective == "all-gather");
+  for (int k : {0, 1, 2, 5, 6, 7}) {
+    INFO(c[std::size_t(k)].line());
+    CHECK_THAT(c[std::size_t(k)].flow, Contains("in each node of 4 ranks (r0-r3, ...), every rank "
+                                                "sends"));
+    CHECK_THAT(c[std::size_t(k)].flow, Contains("to the next rank of it"));
+  }
+  for (int k : {3, 4}) {
+    INFO(c[std::size_t(k)].line());
+    CHECK_THAT(c[std::size_t(k)].flow,
+               Contains("with its partner r ^ 4 (the same place in the other node)"));
+  }
+}
+
+TEST_CASE("caption: Bruck's all-gather, and the all-to-all by pairwise exchange and by Bruck",
+          "[caption][alltoall]") {
+  SECTION("Bruck's all-gather: every step an all-gather, to the rank 2^k away") {
+    const TraceModel m = traced(8, [](distlab::Comm& comm) {
+      auto data = comm.alloc<float>(16, distlab::Category::data);
+      distlab::fill_input(data.view(), 1, comm.rank());
+      distlab::coll::all_gather_bruck(comm, data.view(), "load");
+    });
+    const std::vector<Caption> c = captions_of(m);
+    REQUIRE(c.size() == 3);
+    for (const Caption& k : c) CHECK(k.collective == "all-gather");
+    CHECK_THAT(c[1].flow,
+               Contains("every rank sends chunks to r - 2 and stores the one from r + 2"));
+  }
+  SECTION("pairwise: step s sends to r + s, at s = N/2 the partner r ^ 4: an all-to-all") {
+    const TraceModel m = traced(8, [](distlab::Comm& comm) { all_to_all(comm, false); });
+    const std::vector<Caption> c = captions_of(m);
+    REQUIRE(c.size() == 7);
+    for (const Caption& k : c) {
+      INFO(k.line());
+      CHECK(k.collective == "all-to-all");  // before the fix: "all-gather"
+      CHECK_THAT(k.flow, Contains("its block for the receiver d (d's block r)"));
+    }
+    CHECK_THAT(c[1].flow, Contains("to r + 2 and stores the one from r - 2"));
+    CHECK_THAT(c[3].flow, Contains("with its partner r ^ 4"));
+  }
+  SECTION("Bruck: step k moves the blocks that hop 2^k ranks") {
+    const TraceModel m = traced(8, [](distlab::Comm& comm) { all_to_all(comm, true); });
+    const std::vector<Caption> c = captions_of(m);
+    REQUIRE(c.size() == 3);
+    for (const Caption& k : c) {
+      INFO(k.line());
+      CHECK(k.collective == "all-to-all (Bruck)");  // before: no name
+    }
+    CHECK_THAT(c[0].flow, Contains("its blocks that hop 1 rank now (bit 0 of their distance set)"));
+    CHECK_THAT(c[1].flow,
+               Contains("its blocks that hop 2 ranks now (bit 1 of their distance set)"));
+  }
 }

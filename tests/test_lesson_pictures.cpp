@@ -332,6 +332,46 @@ Message grouped(TraceModel& m, int src, int dst, const std::string& group, std::
 }
 }  // namespace
 
+TEST_CASE("the node layout: a box per node around its ranks, a node's ring its circle",
+          "[topology][nodes]") {
+  for (const auto [n, g] : {std::pair{8, 4}, std::pair{8, 2}, std::pair{12, 3}, std::pair{6, 2},
+                            std::pair{16, 4}, std::pair{32, 8}}) {
+    CAPTURE(n, g);
+    const NodeLayout l = node_layout(n, g);
+    REQUIRE(l.any());
+    REQUIRE(static_cast<int>(l.ranks.size()) == n);
+    REQUIRE(static_cast<int>(l.nodes.size()) == n / g);
+    const double r = l.node_radius;
+    for (int k = 0; k < n / g; ++k) {
+      const NodeBox& b = l.nodes[std::size_t(k)];
+      CHECK(b.first == k * g);
+      CHECK(b.last == k * g + g - 1);
+      CHECK((b.x0 >= 0 && b.y0 >= 0 && b.x1 <= 1 && b.y1 <= 1 && b.x0 < b.x1 && b.y0 < b.y1));
+      for (int j = k + 1; j < n / g; ++j) {  // boxes never overlap
+        const NodeBox& o = l.nodes[std::size_t(j)];
+        CHECK((b.x1 <= o.x0 || o.x1 <= b.x0 || b.y1 <= o.y0 || o.y1 <= b.y0));
+      }
+      for (int i = b.first; i <= b.last; ++i) {  // its ranks, whole, inside its box
+        const Point p = l.ranks[std::size_t(i)];
+        CHECK((p.x - r >= b.x0 && p.x + r <= b.x1 && p.y - r >= b.y0 && p.y + r <= b.y1));
+      }
+    }
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b < n; ++b)
+        CHECK(std::hypot(l.ranks[a].x - l.ranks[b].x, l.ranks[a].y - l.ranks[b].y) > 2 * r);
+    // Rank r and its partner r + g in the next node sit at the same place of their boxes.
+    for (int a = 0; a + g < n; ++a) {
+      const NodeBox &ba = l.nodes[std::size_t(a / g)], &bb = l.nodes[std::size_t(a / g + 1)];
+      CHECK(l.ranks[a].x - ba.x0 == Approx(l.ranks[a + g].x - bb.x0));
+      CHECK(l.ranks[a].y - ba.y0 == Approx(l.ranks[a + g].y - bb.y0));
+    }
+  }
+  // No nodes to draw: none given, one node of every rank, a size that does not divide the ranks.
+  CHECK_FALSE(node_layout(8, 0).any());
+  CHECK_FALSE(node_layout(8, 8).any());
+  CHECK_FALSE(node_layout(8, 3).any());
+}
+
 TEST_CASE("traffic per group, and each pair of ranks coloured by the group that moved most",
           "[topology][mesh]") {
   TraceModel m;

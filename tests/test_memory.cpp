@@ -74,6 +74,30 @@ TEST_CASE("ledger: every change is a counter sample in the recorder", "[memory]"
   CHECK(recorder.log().counters.size() == 3);  // a disabled recorder records nothing
 }
 
+TEST_CASE("ledger: a ledger with a parent keeps its own peaks and charges the parent too",
+          "[memory]") {
+  Recorder recorder(0);
+  Ledger rank(&recorder);  // the rank's: its changes are the trace's counters
+  rank.charge(Category::data, 100);
+  {
+    Ledger part(nullptr, &rank);  // one configuration of lesson 16, measured on its own
+    part.charge(Category::params, 64);
+    part.charge(Category::params, 32);
+    part.release(Category::params, 32);
+    CHECK(part.peak(Category::params) == 96);
+    CHECK(part.peak_total() == 96);  // its own: without the rank's data
+    CHECK(rank.current(Category::params) == 64);
+    CHECK(rank.peak_total() == 196);  // the rank's: both
+    part.release(Category::params, 64);
+  }
+  CHECK(rank.current(Category::params) == 0);
+  CHECK(rank.current_total() == 100);
+  // Every change of the part is a sample of the rank's counter: 1 + 4.
+  const auto& c = recorder.log().counters;
+  REQUIRE(c.size() == 5);
+  CHECK(c[2].bytes[static_cast<int>(Category::params)] == 96);
+}
+
 TEST_CASE("buffer: charges on construction, releases on destruction", "[memory][buffer]") {
   Ledger ledger;
   {

@@ -53,6 +53,7 @@ SmallRun small_run(bool verified = true) {
   s.info.title = "unit test \"trace\"";
   s.info.algorithm = "reduce+broadcast";
   s.info.world.size = 4;
+  s.info.world.ranks_per_node = 2;
   s.info.parameters = {{"size", "64"}, {"seed", "1"}};
   s.info.metadata = {{"extra", "{\"k\":[1,2]}"}};
   s.info.verified = verified;
@@ -94,6 +95,7 @@ TEST_CASE("trace: a real run writes a trace that parses back with every invarian
   // otherData round-trips.
   CHECK(t.schema_version == kTraceSchemaVersion);
   CHECK(t.world_size == 4);
+  CHECK(t.ranks_per_node == 2);  // the nodes (World::ranks_per_node), for the Topology panel
   CHECK(t.verified);
   CHECK(t.checks == 4);
   CHECK(t.lesson == "99_unit");

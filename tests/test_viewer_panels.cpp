@@ -239,6 +239,26 @@ TEST_CASE("the topology panel scales to 64 ranks", "[topology]") {
   CHECK(busy > idle);
 }
 
+TEST_CASE("the topology panel boxes the nodes of a trace that records its ranks per node",
+          "[topology][nodes]") {
+  HeadlessImGui gui;
+  // Lesson 15's example: 8 ranks, --ranks-per-node 4 (otherData.ranks_per_node).
+  Document nodes = open_document(example_trace("15_trees_hierarchy_alltoall"));
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes.model.info.ranks_per_node == 4);
+  draw_at(gui, PanelId::topology, nodes, 21.5);
+  CHECK(vertices_of_color(kNodeBoxEdge) > 0);
+  // The same trace without it, and a trace that never says: no boxes.
+  nodes.model.info.ranks_per_node = 0;
+  Document plain;
+  plain.model = nodes.model;
+  draw_at(gui, PanelId::topology, plain, 21.5);
+  CHECK(vertices_of_color(kNodeBoxEdge) == 0);
+  Document ring = open_document(example_trace("06_allreduce_sequential_ring_parallel"));
+  draw_at(gui, PanelId::topology, ring, 1.5);
+  CHECK(vertices_of_color(kNodeBoxEdge) == 0);
+}
+
 // ---- shards ---------------------------------------------------------------------------------
 
 TEST_CASE("the shards panel draws every example; all-reduce buffers end complete", "[shards]") {

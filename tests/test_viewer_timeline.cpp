@@ -11,6 +11,7 @@
 
 #include "imgui_headless.hpp"
 #include "viewer/app/colors.hpp"
+#include "viewer/model/overlap.hpp"
 #include "viewer/model/timeline_lod.hpp"
 
 using namespace distlab::viewer;
@@ -371,6 +372,39 @@ TEST_CASE("timeline panel: every example trace draws its lanes at several moment
     if (msg.send_span >= 0) CHECK(zoomed_draws(msg.send_span, SpanKind::send));
     if (msg.deliver_span >= 0) CHECK(zoomed_draws(msg.deliver_span, SpanKind::deliver));
   }
+}
+
+TEST_CASE("timeline panel: communication hidden under compute is hatched, and counted per rank",
+          "[timeline]") {
+  HeadlessImGui gui;
+  // Lesson 16: its nonblocking all-reduces run under the backward phases.
+  Document doc = open_document(example_trace("16_overlap_bucketing"));
+  REQUIRE(doc.ok());
+  const OverlapIndex overlap = index_overlap(doc.model);
+  REQUIRE(overlap.shown);
+  REQUIRE_FALSE(overlap.hidden[0].empty());
+  const auto zoomed_onto = [&](std::pair<double, double> t) {
+    doc.timeline.view_begin = t.first, doc.timeline.view_end = t.second;
+    draw_panel_frame(gui, PanelId::timeline, doc);
+  };
+  // Onto rank 0's first stretch of hidden communication: hatched, and the counter in its header.
+  zoomed_onto(overlap.hidden[0].front());
+  CHECK(drew_colour(kHiddenHatch));
+  CHECK(drew_colour(kHiddenText));
+  // Onto a stretch of communication under no compute (no buckets: the all-reduce after the
+  // backward): no hatch.
+  std::pair<double, double> bare{0, 0};
+  for (const auto& c : overlap.comm[0])
+    if (intersection({c}, overlap.work[0]).empty() && c.second - c.first > bare.second - bare.first)
+      bare = c;
+  REQUIRE(bare.second > bare.first);
+  zoomed_onto(bare);
+  CHECK_FALSE(drew_colour(kHiddenHatch));
+  // A lesson with no nonblocking operation: neither the hatch nor the counter.
+  Document plain = open_document(example_trace("02_scatter_gather"));
+  REQUIRE(plain.ok());
+  draw_panel_frame(gui, PanelId::timeline, plain);
+  CHECK_FALSE(drew_colour(kHiddenText));
 }
 
 TEST_CASE("timeline panel: the wheel zooms around the cursor, dragging pans, fit restores",

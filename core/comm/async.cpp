@@ -15,6 +15,7 @@
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
 #include "core/comm/comm.hpp"
+#include "core/trace/format.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DISTLAB_ASAN_FIBERS 1
@@ -219,7 +220,8 @@ AsyncHandle Comm::start(std::function<void(Comm&)> body) {
   auto task = std::make_shared<AsyncTask>();
   World w = world_;
   w.ranks_per_node = members_.empty() ? world_.ranks_per_node : 0;
-  const std::string name = fmt::format("{}async {}", group_.empty() ? "" : group_ + " ", slot);
+  const std::string name =
+      fmt::format("{}{} {}", group_.empty() ? "" : group_ + " ", kAsyncGroup, slot);
   task->comm.reset(new Comm(rank_, w, transport_,
                             async_pool_->contexts[static_cast<std::size_t>(slot)], pool.members,
                             name));

@@ -14,6 +14,7 @@ void Ledger::charge(Category c, std::uint64_t bytes) {
   peak_[idx(c)] = std::max(peak_[idx(c)], cur);
   peak_total_ = std::max(peak_total_, total_);
   if (recorder_) recorder_->counter(current_);
+  if (parent_) parent_->charge(c, bytes);
 }
 
 void Ledger::release(Category c, std::uint64_t bytes) {
@@ -25,6 +26,7 @@ void Ledger::release(Category c, std::uint64_t bytes) {
   cur -= static_cast<std::int64_t>(bytes);
   total_ -= static_cast<std::int64_t>(bytes);
   if (recorder_) recorder_->counter(current_);
+  if (parent_) parent_->release(c, bytes);
 }
 
 }  // namespace distlab

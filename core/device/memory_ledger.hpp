@@ -3,6 +3,9 @@
 // Each rank owns one Ledger. Charges and releases update the current and peak bytes per
 // category, and each change is a counter sample in the trace, so memory per rank can be
 // read off the timeline and compared with a lesson's formula (e.g. 16 bytes per parameter).
+// A ledger may also charge a parent: a part of the run measured on its own (its own peaks, as
+// lesson 16 measures each configuration) whose memory still reaches the rank's ledger and so
+// the trace's counters.
 #pragma once
 
 #include <array>
@@ -14,7 +17,10 @@ namespace distlab {
 
 class Ledger {
  public:
-  explicit Ledger(Recorder* recorder = nullptr) : recorder_(recorder) {}
+  explicit Ledger(Recorder* recorder = nullptr, Ledger* parent = nullptr)
+      : recorder_(recorder), parent_(parent) {}
+  Ledger(const Ledger&) = delete;  // a parent is charged through its address
+  Ledger& operator=(const Ledger&) = delete;
 
   void charge(Category c, std::uint64_t bytes);
   void release(Category c, std::uint64_t bytes);
@@ -28,6 +34,7 @@ class Ledger {
  private:
   static int idx(Category c) { return static_cast<int>(c); }
   Recorder* recorder_;
+  Ledger* parent_;  // charged and released alike; null when none
   std::array<std::int64_t, kCategories> current_{}, peak_{};
   std::int64_t total_ = 0, peak_total_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 namespace distlab {
 
@@ -41,5 +42,20 @@ constexpr const char* to_string(Category c) {
 // The phase op that marks one training step (iteration) of a training lesson, around the
 // whole iteration on every rank: the viewer starts its shard replay over at each.
 inline constexpr const char* kTrainStepOp = "train step";
+
+// The group name of a nonblocking operation's messages (core/comm/async.hpp): "async k", or
+// "<group> async k" when started on a group's Comm. The viewer's overlap counter counts these:
+// only a nonblocking operation's messages can be in flight while the rank computes.
+inline constexpr const char* kAsyncGroup = "async";
+constexpr bool is_async_group(std::string_view name) {
+  const std::string_view word = kAsyncGroup;
+  const std::size_t at = name.rfind(word);
+  if (at == std::string_view::npos || (at > 0 && name[at - 1] != ' ')) return false;
+  std::size_t i = at + word.size();
+  if (i >= name.size() || name[i] != ' ' || i + 1 == name.size()) return false;
+  for (++i; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
+}
 
 }  // namespace distlab

@@ -175,6 +175,7 @@ LoadedTrace parse_trace(const std::string& json) {
     t.device = string_or(other, "device");
     t.transport = string_or(other, "transport");
     t.world_size = static_cast<int>(int_or(other, "world_size", 0));
+    t.ranks_per_node = static_cast<int>(int_or(other, "ranks_per_node", 0));
     object ver;
     if (other["verification"].get_object().get(ver) == simdjson::SUCCESS) {
       bool v = false;

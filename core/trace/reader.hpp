@@ -71,6 +71,7 @@ struct LoadedTrace {
   int schema_version = 0;
   std::string lesson, algorithm, mode, device, transport;
   int world_size = 0;
+  int ranks_per_node = 0;  // otherData.ranks_per_node; 0 when absent
   bool verified = false;
   std::int64_t checks = 0;
   std::vector<TraceSpan> spans;  // in file order

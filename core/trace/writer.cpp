@@ -325,6 +325,10 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
   out += fmt::format(R"("world_size":{},"mode":"{}","device":"{}","transport":{},)",
                      info.world.size, to_string(info.world.mode), to_string(info.world.device),
                      json_string(info.world.transport));
+  // The nodes the hierarchical algorithms group the ranks into (World::ranks_per_node): the
+  // viewer's Topology panel draws them. Absent when the run does not say.
+  if (info.world.ranks_per_node > 0)
+    out += fmt::format(R"("ranks_per_node":{},)", info.world.ranks_per_node);
   out += "\"parameters\":{";
   for (std::size_t i = 0; i < info.parameters.size(); ++i)
     out += fmt::format("{}{}:{}", i ? "," : "", json_string(info.parameters[i].first),

@@ -465,7 +465,9 @@ int main(int argc, char** argv) {
       Config c = config;
       c.stage = var.zero3 ? Stage::zero3 : Stage::dp;
       // STEP 2 and 3: train this variant from the same initial weights (its step above).
-      Ledger own;  // each variant's memory on a ledger of its own: ZeRO-3's peak is its own
+      // Each variant's memory on a ledger of its own (ZeRO-3's peak is its own), whose charges
+      // also reach the rank's ledger: the trace's memory counters, the viewer's Memory panel.
+      Ledger own(nullptr, &comm.ledger());
       comm.charge_scratch_to(&own);
       auto phase = comm.phase(var.name);
       Run run = train(

@@ -35,6 +35,15 @@ ImU32 micro_color(int micro, bool backward = false);
 // Idle time inside a pipeline iteration: the bubble.
 inline constexpr ImU32 kBubble = IM_COL32(200, 60, 60, 70);
 
+// A node's box around its ranks (the Topology panel, a trace with ranks per node).
+inline constexpr ImU32 kNodeBoxFill = IM_COL32(45, 52, 68, 150);
+inline constexpr ImU32 kNodeBoxEdge = IM_COL32(140, 150, 175, 255);
+
+// Communication hidden under compute (overlap.hpp): the hatch over those parts of a message span
+// (the Timeline panel), and the counter that sums them.
+inline constexpr ImU32 kHiddenHatch = IM_COL32(15, 15, 20, 220);
+inline constexpr ImU32 kHiddenText = IM_COL32(120, 220, 140, 255);
+
 // a with its alpha scaled by f in [0, 1].
 ImU32 with_alpha(ImU32 c, float f);
 

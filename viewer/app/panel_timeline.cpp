@@ -8,6 +8,10 @@
 //               and recv spans take the group's colour too)
 //     recv      receives, and a thin grey row of deliver spans where the arrows land
 //   rank 1 ...
+// When nonblocking operations run beside forward and backward phases (lesson 16), each rank's
+// header says how much of their communication so far ran under those phases, and those parts of
+// the send and recv spans are hatched: hidden under compute, against the plain (exposed) rest
+// (viewer/model/overlap.hpp).
 // Wheel zooms around the cursor, dragging pans (and scrolls the ranks), a click selects a span
 // and its message; a click on a merged block zooms onto it. The red line is the playback moment.
 // What each lane shows at this zoom (culling, merging of spans under 3 px) is decided by
@@ -25,6 +29,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/overlap.hpp"
 #include "viewer/model/timeline_lod.hpp"
 
 namespace distlab::viewer {
@@ -45,6 +50,7 @@ constexpr ImU32 kSpanText = IM_COL32(12, 12, 12, 255);
 constexpr ImU32 kNowLine = IM_COL32(255, 85, 85, 255);
 constexpr ImU32 kStepLine = IM_COL32(255, 255, 255, 30);
 constexpr ImU32 kTick = IM_COL32(150, 155, 170, 255);
+constexpr float kHatchStep = 5.0f;  // px between the lines of the hidden communication's hatch
 
 ImU32 darker(ImU32 c, float f) {
   auto ch = [&](int shift) {
@@ -194,6 +200,8 @@ struct Frame {
   float content_h = 0;
   ViewWindow view;
   ImDrawList* dl = nullptr;
+  const OverlapIndex* overlap = nullptr;  // null: nothing to show (OverlapIndex::shown)
+  std::vector<RankOverlap> hidden_now;    // per rank, up to the playback moment
 
   float sx(double t) const {
     return canvas_x + static_cast<float>(std::clamp(view.x(t), -8.0, view.width + 8.0));
@@ -293,6 +301,12 @@ void draw_labels(const Frame& f, ImGuiStorage* folded, float label_w) {
                        is_folded ? ImGuiDir_Right : ImGuiDir_Down, 0.7f);
     f.dl->AddText(ImVec2(f.top.x + 4 + f.line * 0.8f, hy + (f.rows.header - f.line) * 0.5f), kText,
                   m.ranks[r].name.c_str());
+    if (f.overlap && r < f.hidden_now.size()) {
+      const std::string counter =
+          "communication hidden under compute: " + overlap_text(f.hidden_now[r]);
+      f.dl->AddText(ImVec2(f.canvas_x + 6, hy + (f.rows.header - f.line) * 0.5f), kHiddenText,
+                    counter.c_str());
+    }
     ImGui::SetCursorScreenPos(ImVec2(f.top.x, hy));
     ImGui::PushID(static_cast<int>(r));
     if (ImGui::InvisibleButton("##fold", ImVec2(label_w, f.rows.header)))
@@ -327,6 +341,30 @@ void draw_step_frames(const Frame& f) {
                     ImVec2(f.sx(s.ts), std::min(f.top.y + f.content_h, f.win_y1)), kStepLine);
 }
 
+// Diagonal lines over [x0, x1] x [y0, y1], spaced so that they read as a hatch at any width.
+void hatch(ImDrawList* dl, float x0, float x1, float y0, float y1) {
+  dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y1), true);
+  const float h = y1 - y0;
+  for (float x = x0 - h; x < x1; x += kHatchStep)
+    dl->AddLine(ImVec2(x, y1), ImVec2(x + h, y0), kHiddenHatch);
+  dl->PopClipRect();
+}
+
+// The parts of a nonblocking operation's message span under its rank's forward and backward
+// phases, hatched.
+void hatch_hidden(const Frame& f, const Span& s, float y0, float y1) {
+  if (!f.overlap) return;
+  const SpanArgs* a = f.m.args(s);
+  if (!a || !is_async_group(f.m.str(a->group))) return;  // a blocking call's: never hidden
+  const int r = f.m.lanes[s.lane].rank;
+  if (r < 0 || static_cast<std::size_t>(r) >= f.overlap->hidden.size()) return;
+  const Intervals under = intersection({{s.start, s.end()}}, f.overlap->hidden[r]);
+  for (const auto& [t0, t1] : under) {
+    const float x0 = f.sx(t0), x1 = std::max(f.sx(t1), x0 + 1.0f);
+    if (x1 >= f.canvas_x && x0 <= f.x_right) hatch(f.dl, x0, x1, y0, y1);
+  }
+}
+
 // Spans: what timeline_lod says each visible lane shows at this zoom. Returns true, with the
 // item in `hovered`, when the mouse is over one (and may hover).
 bool draw_spans(const Frame& f, bool can_hover, DrawItem& hovered) {
@@ -352,6 +390,7 @@ bool draw_spans(const Frame& f, bool can_hover, DrawItem& hovered) {
         const ImU32 col =
             args && args->group ? group_color(f.m.str(args->group)) : span_color(s.kind);
         f.dl->AddRectFilled(a, b, col);
+        if (s.kind == SpanKind::send || s.kind == SpanKind::recv) hatch_hidden(f, s, a.y, b.y);
         if (b.x - a.x > 4 && h > 8) f.dl->AddRect(a, b, darker(col, 0.6f));
         if (b.x - a.x > 24 && h >= f.line) {
           const std::string_view name = f.m.str(s.name);
@@ -472,6 +511,8 @@ void draw_timeline(PanelContext& ctx) {
     return;
   }
   Frame f(m, ctx.doc.derived<TimelineIndex>(build_index));
+  const OverlapIndex& overlap = ctx.doc.derived<OverlapIndex>(index_overlap);
+  if (overlap.shown) f.overlap = &overlap;
   const ImGuiIO& io = ImGui::GetIO();
   const ImGuiStyle& style = ImGui::GetStyle();
   const double max_view = 4 * std::max(m.t_end - m.t_begin, 1.0);
@@ -555,6 +596,7 @@ void draw_timeline(PanelContext& ctx) {
     ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * f.rows.row * 3);
   f.view = view_now();
   f.dl = ImGui::GetWindowDrawList();
+  if (f.overlap) f.hidden_now = overlap_until(*f.overlap, now_us);
 
   draw_labels(f, folded, label_w);
   f.dl->PushClipRect(ImVec2(f.canvas_x, f.win_y0), ImVec2(f.x_right, f.win_y1), true);

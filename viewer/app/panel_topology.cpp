@@ -13,7 +13,8 @@
 // are in them. A trace whose messages name their groups (lesson 14's dp, pp and tp) colours links
 // and packets by group (group_color) with a legend of each group's bytes; one that records its
 // mesh is laid out as the mesh: replicas side by side, a row per pipeline stage, the
-// tensor-parallel ranks of a stage next to each other.
+// tensor-parallel ranks of a stage next to each other. One that records its ranks per node
+// (the hierarchical all-reduce's nodes) draws each node as a box around its ranks.
 #include <imgui.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ struct Layout {
   int servers = 0;
   std::vector<PhaseStep> steps;           // numbered phases ("1 pull"), for the legend
   MeshDims mesh;                          // otherData.mesh when it covers every rank
+  NodeLayout nodes;                       // otherData.ranks_per_node, when it forms nodes
   std::vector<GroupTraffic> groups;       // empty when no message names a group
   std::vector<std::uint32_t> pair_group;  // per pair: the group that carried most of its bytes
   // Traffic that has arrived, for the moment last drawn (recomputed when the moment moves).
@@ -80,11 +82,15 @@ Layout build_layout(const TraceModel& m) {
   l.star = has_servers(l.roles);
   l.servers = static_cast<int>(std::count(l.roles.begin(), l.roles.end(), kServerRole));
   l.mesh = l.star ? MeshDims{} : parse_mesh(m.info.extra_json("mesh"), m.world_size());
-  l.pos = l.star         ? role_positions(l.roles)
-          : l.mesh.any() ? mesh_positions(l.mesh)
-                         : rank_positions(m.world_size());
+  if (!l.star && !l.mesh.any()) l.nodes = node_layout(m.world_size(), m.info.ranks_per_node);
+  l.pos = l.star          ? role_positions(l.roles)
+          : l.mesh.any()  ? mesh_positions(l.mesh)
+          : l.nodes.any() ? l.nodes.ranks
+                          : rank_positions(m.world_size());
   l.steps = phase_steps(m);
-  l.node = l.mesh.any() ? mesh_node_radius(l.mesh) : node_radius(m.world_size());
+  l.node = l.mesh.any()    ? mesh_node_radius(l.mesh)
+           : l.nodes.any() ? l.nodes.node_radius
+                           : node_radius(m.world_size());
   l.groups = group_totals(m);
   for (const LinkTraffic& t : link_totals(m)) {
     const auto key = std::minmax(t.src, t.dst);
@@ -328,6 +334,21 @@ void mesh_labels(ImDrawList* dl, const Layout& l, const std::vector<ImVec2>& at,
   }
 }
 
+// Each node's box, behind its ranks and links, labelled "node 1: r4-r7" above it.
+void node_boxes(ImDrawList* dl, const Layout& l, ImVec2 origin, float side) {
+  for (std::size_t k = 0; k < l.nodes.nodes.size(); ++k) {
+    const NodeBox& b = l.nodes.nodes[k];
+    const ImVec2 a = to_screen({b.x0, b.y0}, origin, side),
+                 z = to_screen({b.x1, b.y1}, origin, side);
+    dl->AddRectFilled(a, z, kNodeBoxFill, 6.0f);
+    dl->AddRect(a, z, kNodeBoxEdge, 6.0f);
+    char text[48];
+    std::snprintf(text, sizeof text, "node %zu: r%d-r%d", k, b.first, b.last);
+    // Above the box, clear of the rank at the top of its circle.
+    dl->AddText(ImVec2(a.x + 4, a.y - ImGui::GetTextLineHeight() - 1), kNodeBoxEdge, text);
+  }
+}
+
 // Bytes a rank has moved so far (sent + received).
 std::int64_t bytes_moved(const Layout& l, int r) {
   if (r < 0 || r >= static_cast<int>(l.rank_so_far.size())) return 0;
@@ -380,6 +401,7 @@ void draw_topology(PanelContext& ctx) {
   const float thin = n > 32 ? 0.75f : 1.0f;
   std::vector<ImVec2> at(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) at[r] = to_screen(l.pos[r], origin, side);
+  if (l.nodes.any()) node_boxes(dl, l, origin, side);
 
   // Links: every pair that ever talks, then the bytes that have arrived on it so far.
   for (std::size_t i = 0; i < l.pairs.size(); ++i) {

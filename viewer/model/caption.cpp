@@ -4,6 +4,7 @@
 //   group / pattern   a beat's messages by (buffer, apply), then who sends to whom
 //   payload           which chunks, as a formula where one fits
 //   sentence          pattern + payload + apply + bytes, and the collective's name
+//   buffer roles      what a buffer's messages over the whole trace say its collective is
 //   caption_at        the step of the moment, its groups' sentences, the phase texts
 //   describe          the caption plus in flight, shards and memory, as text
 #include "viewer/model/caption.hpp"
@@ -19,6 +20,7 @@
 #include <utility>
 
 #include "core/base/units.hpp"
+#include "viewer/model/overlap.hpp"
 #include "viewer/model/shard_replay.hpp"
 
 namespace distlab::viewer {
@@ -99,11 +101,24 @@ std::vector<Group> group_messages(const TraceModel& m, const std::vector<std::ui
 
 // ---- who sends to whom ---------------------------------------------------------------------
 
-enum class Pattern { single, ring_right, ring_left, pairs, star_from, star_to, all_to_all, other };
+enum class Pattern {
+  single,
+  ring_right,
+  ring_left,
+  pairs,
+  shift,
+  ring_in_blocks,
+  star_from,
+  star_to,
+  all_to_all,
+  other
+};
 
 struct Shape {
   Pattern pattern = Pattern::other;
   int mask = 0;            // pairs: partner = r ^ mask
+  int offset = 0;          // shift: every rank sends to r + offset (mod N), 1 < offset < N - 1
+  int block = 0;           // ring_in_blocks: rings of `block` consecutive ranks (nodes)
   bool both_ways = false;  // pairs: every message's reverse is in the step too
   int root = -1;           // star_from / star_to
 };
@@ -131,6 +146,18 @@ Shape shape_of(const Group& g, int n) {
     });
     return s;
   }
+  // Every rank to the rank `offset` ahead (Bruck's steps, the pairwise all-to-all's): a ring
+  // with a longer stride.
+  const int offset = mod(ms.front()->dst - ms.front()->src, n);
+  if (n > 3 && offset > 0 && g.senders.size() > 1 &&
+      all([&](const Message* x) { return mod(x->dst - x->src, n) == offset; }))
+    return s.pattern = Pattern::shift, s.offset = offset, s;
+  // A ring inside each block of G consecutive ranks (the hierarchical all-reduce's nodes): r
+  // sends to the next rank of its block, the last to the block's first.
+  for (int G = 3; G < n; ++G)
+    if (n % G == 0 && g.senders.size() > std::size_t(G) &&
+        all([G](const Message* x) { return x->dst == x->src / G * G + (x->src % G + 1) % G; }))
+      return s.pattern = Pattern::ring_in_blocks, s.block = G, s;
   if (g.senders.size() == 1 && !g.receivers.count(*g.senders.begin()))
     return s.pattern = Pattern::star_from, s.root = *g.senders.begin(), s;
   if (g.receivers.size() == 1 && !g.senders.count(*g.receivers.begin()))
@@ -270,14 +297,30 @@ bool one_way(const Group& g) {
   return true;
 }
 
-std::string name_of(const Group& g, const Shape& s, const Payload& p) {
+// "reduce up two trees (half of the data each)": a reduce (`up`) or broadcast (`down`) over `k`
+// trees, each with its part of the buffer; over one tree, the plain name.
+std::string trees(const char* collective, const char* way, int k) {
+  if (k == 1) return collective;
+  if (k == 2) return fmt::format("{} {} two trees (half of the data each)", collective, way);
+  return fmt::format("{} {} {} trees (1/{} of the data each)", collective, way, k, k);
+}
+
+std::string name_of(const Group& g, const Shape& s, const Payload& p,
+                    const BufferRole* role = nullptr) {
   const Message& first = *g.msgs.front();
   const bool whole = p.kind == Chunks::whole;
   if (g.apply == ApplyKind::reduce) {
     if (s.pattern == Pattern::star_to || s.pattern == Pattern::single) return "reduce";
     if (whole && one_way(g)) return "reduce";  // a level of a reduction tree
+    // Chunks that end on a few roots: trees reducing their parts, pipelined chunk by chunk.
+    if (!whole && role && role->reduce_roots > 0) return trees("reduce", "up", role->reduce_roots);
     return whole ? "all-reduce" : "reduce-scatter";
   }
+  if (g.apply == ApplyKind::copy && role && role->all_to_all) return "all-to-all";
+  // Copies of a reduced buffer that start on a few roots: trees broadcasting the sums, a level
+  // (or a segment) a step; one message at the top of a binomial tree is a level too.
+  if (g.apply == ApplyKind::copy && role && role->broadcast_roots > 0)
+    return trees("broadcast", "down", role->broadcast_roots);
   if (g.apply != ApplyKind::copy || s.pattern == Pattern::single) return "";
   bool same_payload = true, one_mask = true;  // every message carries the same chunks, data
   for (const Message* x : g.msgs) {
@@ -293,12 +336,23 @@ std::string name_of(const Group& g, const Shape& s, const Payload& p) {
   return "";
 }
 
-Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, bool reduce_style) {
+// "r + 2", "r - 1": the rank `offset` ahead of r, written the shorter way round.
+std::string ahead(int offset, int n) {
+  return offset <= n / 2 ? fmt::format("r + {}", offset) : fmt::format("r - {}", n - offset);
+}
+
+Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, bool reduce_style,
+          const BufferRole* role) {
   const int n = m.world_size();
   const Shape s = shape_of(g, n);
   const Payload p = payload_of(g, chunks, n);
   const std::string buffer(m.str(g.buffer));
-  const std::string what = noun(p, buffer, name_buffer);
+  std::string what = noun(p, buffer, name_buffer);
+  // An all-to-all's chunk r is where the block lands (the receiver's block from r): what the
+  // sender sends is its block for that receiver.
+  if (role && role->all_to_all && p.kind == Chunks::of_sender && p.chunk == 0)
+    what = fmt::format("its block for the receiver d (d's block r{})",
+                       name_buffer && !buffer.empty() ? " of " + buffer : "");
   const bool reduce = g.apply == ApplyKind::reduce, copy = g.apply == ApplyKind::copy;
   const Who senders = who_of(g.senders, n, s.root);
   const Who receivers = who_of(g.receivers, n, s.root);
@@ -329,6 +383,10 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
         t.flow = fmt::format("{} {} {} with {} partner r ^ {}", senders.text,
                              verb("exchange", senders.plural), what,
                              senders.plural ? "their" : "its", s.mask);
+        // Nodes of G ranks, G a divisor of the mask: the partner is the rank at the same place
+        // of another node (the hierarchical all-reduce's step between the nodes).
+        if (const int G = m.info.ranks_per_node; G > 0 && s.mask % G == 0)
+          t.flow += " (the same place in the other node)";
         if (reduce || copy)
           t.flow += fmt::format(" and {} what arrives", verb(keeps, senders.plural));
       } else {
@@ -336,6 +394,20 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
                              s.mask);
         if (reduce || copy) t.flow += reduce ? ", which adds it in" : ", which stores it";
       }
+      break;
+    case Pattern::shift:
+      t.flow = fmt::format("{} {} {} to {}", senders.text, verb("send", senders.plural), what,
+                           ahead(s.offset, n));
+      if (reduce || copy)
+        t.flow += fmt::format(" and {} the one from {}", verb(keeps, senders.plural),
+                              ahead(n - s.offset, n));
+      break;
+    case Pattern::ring_in_blocks:
+      t.flow = fmt::format("in each {} of {} ranks (r0-r{}, ...), {} {} {} to the next rank of it",
+                           m.info.ranks_per_node == s.block ? "node" : "group", s.block,
+                           s.block - 1, senders.text, verb("send", senders.plural), what);
+      if (reduce || copy)
+        t.flow += fmt::format(" and {} the one from the rank before", verb(keeps, senders.plural));
       break;
     case Pattern::star_from:
       if (p.kind == Chunks::of_receiver && p.chunk == 0)
@@ -375,7 +447,7 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
   }
   t.flow += volume(g, s, n, reduce_style);
 
-  t.name = name_of(g, s, p);
+  t.name = name_of(g, s, p, role);
   return t;
 }
 
@@ -420,6 +492,44 @@ std::string run_name(const TraceModel& m, const CaptionIndex& index, int beat, c
   return "";
 }
 
+const BufferRole* role_of(const CaptionIndex& index, std::uint32_t buffer) {
+  const auto it =
+      std::lower_bound(index.roles.begin(), index.roles.end(), buffer,
+                       [](const BufferRole& r, std::uint32_t b) { return r.buffer < b; });
+  return it != index.roles.end() && it->buffer == buffer ? &*it : nullptr;
+}
+
+// Bytes per rank whose data a beat's buffer-less copies carry, when every message of the beat
+// carries the same; 0 otherwise.
+double bytes_per_source(const TraceModel& m, const CaptionIndex& index, int beat) {
+  if (beat < 1 || beat >= static_cast<int>(index.messages_of_beat.size())) return 0;
+  double per = 0;
+  for (std::uint32_t id : index.messages_of_beat[beat]) {
+    const Message& x = m.messages[id];
+    const int c = x.contrib_mask ? std::popcount(x.contrib_mask) : x.contributions;
+    if (x.buffer || x.apply != ApplyKind::copy || c < 1 || x.bytes < 0) return 0;
+    const double here = double(x.bytes) / c;
+    if (per > 0 && std::abs(here - per) > kEps) return 0;
+    per = here;
+  }
+  return per;
+}
+
+// Bruck's all-to-all names no chunks (its blocks come from all over the buffer) but says whose
+// blocks each message carries: from a step to the next the messages carry blocks of twice as
+// many ranks in the same bytes (about N/2 blocks every step, from 2^k ranks), where Bruck's
+// all-gather's bytes grow with them (each rank's one block). A neighbouring step that does not
+// keep bytes per rank: an all-to-all.
+bool bruck_all_to_all(const TraceModel& m, const CaptionIndex& index, int beat) {
+  const double here = bytes_per_source(m, index, beat);
+  if (here <= 0) return false;
+  for (const int b : {beat - 1, beat + 1}) {
+    const double there = bytes_per_source(m, index, b);
+    if (there > 0 && std::abs(there - here) > kEps) return true;
+  }
+  return false;
+}
+
 // The flow and name of one beat's messages.
 Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
   Told out;
@@ -438,7 +548,20 @@ Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
     int chunks = 0;
     for (const BufferInfo& b : m.info.buffers)
       if (g.buffer && b.name == m.str(g.buffer)) chunks = std::max(1, b.chunks);
-    Told t = tell(m, g, chunks, name_buffer, reduced.count(g.buffer) > 0);
+    Told t = tell(m, g, chunks, name_buffer, reduced.count(g.buffer) > 0, role_of(index, g.buffer));
+    if (t.name.empty() && !g.buffer && g.apply == ApplyKind::copy &&
+        bruck_all_to_all(m, index, beat)) {
+      // Step k moves the blocks whose distance to their destination has bit k set, 2^k ranks.
+      const Message& x = *g.msgs.front();
+      const int hop = mod(x.dst - x.src, std::max(m.world_size(), 1));
+      const std::string blocks = fmt::format(
+          "its blocks that hop {} rank{} now (bit {} of their distance set)", hop,
+          hop == 1 ? "" : "s", std::countr_zero(static_cast<unsigned>(std::max(hop, 1))));
+      t = tell(m, g, chunks, name_buffer, false, nullptr);
+      const std::size_t at = t.flow.find("a message");
+      if (at != std::string::npos) t.flow.replace(at, 9, blocks);
+      t.name = "all-to-all (Bruck)";
+    }
     if (groups.size() == 1 && g.msgs.size() == 1)
       if (std::string name = run_name(m, index, beat, g, chunks); !name.empty()) t.name = name;
     if (!t.name.empty() && out.name.find(t.name) == std::string::npos)
@@ -517,6 +640,67 @@ std::vector<std::vector<std::uint32_t>> beats_of_texts(const TraceModel& m,
   return of_beat;
 }
 
+// ---- what a buffer's collective is, over the whole trace (BufferRole) ------------------------
+
+int contributions_of(const Message& x) {
+  return x.contrib_mask ? std::popcount(x.contrib_mask) : x.contributions;
+}
+
+std::vector<BufferRole> buffer_roles(const TraceModel& m) {
+  struct Seen {
+    std::map<int, std::pair<int, int>> top;       // reduce: chunk -> (most ranks summed, holder)
+    std::map<int, std::pair<double, int>> first;  // copy: chunk -> (earliest send, its sender)
+    std::set<int> reducers, copiers, copied_to;
+    std::map<int, std::set<int>> own_to;  // copies of the sender's own block: sender -> receivers
+    bool only_own = true;                 // every copy carries its sender's own block
+  };
+  std::map<std::uint32_t, Seen> seen;
+  for (const Message& x : m.messages) {
+    // A group's messages (Comm::split) number chunks within their group, and every group of a
+    // name shares it: they say nothing of the world's roots.
+    if (!x.buffer || x.group || x.chunk < 0 || x.src < 0 || x.dst < 0) continue;
+    Seen& b = seen[x.buffer];
+    if (x.apply == ApplyKind::reduce) {
+      b.reducers.insert(x.src);
+      for (int c = x.chunk; c < x.chunk_end; ++c) {
+        auto [it, fresh] = b.top.try_emplace(c, contributions_of(x), x.dst);
+        if (!fresh && contributions_of(x) >= it->second.first)
+          it->second = {contributions_of(x), x.dst};
+      }
+    } else if (x.apply == ApplyKind::copy) {
+      b.copiers.insert(x.src);
+      b.copied_to.insert(x.dst);
+      const bool own = x.chunk == x.src && x.chunk_end == x.src + 1;
+      b.only_own = b.only_own && own;
+      if (own) b.own_to[x.src].insert(x.dst);
+      for (int c = x.chunk; c < x.chunk_end; ++c) {
+        auto [it, fresh] = b.first.try_emplace(c, x.send_time, x.src);
+        if (!fresh && x.send_time < it->second.first) it->second = {x.send_time, x.src};
+      }
+    }
+  }
+  std::vector<BufferRole> out;
+  for (const auto& [buffer, b] : seen) {
+    BufferRole role;
+    role.buffer = buffer;
+    std::set<int> holders, origins;
+    for (const auto& [c, top] : b.top) holders.insert(top.second);
+    for (const auto& [c, first] : b.first) origins.insert(first.second);
+    if (!holders.empty() && holders.size() < b.reducers.size())
+      role.reduce_roots = static_cast<int>(holders.size());
+    if (!b.top.empty() && !origins.empty() && origins.size() < b.copiers.size())
+      role.broadcast_roots = static_cast<int>(origins.size());
+    // Every rank both sends and receives, each its own block to several ranks (a server that
+    // sends its shard of the parameters to the workers is a broadcast: they send none back).
+    role.all_to_all = b.top.empty() && b.only_own && b.copiers.size() > 2 &&
+                      b.copiers == b.copied_to &&
+                      std::all_of(b.own_to.begin(), b.own_to.end(),
+                                  [](const auto& e) { return e.second.size() > 1; });
+    out.push_back(role);
+  }
+  return out;  // by buffer id: std::map's order
+}
+
 }  // namespace
 
 // ---- the caption ---------------------------------------------------------------------------
@@ -564,6 +748,7 @@ CaptionIndex index_captions(const TraceModel& m) {
       });
   index.texts_of_beat = beats_of_texts(m, index);
   index.training = train_steps(m);
+  index.roles = buffer_roles(m);
   return index;
 }
 
@@ -727,7 +912,7 @@ std::string describe(const TraceModel& m, const Moment& at) {
                          parts.empty() ? "" : " (" + parts + ")");
     }
   }
-  return out;
+  return out + describe_overlap(m, at.time_us);
 }
 
 }  // namespace distlab::viewer

@@ -12,7 +12,9 @@
 //   apply       copy ("stores") or reduce ("adds")
 //   volume      bytes per link, and how many ranks' data a reduced message carries
 //   collective  named when the messages say it: reduce-scatter, all-gather, all-reduce, reduce,
-//               broadcast, scatter, gather, all-to-all
+//               broadcast, scatter, gather, all-to-all; from the buffer's messages over the
+//               whole trace where one step cannot tell (BufferRole below): a reduce up and a
+//               broadcast down k trees, the pairwise all-to-all, Bruck's all-to-all
 //   group       when the messages were sent in groups (Comm::split's names on them): "in each tp
 //               group, ..." for one group, the groups' names after the flow for several
 // e.g. "step 3 of 6, reduce-scatter: every rank sends chunk (r - 3) mod 4 right and adds the one
@@ -54,11 +56,30 @@ struct Caption {
 
 // What caption_at needs beyond the model, built once per model: the messages of each beat, the
 // spans that carry a phase text, and the training steps.
+// What a buffer's messages, over the whole trace, say its collective is, where one step alone
+// cannot tell:
+//   reduce_roots     the ranks its reduced chunks end on (each chunk's most complete sum), when
+//                    fewer than the ranks that send reductions: a reduce up that many trees
+//                    (NCCL's double binary tree: two, half the data each), not a reduce-scatter,
+//                    which leaves a part of the sum on every rank
+//   broadcast_roots  likewise the ranks its copied chunks start from (each chunk's first
+//                    copy), when fewer than the ranks that send them: a broadcast down that many
+//                    trees, not an all-gather, whose chunks start on every rank
+//   all_to_all       every copy carries its sender's own block r, every rank sends and
+//                    receives, each sending to several ranks: the pairwise all-to-all's buffer (block r of the receiver's output is
+//                    the block rank r sent it; core/collectives/all_to_all.hpp)
+struct BufferRole {
+  std::uint32_t buffer = 0;                   // string id
+  int reduce_roots = 0, broadcast_roots = 0;  // 0: not fewer than the senders
+  bool all_to_all = false;
+};
+
 struct CaptionIndex {
   std::vector<std::vector<std::uint32_t>> messages_of_beat;  // [beat]: messages, beat 1 .. steps
   std::vector<std::uint32_t> text_spans;                     // by start
   std::vector<std::vector<std::uint32_t>> texts_of_beat;     // [beat]: text spans shown with it
   std::vector<std::uint32_t> reduced_buffers;  // string ids some message reduces into, sorted
+  std::vector<BufferRole> roles;               // by buffer string id
   TrainSteps training;
 };
 CaptionIndex index_captions(const TraceModel& model);
@@ -71,8 +92,9 @@ int caption_beat(const TraceModel& model, const Moment& at);
 
 // `distlab-viewer --describe`: the caption and phase texts, then what the panels show: the
 // messages in flight (src -> dst, bytes, chunk, how far), each buffer's chunks per rank and how
-// complete they are, and each rank's memory when the trace has a ledger. Several lines, each
-// ending in '\n'.
+// complete they are, each rank's memory when the trace has a ledger, and how much of each
+// rank's communication so far ran under its compute (overlap.hpp). Several lines, each ending
+// in '\n'.
 std::string describe(const TraceModel& model, const Moment& at);
 
 }  // namespace distlab::viewer

@@ -129,6 +129,33 @@ double mesh_node_radius(const MeshDims& m) {
   return m.any() ? std::min(0.06, 0.3 * mesh_grid(m).cell) : node_radius(0);
 }
 
+NodeLayout node_layout(int n, int g) {
+  NodeLayout out;
+  if (g <= 0 || g >= n || n % g != 0) return out;
+  const int nodes = n / g;
+  const int cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(nodes))));
+  const int rows = (nodes + cols - 1) / cols;
+  const double cell = (1.0 - 2 * kGridMargin) / std::max(cols, rows);
+  const double x0 = 0.5 - cell * cols / 2, y0 = 0.5 - cell * rows / 2;
+  const double pad = 0.1 * cell;  // between neighbouring boxes: room for a box's label above it
+  // The ranks of a node on a circle of its box, leaving room for their labels; a node of two
+  // side by side.
+  const double radius = 0.26 * cell;
+  const double spacing = g == 1 ? cell : 2.0 * radius * std::sin(std::numbers::pi / std::max(g, 2));
+  out.node_radius = std::min({0.06, 0.3 * spacing, 0.12 * cell});
+  for (int k = 0; k < nodes; ++k) {
+    const double bx = x0 + cell * (k % cols), by = y0 + cell * (k / cols);
+    out.nodes.push_back(
+        {bx + pad, by + pad, bx + cell - pad, by + cell - pad, k * g, k * g + g - 1});
+    const double cx = bx + cell / 2, cy = by + cell / 2;
+    for (int i = 0; i < g; ++i) {
+      const double a = 2.0 * std::numbers::pi * i / g;
+      out.ranks.push_back({cx + radius * std::sin(a), cy - radius * std::cos(a)});
+    }
+  }
+  return out;
+}
+
 double node_radius(int ranks) {
   if (ranks <= 1) return 0.06;
   const double spacing = ranks <= kCircleMaxRanks

@@ -12,6 +12,12 @@
 //                   puts each data-parallel replica in a block, the blocks side by side; in a
 //                   block the pipeline stages are rows (stage 0 at the top) and the
 //                   tensor-parallel ranks of a stage sit next to each other in its row.
+//   in nodes        a trace that records its ranks per node G (otherData.ranks_per_node, the
+//                   hierarchical all-reduce's nodes), when 0 < G < N and G divides N: each node
+//                   a box, the boxes in a grid (node 0 top left), the node's G ranks on a small
+//                   circle inside its box from the top, clockwise, so the ring inside a node is
+//                   its circle and rank r's partner r + G in the next node sits at the same
+//                   place of the next box.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +60,19 @@ MeshDims parse_mesh(std::string_view json, int ranks);
 std::vector<Point> mesh_positions(const MeshDims& mesh);
 // A node radius that keeps a mesh's neighbours apart.
 double mesh_node_radius(const MeshDims& mesh);
+
+// Nodes of `ranks_per_node` consecutive ranks (see above): the ranks' centres and each node's box.
+struct NodeBox {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // inside [0, 1]^2
+  int first = 0, last = 0;                // its ranks, first .. last
+};
+struct NodeLayout {
+  std::vector<Point> ranks;  // empty when the ranks do not form nodes (see above)
+  std::vector<NodeBox> nodes;
+  double node_radius = 0;  // a rank's radius that keeps a node's ranks apart
+  bool any() const { return !ranks.empty(); }
+};
+NodeLayout node_layout(int ranks, int ranks_per_node);
 
 // A node radius (unit-square units) that keeps neighbouring nodes apart for this many ranks.
 double node_radius(int ranks);

@@ -499,6 +499,8 @@ void Builder::read_other(od::object other) {
       in.transport = as_string(v).value_or("");
     else if (key == "world_size")
       in.world_size = clamp_int(as_int(v).value_or(0));
+    else if (key == "ranks_per_node")
+      in.ranks_per_node = std::max(0, clamp_int(as_int(v).value_or(0)));
     else if (key == "steps")
       in.steps = as_int(v).value_or(0);
     else if (key == "messages")

@@ -130,6 +130,9 @@ struct TraceMeta {
   int schema_version = 0;
   std::string lesson, title, algorithm, mode, device, transport;
   int world_size = 0;  // from otherData, else the number of distinct pids
+  // Ranks per node (otherData.ranks_per_node: World::ranks_per_node, --ranks-per-node or the
+  // simulated platform's); 0 when the trace does not say.
+  int ranks_per_node = 0;
   bool has_verification = false, verified = false;
   std::int64_t checks = 0;
   std::vector<FailedCheck> failed;
