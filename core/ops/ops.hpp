@@ -74,6 +74,10 @@ void same_shape(const A& a, const B& b, const char* op) {
   same_device(op, a.device, {b.device});
 }
 
+// dst += src for float32 on the CPU, built for AVX2 and for the baseline; the CPU picks
+// (elementwise_cpu.cpp). The all-reduces' gamma.
+void add_f32(float* dst, const float* src, std::size_t n);
+
 // Row-major float GEMM on the CPU, on Eigen's blocked kernels: C = alpha op(A) op(B) + beta C.
 // Compiled once (gemm_cpu.cpp): Eigen's GEMM kernels cost every including file seconds to build.
 void gemm_cpu(float* c, const float* a, const float* b, std::size_t m, std::size_t n, std::size_t k,
@@ -122,6 +126,7 @@ void add(View<T> dst, In<T> src) {
 #ifdef DISTLAB_HAVE_CUDA
   if (dst.device == Device::cuda) return cuda::add(dst.ptr, src.ptr, dtype_of<T>(), dst.n);
 #endif
+  if constexpr (std::same_as<T, float>) return detail::add_f32(dst.ptr, src.ptr, dst.n);
   for (std::size_t i = 0; i < dst.n; ++i) {
     if constexpr (FloatType<T> && !std::same_as<T, float>)
       dst[i] = T(static_cast<float>(dst[i]) + static_cast<float>(src[i]));
