@@ -10,7 +10,9 @@
 #include "viewer/model/overlap.hpp"
 #include "viewer/model/trace_model.hpp"
 
+using namespace distlab;
 using namespace distlab::viewer;
+using distlab::Intervals;
 using Catch::Contains;
 
 namespace {

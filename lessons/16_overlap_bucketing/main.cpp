@@ -41,6 +41,7 @@
 
 #include "core/base/breaks.hpp"
 #include "core/base/clock.hpp"
+#include "core/base/intervals.hpp"
 #include "core/base/units.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/ops/ops.hpp"
@@ -191,37 +192,8 @@ void zero3_step(Replica& rep, int k, bool prefetch, double work_us, Measured* m)
   ops::cast(rep.all_params(), rep.all_master());
 }
 
-// --- overlap, off the trace
-// ------------------------------------------------------------------------
-
-using Intervals = std::vector<std::pair<double, double>>;
-
-// The union of `spans`, sorted and merged.
-Intervals merged(Intervals spans) {
-  std::sort(spans.begin(), spans.end());
-  Intervals out;
-  for (const auto& s : spans)
-    if (!out.empty() && s.first <= out.back().second)
-      out.back().second = std::max(out.back().second, s.second);
-    else
-      out.push_back(s);
-  return out;
-}
-double length(const Intervals& u) {
-  double t = 0;
-  for (const auto& [a, b] : u) t += b - a;
-  return t;
-}
-double overlap(const Intervals& a, const Intervals& b) {  // both merged
-  double t = 0;
-  std::size_t j = 0;
-  for (const auto& [a0, a1] : a) {
-    while (j < b.size() && b[j].second <= a0) ++j;
-    for (std::size_t i = j; i < b.size() && b[i].first < a1; ++i)
-      t += std::max(0.0, std::min(a1, b[i].second) - std::max(a0, b[i].first));
-  }
-  return t;
-}
+// --- overlap, off the trace (unions of spans: core/base/intervals.hpp)
+// ----------------------------
 
 // One rank's communication and how much of it the computation hid (microseconds).
 struct Overlap {
@@ -247,7 +219,7 @@ Overlap overlap_of(const RankLog& log, const std::vector<std::pair<int, int>>& o
       }
   }
   const Intervals c = merged(comm), w = merged(work);
-  return {length(c), overlap(c, w)};
+  return {length(c), length(intersection(c, w))};
 }
 
 // The buckets a step starts: the layers from the top, grouped until they reach `bytes`.

@@ -10,44 +10,6 @@
 
 namespace distlab::viewer {
 
-Intervals merged(Intervals spans) {
-  std::sort(spans.begin(), spans.end());
-  Intervals out;
-  for (const auto& s : spans)
-    if (!out.empty() && s.first <= out.back().second)
-      out.back().second = std::max(out.back().second, s.second);
-    else
-      out.push_back(s);
-  return out;
-}
-
-Intervals intersection(const Intervals& a, const Intervals& b) {
-  Intervals out;
-  std::size_t j = 0;
-  for (const auto& [a0, a1] : a) {
-    // b's ends ascend (merged): a binary search, so that one span against a rank's every
-    // interval (the timeline, each frame) costs a log.
-    j = static_cast<std::size_t>(
-        std::partition_point(b.begin() + static_cast<std::ptrdiff_t>(j), b.end(),
-                             [&](const auto& x) { return x.second <= a0; }) -
-        b.begin());
-    for (std::size_t i = j; i < b.size() && b[i].first < a1; ++i) {
-      const double lo = std::max(a0, b[i].first), hi = std::min(a1, b[i].second);
-      if (hi > lo) out.push_back({lo, hi});
-    }
-  }
-  return out;
-}
-
-double length_before(const Intervals& u, double t) {
-  double total = 0;
-  for (const auto& [a, b] : u) {
-    if (a >= t) break;
-    total += std::min(b, t) - a;
-  }
-  return total;
-}
-
 namespace {
 
 // A layer's forward or backward: a phase on the compute lane (or a sub-lane of it) whose op

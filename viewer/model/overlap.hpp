@@ -21,18 +21,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/intervals.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
-
-using Intervals = std::vector<std::pair<double, double>>;  // [begin, end), microseconds
-
-// The union of `spans`: sorted by start, overlapping and touching ones merged.
-Intervals merged(Intervals spans);
-// The part of merged `a` that lies in merged `b`.
-Intervals intersection(const Intervals& a, const Intervals& b);
-// Total length of merged `u` before `t` (all of it when t is past its end).
-double length_before(const Intervals& u, double t);
 
 struct RankOverlap {
   double comm_us = 0, hidden_us = 0;
