@@ -12,7 +12,6 @@
 
 using namespace distlab;
 using namespace distlab::viewer;
-using distlab::Intervals;
 using Catch::Contains;
 
 namespace {

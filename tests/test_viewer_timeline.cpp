@@ -395,7 +395,8 @@ TEST_CASE("timeline panel: communication hidden under compute is hatched, and co
   // backward): no hatch.
   std::pair<double, double> bare{0, 0};
   for (const auto& c : overlap.comm[0])
-    if (distlab::intersection({c}, overlap.work[0]).empty() && c.second - c.first > bare.second - bare.first)
+    if (distlab::intersection({c}, overlap.work[0]).empty() &&
+        c.second - c.first > bare.second - bare.first)
       bare = c;
   REQUIRE(bare.second > bare.first);
   zoomed_onto(bare);
