@@ -9,7 +9,10 @@
 
 namespace distlab::ops::detail {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under the sanitizers: the loader runs the clones' resolver before their runtime is up,
+// and an instrumented resolver crashes the program at load (TSan, seen here).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 void add_f32(float* dst, const float* src, std::size_t n) {
