@@ -128,12 +128,8 @@ namespace {
 
 // Blocks from this size on are kept for reuse: a collective's small workspace (recursive
 // doubling's 8 KiB) would otherwise cost an aligned malloc, with its heap consolidation, on
-// every call. Under AddressSanitizer nothing is kept, so that it sees every block freed.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr std::size_t kCacheMin = ~std::size_t{0};
-#else
-constexpr std::size_t kCacheMin = std::size_t{4} << 10;  // smaller blocks go straight to malloc
-#endif
+// every call.
+constexpr std::size_t kCacheMin = std::size_t{4} << 10;    // smaller blocks go straight to malloc
 constexpr std::size_t kCacheLimit = std::size_t{1} << 30;  // per thread
 
 // Freed CPU blocks by size, for this thread's next allocation of that size.
