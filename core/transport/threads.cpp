@@ -37,6 +37,12 @@ constexpr double kSettleUs = 2e6;  // how long a deadlock report waits for runni
 // Messages from this size on are moved by their receiver when it waits already: a copy this long
 // is worth the receiver's wake-up, and the two sides of an exchange then copy at once.
 constexpr std::size_t kHandOverBytes = std::size_t{64} << 10;
+
+// A message its receiver moves (hand_over, keep_for_later): large, and host memory on both sides.
+bool moved_by_receiver(const RequestState& send, const RequestState& recv) {
+  return recv.mem.bytes >= kHandOverBytes && send.mem.device == Device::cpu &&
+         recv.mem.device == Device::cpu;
+}
 }  // namespace
 
 ThreadHub::ThreadHub(int size, double deadlock_timeout_s)
@@ -529,9 +535,7 @@ void ThreadTransport::transfer(ThreadHub::Req& send, ThreadHub::Req& recv) {
 
 bool ThreadTransport::hand_over(const std::shared_ptr<ThreadHub::Req>& send,
                                 const std::shared_ptr<ThreadHub::Req>& recv) {
-  if (recv->mem.bytes < kHandOverBytes || send->mem.device != Device::cpu ||
-      recv->mem.device != Device::cpu)
-    return false;
+  if (!moved_by_receiver(*send, *recv)) return false;
   ThreadHub::Slot& to = *hub_.slots_[static_cast<std::size_t>(recv->owner)];
   {
     std::lock_guard lk(to.registry);
@@ -548,9 +552,7 @@ bool ThreadTransport::hand_over(const std::shared_ptr<ThreadHub::Req>& send,
 
 bool ThreadTransport::keep_for_later(const std::shared_ptr<ThreadHub::Req>& send,
                                      const std::shared_ptr<ThreadHub::Req>& recv) {
-  if (recv->mem.bytes < kHandOverBytes || send->mem.device != Device::cpu ||
-      recv->mem.device != Device::cpu)
-    return false;
+  if (!moved_by_receiver(*send, *recv)) return false;
   ThreadHub::Slot& me = *hub_.slots_[rank_];
   std::lock_guard lk(me.registry);
   me.handed.emplace_back(send, recv);
