@@ -80,6 +80,7 @@ std::vector<char> serialize(const RankLog& log) {
     w.str(e.phase.op);
     w.pod(e.phase.micro);
     w.pod(e.phase.stage);
+    w.pod(e.phase.chunk);
     w.str(e.phase.text);
   }
   w.pod(static_cast<std::uint64_t>(log.counters.size()));
@@ -139,6 +140,7 @@ RankLog deserialize(const std::vector<char>& bytes) {
     e.phase.op = r.str();
     e.phase.micro = r.pod<int>();
     e.phase.stage = r.pod<int>();
+    e.phase.chunk = r.pod<int>();
     e.phase.text = r.str();
   }
   log.counters.resize(r.pod<std::uint64_t>());

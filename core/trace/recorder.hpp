@@ -40,8 +40,9 @@ struct PhaseArgs {
   std::string op;    // "forward", "backward", "update", ...
   int micro = -1;    // micro-batch, -1 when none
   int stage = -1;    // pipeline stage (model chunk), -1 when none
+  int chunk = -1;    // the stage's model chunk (an interleaved pipeline's), -1 when none
   std::string text;  // the caption
-  bool empty() const { return op.empty() && micro < 0 && stage < 0 && text.empty(); }
+  bool empty() const { return op.empty() && micro < 0 && stage < 0 && chunk < 0 && text.empty(); }
 };
 
 // A span on one of the rank's lanes. Messages are spans too: a send span carries the flow

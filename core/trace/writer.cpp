@@ -125,6 +125,7 @@ void append_phase_args(std::string& out, const PhaseArgs& a) {
   if (!a.op.empty()) args += fmt::format(R"(,"op":{})", json_string(a.op));
   if (a.micro >= 0) args += fmt::format(R"(,"micro":{})", a.micro);
   if (a.stage >= 0) args += fmt::format(R"(,"stage":{})", a.stage);
+  if (a.chunk >= 0) args += fmt::format(R"(,"chunk":{})", a.chunk);
   if (!a.text.empty()) args += fmt::format(R"(,"text":{})", json_string(a.text));
   out += R"(,"args":{)" + args.substr(1) + "}";
 }

@@ -68,7 +68,11 @@ void mse_loss(View<float> loss, View<float> dy, In<float> y, In<float> t, std::s
 // --- the MLP -----------------------------------------------------------------------------------
 
 Mlp::Mlp(Ledger& ledger, Device device, MlpShape shape, std::size_t batch, bool activate_output)
-    : shape_(std::move(shape)), batch_(batch), activate_output_(activate_output) {
+    : shape_(std::move(shape)),
+      batch_(batch),
+      activate_output_(activate_output),
+      ledger_(&ledger),
+      device_(device) {
   DL_CHECK(batch_ > 0, "an MLP needs a batch of at least one sample");
   ones_ = Buffer<float>(ledger, Category::activations, batch_, device);
   ops::fill(ones_.view(), 1.0f);
@@ -115,6 +119,41 @@ void Mlp::backward(View<float> grads, In<float> params, In<float> x, In<float> d
     dz = backward_layer(
         l, grads.sub(shape_.weight_offset(l), in * out), grads.sub(shape_.bias_offset(l), out),
         params.sub(shape_.weight_offset(l), in * out), x, dz, l == 0 ? dx : View<float>{});
+  }
+}
+
+void Mlp::backward_input(In<float> params, In<float> dy, View<float> dx) {
+  ops::detail::check_size("Mlp::backward_input", "dy", dy.size(), batch_ * shape_.out());
+  if (kept_dz_.empty())
+    for (std::size_t l = 0; l < shape_.layers(); ++l)
+      kept_dz_.emplace_back(*ledger_, Category::activations, batch_ * shape_.dims[l + 1], device_);
+  for (std::size_t l = shape_.layers(); l-- > 0;) {
+    const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+    View<float> dz = kept_dz_[l].view();
+    if (l + 1 < shape_.layers() || activate_output_) {  // through this layer's gelu
+      const View<const float> dh =
+          l + 1 < shape_.layers() ? View<const float>(dh_.view().sub(0, batch_ * out)) : dy;
+      ops::gelu_backward(dz, dh, In<float>(z_[l].view()));
+    } else {
+      ops::copy(dz, dy);
+    }
+    View<float> below = l == 0 ? dx : dh_.view().sub(0, batch_ * in);
+    if (below.size() > 0)  // dh = dz W^T, as linear_backward computes it
+      ops::gemm(below, In<float>(dz), params.sub(shape_.weight_offset(l), in * out), batch_, in,
+                out, false, /*trans_b=*/true);
+  }
+}
+
+void Mlp::backward_weights(View<float> grads, In<float> x) {
+  ops::detail::check_size("Mlp::backward_weights", "grads", grads.size(), shape_.params());
+  DL_CHECK(!kept_dz_.empty(), "Mlp::backward_weights: run backward_input first");
+  for (std::size_t l = 0; l < shape_.layers(); ++l) {
+    const std::size_t in = shape_.dims[l], out = shape_.dims[l + 1];
+    const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
+    const View<const float> dz = kept_dz_[l].view();
+    ops::gemm(grads.sub(shape_.weight_offset(l), in * out), input, dz, in, out, batch_,
+              /*trans_a=*/true);                                         // dW = x^T dz
+    ops::col_sums(grads.sub(shape_.bias_offset(l), out), dz, batch_, out);  // db = 1^T dz
   }
 }
 

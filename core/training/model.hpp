@@ -83,6 +83,12 @@ class Mlp {
   // (the input's gradient, which a pipeline sends to the stage before) unless dx is empty.
   void backward(View<float> grads, In<float> params, In<float> x, In<float> dy,
                 View<float> dx = {});
+  // The same backward in two halves, as a zero-bubble pipeline runs it. backward_input computes
+  // dx (unless empty) and keeps every layer's dL/dz (activation memory, charged to the ledger
+  // until this Mlp goes); backward_weights, any time later, computes grads from them. Together
+  // they do backward's arithmetic, operation for operation.
+  void backward_input(In<float> params, In<float> dy, View<float> dx = {});
+  void backward_weights(View<float> grads, In<float> x);
 
   // Layer by layer, for lessons that fetch each layer's weights just in time (ZeRO-3). Layers
   // run forward 0, 1, ..., L-1 (x is the batch; later layers read what the one before kept),
@@ -103,6 +109,9 @@ class Mlp {
   Buffer<float> ones_;
   std::vector<Buffer<float>> z_, h_;  // per layer: pre-activation, and gelu(z) for hidden layers
   Buffer<float> dz_, dh_;             // backward scratch, as wide as the widest layer
+  std::vector<Buffer<float>> kept_dz_;  // per layer: dL/dz from backward_input, for the weights
+  Ledger* ledger_;
+  Device device_;
 };
 
 // --- optimizers ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@
 #include "core/training/gpt.hpp"
 #include "core/training/gpt_reference.hpp"
 #include "core/training/model.hpp"
-#include "core/training/pipeline.hpp"
+#include "core/base/pipeline.hpp"
 
 using namespace distlab;
 
@@ -84,25 +84,11 @@ MeshShape resolve_mesh(int dp, int pp, int tp, int ranks) {
 // One entry of a stage's order of work: forward or backward of a micro-batch (pipeline.hpp).
 using pipeline::Op;
 
-// STEP 2: stage r of P's 1F1B order over M micro-batches (lesson 11): P - r - 1 forwards to fill
-// the pipeline, then one forward and one backward in turn, then the backwards left.
-std::vector<Op> one_f_one_b(int r, int P, int M) {
-  std::vector<Op> ops;
-  const int warmup = std::min(P - r - 1, M);
-  for (int m = 0; m < warmup; ++m) ops.push_back({true, m});
-  for (int i = 0; i < M - warmup; ++i) {
-    ops.push_back({true, warmup + i});
-    ops.push_back({false, i});
-  }
-  for (int m = M - warmup; m < M; ++m) ops.push_back({false, m});
-  return ops;
-}
-
-// Every stage's order: what the ideal machine replays (pipeline.hpp).
+// STEP 2: every stage's 1F1B order over M micro-batches (lesson 11's; core/base/pipeline.hpp):
+// stage r runs P - r - 1 forwards to fill the pipeline, then one forward and one backward in
+// turn, then the backwards left. The ideal machine replays these orders.
 std::vector<std::vector<Op>> one_f_one_b_orders(int P, int M) {
-  std::vector<std::vector<Op>> orders;
-  for (int p = 0; p < P; ++p) orders.push_back(one_f_one_b(p, P, M));
-  return orders;
+  return pipeline::orders_of({pipeline::Schedule::one_f_one_b, P, M});
 }
 
 // A float's unit in the last place at |w|.
@@ -530,19 +516,19 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < order.size(); ++i) {
         const Op& op = order[i];
         const int end = ideal_end[i],
-                  start = end - (op.forward ? pipeline::kForwardUnits : pipeline::kBackwardUnits);
+                  start = end - (op.forward() ? pipeline::kForwardUnits : pipeline::kBackwardUnits);
         world.seek_steps(step0 + start * unit);
         const int send_step = step0 + end * unit - 1;
         const int slot = op.micro % slots;
         Request& pending = sends[std::size_t(slot)];
         pipe.wait(pending);  // the slot's last message out has left
         auto phase =
-            world.phase(fmt::format("{}{}", op.forward ? "F" : "B", op.micro),
-                        phase_args(op.forward ? "forward" : "backward", op.micro, me.pp,
+            world.phase(fmt::format("{}{}", op.forward() ? "F" : "B", op.micro),
+                        phase_args(op.forward() ? "forward" : "backward", op.micro, me.pp,
                                    fmt::format("stage {}, {} of micro-batch {} through {}{}", me.pp,
-                                               op.forward ? "forward" : "backward", op.micro,
-                                               blocks, op.forward ? tp_fwd : tp_bwd)));
-        if (op.forward) {
+                                               op.forward() ? "forward" : "backward", op.micro,
+                                               blocks, op.forward() ? tp_fwd : tp_bwd)));
+        if (op.forward()) {
           std::vector<std::int32_t> in, out;
           for (std::size_t b = 0; b < s.batch; ++b)
             corpus->sequence(gpt::sequence_index(k, me.dp, op.micro, b, D, M, s.batch), c.seq, in,
