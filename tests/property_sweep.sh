@@ -47,16 +47,20 @@ settings() {
       ;;
     11)
       local m b schedule
-      one_of naive gpipe 1f1b
+      one_of naive gpipe 1f1b interleaved zb-h1
       schedule=$REPLY
       pick 1 8
       m=$REPLY
       [[ $schedule == naive ]] && m=1  # the whole batch at once
+      ((n == 64 && m > 1)) && m=$((m % 2 + 1))
+      [[ $schedule == zb-h1 ]] && m=$((n + m - 1))  # at least as many micro-batches as stages
+      [[ $schedule == interleaved ]] && m=$((n * m))  # a multiple of the stages
       pick 1 8
       b=$((m * REPLY))
       ((b < n)) && b=$((m * n))
-      args+=" --schedule $schedule --batch $b --work-us 0 --sample-us 0"
+      args+=" --schedule $schedule --batch $b --work-us 0 --sample-us 0 --no-sweep"
       [[ $schedule == naive ]] || args+=" --microbatches $m"
+      [[ $schedule == interleaved ]] && pick 2 $((n == 64 ? 2 : 4)) && add --virtual-stages
       pick 1 3 && add --steps
       pick 1 $((n == 64 ? 16 : 64)) && add --size
       ;;

@@ -306,3 +306,40 @@ TEST_CASE(
   got << as_vector(ga.view()), as_vector(gb.view());
   CHECK(relative_error(got, want) < 1e-5);
 }
+
+TEST_CASE("the MLP's backward in two halves (input, then weights) gives backward's bits", "[mlp]") {
+  Ledger ledger;
+  const std::size_t B = 7;
+  const Teacher teacher(make_shape({5, 9, 4}), 3);
+  for (const bool activate : {false, true}) {  // a last stage, and one in the middle
+    const MlpShape s = make_shape({5, 9, 6, 4});
+    const std::vector<float> p0 = initial_params(s, 4), xs = teacher.inputs(0, B);
+    Buffer<float> params(ledger, Category::params, s.params()), x(ledger, Category::data, B * 5),
+        dy(ledger, Category::activations, B * 4);
+    from_host(params.view(), p0);
+    from_host(x.view(), xs);
+    std::vector<float> dys(B * 4);
+    for (std::size_t i = 0; i < dys.size(); ++i) dys[i] = 0.01f * float(int(i % 13) - 6);
+    from_host(dy.view(), dys);
+    Buffer<float> fused(ledger, Category::grads, s.params()),
+        split(ledger, Category::grads, s.params()), dx_fused(ledger, Category::comm, B * 5),
+        dx_split(ledger, Category::comm, B * 5);
+    Mlp one(ledger, Device::cpu, s, B, activate), two(ledger, Device::cpu, s, B, activate);
+    one.forward(params.view(), x.view());
+    two.forward(params.view(), x.view());
+    one.backward(fused.view(), params.view(), x.view(), dy.view(), dx_fused.view());
+    const std::int64_t before = ledger.current(Category::activations);
+    two.backward_input(params.view(), dy.view(), dx_split.view());
+    // The gradients of every layer's output are kept for the weights: B x (9 + 6 + 4) floats.
+    CHECK(ledger.current(Category::activations) - before == std::int64_t(B * (9 + 6 + 4) * 4));
+    two.backward_weights(split.view(), x.view());
+    CHECK(to_host(View<const float>(split.view())) == to_host(View<const float>(fused.view())));
+    CHECK(to_host(View<const float>(dx_split.view())) ==
+          to_host(View<const float>(dx_fused.view())));
+  }
+  Mlp fresh(ledger, Device::cpu, make_shape({5, 4}), B);
+  Buffer<float> g(ledger, Category::grads, make_shape({5, 4}).params()),
+      x(ledger, Category::data, B * 5);
+  CHECK_THROWS_WITH(fresh.backward_weights(g.view(), x.view()),
+                    Catch::Matchers::Contains("run backward_input first"));
+}

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "core/base/breaks.hpp"
+
 namespace distlab::pipeline {
 
 namespace {
@@ -28,7 +30,9 @@ std::pair<std::int64_t, std::int64_t> fraction(const Shape& s) {
 // first `put_off` W's left for the cool-down (every other W right after its I).
 std::vector<Op> one_f_one_b(int r, int P, int M, bool split) {
   std::vector<Op> ops;
-  const int warmup = std::min(P - r - 1, M), put_off = split ? r : 0;
+  // --break warmup-one-long (lesson 11): one forward more before the first backward, P - r
+  const int warmup = std::min(P - r - 1 + (broken("warmup-one-long") ? 1 : 0), M),
+            put_off = split ? r : 0;
   int backwards = 0, weights = 0;
   const auto backward = [&] {
     if (!split) {
@@ -43,7 +47,7 @@ std::vector<Op> one_f_one_b(int r, int P, int M, bool split) {
     ops.push_back({Pass::forward, m});
     backward();
   }
-  while (backwards < M) backward();                           // cool-down
+  while (backwards < M) backward();                                       // cool-down
   while (weights < M && split) ops.push_back({Pass::weight, weights++});  // the W's put off
   return ops;
 }
@@ -86,8 +90,8 @@ const char* to_string(Schedule s) {
 }
 
 std::optional<Schedule> schedule_named(std::string_view name) {
-  for (Schedule s : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b,
-                     Schedule::interleaved, Schedule::zb_h1})
+  for (Schedule s : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
+                     Schedule::zb_h1})
     if (name == to_string(s)) return s;
   return std::nullopt;
 }

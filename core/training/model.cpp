@@ -152,7 +152,7 @@ void Mlp::backward_weights(View<float> grads, In<float> x) {
     const View<const float> input = l == 0 ? x : View<const float>(h_[l - 1].view());
     const View<const float> dz = kept_dz_[l].view();
     ops::gemm(grads.sub(shape_.weight_offset(l), in * out), input, dz, in, out, batch_,
-              /*trans_a=*/true);                                         // dW = x^T dz
+              /*trans_a=*/true);                                            // dW = x^T dz
     ops::col_sums(grads.sub(shape_.bias_offset(l), out), dz, batch_, out);  // db = 1^T dz
   }
 }
