@@ -699,9 +699,9 @@ int main(int argc, char** argv) {
     }
     if (P <= 16) {
       fmt::print(
-          "  order of work (F forward, B backward, I the input's gradient, W the weights'; "
-          "m{} ),\n  checked against the trace:\n",
-          v > 1 ? ".c: micro-batch m of chunk c" : ": the micro-batch");
+          "  order of work (F forward, B backward, I and W its input's and weights' halves; F3: "
+          "micro-batch 3{}),\n  checked against the trace:\n",
+          v > 1 ? ", F3.1: through chunk 1" : "");
       for (const std::string& line : orders) fmt::print("{}\n", line);
     }
     r.check("every stage ran its schedule's passes in order (from the trace)", orders_ok);
@@ -769,7 +769,8 @@ int main(int argc, char** argv) {
         columns.push_back({pipe.schedule, P, 1, v});
       fmt::print(
           "\nmicro-batches on {} stages (in-process runs of one step; compute {:.0f} us + {:.0f} "
-          "us/sample,\nbackward twice): utilisation, its formula, and stage 0's activation peak\n",
+          "us/sample,\nbackward twice): utilisation measured (formula), and stage 0's activation "
+          "peak\n",
           P, setup.work_us, setup.sample_us);
       fmt::print("  {:>3}  {:>7}", "M", "samples");
       for (const Shape& c : columns) fmt::print("  {:>19}", to_string(c.schedule));
