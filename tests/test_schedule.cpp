@@ -11,6 +11,7 @@
 
 #include "example_traces.hpp"
 #include "pipeline_trace.hpp"
+#include "viewer/model/caption.hpp"
 #include "viewer/model/playback.hpp"
 #include "viewer/model/schedule.hpp"
 
@@ -488,4 +489,35 @@ TEST_CASE("blocks narrower than the minimum merge into runs; every block in view
   std::vector<int> columns;
   flight_columns(st, ViewWindow{0, 4, 4}, columns);
   CHECK(columns == std::vector<int>{0, 2, 1, 0});
+}
+
+TEST_CASE(
+    "--describe names the schedule, its formula, and what each stage runs: backward-input of "
+    "micro-batch m (chunk c), or the bubble",
+    "[schedule]") {
+  // zb-h1 on 2 stages, M = 2: stage 0 runs F0 F1 I0 W0 I1 W1, stage 1 F0 I0 F1 I1 W0 W1; 10 us a
+  // unit. From 20 to 30 us stage 0 waits for stage 1's I0.
+  const TraceModel zb = parse_trace_model(pipeline_trace_json({Schedule::zb_h1, 2, 2}, 1));
+  Moment at;
+  at.clock = Clock::measured;
+  at.time_us = 25;
+  const std::string d = describe_schedule(build_pipeline_schedule(zb), at);
+  INFO(d);
+  CHECK_THAT(d, Catch::StartsWith("schedule: zb-h1, P = 2, M = 2: each stage busy 3M/(3M+P-1) = "
+                                  "6/7 of an iteration on the ideal machine (F 1 unit, I 1, W 1)"));
+  CHECK_THAT(d, Catch::Contains("stage 0: idle (bubble); holds the activations of 2"));
+  CHECK_THAT(d, Catch::Contains("stage 1: backward-input of micro-batch 0; holds the activations "
+                                "of 1 micro-batch\n"));
+  CHECK_THAT(describe(zb, at), Catch::Contains("stage 1: backward-input of micro-batch 0"));
+
+  // Interleaved on 2 stages, M = 2, v = 2: the chunk follows the micro-batch.
+  const TraceModel in = parse_trace_model(pipeline_trace_json({Schedule::interleaved, 2, 2, 2}, 1));
+  at.time_us = 5;
+  const std::string di = describe_schedule(build_pipeline_schedule(in), at);
+  INFO(di);
+  CHECK_THAT(di, Catch::Contains("interleaved, P = 2, M = 2, v = 2"));
+  CHECK_THAT(di, Catch::Contains("vM/(vM+P-1) = 4/5"));
+  CHECK_THAT(di, Catch::Contains("stage 0: forward of micro-batch 0 (chunk 0)"));
+  // Any other trace has no schedule lines.
+  CHECK(describe_schedule(build_pipeline_schedule(TraceModel{}), at).empty());
 }

@@ -50,39 +50,18 @@ const PipelineSchedule& schedule_of(Document& doc) {
 }
 
 // One document's picture at this frame: which times, which iteration, where the cursor is.
-struct Picture {
+struct Picture : ScheduleMoment {
   Document* doc = nullptr;
   const PipelineSchedule* s = nullptr;
   const ScheduleTimes* times = nullptr;
-  bool ideal = false;
-  int iteration = 0, iterations = 1;
-  double t0 = 0, length = 0;  // the iteration's start and length, in the picture's time
-  double cursor = 0;          // in the picture's time
 };
 
 Picture picture_of(Document& doc, const Moment& now) {
   Picture p;
   p.doc = &doc;
   p.s = &schedule_of(doc);
-  p.ideal = now.clock == Clock::steps && p.s->has_ideal();
-  if (p.ideal) {
-    const double T = p.s->ideal_period(), t = p.s->ideal_time_at_beat(now.beat);
-    p.times = &p.s->ideal;
-    p.iterations = std::max(1, static_cast<int>(std::lround(p.s->ideal_at.back() / T)));
-    p.iteration = std::clamp(static_cast<int>(std::floor(t / T)), 0, p.iterations - 1);
-    p.length = T;
-    p.cursor = t - p.iteration * T;  // the ideal times hold one iteration, from 0
-  } else {
-    p.times = &p.s->measured;
-    p.iterations = std::max<int>(1, static_cast<int>(p.times->iterations.size()));
-    p.iteration = p.times->iteration_at(now.time_us);
-    if (!p.times->iterations.empty()) {
-      const Interval it = p.times->iterations[static_cast<std::size_t>(p.iteration)];
-      p.t0 = it.start;
-      p.length = it.end - it.start;
-    }
-    p.cursor = now.time_us;
-  }
+  static_cast<ScheduleMoment&>(p) = schedule_moment(*p.s, now);
+  p.times = p.ideal ? &p.s->ideal : &p.s->measured;
   return p;
 }
 

@@ -339,6 +339,62 @@ PipelineSchedule build_pipeline_schedule(const TraceModel& model) {
   return s;
 }
 
+ScheduleMoment schedule_moment(const PipelineSchedule& s, const Moment& now) {
+  ScheduleMoment p;
+  p.ideal = now.clock == Clock::steps && s.has_ideal();
+  if (p.ideal) {
+    const double T = s.ideal_period(), t = s.ideal_time_at_beat(now.beat);
+    p.iterations = std::max(1, static_cast<int>(std::lround(s.ideal_at.back() / T)));
+    p.iteration = std::clamp(static_cast<int>(std::floor(t / T)), 0, p.iterations - 1);
+    p.length = T;
+    p.cursor = t - p.iteration * T;  // the ideal times hold one iteration, from 0
+    return p;
+  }
+  const ScheduleTimes& times = s.measured;
+  p.iterations = std::max<int>(1, static_cast<int>(times.iterations.size()));
+  p.iteration = times.iteration_at(now.time_us);
+  if (!times.iterations.empty()) {
+    const Interval it = times.iterations[static_cast<std::size_t>(p.iteration)];
+    p.t0 = it.start;
+    p.length = it.end - it.start;
+  }
+  p.cursor = now.time_us;
+  return p;
+}
+
+std::string describe_schedule(const PipelineSchedule& s, const Moment& now) {
+  if (!s.any()) return "";
+  const ScheduleMoment p = schedule_moment(s, now);
+  const ScheduleTimes& times = p.ideal ? s.ideal : s.measured;
+  std::string out = fmt::format(
+      "schedule: {}, P = {}, M = {}{}: each stage busy {} = {} of an iteration on the ideal "
+      "machine ({})\n",
+      s.params.present ? schedule_name(s.params) : "pipeline", s.stages, s.microbatches,
+      s.chunks > 1 ? fmt::format(", v = {}", s.chunks) : "", s.formula_symbol(),
+      s.formula_fraction(), s.split ? "F 1 unit, I 1, W 1" : "F 1 unit, B 2");
+  if (p.ideal)
+    out += fmt::format("  iteration {} of {}, {:g} of {:g} units into it (the ideal schedule)\n",
+                       p.iteration + 1, p.iterations, p.cursor, p.length);
+  else
+    out += fmt::format("  iteration {} of {}, {} into it (as measured)\n", p.iteration + 1,
+                       p.iterations, format_duration(std::max(0.0, p.cursor - p.t0)));
+  for (std::size_t r = 0; r < times.stages.size(); ++r) {
+    if (r == 16) {
+      out += fmt::format("  ... and {} more stages\n", times.stages.size() - 16);
+      break;
+    }
+    const StageTimes& st = times.stages[r];
+    const int b = block_at(st.blocks, p.cursor);
+    const bool inside = p.cursor >= p.t0 && p.cursor < p.t0 + p.length;
+    const std::string doing = b >= 0 ? block_text(st.blocks[static_cast<std::size_t>(b)], s.chunks)
+                                     : (inside ? "idle (bubble)" : "idle");
+    const int held = flight_at(st, p.cursor);
+    out += fmt::format("  stage {}: {}; holds the activations of {} micro-batch{}\n", r, doing,
+                       held, held == 1 ? "" : "es");
+  }
+  return out;
+}
+
 int flight_at(const StageTimes& stage, double t) {
   const auto it = std::upper_bound(stage.flight.begin(), stage.flight.end(), t,
                                    [](double v, const FlightPoint& p) { return v < p.t; });

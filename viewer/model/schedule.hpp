@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/base/pipeline.hpp"
+#include "viewer/model/playback.hpp"
 #include "viewer/model/timeline_lod.hpp"
 #include "viewer/model/trace_model.hpp"
 
@@ -127,6 +128,21 @@ PipelineSchedule build_pipeline_schedule(const TraceModel& model);
 
 // Micro-batches held at t (the last point at or before t).
 int flight_at(const StageTimes& stage, double t);
+
+// Where a playback moment falls in the schedule: on the steps clock the ideal schedule where
+// there is one (its beats mapped onto ideal time), else what ran; the iteration the moment is in.
+struct ScheduleMoment {
+  bool ideal = false;
+  int iteration = 0, iterations = 1;
+  double t0 = 0, length = 0;  // the iteration's start and length, in the picture's time
+  double cursor = 0;          // the moment, in the picture's time
+};
+ScheduleMoment schedule_moment(const PipelineSchedule& s, const Moment& now);
+
+// `distlab-viewer --describe`'s lines for a pipeline trace, "" for any other: the schedule, its
+// formula, and per stage what runs at the moment ("backward-input of micro-batch 3 (chunk 1)" or
+// "idle (bubble)") and the activations it holds.
+std::string describe_schedule(const PipelineSchedule& s, const Moment& now);
 
 // ---- drawing, without ImGui -------------------------------------------------------------------
 
