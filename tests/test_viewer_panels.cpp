@@ -13,6 +13,7 @@
 #include <string>
 
 #include "imgui_headless.hpp"
+#include "pipeline_trace.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/view.hpp"
 #include "viewer/model/schedule.hpp"
@@ -21,6 +22,7 @@
 #include "viewer/model/topology_layout.hpp"
 
 using namespace distlab::viewer;
+using distlab::pipeline::Pass;
 using distlab::testing::draw_panel_frame;
 using distlab::testing::example_trace;
 using distlab::testing::HeadlessImGui;
@@ -677,7 +679,7 @@ const char* const kPipelines[] = {"11_pipeline_microbatching", "11_pipeline_micr
 int block_vertices(int micros) {
   int n = 0;
   for (int m = 0; m < micros; ++m)
-    n += vertices_of_color(micro_color(m)) + vertices_of_color(micro_color(m, true));
+    n += vertices_of_color(micro_color(m)) + vertices_of_color(micro_color(m, Pass::backward));
   return n;
 }
 
@@ -713,7 +715,7 @@ TEST_CASE(
         INFO("micro-batch " << m << ", beat " << beat);
         // 4 vertices per filled block, one forward and one backward per stage
         CHECK(vertices_of_color(micro_color(m)) >= 4 * s.stages);
-        CHECK(vertices_of_color(micro_color(m, true)) >= 4 * s.stages);
+        CHECK(vertices_of_color(micro_color(m, Pass::backward)) >= 4 * s.stages);
       }
       CHECK(vertices_of_color(micro_color(s.microbatches)) == 0);  // no micro-batch beyond M
     }
@@ -723,6 +725,47 @@ TEST_CASE(
       doc.playback.seek_time(doc.model, (it.start + it.end) / 2);
       CHECK(draw_panel_frame(gui, PanelId::schedule, doc) > 0);
       CHECK(block_vertices(s.microbatches) >= 4 * 2 * s.microbatches * s.stages);
+    }
+  }
+}
+
+TEST_CASE(
+    "the schedule panel draws zero bubble's I and W and interleaved chunks, each pass in a shade "
+    "of its micro-batch's colour, on both clocks",
+    "[schedule]") {
+  namespace pipeline = distlab::pipeline;
+  HeadlessImGui gui;
+  for (const pipeline::Shape shape : {pipeline::Shape{pipeline::Schedule::zb_h1, 4, 4, 1},
+                                      pipeline::Shape{pipeline::Schedule::interleaved, 2, 4, 2}}) {
+    const bool zb = shape.schedule == pipeline::Schedule::zb_h1;
+    INFO(pipeline::to_string(shape.schedule));
+    const auto path = std::filesystem::temp_directory_path() / "distlab_panels_pipeline.json";
+    std::ofstream(path) << distlab::testing::pipeline_trace_json(shape, 2);
+    Document doc = open_document(path.string());
+    std::filesystem::remove(path);
+    REQUIRE(doc.ok());
+    const PipelineSchedule& s = doc.derived<PipelineSchedule>(build_pipeline_schedule);
+    REQUIRE(s.has_ideal());
+    for (Clock c : {Clock::steps, Clock::measured}) {
+      INFO((c == Clock::steps ? "steps" : "measured"));
+      doc.playback.set_clock(doc.model, c);
+      if (c == Clock::measured)
+        doc.playback.seek_time(doc.model,
+                               (s.measured.iterations[0].start + s.measured.iterations[0].end) / 2);
+      CHECK(draw_panel_frame(gui, PanelId::schedule, doc) > 0);
+      // 4 vertices a block: each stage runs every micro-batch's passes once per chunk.
+      const int per_pass = 4 * shape.stages * shape.chunks;
+      for (int m = 0; m < shape.micro; ++m) {
+        INFO("micro-batch " << m);
+        CHECK(vertices_of_color(micro_color(m)) >= per_pass);
+        CHECK(vertices_of_color(micro_color(m, Pass::backward)) >= (zb ? 0 : per_pass));
+        CHECK(vertices_of_color(micro_color(m, Pass::input)) >= (zb ? per_pass : 0));
+        CHECK(vertices_of_color(micro_color(m, Pass::weight)) >= (zb ? per_pass : 0));
+        if (zb) CHECK(vertices_of_color(micro_color(m, Pass::backward)) == 0);  // split: no B
+      }
+      // Interleaved: a stripe per block in its chunk's grey, 2M blocks per chunk and stage.
+      for (int k = 0; k < 2 && !zb; ++k)
+        CHECK(vertices_of_color(model_chunk_color(k, 2)) >= 4 * 2 * shape.micro * shape.stages);
     }
   }
 }

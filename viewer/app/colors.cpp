@@ -55,12 +55,33 @@ ImU32 category_color(int k) {
   return k >= 0 && k < kMemoryCategories ? kColors[k] : IM_COL32(200, 200, 200, 255);
 }
 
-ImU32 micro_color(int micro, bool backward) {
-  if (micro < 0) return backward ? IM_COL32(130, 130, 130, 255) : IM_COL32(190, 190, 190, 255);
-  const float h = std::fmod(0.08f + 0.381966f * static_cast<float>(micro), 1.0f);
+ImU32 micro_color(int micro, pipeline::Pass pass) {
+  using pipeline::Pass;
+  // Saturation and value per pass: F light, B dark, I deeper and darker, W pale and greyed.
+  float sat = 0.55f, val = 0.95f;
+  if (pass == Pass::backward) sat = 0.75f, val = 0.68f;
+  if (pass == Pass::input) sat = 0.95f, val = 0.50f;
+  if (pass == Pass::weight) sat = 0.28f, val = 0.78f;
+  if (micro < 0) sat = 0;  // a block of no micro-batch: grey, in the pass's shade
+  const float h = std::fmod(0.08f + 0.381966f * static_cast<float>(std::max(micro, 0)), 1.0f);
   float r = 0, g = 0, b = 0;
-  ImGui::ColorConvertHSVtoRGB(h, backward ? 0.75f : 0.55f, backward ? 0.68f : 0.95f, r, g, b);
+  ImGui::ColorConvertHSVtoRGB(h, sat, val, r, g, b);
   return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
+}
+
+ImU32 micro_text_color(pipeline::Pass pass) {
+  const bool dark = pass == pipeline::Pass::backward || pass == pipeline::Pass::input;
+  return dark ? IM_COL32(255, 255, 255, 255) : IM_COL32(20, 20, 20, 255);
+}
+
+ImU32 model_chunk_color(int chunk, int chunks) {
+  // Grey steps from white (chunk 0) to a mid grey (the last, still clear of the panel's dark
+  // background), apart from every micro-batch's hue.
+  const float f = chunks > 1 ? static_cast<float>(std::clamp(chunk, 0, chunks - 1)) /
+                                   static_cast<float>(chunks - 1)
+                             : 0.0f;
+  const auto v = static_cast<int>(std::lround(245.0f - 150.0f * f));
+  return IM_COL32(v, v, v, 255);
 }
 
 ImU32 with_alpha(ImU32 c, float f) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/base/pipeline.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace distlab::viewer {
@@ -30,8 +31,13 @@ inline constexpr ImU32 kText = IM_COL32(230, 230, 230, 255);
 inline constexpr ImU32 kDim = IM_COL32(110, 110, 110, 255);
 
 // Micro-batch m of a pipeline: hues a golden angle apart, so neighbours and the first dozen are
-// all distinct; a backward is the same hue, darker (the Schedule panel).
-ImU32 micro_color(int micro, bool backward = false);
+// all distinct; each pass a shade of that hue (the Schedule panel): a forward light, a backward
+// dark, its input's gradient (I) deep and darker still, its weights' gradient (W) pale.
+ImU32 micro_color(int micro, pipeline::Pass pass = pipeline::Pass::forward);
+// The text over a block of that colour: dark on the light shades, white on the dark ones.
+ImU32 micro_text_color(pipeline::Pass pass);
+// Model chunk c of v (an interleaved pipeline): the stripe along the foot of its blocks.
+ImU32 model_chunk_color(int chunk, int chunks);
 // Idle time inside a pipeline iteration: the bubble.
 inline constexpr ImU32 kBubble = IM_COL32(200, 60, 60, 70);
 

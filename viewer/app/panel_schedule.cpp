@@ -1,22 +1,28 @@
 // panel_schedule.cpp — the pipeline diagram: stages as rows, time as columns, one iteration.
 //
 // From the trace's schedule (viewer/model/schedule.hpp, built once per document):
-//   blocks       every forward and backward, labelled "F m" / "B m" where it fits, in its
-//                micro-batch's colour (micro_color; a backward darker); runs of blocks narrower
-//                than 2 pixels merge into one grey block
+//   header       the trace, its schedule and shape, the iteration, and the schedule's formula
+//   blocks       every pass, labelled "F m" / "B m" / "I m" / "W m" where it fits ("F m.c" for
+//                chunk c of an interleaved schedule, whose blocks also carry a grey stripe at
+//                their foot, light for chunk 0 to dark for the last), in its micro-batch's colour
+//                (micro_color: F light, B dark, I deep, W pale); runs of blocks narrower than 2
+//                pixels merge into one grey block
 //   bubble       idle time inside the iteration, shaded (kBubble); hovered: its length
-//   utilisation  per stage, busy / the iteration's extent, beside M/(M+P-1)
+//   utilisation  per stage, busy / the iteration's extent, beside the schedule's formula
+//                (M/(M+P-1), vM/(vM+P-1) interleaved, 3M/(3M+P-1) zero bubble)
 //   in flight    under the blocks, per stage, the micro-batches whose activations the stage holds
-//                (forwards done minus backwards done) over time, with the count at the cursor
+//                (a forward takes one, a backward or a W lets it go) over time, with the count at
+//                the cursor
 //   cursor       the playback moment; clicking a row seeks there
-// On the steps clock the panel draws the ideal schedule (lesson 11's ideal machine: forward 1
-// unit, backward 2), its cursor placed through the beats; on the measured clock, what ran. It
-// shows the iteration the cursor is in.
+// On the steps clock the panel draws the ideal schedule (core/base/pipeline.hpp's ideal machine:
+// F 1 unit, B 2, I 1, W 1), its cursor placed through the beats; on the measured clock, what ran.
+// It shows the iteration the cursor is in.
 //
 // Several pipeline traces open at once stack: the View passes the other open documents
 // (PanelContext::others) and each pipeline among them is drawn under the current one, at the
 // same moment of the same iteration (steps: the same ideal time; measured: the same time since
 // the iteration's start), on one scale, so GPipe's and 1F1B's activations can be compared.
+#include <fmt/format.h>
 #include <imgui.h>
 
 #include <algorithm>
@@ -44,39 +50,18 @@ const PipelineSchedule& schedule_of(Document& doc) {
 }
 
 // One document's picture at this frame: which times, which iteration, where the cursor is.
-struct Picture {
+struct Picture : ScheduleMoment {
   Document* doc = nullptr;
   const PipelineSchedule* s = nullptr;
   const ScheduleTimes* times = nullptr;
-  bool ideal = false;
-  int iteration = 0, iterations = 1;
-  double t0 = 0, length = 0;  // the iteration's start and length, in the picture's time
-  double cursor = 0;          // in the picture's time
 };
 
 Picture picture_of(Document& doc, const Moment& now) {
   Picture p;
   p.doc = &doc;
   p.s = &schedule_of(doc);
-  p.ideal = now.clock == Clock::steps && p.s->has_ideal();
-  if (p.ideal) {
-    const double T = p.s->ideal_period(), t = p.s->ideal_time_at_beat(now.beat);
-    p.times = &p.s->ideal;
-    p.iterations = std::max(1, static_cast<int>(std::lround(p.s->ideal_at.back() / T)));
-    p.iteration = std::clamp(static_cast<int>(std::floor(t / T)), 0, p.iterations - 1);
-    p.length = T;
-    p.cursor = t - p.iteration * T;  // the ideal times hold one iteration, from 0
-  } else {
-    p.times = &p.s->measured;
-    p.iterations = std::max<int>(1, static_cast<int>(p.times->iterations.size()));
-    p.iteration = p.times->iteration_at(now.time_us);
-    if (!p.times->iterations.empty()) {
-      const Interval it = p.times->iterations[static_cast<std::size_t>(p.iteration)];
-      p.t0 = it.start;
-      p.length = it.end - it.start;
-    }
-    p.cursor = now.time_us;
-  }
+  static_cast<ScheduleMoment&>(p) = schedule_moment(*p.s, now);
+  p.times = p.ideal ? &p.s->ideal : &p.s->measured;
   return p;
 }
 
@@ -103,16 +88,25 @@ std::string percent(double f, bool compact) {
   return b;
 }
 
-void legend(int micros) {
+// The micro-batches' colours in each pass the pictures hold (F and B; F, I and W where some
+// picture splits its backwards), and the chunks' stripes where some picture interleaves.
+void legend(int micros, bool fb, bool split, int chunks) {
   const float h = ImGui::GetTextLineHeight();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const int shown = std::min(micros, 8);
+  using pipeline::Pass;
+  std::vector<Pass> passes{Pass::forward};
+  if (fb) passes.push_back(Pass::backward);
+  if (split) passes.insert(passes.end(), {Pass::input, Pass::weight});
+  const float w = h * 0.6f;
   for (int m = 0; m < shown; ++m) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    dl->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h * 0.6f, p.y + h - 2), micro_color(m));
-    dl->AddRectFilled(ImVec2(p.x + h * 0.6f, p.y + 2), ImVec2(p.x + h * 1.2f, p.y + h - 2),
-                      micro_color(m, true));
-    ImGui::Dummy(ImVec2(h * 1.2f, h));
+    float x = p.x;
+    for (Pass pass : passes) {
+      dl->AddRectFilled(ImVec2(x, p.y + 2), ImVec2(x + w, p.y + h - 2), micro_color(m, pass));
+      x += w;
+    }
+    ImGui::Dummy(ImVec2(w * static_cast<float>(passes.size()), h));
     ImGui::SameLine(0, 3);
     ImGui::Text("%d", m);
     ImGui::SameLine(0, 8);
@@ -121,8 +115,28 @@ void legend(int micros) {
     ImGui::TextDisabled("...");
     ImGui::SameLine(0, 8);
   }
-  ImGui::TextDisabled("micro-batch (F light, B dark)");
+  std::string shades;
+  for (Pass pass : passes)
+    shades += fmt::format("{}{} {}", shades.empty() ? "" : ", ", pipeline::letter(pass),
+                          pass == Pass::forward    ? "light"
+                          : pass == Pass::backward ? "dark"
+                          : pass == Pass::input    ? "deep"
+                                                   : "pale");
+  ImGui::TextDisabled("micro-batch (%s)", shades.c_str());
   ImGui::SameLine(0, 14);
+  for (int c = 0; chunks > 1 && c < std::min(chunks, 8); ++c) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    dl->AddRectFilled(ImVec2(p.x, p.y + h - 5), ImVec2(p.x + h, p.y + h - 2),
+                      model_chunk_color(c, chunks));
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine(0, 3);
+    ImGui::Text("%d", c);
+    ImGui::SameLine(0, 8);
+  }
+  if (chunks > 1) {
+    ImGui::TextDisabled("chunk (the stripe; F m.c)");
+    ImGui::SameLine(0, 14);
+  }
   const ImVec2 p = ImGui::GetCursorScreenPos();
   dl->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h, p.y + h - 2), kBubble);
   ImGui::Dummy(ImVec2(h, h));
@@ -130,18 +144,18 @@ void legend(int micros) {
   ImGui::TextDisabled("bubble (idle)");
 }
 
-// "gpipe, P = 4, M = 4 · iteration 1 of 2 · ideal machine: forward 1 unit, backward 2"
+// "zb-h1, P = 4, M = 8 · 3M/(3M+P-1) = 24/27 · iteration 1 of 2 · ideal machine: F 1 unit, I 1,
+// W 1" (interleaved: ", v = 2" after M)
 std::string details(const Picture& p) {
-  const PipelineParams& par = p.s->params;
-  char clock[80] = "measured";
+  const PipelineSchedule& s = *p.s;
+  std::string clock = "measured";
   if (p.ideal)
-    std::snprintf(clock, sizeof clock, "ideal machine: forward %g unit, backward %g",
-                  par.forward_units, par.backward_units);
-  char text[200];
-  std::snprintf(text, sizeof text, "%s, P = %d, M = %d \xc2\xb7 iteration %d of %d \xc2\xb7 %s",
-                par.present ? to_string(par.kind) : "pipeline", p.s->stages, p.s->microbatches,
-                p.iteration + 1, p.iterations, clock);
-  return text;
+    clock = s.split ? "ideal machine: F 1 unit, I 1, W 1" : "ideal machine: F 1 unit, B 2";
+  const std::string chunks = s.chunks > 1 ? fmt::format(", v = {}", s.chunks) : "";
+  return fmt::format(
+      "{}, P = {}, M = {}{} \xc2\xb7 {} = {} \xc2\xb7 iteration {} of {} \xc2\xb7 {}",
+      s.params.present ? schedule_name(s.params) : "pipeline", s.stages, s.microbatches, chunks,
+      s.formula_symbol(), s.formula_fraction(), p.iteration + 1, p.iterations, clock);
 }
 
 // Lines the title takes in `width` pixels: the file name and the details on one, or the details
@@ -163,8 +177,7 @@ struct Geometry {
 
 void tooltip_block(const Picture& p, int stage, const PipeBlock& b) {
   ImGui::BeginTooltip();
-  ImGui::Text("%s of micro-batch %d on stage %d", b.op == PipeOp::forward ? "forward" : "backward",
-              b.micro, stage);
+  ImGui::Text("%s on stage %d", block_text(b, p.s->chunks).c_str(), stage);
   if (p.ideal)
     ImGui::Text("units %.0f - %.0f (ideal machine)", b.start, b.end);
   else
@@ -204,9 +217,9 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
   // Column headers on the right.
   const float util_x = g.right + 8;
   dl->AddText(ImVec2(util_x, top.y), kDim, "busy");
-  char fraction[32];  // M/(M+P-1), or the fraction itself where the panel is narrow
-  std::snprintf(fraction, sizeof fraction, "%d/%d", s.microbatches, s.microbatches + s.stages - 1);
-  dl->AddText(ImVec2(util_x + g.formula_dx, top.y), kDim, g.compact ? fraction : "M/(M+P-1)");
+  // The formula (M/(M+P-1), ...), or its fraction where the panel is narrow.
+  const std::string formula_head = g.compact ? s.formula_fraction() : s.formula_symbol();
+  dl->AddText(ImVec2(util_x + g.formula_dx, top.y), kDim, formula_head.c_str());
   float y = top.y + font + 2;
   const std::string formula = percent(s.formula(), g.compact);
   int hovered_stage = -1, hovered_block = -1, hovered_bubble = -1;
@@ -230,19 +243,24 @@ void draw_picture(const Picture& p, const Geometry& g, double length, bool curre
         continue;
       }
       const PipeBlock& blk = st.blocks[it.first];
-      const bool back = blk.op == PipeOp::backward;
-      dl->AddRectFilled(a, b, micro_color(blk.micro, back));
+      dl->AddRectFilled(a, b, micro_color(blk.micro, blk.pass));
+      if (s.chunks > 1) {  // the chunk's stripe along the block's foot
+        const float stripe = std::max(2.0f, (y1 - y0) * 0.18f);
+        dl->AddRectFilled(ImVec2(a.x, y1 - stripe), b, model_chunk_color(blk.chunk, s.chunks));
+      }
       if (b.x - a.x > 3) dl->AddRect(a, b, IM_COL32(0, 0, 0, 120));
-      char text[16];  // "F 2", or "F2" where that does not fit
-      std::snprintf(text, sizeof text, "%c %d", back ? 'B' : 'F', blk.micro);
-      ImVec2 size = ImGui::CalcTextSize(text);
-      if (size.x + 4 > b.x - a.x) {
-        std::snprintf(text, sizeof text, "%c%d", back ? 'B' : 'F', blk.micro);
-        size = ImGui::CalcTextSize(text);
+      // "F 2" ("F 2.1" with chunks), or "F2.1" where that does not fit, or "F2" (the stripe
+      // still tells the chunk)
+      std::string text = block_label(blk, s.chunks);
+      ImVec2 size = ImGui::CalcTextSize(text.c_str());
+      for (int chunks : {s.chunks, 1}) {
+        if (size.x + 4 <= b.x - a.x) break;
+        text = block_label(blk, chunks, true);
+        size = ImGui::CalcTextSize(text.c_str());
       }
       if (size.x + 2 <= b.x - a.x && size.y <= y1 - y0 + 2)
         dl->AddText(ImVec2((a.x + b.x - size.x) * 0.5f, (y0 + y1 - size.y) * 0.5f),
-                    back ? IM_COL32(255, 255, 255, 255) : IM_COL32(20, 20, 20, 255), text);
+                    micro_text_color(blk.pass), text.c_str());
     }
     dl->PopClipRect();
     if (mouse.y >= y0 && mouse.y < y1 && mouse.x >= x0 && mouse.x < g.right) {
@@ -346,7 +364,8 @@ void draw_schedule(PanelContext& ctx) {
   const PipelineSchedule& s = schedule_of(ctx.doc);
   if (!s.any()) {
     ImGui::TextDisabled(
-        "this trace has no pipeline schedule (no forward or backward phases with a micro-batch)");
+        "this trace has no pipeline schedule (no forward, backward, backward-input or "
+        "backward-weight phases with a micro-batch)");
     return;
   }
   std::vector<Picture> pics{picture_of(ctx.doc, ctx.now)};
@@ -354,15 +373,22 @@ void draw_schedule(PanelContext& ctx) {
     if (other && other != &ctx.doc && shows_schedule(*other))
       pics.push_back(follow(*other, pics[0], other->playback.moment(other->model)));
 
-  int micros = 0, rows = 0;
+  int micros = 0, rows = 0, chunks = 1;
+  bool fb = false, split = false;
+  std::string widest_formula = "M/(M+P-1)";
   for (const Picture& p : pics) {
     micros = std::max(micros, p.s->microbatches);
     rows += static_cast<int>(p.times->stages.size());
+    chunks = std::max(chunks, p.s->chunks);
+    split = split || p.s->split;
+    fb = fb || !p.s->split;
+    const std::string f = p.s->formula_symbol();
+    if (f.size() > widest_formula.size()) widest_formula = f;
   }
-  legend(micros);
+  legend(micros, fb, split, chunks);
   if (pics[0].times->stages.empty()) {
     ImGui::TextDisabled(
-        "the trace declares a pipeline but holds none of its forwards and backwards");
+        "the trace declares a pipeline but holds none of its passes (forwards, backwards, ...)");
     return;
   }
   // One scale for every picture of one kind: the longest iteration fills the width.
@@ -380,7 +406,7 @@ void draw_schedule(PanelContext& ctx) {
   g.compact = avail.x < 40 * font;
   g.label_w = ImGui::CalcTextSize(g.compact ? "s00" : "stage 00").x + 8;
   g.formula_dx = ImGui::CalcTextSize(g.compact ? "100%  " : "100.0%  ").x;
-  g.util_w = g.formula_dx + ImGui::CalcTextSize(g.compact ? "100%" : "M/(M+P-1)").x + 12;
+  g.util_w = g.formula_dx + ImGui::CalcTextSize(g.compact ? "100%" : widest_formula.c_str()).x + 12;
   g.left = ImGui::GetCursorScreenPos().x + g.label_w;
   g.right = std::max(g.left + 40, ImGui::GetCursorScreenPos().x + avail.x - g.util_w);
   // A block row, and a strip at 60% of it (at least a line of text where the row has one), for

@@ -6,7 +6,8 @@
 //   sentence          pattern + payload + apply + bytes, and the collective's name
 //   buffer roles      what a buffer's messages over the whole trace say its collective is
 //   caption_at        the step of the moment, its groups' sentences, the phase texts
-//   describe          the caption plus in flight, shards and memory, as text
+//   describe          the caption plus in flight, shards, memory, overlap and the pipeline's
+//                     schedule, as text
 #include "viewer/model/caption.hpp"
 
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 
 #include "core/base/units.hpp"
 #include "viewer/model/overlap.hpp"
+#include "viewer/model/schedule.hpp"
 #include "viewer/model/shard_replay.hpp"
 
 namespace distlab::viewer {
@@ -912,7 +914,7 @@ std::string describe(const TraceModel& m, const Moment& at) {
                          parts.empty() ? "" : " (" + parts + ")");
     }
   }
-  return out + describe_overlap(m, at.time_us);
+  return out + describe_overlap(m, at.time_us) + describe_schedule(build_pipeline_schedule(m), at);
 }
 
 }  // namespace distlab::viewer

@@ -93,8 +93,8 @@ int caption_beat(const TraceModel& model, const Moment& at);
 // `distlab-viewer --describe`: the caption and phase texts, then what the panels show: the
 // messages in flight (src -> dst, bytes, chunk, how far), each buffer's chunks per rank and how
 // complete they are, each rank's memory when the trace has a ledger, and how much of each
-// rank's communication so far ran under its compute (overlap.hpp). Several lines, each ending
-// in '\n'.
+// rank's communication so far ran under its compute (overlap.hpp), and for a pipeline what each
+// stage runs and holds (schedule.hpp: describe_schedule). Several lines, each ending in '\n'.
 std::string describe(const TraceModel& model, const Moment& at);
 
 }  // namespace distlab::viewer

@@ -3,6 +3,8 @@
 
 #include <simdjson.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,9 +16,10 @@ namespace {
 
 namespace od = simdjson::ondemand;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr int kMostStages = 1 << 16;  // rows, and micro-batches, a trace may declare
-// The ideal schedule is P x 2M blocks: past this many micro-batch-stages (64 MB of blocks) the
-// panel shows the measured schedule on both clocks instead.
+using pipeline::Pass;
+constexpr int kMostStages = 1 << 16;  // rows, micro-batches and chunks a trace may declare
+// The ideal schedule is about P x 2vM blocks: past this many micro-batch-chunk-stages (64 MB of
+// blocks) the panel shows the measured schedule on both clocks instead.
 constexpr std::int64_t kMostIdealOps = std::int64_t{1} << 20;
 
 // Busy time, bubbles and activations in flight of every stage, from its blocks (each already in
@@ -39,8 +42,13 @@ void finish_times(ScheduleTimes& s) {
         if (b.start > free_from) st.bubbles.push_back({free_from, b.start});
         free_from = std::max(free_from, b.end);
         st.busy[k] += b.end - b.start;
-        // A forward's activations stay until its backward is done.
-        held += b.op == PipeOp::forward ? 1 : -1;
+        // A forward's activations stay until its backward (or its W: an I still needs them for
+        // the weights' gradient) is done.
+        const int change = b.pass == Pass::forward                              ? 1
+                           : b.pass == Pass::backward || b.pass == Pass::weight ? -1
+                                                                                : 0;
+        if (change == 0) continue;
+        held += change;
         st.flight.push_back({b.end, held});
         st.peak_flight = std::max(st.peak_flight, held);
       }
@@ -49,56 +57,19 @@ void finish_times(ScheduleTimes& s) {
   }
 }
 
-// The ideal machine (lesson 11's ideal_ends): each round starts every op whose input is there;
-// an op starts when its stage is free and its input is: the forward of the stage before, the
-// backward of the stage after (the last stage's backward: its own forward).
-ScheduleTimes replay_ideal(const std::vector<std::vector<PipeStep>>& orders, int micro, double f,
-                           double b) {
-  const std::size_t P = orders.size(), M = static_cast<std::size_t>(std::max(micro, 0));
-  ScheduleTimes s;
-  s.stages.resize(P);
-  std::vector<std::vector<double>> f_end(P, std::vector<double>(M, -1)), b_end = f_end;
-  std::vector<std::size_t> next(P, 0);
-  std::vector<double> free_at(P, 0);
-  double makespan = 0;
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (std::size_t r = 0; r < P; ++r) {
-      if (next[r] == orders[r].size()) continue;
-      const PipeStep op = orders[r][next[r]];
-      if (op.micro < 0 || op.micro >= static_cast<int>(M)) continue;
-      const auto m = static_cast<std::size_t>(op.micro);
-      double ready = 0;
-      if (op.op == PipeOp::forward && r > 0) ready = f_end[r - 1][m];
-      if (op.op == PipeOp::backward) ready = r + 1 < P ? b_end[r + 1][m] : f_end[r][m];
-      if (ready < 0) continue;
-      const double start = std::max(ready, free_at[r]);
-      const double stop = start + (op.op == PipeOp::forward ? f : b);
-      (op.op == PipeOp::forward ? f_end : b_end)[r][m] = stop;
-      free_at[r] = stop;
-      s.stages[r].blocks.push_back({start, stop, op.micro, 0, op.op});
-      makespan = std::max(makespan, stop);
-      ++next[r];
-      progress = true;
-    }
-  }
-  s.iterations.push_back({0, makespan});
-  finish_times(s);
-  return s;
+// The pass a phase's op names ("backward-input"), none for any other op ("update").
+std::optional<Pass> pass_named(std::string_view op) {
+  for (Pass p : {Pass::forward, Pass::backward, Pass::input, Pass::weight})
+    if (op == pipeline::to_string(p)) return p;
+  return std::nullopt;
 }
 
-PipelineKind kind_of(std::string_view name) {
-  if (name == "naive") return PipelineKind::naive;
-  if (name == "gpipe") return PipelineKind::gpipe;
-  if (name == "1f1b") return PipelineKind::one_f_one_b;
-  return PipelineKind::unknown;
-}
-
-// The measured blocks: every compute span with op forward / backward and a micro-batch, on the
-// row of its stage arg (its rank when it has none); iterations counted by the updates before.
+// The measured blocks: every compute span whose op is a pass (forward, backward, backward-input,
+// backward-weight) and that has a micro-batch, on the row of its stage arg (its rank when it has
+// none); iterations counted by the updates before.
 // Where several ranks run one stage (lesson 14: its replicas and tensor-parallel ranks), the row
 // is the lowest of those ranks': their blocks are the same schedule, and one row cannot overlap.
-ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros) {
+ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros, int& chunks) {
   const auto stage_of = [&m](const Span& s, const SpanArgs& a) {
     // A stage past any lesson's (a damaged trace) takes its rank's row instead.
     return a.stage >= 0 && a.stage < kMostStages ? a.stage : m.lanes[s.lane].rank;
@@ -126,12 +97,15 @@ ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros) {
     if (const auto it = owner.find(a->stage);
         it != owner.end() && it->second != m.lanes[s.lane].rank)
       continue;  // another rank's copy of this stage
+    const std::optional<Pass> pass = pass_named(op);
     if (op == "update") {
       updates[row(stage)].push_back(s.start);
-    } else if ((op == "forward" || op == "backward") && a->micro >= 0) {
-      blocks[row(stage)].push_back(
-          {s.start, s.end(), a->micro, 0, op == "forward" ? PipeOp::forward : PipeOp::backward});
+    } else if (pass && a->micro >= 0) {
+      // A chunk past any lesson's (a damaged trace) reads as the rank's only one.
+      const int chunk = a->chunk >= 0 && a->chunk < kMostStages ? a->chunk : 0;
+      blocks[row(stage)].push_back({s.start, s.end(), a->micro, 0, *pass, chunk});
       micros = std::max(micros, a->micro + 1);
+      chunks = std::max(chunks, chunk + 1);
     }
   }
   ScheduleTimes out;
@@ -201,18 +175,20 @@ std::vector<double> beat_map(const TraceModel& m, const PipelineSchedule& s) {
 
 }  // namespace
 
-const char* to_string(PipelineKind k) {
-  switch (k) {
-    case PipelineKind::naive:
-      return "naive";
-    case PipelineKind::gpipe:
-      return "gpipe";
-    case PipelineKind::one_f_one_b:
-      return "1f1b";
-    case PipelineKind::unknown:
-      break;
-  }
-  return "unknown";
+std::string block_text(const PipeBlock& b, int chunks) {
+  std::string text = fmt::format("{} of micro-batch {}", pipeline::to_string(b.pass), b.micro);
+  if (chunks > 1) text += fmt::format(" (chunk {})", b.chunk);
+  return text;
+}
+
+std::string block_label(const PipeBlock& b, int chunks, bool tight) {
+  const char* gap = tight ? "" : " ";
+  if (chunks > 1) return fmt::format("{}{}{}.{}", pipeline::letter(b.pass), gap, b.micro, b.chunk);
+  return fmt::format("{}{}{}", pipeline::letter(b.pass), gap, b.micro);
+}
+
+const char* schedule_name(const PipelineParams& p) {
+  return p.schedule ? pipeline::to_string(*p.schedule) : "unknown";
 }
 
 double ScheduleTimes::utilisation(int stage, int iteration) const {
@@ -254,17 +230,15 @@ PipelineParams parse_pipeline_params(std::string_view json) {
         return d >= -1e9 && d <= 1e9 ? static_cast<int>(d) : -1;
       };
       if (key == "schedule") {
-        p.kind = kind_of(std::string_view(v.get_string()));
+        p.schedule = pipeline::schedule_named(std::string_view(v.get_string()));
       } else if (key == "stages") {
         p.stages = whole();
       } else if (key == "microbatches") {
         p.microbatches = whole();
+      } else if (key == "chunks") {
+        p.chunks = whole();
       } else if (key == "iterations") {
         p.iterations = whole();
-      } else if (key == "forward_units") {
-        p.forward_units = number();
-      } else if (key == "backward_units") {
-        p.backward_units = number();
       } else if (key == "first_step") {
         p.first_step = whole();
       } else if (key == "steps_per_iteration") {
@@ -279,38 +253,46 @@ PipelineParams parse_pipeline_params(std::string_view json) {
               p.microbatches <= kMostStages;
   if (!p.present) return PipelineParams{};
   p.iterations = std::clamp(p.iterations, 0, kMostStages);
-  const auto cost = [](double c) { return c > 0 && c <= 1e6; };
-  if (!cost(p.forward_units) || !cost(p.backward_units)) p.forward_units = 1, p.backward_units = 2;
+  p.chunks = std::clamp(p.chunks, 1, kMostStages);  // absent or damaged: one chunk per rank
   return p;
 }
 
-std::vector<PipeStep> pipeline_order(PipelineKind kind, int stage, int stages, int micro) {
-  std::vector<PipeStep> ops;
-  if (kind != PipelineKind::one_f_one_b) {  // naive (M = 1) and GPipe
-    for (int m = 0; m < micro; ++m) ops.push_back({PipeOp::forward, m});
-    for (int m = micro - 1; m >= 0; --m) ops.push_back({PipeOp::backward, m});
-    return ops;
-  }
-  const int warmup = std::clamp(stages - stage - 1, 0, micro);
-  for (int m = 0; m < warmup; ++m) ops.push_back({PipeOp::forward, m});
-  for (int i = 0; i < micro - warmup; ++i) {  // steady state: one forward, one backward
-    ops.push_back({PipeOp::forward, warmup + i});
-    ops.push_back({PipeOp::backward, i});
-  }
-  for (int m = micro - warmup; m < micro; ++m) ops.push_back({PipeOp::backward, m});  // cool-down
-  return ops;
+ScheduleTimes ideal_schedule(const pipeline::Shape& shape) {
+  const std::vector<std::vector<pipeline::Op>> orders = pipeline::orders_of(shape);
+  const std::vector<std::vector<int>> ends =
+      pipeline::ideal_ends(orders, shape.micro, shape.chunks);
+  ScheduleTimes s;
+  s.stages.resize(orders.size());
+  double makespan = 0;
+  for (std::size_t r = 0; r < orders.size(); ++r)
+    for (std::size_t i = 0; i < ends[r].size(); ++i) {  // the ops that ran: the order's first
+      const pipeline::Op op = orders[r][i];
+      const double end = ends[r][i], start = end - pipeline::units(op.pass);
+      s.stages[r].blocks.push_back({start, end, op.micro, 0, op.pass, op.chunk});
+      makespan = std::max(makespan, end);
+    }
+  s.iterations.push_back({0, makespan});
+  finish_times(s);
+  return s;
 }
 
-ScheduleTimes ideal_schedule(PipelineKind kind, int stages, int micro, double forward_units,
-                             double backward_units) {
-  std::vector<std::vector<PipeStep>> orders;
-  for (int r = 0; r < stages; ++r) orders.push_back(pipeline_order(kind, r, stages, micro));
-  return replay_ideal(orders, micro, forward_units, backward_units);
+pipeline::Shape PipelineSchedule::shape() const {
+  return {params.schedule.value_or(pipeline::Schedule::gpipe), stages, microbatches, chunks};
 }
 
 double PipelineSchedule::formula() const {
-  const int P = stages, M = microbatches;
-  return P > 0 && M > 0 ? static_cast<double>(M) / static_cast<double>(M + P - 1) : 0;
+  return stages > 0 && microbatches > 0 ? pipeline::utilisation_formula(shape()) : 0;
+}
+
+std::string PipelineSchedule::formula_symbol() const {
+  const std::string text = pipeline::utilisation_text(shape());  // "M/(M+P-1) = 4/7"
+  return text.substr(0, text.find(" = "));
+}
+
+std::string PipelineSchedule::formula_fraction() const {
+  const std::string text = pipeline::utilisation_text(shape());
+  const std::size_t eq = text.find(" = ");
+  return eq == std::string::npos ? text : text.substr(eq + 3);
 }
 
 double PipelineSchedule::ideal_time_at_beat(double beat) const {
@@ -337,18 +319,80 @@ PipelineSchedule build_pipeline_schedule(const TraceModel& model) {
   s.params = parse_pipeline_params(model.info.extra_json("pipeline"));
   s.stages = s.params.stages;
   s.microbatches = s.params.microbatches;
+  s.chunks = s.params.chunks;
   int micros = 0;
-  s.measured = read_measured(model, s.stages, micros);
+  s.measured = read_measured(model, s.stages, micros, s.chunks);
   if (s.microbatches == 0) s.microbatches = micros;
-  if (s.params.present && s.params.kind != PipelineKind::unknown &&
-      std::int64_t{s.params.stages} * s.params.microbatches <= kMostIdealOps) {
-    s.ideal = ideal_schedule(s.params.kind, s.params.stages, s.params.microbatches,
-                             s.params.forward_units, s.params.backward_units);
+  for (const StageTimes& st : s.measured.stages)
+    for (const PipeBlock& b : st.blocks) s.split = s.split || b.pass == Pass::input;
+  // The ideal machine replays what the lesson declares, where the schedule can run that shape.
+  const pipeline::Shape declared{s.params.schedule.value_or(pipeline::Schedule::gpipe),
+                                 s.params.stages, s.params.microbatches, s.params.chunks};
+  if (s.params.present && s.params.schedule && pipeline::refusal(declared).empty() &&
+      std::int64_t{declared.stages} * declared.micro * declared.chunks <= kMostIdealOps) {
+    s.ideal = ideal_schedule(declared);
+    s.split = s.split || declared.schedule == pipeline::Schedule::zb_h1;
     s.ideal.stages.resize(static_cast<std::size_t>(s.stages));  // rows the trace adds: empty
     finish_times(s.ideal);
     s.ideal_at = beat_map(model, s);
   }
   return s;
+}
+
+ScheduleMoment schedule_moment(const PipelineSchedule& s, const Moment& now) {
+  ScheduleMoment p;
+  p.ideal = now.clock == Clock::steps && s.has_ideal();
+  if (p.ideal) {
+    const double T = s.ideal_period(), t = s.ideal_time_at_beat(now.beat);
+    p.iterations = std::max(1, static_cast<int>(std::lround(s.ideal_at.back() / T)));
+    p.iteration = std::clamp(static_cast<int>(std::floor(t / T)), 0, p.iterations - 1);
+    p.length = T;
+    p.cursor = t - p.iteration * T;  // the ideal times hold one iteration, from 0
+    return p;
+  }
+  const ScheduleTimes& times = s.measured;
+  p.iterations = std::max<int>(1, static_cast<int>(times.iterations.size()));
+  p.iteration = times.iteration_at(now.time_us);
+  if (!times.iterations.empty()) {
+    const Interval it = times.iterations[static_cast<std::size_t>(p.iteration)];
+    p.t0 = it.start;
+    p.length = it.end - it.start;
+  }
+  p.cursor = now.time_us;
+  return p;
+}
+
+std::string describe_schedule(const PipelineSchedule& s, const Moment& now) {
+  if (!s.any()) return "";
+  const ScheduleMoment p = schedule_moment(s, now);
+  const ScheduleTimes& times = p.ideal ? s.ideal : s.measured;
+  std::string out = fmt::format(
+      "schedule: {}, P = {}, M = {}{}: each stage busy {} = {} of an iteration on the ideal "
+      "machine ({})\n",
+      s.params.present ? schedule_name(s.params) : "pipeline", s.stages, s.microbatches,
+      s.chunks > 1 ? fmt::format(", v = {}", s.chunks) : "", s.formula_symbol(),
+      s.formula_fraction(), s.split ? "F 1 unit, I 1, W 1" : "F 1 unit, B 2");
+  if (p.ideal)
+    out += fmt::format("  iteration {} of {}, {:g} of {:g} units into it (the ideal schedule)\n",
+                       p.iteration + 1, p.iterations, p.cursor, p.length);
+  else
+    out += fmt::format("  iteration {} of {}, {} into it (as measured)\n", p.iteration + 1,
+                       p.iterations, format_duration(std::max(0.0, p.cursor - p.t0)));
+  for (std::size_t r = 0; r < times.stages.size(); ++r) {
+    if (r == 16) {
+      out += fmt::format("  ... and {} more stages\n", times.stages.size() - 16);
+      break;
+    }
+    const StageTimes& st = times.stages[r];
+    const int b = block_at(st.blocks, p.cursor);
+    const bool inside = p.cursor >= p.t0 && p.cursor < p.t0 + p.length;
+    const std::string doing = b >= 0 ? block_text(st.blocks[static_cast<std::size_t>(b)], s.chunks)
+                                     : (inside ? "idle (bubble)" : "idle");
+    const int held = flight_at(st, p.cursor);
+    out += fmt::format("  stage {}: {}; holds the activations of {} micro-batch{}\n", r, doing,
+                       held, held == 1 ? "" : "es");
+  }
+  return out;
 }
 
 int flight_at(const StageTimes& stage, double t) {

@@ -145,7 +145,7 @@ struct EventFields {
   // args
   SpanArgs margs;
   bool message_args = false;
-  bool phase_args = false;  // op, micro, stage or text: kept on a compute span too
+  bool phase_args = false;  // op, micro, stage, chunk or text: kept on a compute span too
   std::string_view arg_name;
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
@@ -292,8 +292,8 @@ class Builder {
         f.step = as_int(v);
       else if (key == "buffer")
         a.buffer = intern(as_string(v).value_or(""));
-      else if (key == "chunk")
-        a.chunk = clamp_int(as_int(v).value_or(-1));
+      else if (key == "chunk")  // a message's first chunk, or a phase's model chunk
+        a.chunk = clamp_int(as_int(v).value_or(-1)), f.phase_args = true;
       else if (key == "chunk_end")
         a.chunk_end = clamp_int(as_int(v).value_or(-1));
       else if (key == "apply")

@@ -38,6 +38,9 @@ const char* to_string(SpanKind k);
 struct SpanArgs {
   std::int32_t peer = -1;  // the other rank
   std::int32_t step = -1;
+  // A message's chunk range [chunk, chunk_end) of its buffer; on a compute span, the phase arg
+  // `chunk`: the model chunk of an interleaved pipeline's stage (chunk c of rank r is virtual
+  // stage c P + r).
   std::int32_t chunk = -1, chunk_end = -1;
   std::int32_t contributions = 0;
   std::uint32_t buffer = 0;  // string table index; 0 = "" (none)
@@ -51,7 +54,7 @@ struct SpanArgs {
   // says the phase is. 0 / -1 when absent.
   std::uint32_t op = 0;     // string table index: "forward", "backward", "update", ...
   std::int32_t micro = -1;  // micro-batch
-  std::int32_t stage = -1;  // pipeline stage (model chunk) the phase runs
+  std::int32_t stage = -1;  // pipeline stage (the rank's row) the phase runs
   std::uint32_t text = 0;   // string table index: the lesson's caption for the phase
 };
 
