@@ -31,10 +31,13 @@ frames_for() {
 }
 
 wanted=("$@")
+# Besides each lesson's own trace: zero bubble's pipeline (lesson 11's README shows both).
+extras=" 11_pipeline_microbatching_zb_h1 "
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
   nn=${name%%_*}
-  [[ -d "lessons/$name" && "$nn" != 00 ]] || continue  # one per lesson README from 01 on
+  # one per lesson README from 01 on, and the extras
+  [[ (-d "lessons/$name" || "$extras" == *" $name "*) && "$nn" != 00 ]] || continue
   if ((${#wanted[@]})); then
     [[ " ${wanted[*]} " == *" $nn "* ]] || continue
   fi

@@ -46,9 +46,12 @@ for dir in lessons/[0-9][0-9]_*/; do
   example "$name" "$exe" "${args[@]}"
 done
 
-# Lesson 11's other schedules, so that the three pipelines can be compared (the README's pictures).
+# Lesson 11's other schedules, so that the pipelines can be compared (the README's pictures):
+# interleaved over 2 chunks per rank and zero bubble, both with GPipe's and 1F1B's M = 4.
 exe="$build/lessons/11_pipeline_microbatching"
 if [[ -x "$exe" ]]; then
   example 11_pipeline_microbatching_naive "$exe" --ranks 4 --schedule naive
   example 11_pipeline_microbatching_1f1b "$exe" --ranks 4 --schedule 1f1b
+  example 11_pipeline_microbatching_interleaved "$exe" --ranks 4 --schedule interleaved --no-sweep
+  example 11_pipeline_microbatching_zb_h1 "$exe" --ranks 4 --schedule zb-h1 --no-sweep
 fi

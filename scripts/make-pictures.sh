@@ -60,6 +60,14 @@ done
 # The Schedule panel: GPipe above 1F1B on the ideal machine (docs/viewer.md, lesson 11's README).
 "$viewer" --png "$out/schedule.png" --panel schedule --compare --step 9.5 --width 1200 --height 760 \
   traces/examples/11_pipeline_microbatching.json traces/examples/11_pipeline_microbatching_1f1b.json
+# Beyond the lecture: 1F1B above zero bubble, and 1F1B above interleaved (v = 2), P = M = 4 each,
+# on one time axis (a unit is a stage's forward).
+"$viewer" --png "$out/11_schedule_zb_h1.png" --panel schedule --compare --step 9.5 --width 1200 \
+  --height 760 traces/examples/11_pipeline_microbatching_1f1b.json \
+  traces/examples/11_pipeline_microbatching_zb_h1.json
+"$viewer" --png "$out/11_schedule_interleaved.png" --panel schedule --compare --step 9.5 \
+  --width 1200 --height 760 traces/examples/11_pipeline_microbatching_1f1b.json \
+  traces/examples/11_pipeline_microbatching_interleaved.json
 # Lessons 12 and 13: the Shards panel alone at the other all-reduce, so that each README shows both:
 # f in backward (step 8.5) for the MLP, g in forward (step 2.5) for attention.
 "$viewer" --png "$out/12_shards_f.png" --panel shards --step 8.5 --width 800 --height 340 \

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "example_traces.hpp"
@@ -239,14 +240,19 @@ TEST_CASE(
     const ScheduleTimes s = ideal_schedule(shape);
     REQUIRE(s.stages.size() == static_cast<std::size_t>(c.P));
     const double T = s.iterations[0].end;
+    // The step in stage forwards: 3(vM + P - 1) chunk forwards, each 1/v of one; 3M + P - 1.
+    CHECK(T == Approx(c.kind == Schedule::zb_h1 ? 3.0 * c.M + c.P - 1
+                                                : 3.0 * (c.v * c.M + c.P - 1) / c.v));
     for (int r = 0; r < c.P; ++r) {
       INFO("stage " << r);
       const StageTimes& st = s.stages[static_cast<std::size_t>(r)];
       // Nothing stalled: 2vM blocks (F and B per chunk), or 3M (F, I and W).
       const int ops = c.kind == Schedule::zb_h1 ? 3 * c.M : 2 * c.v * c.M;
       REQUIRE(st.blocks.size() == static_cast<std::size_t>(ops));
-      // busy / T = num / den, in integers (units are whole numbers: exact in doubles).
-      CHECK(static_cast<std::int64_t>(st.busy[0]) * c.den == static_cast<std::int64_t>(T) * c.num);
+      // busy / T = num / den, in integers: a unit is a stage's forward, so v units are whole
+      // chunk forwards (exact in doubles).
+      CHECK(std::llround(st.busy[0] * c.v) * c.den == std::llround(T * c.v) * c.num);
+      CHECK(st.busy[0] == Approx(3.0 * c.M));  // 3M stage forwards of work, whatever v
       CHECK(st.peak_flight == pipeline::in_flight_formula(shape, r));
       CHECK(flight_at(st, T) == 0);  // every backward or W done: nothing held
       for (std::size_t i = 1; i < st.blocks.size(); ++i)
@@ -405,10 +411,12 @@ TEST_CASE(
   const struct {
     const char* name;
     Schedule kind;
-    int M;
-  } cases[] = {{"11_pipeline_microbatching", Schedule::gpipe, 4},
-               {"11_pipeline_microbatching_1f1b", Schedule::one_f_one_b, 4},
-               {"11_pipeline_microbatching_naive", Schedule::naive, 1}};
+    int M, v;
+  } cases[] = {{"11_pipeline_microbatching", Schedule::gpipe, 4, 1},
+               {"11_pipeline_microbatching_1f1b", Schedule::one_f_one_b, 4, 1},
+               {"11_pipeline_microbatching_naive", Schedule::naive, 1, 1},
+               {"11_pipeline_microbatching_interleaved", Schedule::interleaved, 4, 2},
+               {"11_pipeline_microbatching_zb_h1", Schedule::zb_h1, 4, 1}};
   for (const auto& c : cases) {
     INFO(c.name);
     const TraceModel m = load_trace_model(example_trace(c.name));
@@ -417,15 +425,16 @@ TEST_CASE(
     CHECK(s.params.schedule == c.kind);
     CHECK(s.params.stages == 4);
     CHECK(s.params.microbatches == c.M);
+    CHECK(s.chunks == c.v);
     REQUIRE(s.has_ideal());
     REQUIRE(s.measured.stages.size() == 4);
     REQUIRE(s.measured.iterations.size() == static_cast<std::size_t>(s.params.iterations));
     for (int r = 0; r < 4; ++r) {
-      const std::string want = order_text(pipeline::order_of({c.kind, 4, c.M}, r));
+      const std::string want = order_text(pipeline::order_of({c.kind, 4, c.M, c.v}, r), c.v > 1);
       const StageTimes& st = s.measured.stages[static_cast<std::size_t>(r)];
       for (int k = 0; k < s.params.iterations; ++k) {
         INFO("stage " << r << ", iteration " << k);
-        CHECK(order_text(st.blocks, k) == want);
+        CHECK(order_text(st.blocks, k, c.v > 1) == want);
         const double u = s.measured.utilisation(r, k);
         CHECK(u > 0);
         CHECK(u <= 1.0 + 1e-9);

@@ -26,9 +26,10 @@ foreach(trace ${example_traces})
   set_tests_properties(viewer.describe.${name} PROPERTIES LABELS viewer)
 endforeach()
 
-# The Schedule panel alone on lesson 11's three schedules (steps clock: the ideal schedule; measured:
+# The Schedule panel alone on lesson 11's five schedules (steps clock: the ideal schedule; measured:
 # the run), and GPipe above 1F1B stacked in one panel with --compare.
-foreach(name 11_pipeline_microbatching 11_pipeline_microbatching_1f1b 11_pipeline_microbatching_naive)
+foreach(name 11_pipeline_microbatching 11_pipeline_microbatching_1f1b 11_pipeline_microbatching_naive
+             11_pipeline_microbatching_interleaved 11_pipeline_microbatching_zb_h1)
   add_test(NAME viewer.schedule.${name}
            COMMAND bash ${expect_failure} 0 30 "wrote .*schedule-${name}.png \\(800x600, step 3.50 of"
                    -- ${viewer} --png ${out}/schedule-${name}.png --panel schedule --step 3.5

@@ -150,7 +150,10 @@ std::string details(const Picture& p) {
   const PipelineSchedule& s = *p.s;
   std::string clock = "measured";
   if (p.ideal)
-    clock = s.split ? "ideal machine: F 1 unit, I 1, W 1" : "ideal machine: F 1 unit, B 2";
+    clock = s.split ? "ideal machine: F 1 unit, I 1, W 1"
+            : s.chunks > 1
+                ? fmt::format("ideal machine: a chunk's F 1/{} unit, its B twice that", s.chunks)
+                : "ideal machine: F 1 unit, B 2";
   const std::string chunks = s.chunks > 1 ? fmt::format(", v = {}", s.chunks) : "";
   return fmt::format(
       "{}, P = {}, M = {}{} \xc2\xb7 {} = {} \xc2\xb7 iteration {} of {} \xc2\xb7 {}",

@@ -264,10 +264,13 @@ ScheduleTimes ideal_schedule(const pipeline::Shape& shape) {
   ScheduleTimes s;
   s.stages.resize(orders.size());
   double makespan = 0;
+  // A unit is a stage's forward: an interleaved chunk's takes 1/v of it, so that schedules
+  // stacked in one panel share the time axis (the ideal machine counts chunk forwards).
+  const double unit = 1.0 / std::max(shape.chunks, 1);
   for (std::size_t r = 0; r < orders.size(); ++r)
     for (std::size_t i = 0; i < ends[r].size(); ++i) {  // the ops that ran: the order's first
       const pipeline::Op op = orders[r][i];
-      const double end = ends[r][i], start = end - pipeline::units(op.pass);
+      const double end = ends[r][i] * unit, start = (ends[r][i] - pipeline::units(op.pass)) * unit;
       s.stages[r].blocks.push_back({start, end, op.micro, 0, op.pass, op.chunk});
       makespan = std::max(makespan, end);
     }
