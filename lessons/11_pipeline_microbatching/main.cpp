@@ -732,10 +732,10 @@ int main(int argc, char** argv) {
                           ideal.step, P, ideal_util * 100, utilisation_formula(pipe) * 100)
             : std::string("the order stalls: some op's input never comes"));
     fmt::print(
-        "  ideal machine {:.1f}% (step {} units); mean utilisation measured {:.1f}%;\n"
+        "  ideal machine {:.1f}% (step {} units{}); mean utilisation measured {:.1f}%;\n"
         "  formula {} = {:.1f}%\n",
-        ideal_util * 100, ideal.step, mean * 100, pipeline::utilisation_text(pipe),
-        utilisation_formula(pipe) * 100);
+        ideal_util * 100, ideal.step, v > 1 ? ", a unit a chunk's forward" : "", mean * 100,
+        pipeline::utilisation_text(pipe), utilisation_formula(pipe) * 100);
     double busiest = 0, idlest = INFINITY;
     for (double b : f.busy_s) {
       busiest = std::max(busiest, b);
