@@ -6,8 +6,10 @@ set(sim_out ${CMAKE_CURRENT_BINARY_DIR}/sim-runs)
 file(MAKE_DIRECTORY ${sim_out})
 set(front ${CMAKE_SOURCE_DIR}/distlab)
 
+# Not serial: the other tests (mostly sleeping ranks and short runs) go on beside its compile, as
+# beside lesson 15's below, which saves CI its two minutes alone; COST starts it first.
 add_test(NAME sim.build COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim_build.sh ${CMAKE_SOURCE_DIR})
-set_tests_properties(sim.build PROPERTIES FIXTURES_SETUP smpi LABELS sim TIMEOUT 1800 RUN_SERIAL ON
+set_tests_properties(sim.build PROPERTIES FIXTURES_SETUP smpi LABELS sim TIMEOUT 1800 COST 1000
                                           SKIP_RETURN_CODE 77)
 
 # distlab_sim_test(NAME EXIT SECONDS PATTERNS... -- ARGS...): ./distlab lesson ARGS must exit

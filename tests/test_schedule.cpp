@@ -501,7 +501,8 @@ TEST_CASE("blocks narrower than the minimum merge into runs; every block in view
 }
 
 TEST_CASE(
-    "--describe names the schedule, its formula, and what each stage runs: backward-input of "
+    "schedule: --describe names the schedule, its formula, and what each stage runs: "
+    "backward-input of "
     "micro-batch m (chunk c), or the bubble",
     "[schedule]") {
   // zb-h1 on 2 stages, M = 2: stage 0 runs F0 F1 I0 W0 I1 W1, stage 1 F0 I0 F1 I1 W0 W1; 10 us a
