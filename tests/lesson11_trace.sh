@@ -29,7 +29,7 @@ spans() {
 }
 # The order stage r of P runs under $schedule over M micro-batches (v chunks), in $want.
 derive() {
-  local r=$1 M=$2 v=$3 w m i k b wt c
+  local r=$1 M=$2 v=$3 w m k b wt c
   want=""
   case "$schedule" in
     gpipe)
@@ -63,8 +63,8 @@ derive() {
     interleaved)
       w=$((2 * (P - r - 1) + (v - 1) * P))
       ((w > M * v)) && w=$((M * v))
-      fwd() { c=$((($1 % (P * v)) / P)) m=$(($1 / (P * v) * P + $1 % P)); want+="F$m.$c "; }
-      bwd() { c=$((v - 1 - ($1 % (P * v)) / P)) m=$(($1 / (P * v) * P + $1 % P)); want+="B$m.$c "; }
+      fwd() { c=$((($1 % (P * v)) / P)) m=$((($1 / (P * v)) * P + $1 % P)); want+="F$m.$c "; }
+      bwd() { c=$((v - 1 - ($1 % (P * v)) / P)) m=$((($1 / (P * v)) * P + $1 % P)); want+="B$m.$c "; }
       for ((k = 0; k < w; ++k)); do fwd $k; done
       for ((k = w; k < M * v; ++k)); do
         fwd $k

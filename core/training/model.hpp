@@ -107,8 +107,8 @@ class Mlp {
   std::size_t batch_;
   bool activate_output_;
   Buffer<float> ones_;
-  std::vector<Buffer<float>> z_, h_;  // per layer: pre-activation, and gelu(z) for hidden layers
-  Buffer<float> dz_, dh_;             // backward scratch, as wide as the widest layer
+  std::vector<Buffer<float>> z_, h_;    // per layer: pre-activation, and gelu(z) for hidden layers
+  Buffer<float> dz_, dh_;               // backward scratch, as wide as the widest layer
   std::vector<Buffer<float>> kept_dz_;  // per layer: dL/dz from backward_input, for the weights
   Ledger* ledger_;
   Device device_;
