@@ -22,6 +22,7 @@
 #   unit GROUP     60 s  distlab_gpu_tests "[GROUP]", one process per group, because a fault
 #                        poisons the shared CUDA context for the rest of its process
 #   lesson NN_name 60 s  the lesson with --device cuda --ranks 4, verified, its trace checked
+#                        (lesson 11 also with --schedule zb-h1 and interleaved, 8 micro-batches)
 #   stress         90 s  distlab_gpu_tests "[stress]", 8 ranks and a delay kernel, up to 20
 #                        times while its 90 s last
 #   sanitizer TOOL 90 s  compute-sanitizer memcheck, synccheck, racecheck (skipped if absent)
@@ -154,6 +155,13 @@ plan_row environment
 gpu_test_groups=(ops model context transport ordering all_reduce trace library nccl)
 for g in "${gpu_test_groups[@]}"; do plan_row "unit $g"; done
 for exe in ${lessons[@]+"${lessons[@]}"}; do plan_row "lesson $(basename "$exe")"; done
+# Lesson 11's schedules past the lecture's: zero bubble runs the MLP's backward in two halves.
+pipeline_variants=("zb-h1:--schedule zb-h1 --microbatches 8" "interleaved:--schedule interleaved --microbatches 8")
+lesson11=""
+for exe in ${lessons[@]+"${lessons[@]}"}; do [[ $(basename "$exe") == 11_* ]] && lesson11=$exe; done
+if [[ -n $lesson11 ]]; then
+  for v in "${pipeline_variants[@]}"; do plan_row "lesson $(basename "$lesson11") ${v%%:*}"; done
+fi
 plan_row stress
 sanitizer_tools=(memcheck synccheck racecheck)
 for t in "${sanitizer_tools[@]}"; do plan_row "sanitizer $t"; done
@@ -518,6 +526,16 @@ for exe in ${lessons[@]+"${lessons[@]}"}; do
   # shellcheck disable=SC2016  # $1..$3 are bash -c's arguments
   step "lesson $name" lesson 60 detail_lesson -- \
     bash -c '"$1" --device cuda --ranks 4 --trace "$3" && "$2" "$3" --verified' lesson "$exe" "$bin/distlab_trace_check" "$trace"
+  standin_writes=""
+done
+
+for v in ${lesson11:+"${pipeline_variants[@]}"}; do
+  name="$(basename "$lesson11") ${v%%:*}"
+  trace="$work/traces/${name// /_}.json"
+  standin_writes=$trace
+  # shellcheck disable=SC2016  # $1..$4 are bash -c's arguments; $4 the schedule's options
+  step "lesson $name" lesson 60 detail_lesson -- \
+    bash -c '"$1" --device cuda --ranks 4 $4 --no-sweep --trace "$3" && "$2" "$3" --verified' lesson "$lesson11" "$bin/distlab_trace_check" "$trace" "${v#*:}"
   standin_writes=""
 done
 

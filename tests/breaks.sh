@@ -26,6 +26,7 @@ table=(
   "11_pipeline_microbatching|skip-put-off-weights|--schedule zb-h1 --microbatches 8 --no-sweep|stage 1: step 1's gradient (summed over 8 micro-batches) equals the reference's"
   "12_tensor_parallel_mlp|no-g-allreduce||Y equals the unsplit layer's"
   "12_tensor_parallel_mlp|bias-before-g||Y equals the unsplit layer's"
+  "12_tensor_parallel_mlp|skip-replicated-allreduce|--sequence-parallel|dgamma equals the unsplit layer's"
   "13_tensor_parallel_attention|wo-split-by-columns||Y equals the unsplit layer's"
   "14_capstone_3d_parallel|dp-over-tp||dp 0 pp 0 tp 0: step 1's gradient equals one device's"
   "14_capstone_3d_parallel|stage-skips-sync||dp 0 pp 1 tp 0: step 1's gradient equals one device's"

@@ -241,6 +241,23 @@ if(TARGET 12_tensor_parallel_mlp)
   endif()
   add_test(NAME usage.12.split COMMAND bash ${expect_failure} 2 10 "do not split into 5 equal parts"
            -- $<TARGET_FILE:12_tensor_parallel_mlp> --ranks 5 --no-trace)
+  # Sequence parallelism: the block with its LayerNorm and dropout, those regions on each rank's
+  # rows; every tensor against the unsplit block, the bytes against tensor parallelism's
+  # all-reduces and the regions' memory against 1/N of theirs (each run also runs the block
+  # without sequence parallelism for its tables).
+  foreach(n 1 2 4)
+    distlab_lesson_test(lesson.12_tensor_parallel_mlp.sp-n${n} 12_tensor_parallel_mlp verified ${n} 0 --ranks ${n}
+                        --sequence-parallel)
+  endforeach()
+  distlab_lesson_test(lesson.12_tensor_parallel_mlp.sp-n3-h36 12_tensor_parallel_mlp verified 3 0 --ranks 3
+                      --hidden 36 --batch 3 --seq 5 --sequence-parallel --dropout 0.3)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.12_tensor_parallel_mlp.sp-mpi2 12_tensor_parallel_mlp verified 2 2 --sequence-parallel)
+  endif()
+  add_test(NAME usage.12.sp-tokens COMMAND bash ${expect_failure} 2 10 "tokens into 3 equal parts"
+           -- $<TARGET_FILE:12_tensor_parallel_mlp> --ranks 3 --sequence-parallel --no-trace)
+  add_test(NAME usage.12.dropout-alone COMMAND bash ${expect_failure} 2 10 "dropout of the --sequence-parallel block"
+           -- $<TARGET_FILE:12_tensor_parallel_mlp> --dropout 0.2 --no-trace)
 endif()
 if(TARGET 13_tensor_parallel_attention)
   foreach(n 1 2 4)

@@ -71,8 +71,13 @@ settings() {
       ((n % 4 == 2)) && unit=$((n / 2))
       pick 1 $((n == 64 ? 1 : 12))
       args+=" --hidden $((unit * REPLY))"
-      pick 1 4 && add --batch
+      local b
+      pick 1 4
+      b=$REPLY
+      add --batch
       pick 1 16 && add --seq
+      # sequence parallelism, one draw in three, where the batch x seq tokens divide by the ranks
+      ((RANDOM % 3 == 0 && (b * REPLY) % n == 0)) && args+=" --sequence-parallel"
       ;;
     13)
       local heads

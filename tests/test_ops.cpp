@@ -188,17 +188,18 @@ TEST_CASE("ops: empty views are fine", "[ops]") {
 
 // --- elementwise ------------------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("ops: add, axpy and scale against float64 at edge sizes", "[ops]", float, Half,
-                   BFloat16) {
+TEMPLATE_TEST_CASE("ops: add, axpy, mul and scale against float64 at edge sizes", "[ops]", float,
+                   Half, BFloat16) {
   using T = TestType;
   Ledger ledger;
   for (std::size_t n : kSizes) {
     CAPTURE(n);
     auto x = random_buffer<T>(ledger, n, 1), y = random_buffer<T>(ledger, n, 2);
-    std::vector<double> sum(n), axpy(n), scaled(n);
+    std::vector<double> sum(n), axpy(n), product(n), scaled(n);
     for (std::size_t i = 0; i < n; ++i) {
       sum[i] = d(y[i]) + d(x[i]);
       axpy[i] = d(y[i]) + 0.75 * d(x[i]);
+      product[i] = d(y[i]) * d(x[i]);
       scaled[i] = -1.5 * d(y[i]);
     }
     // One rounding to T (a few f32 roundings inside it for float).
@@ -209,6 +210,9 @@ TEMPLATE_TEST_CASE("ops: add, axpy and scale against float64 at edge sizes", "[o
     auto a = random_buffer<T>(ledger, n, 2);
     ops::axpy(a.view(), 0.75f, x.view());
     CHECK(wrong(a, axpy, rel) == 0);
+    auto m = random_buffer<T>(ledger, n, 2);
+    ops::mul(m.view(), x.view());
+    CHECK(wrong(m, product, rel) == 0);
     ops::scale(y.view(), -1.5f);
     CHECK(wrong(y, scaled, rel) == 0);
   }

@@ -10,7 +10,7 @@
 // stored, on both devices alike. Sums accumulate in f64 on the CPU and in f32 trees on a GPU.
 //
 //   memory       copy, fill
-//   elementwise  add, axpy, scale, gelu_forward, gelu_backward, cast
+//   elementwise  add, axpy, mul, scale, gelu_forward, gelu_backward, cast
 //   optimizer    AdamConfig, adam_step
 //   reductions   sum, row_sums, col_sums, softmax_rows, softmax_backward_rows
 //   matrices     gemm (row-major); gemm_flops, the FLOP this thread's gemm calls did
@@ -144,6 +144,17 @@ void axpy(View<T> y, float a, In<T> x) {
 #endif
   for (std::size_t i = 0; i < y.n; ++i)
     y[i] = T(static_cast<float>(y[i]) + a * static_cast<float>(x[i]));
+}
+
+// y *= x, element by element (a dropout's mask, for one)
+template <FloatType T>
+void mul(View<T> y, In<T> x) {
+  detail::same_shape(y, x, "mul");
+#ifdef DISTLAB_HAVE_CUDA
+  if (y.device == Device::cuda) return cuda::mul(y.ptr, x.ptr, dtype_of<T>(), y.n);
+#endif
+  for (std::size_t i = 0; i < y.n; ++i)
+    y[i] = T(static_cast<float>(y[i]) * static_cast<float>(x[i]));
 }
 
 // x *= a

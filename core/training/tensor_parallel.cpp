@@ -10,7 +10,9 @@
 #include "core/base/check.hpp"
 #include "core/base/json.hpp"
 #include "core/base/units.hpp"
+#include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
+#include "core/collectives/reduce_scatter_ring.hpp"
 #include "core/runtime/data.hpp"
 
 namespace distlab::tp {
@@ -57,6 +59,38 @@ AllReduceSteps g_forward(Comm& comm, View<float> partial) {
 
 AllReduceSteps f_backward(Comm& comm, View<float> partial) {
   return all_reduce(comm, partial, kFPhase, "dX (f)");
+}
+
+AllReduceSteps sp_all_gather(Comm& comm, View<float> whole, const char* phase_name,
+                             const char* buffer) {
+  auto phase = comm.phase(phase_name);
+  AllReduceSteps s;
+  s.first = comm.next_steps(0);
+  coll::all_gather_ring(comm, whole, buffer);
+  s.last = comm.next_steps(0) - 1;
+  return s;
+}
+
+AllReduceSteps sp_reduce_scatter(Comm& comm, View<float> whole, const char* phase_name,
+                                 const char* buffer) {
+  auto phase = comm.phase(phase_name);
+  AllReduceSteps s;
+  s.first = comm.next_steps(0);
+  coll::reduce_scatter_ring(comm, whole, buffer);
+  s.last = comm.next_steps(0) - 1;
+  return s;
+}
+
+std::uint64_t sp_gather_bytes(int k, int n, std::uint64_t elements) {
+  // all_gather_ring: step s sends part (k - s) mod n, s = 0 .. n-2: every part but (k + 1) mod n.
+  const Partition part{elements, n};
+  return (elements - part.size((k + 1) % n)) * sizeof(float);
+}
+
+std::uint64_t sp_scatter_bytes(int k, int n, std::uint64_t elements) {
+  // reduce_scatter_ring: step s sends part (k - s - 1) mod n, s = 0 .. n-2: every part but k.
+  const Partition part{elements, n};
+  return (elements - part.size(k)) * sizeof(float);
 }
 
 Compared compare_tensor(Comm& comm, const std::string& name, View<const float> got,

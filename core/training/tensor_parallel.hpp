@@ -45,6 +45,30 @@ AllReduceSteps g_forward(Comm& comm, View<float> partial);
 // f, backward: the input gradient's partial sums become the whole (phase "f: all-reduce").
 AllReduceSteps f_backward(Comm& comm, View<float> partial);
 
+// --- sequence parallelism (Megatron-SP; Korthikanti et al., 2022) -----------------------------
+// The tokens (the rows of a (T x h) activation) cut into N equal parts (a Partition of the T h
+// elements: T must divide by N); the LayerNorm and dropout regions run on a rank's own rows, and
+// f and g change collective:
+//   f  forward: all-gather my rows into the whole      backward: reduce-scatter the partial dX
+//   g  forward: reduce-scatter the partial Y           backward: all-gather dY's rows
+// A ring all-gather and a ring reduce-scatter each send (N-1)/N of the tensor per rank: the two
+// of a pass together send what one ring all-reduce does, 2(N-1)/N.
+inline constexpr const char* kFGatherPhase = "f: all-gather";
+inline constexpr const char* kFScatterPhase = "f: reduce-scatter";
+inline constexpr const char* kGScatterPhase = "g: reduce-scatter";
+inline constexpr const char* kGGatherPhase = "g: all-gather";
+// whole: the (T x h) tensor with my rows filled in; afterwards every rank's are (ring all-gather).
+AllReduceSteps sp_all_gather(Comm& comm, View<float> whole, const char* phase_name,
+                             const char* buffer);
+// whole: my partial sum of the (T x h) tensor, used as workspace; afterwards my rows of it hold
+// the sum over the ranks (ring reduce-scatter).
+AllReduceSteps sp_reduce_scatter(Comm& comm, View<float> whole, const char* phase_name,
+                                 const char* buffer);
+// The bytes rank k sends in one ring all-gather, or one ring reduce-scatter, of `elements`
+// floats' worth cut in n parts (every part but one: the one it receives last).
+std::uint64_t sp_gather_bytes(int k, int n, std::uint64_t elements);
+std::uint64_t sp_scatter_bytes(int k, int n, std::uint64_t elements);
+
 // One tensor of the split layer against the reference: max |got - want| / max |want|.
 struct Compared {
   std::string name;

@@ -28,6 +28,8 @@
 
 #include "core/base/partition.hpp"
 #include "core/base/units.hpp"
+#include "core/collectives/all_reduce_ring_chunked.hpp"
+#include "core/runtime/data.hpp"
 #include "core/runtime/runtime.hpp"
 #include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
@@ -78,6 +80,42 @@ std::string splits_picture(const Shape& s, int n) {
                          {block("X", "activation", {T, h}, {T, h}, "none"), tp::f_block(), a, xa,
                           gelu, b, block("H_i B_i", "activation", {T, h}, {T, h}, "partial"),
                           tp::g_block(), block("Y", "activation", {T, h}, {T, h}, "none")});
+}
+
+// The same picture under sequence parallelism: X and the output split by rows (the tokens), f
+// and g an all-gather and a reduce-scatter.
+std::string sequence_parallel_picture(const Shape& s, int n) {
+  const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part;
+  const auto ranges = tp::rank_ranges(s.split);
+  const auto token_ranges = tp::rank_ranges(Partition{T, n});
+  const auto block = tp::split_block;
+  tp::SplitBlock x = block("LN(X)", "activation", {T, h}, {T / std::size_t(n), h}, "rows");
+  x.ranges = token_ranges;
+  tp::SplitBlock f = tp::f_block();
+  f.forward = "all-gather";
+  f.backward = "reduce-scatter";
+  f.forward_phase = tp::kFGatherPhase;
+  f.backward_phase = tp::kFScatterPhase;
+  tp::SplitBlock a = block("A", "weight", {h, F}, {h, p}, "columns");
+  a.ranges = ranges;
+  a.forward_phase = kForwardA;
+  a.backward_phase = kBackwardA;
+  tp::SplitBlock b = block("B", "weight", {F, h}, {p, h}, "rows");
+  b.ranges = ranges;
+  b.forward_phase = kForwardB;
+  b.backward_phase = kBackwardB;
+  tp::SplitBlock g = tp::g_block();
+  g.forward = "reduce-scatter";
+  g.backward = "all-gather";
+  g.forward_phase = tp::kGScatterPhase;
+  g.backward_phase = tp::kGGatherPhase;
+  tp::SplitBlock o = block("O", "activation", {T, h}, {T / std::size_t(n), h}, "rows");
+  o.ranges = token_ranges;
+  tp::SplitBlock gelu = block("GeLU", "activation", {T, F}, {T, p}, "columns");
+  gelu.ranges = ranges;
+  return tp::splits_json("mlp", "O = Dropout(GeLU(LN(X) A + a) B + b)", n,
+                         {x, f, block("U", "activation", {T, h}, {T, h}, "none"), a, gelu, b,
+                          block("H_i B_i", "activation", {T, h}, {T, h}, "partial"), g, o});
 }
 
 // The unsplit block in float64: output and every gradient, from the same tensors, and for each
@@ -135,6 +173,386 @@ Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bi
   return m;
 }
 
+// --- sequence parallelism (--sequence-parallel): the block as a transformer runs it -------------
+//
+// O = Dropout(GeLU(LN(X) A + a) B + b): the block gains its LayerNorm in front and its dropout
+// behind, the regions tensor parallelism leaves whole on every rank. Sequence parallelism
+// (Korthikanti et al., 2022) cuts them along the tokens instead: rank i runs them on its T/N rows,
+// f all-gathers LN(X)'s rows before A and g reduce-scatters the partial Y after B, so each rank
+// gets its rows of the sum. Backward, g's all-gather hands every rank all of dY and f's
+// reduce-scatter its rows of dU; the LayerNorm's gain and bias and b, whole on every rank but
+// computed from its rows alone, all-reduce their gradients (3h floats).
+
+constexpr int kGamma = 3'000'007, kBeta = 3'000'008, kMask = 3'000'009, kDO = 3'000'010;
+constexpr float kLayerNormEps = 1e-5f;
+constexpr const char* kReplicatedPhase = "dgamma, dbeta, db: all-reduce";
+
+// The dropout's mask: element i is kept (1/(1 - p)) or dropped (0) by the seed alone, so every
+// rank, and the reference, draws the same mask for a row wherever it runs.
+std::vector<float> dropout_mask(std::uint64_t seed, std::size_t rows, std::size_t h, double p) {
+  std::vector<float> mask(rows * h);
+  const auto keep = static_cast<float>(1.0 / (1.0 - p));
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    mask[i] = (input_value<float>(seed, kMask, i) + 1.0) / 2.0 >= p ? keep : 0.0f;
+  return mask;
+}
+
+// The normalised block in float64, and its magnitudes for the error model (the same formulas on
+// absolute values; LayerNorm's: |gamma| rstd (|x - mu| + |mu|) + |beta| forward, and backward
+// rstd (|g| + mean |g| + |xhat| mean |g xhat|), g = dU gamma).
+struct NormReference {
+  RowMatrix o, dx, dgamma, dbeta;
+  Reference core;  // the MLP between: y, dx (= dU), da, dbias_a, db, dbias_b
+};
+NormReference norm_reference(const RowMatrix& x, const RowMatrix& gamma, const RowMatrix& beta,
+                             const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
+                             const RowMatrix& bias_b, const RowMatrix& mask, const RowMatrix& d_o,
+                             bool magnitudes_of) {
+  const Eigen::Index T = x.rows(), h = x.cols();
+  RowMatrix u(T, h), xhat(T, h);
+  Eigen::VectorXd rstd(T);
+  for (Eigen::Index r = 0; r < T; ++r) {
+    const double mu = x.row(r).mean();
+    const double var = (x.row(r).array() - mu).square().mean();
+    rstd[r] = 1.0 / std::sqrt(var + double(kLayerNormEps));
+    for (Eigen::Index c = 0; c < h; ++c) {
+      xhat(r, c) = (x(r, c) - mu) * rstd[r];
+      u(r, c) = magnitudes_of
+                    ? std::fabs(gamma(0, c)) * rstd[r] * (std::fabs(x(r, c) - mu) + std::fabs(mu)) +
+                          std::fabs(beta(0, c))
+                    : xhat(r, c) * gamma(0, c) + beta(0, c);
+    }
+  }
+  NormReference out;
+  const RowMatrix dy = mask.cwiseProduct(d_o);
+  out.core = magnitudes_of ? magnitudes(u, a, bias_a, b, bias_b, dy)
+                           : reference(u, a, bias_a, b, bias_b, dy);
+  out.o = mask.cwiseProduct(out.core.y);
+  const RowMatrix& du = out.core.dx;
+  out.dx.resize(T, h);
+  out.dgamma = RowMatrix::Zero(1, h);
+  out.dbeta = RowMatrix::Zero(1, h);
+  for (Eigen::Index r = 0; r < T; ++r) {
+    double g_sum = 0, gx_sum = 0;
+    for (Eigen::Index c = 0; c < h; ++c) {
+      const double g = du(r, c) * (magnitudes_of ? std::fabs(gamma(0, c)) : gamma(0, c));
+      const double xh = magnitudes_of ? std::fabs(xhat(r, c)) : xhat(r, c);
+      g_sum += g;
+      gx_sum += g * xh;
+      out.dgamma(0, c) += du(r, c) * xh;
+      out.dbeta(0, c) += du(r, c);
+    }
+    for (Eigen::Index c = 0; c < h; ++c) {
+      const double g = du(r, c) * (magnitudes_of ? std::fabs(gamma(0, c)) : gamma(0, c));
+      const double xh = magnitudes_of ? std::fabs(xhat(r, c)) : xhat(r, c);
+      out.dx(r, c) = magnitudes_of ? rstd[r] * (g + g_sum / double(h) + xh * gx_sum / double(h))
+                                   : rstd[r] * (g - g_sum / double(h) - xh * gx_sum / double(h));
+    }
+  }
+  return out;
+}
+
+// What one run of the normalised block measured, for the report.
+struct NormOutcome {
+  bool sequence_parallel = false;
+  tp::AllReduceSteps f_forward, g_forward, g_backward, f_backward, replicated;
+  std::vector<tp::Compared> compared;  // rank 0's
+  std::string error_measure;
+};
+
+// The LayerNorm and dropout regions' activations, from their own ledger: what sequence
+// parallelism divides by N.
+constexpr const char* kRegionBytes = "LayerNorm and dropout regions' activation bytes";
+
+// STEP 9: the normalised block on my ranks; sp: sequence parallel (my rows in the LayerNorm and
+// dropout regions), else as Megatron's tensor parallelism runs them (every row on every rank).
+void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t seed,
+                NormOutcome& outcome) {
+  const int me = comm.rank(), n = comm.size();
+  const std::size_t T = s.rows, h = s.hidden, F = s.ffn, pc = s.split.size(me),
+                    c0 = s.split.begin(me);
+  // My rows: a Partition of the T tokens (the all-gather and reduce-scatter cut the T h
+  // elements the same way, T dividing by N); all of them without sequence parallelism.
+  const Partition tokens{T, sp ? n : 1};
+  const int part = sp ? me : 0;
+  const std::size_t r0 = tokens.begin(part), rows = tokens.size(part);
+  const std::vector<float> x = tp::make_tensor(seed, kX, T, h),
+                           d_o = tp::make_tensor(seed, kDO, T, h);
+  std::vector<float> gamma = tp::make_tensor(seed, kGamma, 1, h, 0.1);
+  for (float& g : gamma) g += 1.0f;  // a gain around 1
+  const std::vector<float> beta = tp::make_tensor(seed, kBeta, 1, h, 0.1);
+  const std::vector<float> a = tp::make_tensor(seed, kA, h, F, 1.0 / std::sqrt(double(h)));
+  const std::vector<float> bias_a = tp::make_tensor(seed, kBiasA, 1, F, 0.1);
+  const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
+  const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
+  const std::vector<float> mask = dropout_mask(seed, T, h, p);
+  const auto my_rows = [&](const std::vector<float>& m) {
+    return std::vector<float>(m.begin() + std::ptrdiff_t(r0 * h),
+                              m.begin() + std::ptrdiff_t((r0 + rows) * h));
+  };
+
+  // STEP 10: the split: my columns of A, rows of B (as above); the LayerNorm's gain and bias and
+  // b whole. The regions' tensors on a ledger of their own (it also charges the rank's): my
+  // rows of X, the LayerNorm's statistics, the mask and the output.
+  Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, pc), Category::params);
+  Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, pc), Category::params);
+  Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h),
+                                                       b.begin() + std::ptrdiff_t((c0 + pc) * h)),
+                                    Category::params);
+  Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
+  Buffer<float> G = comm.alloc_from(gamma, Category::params),
+                Be = comm.alloc_from(beta, Category::params);
+  Ledger regions(nullptr, &comm.ledger());
+  const auto region = [&](std::size_t count) {
+    return Buffer<float>(regions, Category::activations, count, comm.device());
+  };
+  Buffer<float> X = region(rows * h), mean = region(rows), rstd = region(rows),
+                M = region(rows * h), O = region(rows * h);
+  from_host(X.view(), my_rows(x));
+  from_host(M.view(), my_rows(mask));
+  Buffer<float> ones = comm.alloc<float>(T, Category::activations);
+  ops::fill(ones.view(), 1.0f);
+  Buffer<float> U = comm.alloc<float>(T * h, Category::activations),
+                Z = comm.alloc<float>(T * pc, Category::activations),
+                H = comm.alloc<float>(T * pc, Category::activations),
+                Y = comm.alloc<float>(T * h, Category::activations);
+  const View<float> mine_of_u = U.view().sub(r0 * h, rows * h),
+                    mine_of_y = Y.view().sub(r0 * h, rows * h);
+
+  comm.barrier();
+  {
+    auto phase = comm.phase("forward");
+    {
+      // STEP 11: the LayerNorm region: my rows (all of them without sequence parallelism),
+      // into my rows of U; then f all-gathers U's rows (without: U is whole already).
+      auto step = comm.phase("LayerNorm (my rows)");
+      ops::layernorm_forward(mine_of_u, mean.view(), rstd.view(), View<const float>(X.view()),
+                             View<const float>(G.view()), View<const float>(Be.view()), rows, h,
+                             kLayerNormEps);
+    }
+    if (sp) outcome.f_forward = tp::sp_all_gather(comm, U.view(), tp::kFGatherPhase, "U (f)");
+    {
+      // STEP 12: the MLP between, as in steps 2 and 3: my columns of A, my rows of B.
+      auto step = comm.phase(kForwardA);
+      model::linear_forward(Z.view(), U.view(), A.view(), bA.view(), ones.view(), T, h, pc);
+      ops::gelu_forward(H.view(), View<const float>(Z.view()));
+    }
+    {
+      auto step = comm.phase(kForwardB);
+      ops::gemm(Y.view(), View<const float>(H.view()), View<const float>(B.view()), T, h, pc);
+    }
+    // STEP 13: g: the partial Y_i reduce-scattered, my rows of the sum (without: all-reduced,
+    // every row); then the dropout region on my rows: O = mask (Y + b).
+    if (sp)
+      outcome.g_forward = tp::sp_reduce_scatter(comm, Y.view(), tp::kGScatterPhase, "Y (g)");
+    else
+      outcome.g_forward = tp::g_forward(comm, Y.view());
+    auto step = comm.phase("bias, dropout (my rows)");
+    ops::gemm(mine_of_y, View<const float>(ones.view().sub(0, rows)), View<const float>(bB.view()),
+              rows, h, 1, false, false, 1.0f, 1.0f);
+    ops::copy(O.view(), View<const float>(mine_of_y));
+    ops::mul(O.view(), View<const float>(M.view()));
+  }
+
+  Buffer<float> dY = comm.alloc<float>(T * h, Category::activations),
+                dH = comm.alloc<float>(T * pc, Category::activations),
+                dU = comm.alloc<float>(T * h, Category::activations);
+  Buffer<float> dA = comm.alloc<float>(h * pc, Category::grads),
+                dbA = comm.alloc<float>(pc, Category::grads),
+                dB = comm.alloc<float>(pc * h, Category::grads);
+  // The replicated parameters' gradients in one buffer: the LayerNorm's gain, its bias, and b.
+  Buffer<float> dRep = comm.alloc<float>(3 * h, Category::grads);
+  Buffer<float> dX = region(rows * h);
+  const View<float> d_gamma = dRep.view().sub(0, h), d_beta = dRep.view().sub(h, h),
+                    d_b = dRep.view().sub(2 * h, h);
+  {
+    auto phase = comm.phase("backward");
+    const View<float> mine_of_dy = dY.view().sub(r0 * h, rows * h);
+    {
+      // STEP 14: the dropout's backward on my rows, dY = mask dO, and b's gradient from them;
+      // g's all-gather hands every rank all of dY (without: every rank has it all).
+      auto step = comm.phase("dropout' (my rows)");
+      from_host(mine_of_dy, my_rows(d_o));
+      ops::mul(mine_of_dy, View<const float>(M.view()));
+      ops::col_sums(d_b, View<const float>(mine_of_dy), rows, h);
+    }
+    if (sp) outcome.g_backward = tp::sp_all_gather(comm, dY.view(), tp::kGGatherPhase, "dY (g)");
+    {
+      auto step = comm.phase(kBackwardB);
+      ops::gemm(dB.view(), View<const float>(H.view()), View<const float>(dY.view()), pc, h, T,
+                /*trans_a=*/true);
+      ops::gemm(dH.view(), View<const float>(dY.view()), View<const float>(B.view()), T, pc, h,
+                false, /*trans_b=*/true);
+    }
+    {
+      auto step = comm.phase(kBackwardA);
+      ops::gelu_backward(dH.view(), View<const float>(dH.view()), View<const float>(Z.view()));
+      model::linear_backward(dU.view(), dA.view(), dbA.view(), dH.view(), U.view(), A.view(), T, h,
+                             pc);
+    }
+    // STEP 15: f: the partial dU_i reduce-scattered, my rows of the sum (without: all-reduced);
+    // the LayerNorm's backward on my rows; and, with sequence parallelism, the gradients of the
+    // parameters every rank holds whole, each a sum over my rows only, all-reduced (3h floats).
+    if (sp)
+      outcome.f_backward = tp::sp_reduce_scatter(comm, dU.view(), tp::kFScatterPhase, "dU (f)");
+    else
+      outcome.f_backward = tp::f_backward(comm, dU.view());
+    {
+      auto step = comm.phase("LayerNorm' (my rows)");
+      ops::fill(d_gamma, 0.0f);
+      ops::fill(d_beta, 0.0f);
+      ops::layernorm_backward(dX.view(), d_gamma, d_beta,
+                              View<const float>(dU.view().sub(r0 * h, rows * h)),
+                              View<const float>(X.view()), View<const float>(mean.view()),
+                              View<const float>(rstd.view()), View<const float>(G.view()), rows, h);
+    }
+    // --break skip-replicated-allreduce: each rank keeps the gain's, bias's and b's gradients of
+    // its own rows
+    if (sp && !broken("skip-replicated-allreduce")) {
+      auto step = comm.phase(kReplicatedPhase);
+      outcome.replicated.first = comm.next_steps(0);
+      coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta, db");
+      outcome.replicated.last = comm.next_steps(0) - 1;
+    }
+  }
+  comm.recorder().value(kRegionBytes, double(regions.peak(Category::activations)));
+
+  // STEP 16: against the unsplit block in float64: my rows of O and dX, my parts of the weights'
+  // gradients, and the replicated parameters' whole gradients.
+  const auto m = [](const std::vector<float>& v, std::size_t r, std::size_t c) {
+    return tp::as_matrix(v, r, c);
+  };
+  const NormReference ref =
+      norm_reference(m(x, T, h), m(gamma, 1, h), m(beta, 1, h), m(a, h, F), m(bias_a, 1, F),
+                     m(b, F, h), m(bias_b, 1, h), m(mask, T, h), m(d_o, T, h), false);
+  const NormReference mag =
+      norm_reference(m(x, T, h), m(gamma, 1, h), m(beta, 1, h), m(a, h, F), m(bias_a, 1, F),
+                     m(b, F, h), m(bias_b, 1, h), m(mask, T, h).cwiseAbs(), m(d_o, T, h), true);
+  if (comm.inject_fault()) inject_fault_into(dA.view());
+  // The chain of sums: the LayerNorm's h, then as in the plain block, and the N-term all-reduces.
+  const double chain = double(2 * h + F + T + std::size_t(2 * n));
+  const double per_magnitude = kBoundFactor * chain * kEps32;
+  std::vector<tp::Compared> compared;
+  const auto within = [&](const std::string& name, View<const float> got, const RowMatrix& want,
+                          const RowMatrix& mg) {
+    compared.push_back(tp::compare_within(comm, name, got, want, per_magnitude * mg));
+  };
+  const auto rows_of = [&](const RowMatrix& t) {
+    return RowMatrix(t.middleRows(Eigen::Index(r0), Eigen::Index(rows)));
+  };
+  const auto cols = [&](const RowMatrix& t) {
+    return RowMatrix(t.middleCols(Eigen::Index(c0), Eigen::Index(pc)));
+  };
+  const auto brows = [&](const RowMatrix& t) {
+    return RowMatrix(t.middleRows(Eigen::Index(c0), Eigen::Index(pc)));
+  };
+  const std::string which = sp ? fmt::format(" (rows {}..{})", r0, r0 + rows - 1) : "";
+  within("O" + which, O.view(), rows_of(ref.o), rows_of(mag.o));
+  within("dX" + which, dX.view(), rows_of(ref.dx), rows_of(mag.dx));
+  within(fmt::format("dA_{}", me), dA.view(), cols(ref.core.da), cols(mag.core.da));
+  within(fmt::format("da_{}", me), dbA.view(), cols(ref.core.dbias_a), cols(mag.core.dbias_a));
+  within(fmt::format("dB_{}", me), dB.view(), brows(ref.core.db), brows(mag.core.db));
+  within("dgamma", d_gamma, ref.dgamma, mag.dgamma);
+  within("dbeta", d_beta, ref.dbeta, mag.dbeta);
+  within("db", d_b, ref.core.dbias_b, mag.core.dbias_b);
+  if (me == 0) {
+    outcome.sequence_parallel = sp;
+    outcome.compared = compared;
+    outcome.error_measure =
+        fmt::format("worst |error| / its bound {:.0f} x {} terms x eps x |terms|, at most 1",
+                    kBoundFactor, chain);
+  }
+}
+
+// The report of a --sequence-parallel run: its bytes per pass against one ring all-reduce's, and
+// the LayerNorm and dropout regions' activations against the same block run without sequence
+// parallelism (in-process, here, on as many ranks), both from the traces.
+void report_sequence_parallel(RunResult& r, const Shape& s, const NormOutcome& o, double p,
+                              std::uint64_t seed) {
+  const int n = r.world.size;
+  NormOutcome plain;
+  const RunResult tp_run =
+      run_in_process(n, [&](Comm& comm) { norm_block(comm, s, false, p, seed, plain); });
+  bool plain_ok = true;
+  for (const RankLog& log : tp_run.logs)
+    for (const CheckResult& c : log.checks) plain_ok = plain_ok && c.ok;
+  const std::uint64_t elements = s.rows * s.hidden;
+  fmt::print(
+      "\nO = Dropout(GeLU(LN(X) A + a) B + b), X ({} x {}), dropout {:g}: the LayerNorm and "
+      "dropout "
+      "on {} of the {} rows per rank\n",
+      s.rows, s.hidden, p, s.rows / std::size_t(n), s.rows);
+  const auto sent = [](const RunResult& run, const tp::AllReduceSteps& st, int k) {
+    return st.last >= st.first ? run.traffic(st.first, st.last)[std::size_t(k)].bytes_sent
+                               : std::uint64_t{0};
+  };
+  fmt::print("\nbytes sent per rank, from the traces (tensor parallel: g and f all-reduce {}):\n",
+             format_bytes(double(elements * sizeof(float))));
+  fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "rank", "f gather",
+             "g scatter", "g gather", "f scatter", "tp forward", "tp backward");
+  bool bytes_ok = true;
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t fg = sent(r, o.f_forward, k), gs = sent(r, o.g_forward, k),
+                        gg = sent(r, o.g_backward, k), fs = sent(r, o.f_backward, k);
+    const std::uint64_t tf = sent(tp_run, plain.g_forward, k),
+                        tb = sent(tp_run, plain.f_backward, k);
+    const std::uint64_t ring = coll::ring_chunked_traffic(k, n, elements).sent * sizeof(float);
+    bytes_ok = bytes_ok && fg == tp::sp_gather_bytes(k, n, elements) &&
+               gs == tp::sp_scatter_bytes(k, n, elements) &&
+               gg == tp::sp_gather_bytes(k, n, elements) &&
+               fs == tp::sp_scatter_bytes(k, n, elements) && fg + gs == ring && gg + fs == ring &&
+               tf == ring && tb == ring;
+    fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", fmt::format("r{}", k),
+               format_bytes(double(fg)), format_bytes(double(gs)), format_bytes(double(gg)),
+               format_bytes(double(fs)), format_bytes(double(tf)), format_bytes(double(tb)));
+  }
+  fmt::print(
+      "  formula: all-gather + reduce-scatter = (N-1)/N + (N-1)/N = 2(N-1)/N x {}, one ring "
+      "all-reduce's, each way\n",
+      format_bytes(double(elements * sizeof(float))));
+  r.check(
+      "each pass's all-gather and reduce-scatter send what tensor parallelism's all-reduce does, "
+      "on every rank (from both traces)",
+      bytes_ok);
+  std::uint64_t replicated = 0;
+  if (o.replicated.last >= o.replicated.first)
+    for (const RankTraffic& t : r.traffic(o.replicated.first, o.replicated.last))
+      replicated = std::max(replicated, t.bytes_sent);
+  fmt::print(
+      "  and the LayerNorm's gain and bias and b, whole on every rank, all-reduce their gradients "
+      "(3h = {} floats): {} per rank\n",
+      3 * s.hidden, format_bytes(double(replicated)));
+
+  // The regions' activations: my rows of X, the LayerNorm's mean and 1/std, the mask and O, and
+  // dX: rows x (4h + 2) floats.
+  const auto region_bytes = [](const RunResult& run, int k) {
+    for (const ValueEvent& v : run.logs[std::size_t(k)].values)
+      if (v.name == kRegionBytes) return v.value;
+    return -1.0;
+  };
+  fmt::print("\nLayerNorm and dropout regions' activations per rank (their ledger's peak):\n");
+  fmt::print("  {:>4}  {:>14}  {:>14}  {:>14}\n", "rank", "sequence par.", "tensor par.",
+             "formula");
+  bool memory_ok = true;
+  for (int k = 0; k < n; ++k) {
+    const double sp_bytes = region_bytes(r, k), tp_bytes = region_bytes(tp_run, k);
+    const double want = double(s.rows / std::size_t(n) * (4 * s.hidden + 2) * sizeof(float));
+    memory_ok = memory_ok && sp_bytes == want && tp_bytes == want * n;
+    fmt::print("  {:>4}  {:>14}  {:>14}  {:>14}\n", fmt::format("r{}", k), format_bytes(sp_bytes),
+               format_bytes(tp_bytes), format_bytes(want));
+  }
+  fmt::print("  formula: T/N x (4h + 2) floats, against T x (4h + 2): N times less\n");
+  r.check(
+      "the LayerNorm and dropout regions hold T/N rows' activations, 1/N of tensor "
+      "parallelism's (both ledgers)",
+      memory_ok);
+  r.check("the same block without sequence parallelism verifies too (in-process, for the tables)",
+          plain_ok);
+  fmt::print("\nagainst the unsplit block in float64, rank 0's tensors\n({}):\n", o.error_measure);
+  for (const tp::Compared& c : o.compared)
+    fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +578,15 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "tokens per sequence (X has batch x seq rows)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 14))
       ->capture_default_str();
+  bool sequence_parallel = false;
+  double dropout = 0.1;
+  app.add_flag("--sequence-parallel", sequence_parallel,
+               "the block as a transformer runs it, LayerNorm in front and dropout behind, those "
+               "two regions cut along the tokens: f and g become an all-gather and a "
+               "reduce-scatter (batch x seq must divide by the ranks)");
+  app.add_option("--dropout", dropout, "the dropout's probability, with --sequence-parallel")
+      ->check(CLI::Range(0.0, 0.95))
+      ->capture_default_str();
   Shape s;
   lesson.add_break("no-g-allreduce",
                    "g's all-reduce is left out: every rank's Y is its partial H_i B_i, not the sum "
@@ -167,6 +594,10 @@ int main(int argc, char** argv) {
   lesson.add_break("bias-before-g",
                    "every rank adds the bias b to its partial Y_i before g's all-reduce, so the "
                    "sum holds N b (main.cpp, forward)");
+  lesson.add_break("skip-replicated-allreduce",
+                   "with --sequence-parallel, the LayerNorm's gain and bias and b keep the "
+                   "gradient of the rank's own rows: their all-reduce is left out (main.cpp, "
+                   "norm_block)");
   tp::Outcome outcome;
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
@@ -177,9 +608,27 @@ int main(int argc, char** argv) {
           "4h = {} columns of A do not split into {} equal parts: use a --hidden whose 4h "
           "divides by {}",
           s.ffn, w.size, w.size));
+    if (sequence_parallel && s.rows % std::size_t(w.size) != 0)
+      throw UsageError(fmt::format(
+          "--sequence-parallel cuts the batch x seq = {} tokens into {} equal parts: use a "
+          "--batch or --seq whose product divides by {}",
+          s.rows, w.size, w.size));
+    if (!sequence_parallel && app.count("--dropout") > 0)
+      throw UsageError("--dropout is the dropout of the --sequence-parallel block: add it");
+    const bool sp_bug = opt.break_name == "skip-replicated-allreduce";
+    if (!opt.break_name.empty() && sequence_parallel != sp_bug)
+      throw UsageError(
+          sp_bug ? "--break skip-replicated-allreduce is a bug of sequence parallelism: add "
+                   "--sequence-parallel"
+                 : fmt::format("--break {} is a bug of the plain block's g: leave out "
+                               "--sequence-parallel",
+                               opt.break_name));
     lesson.set_algorithm(
-        fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
-    lesson.set_metadata("splits", splits_picture(s, w.size));
+        sequence_parallel
+            ? fmt::format("Megatron MLP with sequence parallelism over {} ranks", w.size)
+            : fmt::format("Megatron MLP: A by columns, B by rows, over {} ranks", w.size));
+    lesson.set_metadata("splits", sequence_parallel ? sequence_parallel_picture(s, w.size)
+                                                    : splits_picture(s, w.size));
   });
 
   // Memory: every rank builds the whole block and checks against it, so per rank the unsplit
@@ -195,7 +644,9 @@ int main(int argc, char** argv) {
         "a smaller --hidden, --batch or --seq"};
   });
 
+  NormOutcome norm;
   lesson.on_report([&](RunResult& r) {
+    if (sequence_parallel) return report_sequence_parallel(r, s, norm, dropout, opt.seed);
     const int n = r.world.size;
     fmt::print(
         "\nY = GeLU(X A + a) B + b with X ({} x {}), A ({} x {}), B ({} x {}), split over {} "
@@ -215,6 +666,7 @@ int main(int argc, char** argv) {
   });
 
   return lesson.run(argc, argv, [&](Comm& comm) {
+    if (sequence_parallel) return norm_block(comm, s, true, dropout, opt.seed, norm);
     const int me = comm.rank();
     const std::uint64_t seed = opt.seed;
     const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.split.size(me),

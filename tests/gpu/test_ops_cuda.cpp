@@ -116,7 +116,7 @@ TEST_CASE("cuda ops: device buffers are cudaMalloc memory charged to the ledger"
   CHECK(ledger.current(Category::activations) == 0);
 }
 
-TEMPLATE_TEST_CASE("cuda ops: add, axpy and scale match the CPU", "[ops][cuda]", float, Half,
+TEMPLATE_TEST_CASE("cuda ops: add, axpy, mul and scale match the CPU", "[ops][cuda]", float, Half,
                    BFloat16) {
   using T = TestType;
   BoundRank bound;
@@ -137,6 +137,12 @@ TEMPLATE_TEST_CASE("cuda ops: add, axpy and scale match the CPU", "[ops][cuda]",
       ops::axpy(gz.sub(out, n), 0.75f, gx.sub(in, n));
       CHECK(differ(down(ledger, gz), z,
                    std::is_same_v<T, float> ? 4 * kRoundoff<T> : 2 * kRoundoff<T>) == 0);
+      // mul: one f32 multiplication rounded once to T on both devices: bit for bit.
+      auto w = random_buffer<T>(ledger, n + 1, 3);
+      auto gw = up(ledger, w);
+      ops::mul(w.sub(out, n), x.sub(in, n));
+      ops::mul(gw.sub(out, n), gx.sub(in, n));
+      CHECK(differ(down(ledger, gw), w, 0) == 0);
       // scale: one multiplication: bit for bit.
       ops::scale(x.sub(out, n), -1.5f);
       ops::scale(gx.sub(out, n), -1.5f);

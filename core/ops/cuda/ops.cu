@@ -112,6 +112,13 @@ struct AxpyOp {
   }
 };
 
+struct MulOp {
+  template <class T>
+  __device__ T operator()(T y, T x) const {
+    return from_float<T>(to_float(y) * to_float(x));
+  }
+};
+
 struct ScaleOp {
   float a;
   template <class T>
@@ -209,6 +216,13 @@ void axpy(void* y, float a, const void* x, DType type, std::size_t n) {
     using T = typename decltype(tag)::type;
     launch_map(AxpyOp{a}, n, static_cast<T*>(y), static_cast<const T*>(y),
                static_cast<const T*>(x));
+  });
+}
+
+void mul(void* y, const void* x, DType type, std::size_t n) {
+  dispatch_float(type, "mul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch_map(MulOp{}, n, static_cast<T*>(y), static_cast<const T*>(y), static_cast<const T*>(x));
   });
 }
 

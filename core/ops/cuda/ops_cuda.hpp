@@ -6,7 +6,7 @@
 // sizes and devices; these check the rank binding, the types they support, and every CUDA
 // and cuBLAS status.
 //
-//   ops.cu     copy, fill, add, axpy, scale, gelu_forward, gelu_backward, cast, adam_step
+//   ops.cu     copy, fill, add, axpy, mul, scale, gelu_forward, gelu_backward, cast, adam_step
 //   reduce.cu  sum, row_sums, col_sums, softmax_rows
 //   gemm.cu    gemm (cublasGemmEx)
 //   transformer.cu  layernorm_forward, layernorm_backward, gather_rows, scatter_add_rows,
@@ -27,6 +27,7 @@ void copy(void* dst, const void* src, std::size_t bytes);  // device to device, 
 void fill(void* dst, const void* value, DType type, std::size_t n);
 void add(void* dst, const void* src, DType type, std::size_t n);        // dst += src
 void axpy(void* y, float a, const void* x, DType type, std::size_t n);  // y += a x
+void mul(void* y, const void* x, DType type, std::size_t n);            // y *= x
 void scale(void* x, float a, DType type, std::size_t n);                // x *= a
 void gelu_forward(void* out, const void* in, DType type, std::size_t n);
 void gelu_backward(void* dx, const void* dy, const void* x, DType type, std::size_t n);
