@@ -55,3 +55,6 @@ if [[ -x "$exe" ]]; then
   example 11_pipeline_microbatching_interleaved "$exe" --ranks 4 --schedule interleaved --no-sweep
   example 11_pipeline_microbatching_zb_h1 "$exe" --ranks 4 --schedule zb-h1 --no-sweep
 fi
+# Lesson 12 with sequence parallelism: the LayerNorm and dropout on each rank's rows.
+exe="$build/lessons/12_tensor_parallel_mlp"
+[[ -x "$exe" ]] && example 12_tensor_parallel_mlp_sp "$exe" --ranks 4 --sequence-parallel

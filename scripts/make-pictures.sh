@@ -68,6 +68,9 @@ done
 "$viewer" --png "$out/11_schedule_interleaved.png" --panel schedule --compare --step 9.5 \
   --width 1200 --height 760 traces/examples/11_pipeline_microbatching_1f1b.json \
   traces/examples/11_pipeline_microbatching_interleaved.json
+# Lesson 12 with sequence parallelism: f's all-gather of LN(X)'s rows running (step 2.5).
+"$viewer" --png "$out/12_sp_splits.png" --panel splits --step 2.5 --width 1100 --height 500 \
+  traces/examples/12_tensor_parallel_mlp_sp.json
 # Lessons 12 and 13: the Shards panel alone at the other all-reduce, so that each README shows both:
 # f in backward (step 8.5) for the MLP, g in forward (step 2.5) for attention.
 "$viewer" --png "$out/12_shards_f.png" --panel shards --step 8.5 --width 800 --height 340 \
