@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/base/check.hpp"
 #include "core/base/json.hpp"
@@ -41,44 +42,35 @@ std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::s
   return out;
 }
 
-namespace {
-AllReduceSteps all_reduce(Comm& comm, View<float> data, const char* phase_name,
-                          const char* buffer) {
+AllReduceSteps collective_phase(Comm& comm, const char* phase_name,
+                                const std::function<void()>& collective) {
   auto phase = comm.phase(phase_name);
   AllReduceSteps s;
   s.first = comm.next_steps(0);
-  coll::all_reduce_ring_chunked(comm, data, buffer);
+  collective();
   s.last = comm.next_steps(0) - 1;
   return s;
 }
-}  // namespace
 
 AllReduceSteps g_forward(Comm& comm, View<float> partial) {
-  return all_reduce(comm, partial, kGPhase, "Y (g)");
+  return collective_phase(comm, kGPhase,
+                          [&] { coll::all_reduce_ring_chunked(comm, partial, "Y (g)"); });
 }
 
 AllReduceSteps f_backward(Comm& comm, View<float> partial) {
-  return all_reduce(comm, partial, kFPhase, "dX (f)");
+  return collective_phase(comm, kFPhase,
+                          [&] { coll::all_reduce_ring_chunked(comm, partial, "dX (f)"); });
 }
 
 AllReduceSteps sp_all_gather(Comm& comm, View<float> whole, const char* phase_name,
                              const char* buffer) {
-  auto phase = comm.phase(phase_name);
-  AllReduceSteps s;
-  s.first = comm.next_steps(0);
-  coll::all_gather_ring(comm, whole, buffer);
-  s.last = comm.next_steps(0) - 1;
-  return s;
+  return collective_phase(comm, phase_name, [&] { coll::all_gather_ring(comm, whole, buffer); });
 }
 
 AllReduceSteps sp_reduce_scatter(Comm& comm, View<float> whole, const char* phase_name,
                                  const char* buffer) {
-  auto phase = comm.phase(phase_name);
-  AllReduceSteps s;
-  s.first = comm.next_steps(0);
-  coll::reduce_scatter_ring(comm, whole, buffer);
-  s.last = comm.next_steps(0) - 1;
-  return s;
+  return collective_phase(comm, phase_name,
+                          [&] { coll::reduce_scatter_ring(comm, whole, buffer); });
 }
 
 std::uint64_t sp_gather_bytes(int k, int n, std::uint64_t elements) {

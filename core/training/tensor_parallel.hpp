@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ inline constexpr const char* kFPhase = "f: all-reduce";
 struct AllReduceSteps {
   int first = 0, last = -1;
 };
+// Runs `collective` inside a phase of that name and returns the step ids it took.
+AllReduceSteps collective_phase(Comm& comm, const char* phase_name,
+                                const std::function<void()>& collective);
 // g, forward: partial becomes the sum over the ranks (ring all-reduce, phase "g: all-reduce").
 AllReduceSteps g_forward(Comm& comm, View<float> partial);
 // f, backward: the input gradient's partial sums become the whole (phase "f: all-reduce").

@@ -58,24 +58,32 @@ constexpr const char* kForwardB = "H_i B_i (rows)";
 constexpr const char* kBackwardB = "dB_i, dH_i (rows)";
 constexpr const char* kBackwardA = "GeLU', dA_i, dX_i (columns)";
 
+// A and B as the Splits panel draws them: each rank's columns of A, the same rows of B, and the
+// phases that multiply by them.
+std::pair<tp::SplitBlock, tp::SplitBlock> weight_blocks(const Shape& s) {
+  const std::size_t h = s.hidden, F = s.ffn, p = s.part;
+  tp::SplitBlock a = tp::split_block("A", "weight", {h, F}, {h, p}, "columns");
+  a.ranges = tp::rank_ranges(s.split);
+  a.forward_phase = kForwardA;
+  a.backward_phase = kBackwardA;
+  tp::SplitBlock b = tp::split_block("B", "weight", {F, h}, {p, h}, "rows");
+  b.ranges = a.ranges;
+  b.forward_phase = kForwardB;
+  b.backward_phase = kBackwardB;
+  return {a, b};
+}
+
 // otherData.splits (docs/trace-format.md): the block as the Splits panel draws it, in the order
 // of the computation, with each rank's columns of A and rows of B from s.split.
 std::string splits_picture(const Shape& s, int n) {
   const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part;
   const auto ranges = tp::rank_ranges(s.split);
   const auto block = tp::split_block;
-  tp::SplitBlock a = block("A", "weight", {h, F}, {h, p}, "columns");
-  a.ranges = ranges;
-  a.forward_phase = kForwardA;
-  a.backward_phase = kBackwardA;
+  const auto [a, b] = weight_blocks(s);
   tp::SplitBlock xa = block("X A_i", "activation", {T, F}, {T, p}, "columns");
   xa.ranges = ranges;
   tp::SplitBlock gelu = block("GeLU", "activation", {T, F}, {T, p}, "columns");
   gelu.ranges = ranges;
-  tp::SplitBlock b = block("B", "weight", {F, h}, {p, h}, "rows");
-  b.ranges = ranges;
-  b.forward_phase = kForwardB;
-  b.backward_phase = kBackwardB;
   return tp::splits_json("mlp", "Y = GeLU(X A + a) B + b", n,
                          {block("X", "activation", {T, h}, {T, h}, "none"), tp::f_block(), a, xa,
                           gelu, b, block("H_i B_i", "activation", {T, h}, {T, h}, "partial"),
@@ -96,14 +104,7 @@ std::string sequence_parallel_picture(const Shape& s, int n) {
   f.backward = "reduce-scatter";
   f.forward_phase = tp::kFGatherPhase;
   f.backward_phase = tp::kFScatterPhase;
-  tp::SplitBlock a = block("A", "weight", {h, F}, {h, p}, "columns");
-  a.ranges = ranges;
-  a.forward_phase = kForwardA;
-  a.backward_phase = kBackwardA;
-  tp::SplitBlock b = block("B", "weight", {F, h}, {p, h}, "rows");
-  b.ranges = ranges;
-  b.forward_phase = kForwardB;
-  b.backward_phase = kBackwardB;
+  const auto [a, b] = weight_blocks(s);
   tp::SplitBlock g = tp::g_block();
   g.forward = "reduce-scatter";
   g.backward = "all-gather";
@@ -408,12 +409,10 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     }
     // --break skip-replicated-allreduce: each rank keeps the gain's, bias's and b's gradients of
     // its own rows
-    if (sp && !broken("skip-replicated-allreduce")) {
-      auto step = comm.phase(kReplicatedPhase);
-      outcome.replicated.first = comm.next_steps(0);
-      coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta, db");
-      outcome.replicated.last = comm.next_steps(0) - 1;
-    }
+    if (sp && !broken("skip-replicated-allreduce"))
+      outcome.replicated = tp::collective_phase(comm, kReplicatedPhase, [&] {
+        coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta, db");
+      });
   }
   comm.recorder().value(kRegionBytes, double(regions.peak(Category::activations)));
 
