@@ -42,6 +42,12 @@ std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::s
   return out;
 }
 
+std::vector<float> rows(const std::vector<float>& m, std::size_t cols, std::size_t r0,
+                        std::size_t count) {
+  return std::vector<float>(m.begin() + std::ptrdiff_t(r0 * cols),
+                            m.begin() + std::ptrdiff_t((r0 + count) * cols));
+}
+
 AllReduceSteps collective_phase(Comm& comm, const char* phase_name,
                                 const std::function<void()>& collective) {
   auto phase = comm.phase(phase_name);

@@ -31,6 +31,9 @@ RowMatrix as_matrix(const std::vector<float>& v, std::size_t rows, std::size_t c
 // Columns [c0, c0 + count) of a (rows, cols) row-major matrix.
 std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols,
                            std::size_t c0, std::size_t count);
+// Rows [r0, r0 + count) of a row-major (rows x cols) matrix (a row split, as B's).
+std::vector<float> rows(const std::vector<float>& m, std::size_t cols, std::size_t r0,
+                        std::size_t count);
 
 // The phases g's and f's all-reduces run in (the trace's compute spans; the report counts them,
 // the viewer's Splits panel lights f and g while they run).

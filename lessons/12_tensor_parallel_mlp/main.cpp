@@ -287,19 +287,14 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
   const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
   const std::vector<float> mask = dropout_mask(seed, T, h, p);
-  const auto my_rows = [&](const std::vector<float>& m) {
-    return std::vector<float>(m.begin() + std::ptrdiff_t(r0 * h),
-                              m.begin() + std::ptrdiff_t((r0 + rows) * h));
-  };
+  const auto my_rows = [&](const std::vector<float>& m) { return tp::rows(m, h, r0, rows); };
 
   // STEP 10: the split: my columns of A, rows of B (as above); the LayerNorm's gain and bias and
   // b whole. The regions' tensors on a ledger of their own (it also charges the rank's): my
   // rows of X, the LayerNorm's statistics, the mask and the output.
   Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, pc), Category::params);
   Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, pc), Category::params);
-  Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h),
-                                                       b.begin() + std::ptrdiff_t((c0 + pc) * h)),
-                                    Category::params);
+  Buffer<float> B = comm.alloc_from(tp::rows(b, h, c0, pc), Category::params);
   Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
   Buffer<float> G = comm.alloc_from(gamma, Category::params),
                 Be = comm.alloc_from(beta, Category::params);
@@ -683,9 +678,7 @@ int main(int argc, char** argv) {
     // of B; b whole on every rank.
     Buffer<float> A = comm.alloc_from(tp::columns(a, h, F, c0, p), Category::params);
     Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, p), Category::params);
-    Buffer<float> B = comm.alloc_from(std::vector<float>(b.begin() + std::ptrdiff_t(c0 * h),
-                                                         b.begin() + std::ptrdiff_t((c0 + p) * h)),
-                                      Category::params);
+    Buffer<float> B = comm.alloc_from(tp::rows(b, h, c0, p), Category::params);
     Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
     Buffer<float> X = comm.alloc_from(x, Category::data), dY = comm.alloc_from(dy, Category::data);
     Buffer<float> ones = comm.alloc<float>(T, Category::activations);
