@@ -126,4 +126,9 @@ TEST_CASE("pipeline: shapes a schedule cannot run are refused with a reason", "[
   CHECK(schedule_named("zb-h1") == Schedule::zb_h1);
   CHECK(schedule_named("interleaved") == Schedule::interleaved);
   CHECK_FALSE(schedule_named("zb-h2").has_value());
+  for (Pass p : {Pass::forward, Pass::backward, Pass::input, Pass::weight})
+    CHECK(pass_named(to_string(p)) == p);
+  CHECK_FALSE(pass_named("update").has_value());
+  CHECK(utilisation_symbol({Schedule::interleaved, 4, 8, 2}) == "vM/(vM+P-1)");
+  CHECK(utilisation_fraction({Schedule::interleaved, 4, 8, 2}) == "16/19");
 }

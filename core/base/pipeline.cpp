@@ -110,6 +110,12 @@ const char* to_string(Pass p) {
   return "unknown";
 }
 
+std::optional<Pass> pass_named(std::string_view name) {
+  for (Pass p : {Pass::forward, Pass::backward, Pass::input, Pass::weight})
+    if (name == to_string(p)) return p;
+  return std::nullopt;
+}
+
 char letter(Pass p) {
   return "FBIW"[static_cast<int>(p)];
 }
@@ -184,16 +190,24 @@ double utilisation_formula(const Shape& s) {
   return den > 0 ? double(num) / double(den) : 0.0;
 }
 
-std::string utilisation_text(const Shape& s) {
-  const auto [num, den] = fraction(s);
+std::string utilisation_symbol(const Shape& s) {
   switch (s.schedule) {
     case Schedule::interleaved:
-      return fmt::format("vM/(vM+P-1) = {}/{}", num, den);
+      return "vM/(vM+P-1)";
     case Schedule::zb_h1:
-      return fmt::format("3M/(3M+P-1) = {}/{}", num, den);
+      return "3M/(3M+P-1)";
     default:
-      return fmt::format("M/(M+P-1) = {}/{}", num, den);
+      return "M/(M+P-1)";
   }
+}
+
+std::string utilisation_fraction(const Shape& s) {
+  const auto [num, den] = fraction(s);
+  return fmt::format("{}/{}", num, den);
+}
+
+std::string utilisation_text(const Shape& s) {
+  return utilisation_symbol(s) + " = " + utilisation_fraction(s);
 }
 
 int in_flight_formula(const Shape& s, int r) {

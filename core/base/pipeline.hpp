@@ -43,7 +43,8 @@ enum class Pass : std::uint8_t { forward, backward, input, weight };
 // "forward", "backward", "backward-input", "backward-weight": the trace's phase op, and the span's
 // name with the micro-batch ("backward-input 3"; " chunk c" after it when interleaved).
 const char* to_string(Pass p);
-char letter(Pass p);  // F, B, I, W
+std::optional<Pass> pass_named(std::string_view name);  // to_string's inverse
+char letter(Pass p);                                    // F, B, I, W
 
 struct Op {
   Pass pass = Pass::forward;
@@ -77,7 +78,9 @@ std::vector<std::vector<Op>> orders_of(const Shape& s);
 // zero bubble min(P, M) on every stage (1F1B's peak, on stage 0, everywhere).
 double utilisation_formula(const Shape& s);
 int in_flight_formula(const Shape& s, int r);
-// The formula as text: "M/(M+P-1) = 4/7", for the report.
+// The formula as text: its symbol "M/(M+P-1)", its fraction "4/7", and both: "M/(M+P-1) = 4/7".
+std::string utilisation_symbol(const Shape& s);
+std::string utilisation_fraction(const Shape& s);
 std::string utilisation_text(const Shape& s);
 
 // The most micro-batches a stage holds activations for at once, following its order: a forward

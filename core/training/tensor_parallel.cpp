@@ -190,8 +190,13 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
   fmt::print("{}\n", line);
   r.check("every rank holds its share of the weights, as the formula says", weights_ok);
 
-  fmt::print("\nagainst the unsplit layer in float64, rank 0's tensors\n({}):\n", o.error_measure);
-  for (const Compared& c : o.compared)
+  print_compared("layer", o.error_measure, o.compared);
+}
+
+void print_compared(const std::string& what, const std::string& measure,
+                    const std::vector<Compared>& compared) {
+  fmt::print("\nagainst the unsplit {} in float64, rank 0's tensors\n({}):\n", what, measure);
+  for (const Compared& c : compared)
     fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
 }
 

@@ -96,6 +96,11 @@ struct Outcome {
   std::string error_measure = "max |error| / max |value|";  // what Compared::error is
 };
 
+// The tensors rank 0 compared, each with its error and verdict, under a heading naming the
+// reference (`what`: "layer", "block") and the error measure.
+void print_compared(const std::string& what, const std::string& measure,
+                    const std::vector<Compared>& compared);
+
 // The report's shared part: the all-reduces found in forward and backward on every rank (count
 // of g and f phases, bytes from the trace) against one each of `elements` floats, and the weight
 // bytes on every rank's ledger against its share: the split part of the unsplit layer's

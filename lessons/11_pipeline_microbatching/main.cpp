@@ -89,10 +89,9 @@ std::optional<Op> op_named(const std::string& name) {
   char kind[32] = {};
   int micro = 0, chunk = 0;
   const int read = std::sscanf(name.c_str(), "%31s %d chunk %d", kind, &micro, &chunk);
-  if (read < 2) return std::nullopt;
-  for (Pass p : {Pass::forward, Pass::backward, Pass::input, Pass::weight})
-    if (std::string_view(kind) == to_string(p)) return Op{p, micro, read == 3 ? chunk : 0};
-  return std::nullopt;
+  const std::optional<Pass> pass = pipeline::pass_named(kind);
+  if (read < 2 || !pass) return std::nullopt;
+  return Op{*pass, micro, read == 3 ? chunk : 0};
 }
 
 // The order of work as letters: "F0 F1 B0 ...", with ".c" for the chunk when there are several.

@@ -542,9 +542,7 @@ void report_sequence_parallel(RunResult& r, const Shape& s, const NormOutcome& o
       memory_ok);
   r.check("the same block without sequence parallelism verifies too (in-process, for the tables)",
           plain_ok);
-  fmt::print("\nagainst the unsplit block in float64, rank 0's tensors\n({}):\n", o.error_measure);
-  for (const tp::Compared& c : o.compared)
-    fmt::print("  {:<34} {:>10.2g}  {}\n", c.name, c.error, c.ok ? "ok" : "WRONG");
+  tp::print_compared("block", o.error_measure, o.compared);
 }
 
 }  // namespace

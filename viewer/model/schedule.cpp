@@ -57,13 +57,6 @@ void finish_times(ScheduleTimes& s) {
   }
 }
 
-// The pass a phase's op names ("backward-input"), none for any other op ("update").
-std::optional<Pass> pass_named(std::string_view op) {
-  for (Pass p : {Pass::forward, Pass::backward, Pass::input, Pass::weight})
-    if (op == pipeline::to_string(p)) return p;
-  return std::nullopt;
-}
-
 // The measured blocks: every compute span whose op is a pass (forward, backward, backward-input,
 // backward-weight) and that has a micro-batch, on the row of its stage arg (its rank when it has
 // none); iterations counted by the updates before.
@@ -97,7 +90,7 @@ ScheduleTimes read_measured(const TraceModel& m, int& stages, int& micros, int& 
     if (const auto it = owner.find(a->stage);
         it != owner.end() && it->second != m.lanes[s.lane].rank)
       continue;  // another rank's copy of this stage
-    const std::optional<Pass> pass = pass_named(op);
+    const std::optional<Pass> pass = pipeline::pass_named(op);
     if (op == "update") {
       updates[row(stage)].push_back(s.start);
     } else if (pass && a->micro >= 0) {
@@ -288,14 +281,11 @@ double PipelineSchedule::formula() const {
 }
 
 std::string PipelineSchedule::formula_symbol() const {
-  const std::string text = pipeline::utilisation_text(shape());  // "M/(M+P-1) = 4/7"
-  return text.substr(0, text.find(" = "));
+  return pipeline::utilisation_symbol(shape());
 }
 
 std::string PipelineSchedule::formula_fraction() const {
-  const std::string text = pipeline::utilisation_text(shape());
-  const std::size_t eq = text.find(" = ");
-  return eq == std::string::npos ? text : text.substr(eq + 3);
+  return pipeline::utilisation_fraction(shape());
 }
 
 double PipelineSchedule::ideal_time_at_beat(double beat) const {
