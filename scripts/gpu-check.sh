@@ -22,7 +22,8 @@
 #   unit GROUP     60 s  distlab_gpu_tests "[GROUP]", one process per group, because a fault
 #                        poisons the shared CUDA context for the rest of its process
 #   lesson NN_name 60 s  the lesson with --device cuda --ranks 4, verified, its trace checked
-#                        (lesson 11 also with --schedule zb-h1 and interleaved, 8 micro-batches)
+#                        (lesson 11 also with --schedule zb-h1 and interleaved, 8 micro-batches;
+#                        lessons 12 and 13 also with --sequence-parallel)
 #   stress         90 s  distlab_gpu_tests "[stress]", 8 ranks and a delay kernel, up to 20
 #                        times while its 90 s last
 #   sanitizer TOOL 90 s  compute-sanitizer memcheck, synccheck, racecheck (skipped if absent)
@@ -155,13 +156,22 @@ plan_row environment
 gpu_test_groups=(ops model context transport ordering all_reduce trace library nccl)
 for g in "${gpu_test_groups[@]}"; do plan_row "unit $g"; done
 for exe in ${lessons[@]+"${lessons[@]}"}; do plan_row "lesson $(basename "$exe")"; done
-# Lesson 11's schedules past the lecture's: zero bubble runs the MLP's backward in two halves.
-pipeline_variants=("zb-h1:--schedule zb-h1 --microbatches 8" "interleaved:--schedule interleaved --microbatches 8")
-lesson11=""
-for exe in ${lessons[@]+"${lessons[@]}"}; do [[ $(basename "$exe") == 11_* ]] && lesson11=$exe; done
-if [[ -n $lesson11 ]]; then
-  for v in "${pipeline_variants[@]}"; do plan_row "lesson $(basename "$lesson11") ${v%%:*}"; done
-fi
+# Lessons' variants past the lecture's, NN:label:options: lesson 11's schedules (zero bubble runs
+# the MLP's backward in two halves), and sequence parallelism in lessons 12 and 13 (the
+# LayerNorm and dropout kernels on each rank's rows, all-gathers and reduce-scatters).
+lesson_variants=("11:zb-h1:--schedule zb-h1 --microbatches 8 --no-sweep"
+                 "11:interleaved:--schedule interleaved --microbatches 8 --no-sweep"
+                 "12:sp:--sequence-parallel" "13:sp:--sequence-parallel")
+variant_exe() {  # variant_exe NN: the lesson NN's program, if it was built
+  local exe
+  for exe in ${lessons[@]+"${lessons[@]}"}; do [[ $(basename "$exe") == "$1"_* ]] && echo "$exe"; done
+  return 0
+}
+for v in "${lesson_variants[@]}"; do
+  exe=$(variant_exe "${v%%:*}")
+  label=${v#*:}
+  [[ -n $exe ]] && plan_row "lesson $(basename "$exe") ${label%%:*}"
+done
 plan_row stress
 sanitizer_tools=(memcheck synccheck racecheck)
 for t in "${sanitizer_tools[@]}"; do plan_row "sanitizer $t"; done
@@ -529,13 +539,16 @@ for exe in ${lessons[@]+"${lessons[@]}"}; do
   standin_writes=""
 done
 
-for v in ${lesson11:+"${pipeline_variants[@]}"}; do
-  name="$(basename "$lesson11") ${v%%:*}"
+for v in "${lesson_variants[@]}"; do
+  exe=$(variant_exe "${v%%:*}")
+  [[ -n $exe ]] || continue
+  label=${v#*:}
+  name="$(basename "$exe") ${label%%:*}"
   trace="$work/traces/${name// /_}.json"
   standin_writes=$trace
-  # shellcheck disable=SC2016  # $1..$4 are bash -c's arguments; $4 the schedule's options
+  # shellcheck disable=SC2016  # $1..$4 are bash -c's arguments; $4 the variant's options
   step "lesson $name" lesson 60 detail_lesson -- \
-    bash -c '"$1" --device cuda --ranks 4 $4 --no-sweep --trace "$3" && "$2" "$3" --verified' lesson "$lesson11" "$bin/distlab_trace_check" "$trace" "${v#*:}"
+    bash -c '"$1" --device cuda --ranks 4 $4 --trace "$3" && "$2" "$3" --verified' lesson "$exe" "$bin/distlab_trace_check" "$trace" "${label#*:}"
   standin_writes=""
 done
 

@@ -58,3 +58,6 @@ fi
 # Lesson 12 with sequence parallelism: the LayerNorm and dropout on each rank's rows.
 exe="$build/lessons/12_tensor_parallel_mlp"
 [[ -x "$exe" ]] && example 12_tensor_parallel_mlp_sp "$exe" --ranks 4 --sequence-parallel
+# Lesson 13 likewise: the attention layer's LayerNorm and dropout on each rank's rows.
+exe="$build/lessons/13_tensor_parallel_attention"
+[[ -x "$exe" ]] && example 13_tensor_parallel_attention_sp "$exe" --ranks 4 --sequence-parallel

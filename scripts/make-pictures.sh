@@ -71,6 +71,9 @@ done
 # Lesson 12 with sequence parallelism: f's all-gather of LN(X)'s rows running (step 2.5).
 "$viewer" --png "$out/12_sp_splits.png" --panel splits --step 2.5 --width 1100 --height 500 \
   traces/examples/12_tensor_parallel_mlp_sp.json
+# Lesson 13 likewise: g's reduce-scatter of the partial Y into each rank's rows of O (step 3.5).
+"$viewer" --png "$out/13_sp_splits.png" --panel splits --step 3.5 --width 1100 --height 560 \
+  traces/examples/13_tensor_parallel_attention_sp.json
 # Lessons 12 and 13: the Shards panel alone at the other all-reduce, so that each README shows both:
 # f in backward (step 8.5) for the MLP, g in forward (step 2.5) for attention.
 "$viewer" --png "$out/12_shards_f.png" --panel shards --step 8.5 --width 800 --height 340 \

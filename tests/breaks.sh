@@ -28,6 +28,7 @@ table=(
   "12_tensor_parallel_mlp|bias-before-g||Y equals the unsplit layer's"
   "12_tensor_parallel_mlp|skip-replicated-allreduce|--sequence-parallel|dgamma equals the unsplit layer's"
   "13_tensor_parallel_attention|wo-split-by-columns||Y equals the unsplit layer's"
+  "13_tensor_parallel_attention|skip-replicated-allreduce|--sequence-parallel|dgamma equals the unsplit layer's"
   "14_capstone_3d_parallel|dp-over-tp||dp 0 pp 0 tp 0: step 1's gradient equals one device's"
   "14_capstone_3d_parallel|stage-skips-sync||dp 0 pp 1 tp 0: step 1's gradient equals one device's"
   "15_trees_hierarchy_alltoall|hierarchical-skip-across|--algo hierarchical --size 1000|hierarchical: I hold the sum over every rank"

@@ -266,9 +266,22 @@ if(TARGET 13_tensor_parallel_attention)
     distlab_lesson_test(lesson.13_tensor_parallel_attention.causal-n${n} 13_tensor_parallel_attention verified ${n} 0
                         --ranks ${n} --causal --seq 9 --batch 3)
   endforeach()
+  # --sequence-parallel: the LayerNorm and dropout regions cut along the tokens.
+  foreach(n 1 2 4)
+    distlab_lesson_test(lesson.13_tensor_parallel_attention.sp-n${n} 13_tensor_parallel_attention verified ${n} 0
+                        --ranks ${n} --sequence-parallel)
+  endforeach()
+  distlab_lesson_test(lesson.13_tensor_parallel_attention.sp-causal-n3 13_tensor_parallel_attention verified 3 0
+                      --ranks 3 --heads 6 --hidden 48 --batch 3 --seq 5 --causal --sequence-parallel --dropout 0.3)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.13_tensor_parallel_attention.mpi2 13_tensor_parallel_attention verified 2 2 --causal)
+    distlab_lesson_test(lesson.13_tensor_parallel_attention.sp-mpi2 13_tensor_parallel_attention verified 2 2
+                        --sequence-parallel --causal)
   endif()
+  add_test(NAME usage.13.sp-tokens COMMAND bash ${expect_failure} 2 10 "tokens into 3 equal parts"
+           -- $<TARGET_FILE:13_tensor_parallel_attention> --ranks 3 --sequence-parallel --no-trace)
+  add_test(NAME usage.13.dropout-alone COMMAND bash ${expect_failure} 2 10 "dropout of the --sequence-parallel layer"
+           -- $<TARGET_FILE:13_tensor_parallel_attention> --dropout 0.2 --no-trace)
   # From the JSON trace itself: per lesson, 4 ranks, exactly 4 g spans and 4 f spans (one per rank).
   foreach(tpl 12_tensor_parallel_mlp 13_tensor_parallel_attention)
     add_test(NAME lesson.${tpl}.trace-one-all-reduce-each-way

@@ -85,9 +85,14 @@ settings() {
       heads=$((n * REPLY))
       pick 1 8
       args+=" --heads $heads --hidden $((heads * REPLY))"
-      pick 1 3 && add --batch
+      local b
+      pick 1 3
+      b=$REPLY
+      add --batch
       pick 1 16 && add --seq
       ((RANDOM % 2 == 0)) && args+=" --causal"
+      # sequence parallelism, one draw in three, where the batch x seq tokens divide by the ranks
+      ((RANDOM % 3 == 0 && (b * REPLY) % n == 0)) && args+=" --sequence-parallel"
       ;;
     *)
       echo "property_sweep: no generator for lesson $lesson" >&2

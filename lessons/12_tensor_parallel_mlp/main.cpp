@@ -34,6 +34,7 @@
 #include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
+#include "core/training/sequence_parallel.hpp"
 #include "core/training/tensor_parallel.hpp"
 
 using namespace distlab;
@@ -94,29 +95,15 @@ std::string splits_picture(const Shape& s, int n) {
 // and g an all-gather and a reduce-scatter.
 std::string sequence_parallel_picture(const Shape& s, int n) {
   const std::size_t T = s.rows, h = s.hidden, F = s.ffn, p = s.part;
-  const auto ranges = tp::rank_ranges(s.split);
-  const auto token_ranges = tp::rank_ranges(Partition{T, n});
   const auto block = tp::split_block;
-  tp::SplitBlock x = block("LN(X)", "activation", {T, h}, {T / std::size_t(n), h}, "rows");
-  x.ranges = token_ranges;
-  tp::SplitBlock f = tp::f_block();
-  f.forward = "all-gather";
-  f.backward = "reduce-scatter";
-  f.forward_phase = tp::kFGatherPhase;
-  f.backward_phase = tp::kFScatterPhase;
   const auto [a, b] = weight_blocks(s);
-  tp::SplitBlock g = tp::g_block();
-  g.forward = "reduce-scatter";
-  g.backward = "all-gather";
-  g.forward_phase = tp::kGScatterPhase;
-  g.backward_phase = tp::kGGatherPhase;
-  tp::SplitBlock o = block("O", "activation", {T, h}, {T / std::size_t(n), h}, "rows");
-  o.ranges = token_ranges;
   tp::SplitBlock gelu = block("GeLU", "activation", {T, F}, {T, p}, "columns");
-  gelu.ranges = ranges;
+  gelu.ranges = tp::rank_ranges(s.split);
   return tp::splits_json("mlp", "O = Dropout(GeLU(LN(X) A + a) B + b)", n,
-                         {x, f, block("U", "activation", {T, h}, {T, h}, "none"), a, gelu, b,
-                          block("H_i B_i", "activation", {T, h}, {T, h}, "partial"), g, o});
+                         {tp::token_rows_block("LN(X)", T, h, n), tp::sp_f_block(),
+                          block("U", "activation", {T, h}, {T, h}, "none"), a, gelu, b,
+                          block("H_i B_i", "activation", {T, h}, {T, h}, "partial"),
+                          tp::sp_g_block(), tp::token_rows_block("O", T, h, n)});
 }
 
 // The unsplit block in float64: output and every gradient, from the same tensors, and for each
@@ -185,22 +172,11 @@ Reference magnitudes(const RowMatrix& x, const RowMatrix& a, const RowMatrix& bi
 // computed from its rows alone, all-reduce their gradients (3h floats).
 
 constexpr int kGamma = 3'000'007, kBeta = 3'000'008, kMask = 3'000'009, kDO = 3'000'010;
-constexpr float kLayerNormEps = 1e-5f;
 constexpr const char* kReplicatedPhase = "dgamma, dbeta, db: all-reduce";
-
-// The dropout's mask: element i is kept (1/(1 - p)) or dropped (0) by the seed alone, so every
-// rank, and the reference, draws the same mask for a row wherever it runs.
-std::vector<float> dropout_mask(std::uint64_t seed, std::size_t rows, std::size_t h, double p) {
-  std::vector<float> mask(rows * h);
-  const auto keep = static_cast<float>(1.0 / (1.0 - p));
-  for (std::size_t i = 0; i < mask.size(); ++i)
-    mask[i] = (input_value<float>(seed, kMask, i) + 1.0) / 2.0 >= p ? keep : 0.0f;
-  return mask;
-}
 
 // The normalised block in float64, and its magnitudes for the error model (the same formulas on
 // absolute values; LayerNorm's: |gamma| rstd (|x - mu| + |mu|) + |beta| forward, and backward
-// rstd (|g| + mean |g| + |xhat| mean |g xhat|), g = dU gamma).
+// rstd (|g| + mean |g| + |xhat| mean |g xhat|), g = dU gamma: core/training/sequence_parallel).
 struct NormReference {
   RowMatrix o, dx, dgamma, dbeta;
   Reference core;  // the MLP between: y, dx (= dU), da, dbias_a, db, dbias_b
@@ -209,66 +185,24 @@ NormReference norm_reference(const RowMatrix& x, const RowMatrix& gamma, const R
                              const RowMatrix& a, const RowMatrix& bias_a, const RowMatrix& b,
                              const RowMatrix& bias_b, const RowMatrix& mask, const RowMatrix& d_o,
                              bool magnitudes_of) {
-  const Eigen::Index T = x.rows(), h = x.cols();
-  RowMatrix u(T, h), xhat(T, h);
-  Eigen::VectorXd rstd(T);
-  for (Eigen::Index r = 0; r < T; ++r) {
-    const double mu = x.row(r).mean();
-    const double var = (x.row(r).array() - mu).square().mean();
-    rstd[r] = 1.0 / std::sqrt(var + double(kLayerNormEps));
-    for (Eigen::Index c = 0; c < h; ++c) {
-      xhat(r, c) = (x(r, c) - mu) * rstd[r];
-      u(r, c) = magnitudes_of
-                    ? std::fabs(gamma(0, c)) * rstd[r] * (std::fabs(x(r, c) - mu) + std::fabs(mu)) +
-                          std::fabs(beta(0, c))
-                    : xhat(r, c) * gamma(0, c) + beta(0, c);
-    }
-  }
+  const tp::LayerNormReference ln = tp::layernorm_reference(x, gamma, beta);
+  const RowMatrix u = magnitudes_of ? tp::layernorm_magnitudes(ln, x, gamma, beta) : ln.u;
   NormReference out;
   const RowMatrix dy = mask.cwiseProduct(d_o);
   out.core = magnitudes_of ? magnitudes(u, a, bias_a, b, bias_b, dy)
                            : reference(u, a, bias_a, b, bias_b, dy);
   out.o = mask.cwiseProduct(out.core.y);
-  const RowMatrix& du = out.core.dx;
-  out.dx.resize(T, h);
-  out.dgamma = RowMatrix::Zero(1, h);
-  out.dbeta = RowMatrix::Zero(1, h);
-  for (Eigen::Index r = 0; r < T; ++r) {
-    double g_sum = 0, gx_sum = 0;
-    for (Eigen::Index c = 0; c < h; ++c) {
-      const double g = du(r, c) * (magnitudes_of ? std::fabs(gamma(0, c)) : gamma(0, c));
-      const double xh = magnitudes_of ? std::fabs(xhat(r, c)) : xhat(r, c);
-      g_sum += g;
-      gx_sum += g * xh;
-      out.dgamma(0, c) += du(r, c) * xh;
-      out.dbeta(0, c) += du(r, c);
-    }
-    for (Eigen::Index c = 0; c < h; ++c) {
-      const double g = du(r, c) * (magnitudes_of ? std::fabs(gamma(0, c)) : gamma(0, c));
-      const double xh = magnitudes_of ? std::fabs(xhat(r, c)) : xhat(r, c);
-      out.dx(r, c) = magnitudes_of ? rstd[r] * (g + g_sum / double(h) + xh * gx_sum / double(h))
-                                   : rstd[r] * (g - g_sum / double(h) - xh * gx_sum / double(h));
-    }
-  }
+  tp::LayerNormGrads g = tp::layernorm_backward_reference(ln, gamma, out.core.dx, magnitudes_of);
+  out.dx = std::move(g.dx);
+  out.dgamma = std::move(g.dgamma);
+  out.dbeta = std::move(g.dbeta);
   return out;
 }
-
-// What one run of the normalised block measured, for the report.
-struct NormOutcome {
-  bool sequence_parallel = false;
-  tp::AllReduceSteps f_forward, g_forward, g_backward, f_backward, replicated;
-  std::vector<tp::Compared> compared;  // rank 0's
-  std::string error_measure;
-};
-
-// The LayerNorm and dropout regions' activations, from their own ledger: what sequence
-// parallelism divides by N.
-constexpr const char* kRegionBytes = "LayerNorm and dropout regions' activation bytes";
 
 // STEP 9: the normalised block on my ranks; sp: sequence parallel (my rows in the LayerNorm and
 // dropout regions), else as Megatron's tensor parallelism runs them (every row on every rank).
 void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t seed,
-                NormOutcome& outcome) {
+                tp::NormOutcome& outcome) {
   const int me = comm.rank(), n = comm.size();
   const std::size_t T = s.rows, h = s.hidden, F = s.ffn, pc = s.split.size(me),
                     c0 = s.split.begin(me);
@@ -279,14 +213,13 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   const std::size_t r0 = tokens.begin(part), rows = tokens.size(part);
   const std::vector<float> x = tp::make_tensor(seed, kX, T, h),
                            d_o = tp::make_tensor(seed, kDO, T, h);
-  std::vector<float> gamma = tp::make_tensor(seed, kGamma, 1, h, 0.1);
-  for (float& g : gamma) g += 1.0f;  // a gain around 1
+  const std::vector<float> gamma = tp::layernorm_gain(seed, kGamma, h);  // around 1
   const std::vector<float> beta = tp::make_tensor(seed, kBeta, 1, h, 0.1);
   const std::vector<float> a = tp::make_tensor(seed, kA, h, F, 1.0 / std::sqrt(double(h)));
   const std::vector<float> bias_a = tp::make_tensor(seed, kBiasA, 1, F, 0.1);
   const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
   const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
-  const std::vector<float> mask = dropout_mask(seed, T, h, p);
+  const std::vector<float> mask = tp::dropout_mask(seed, kMask, T, h, p);
   const auto my_rows = [&](const std::vector<float>& m) { return tp::rows(m, h, r0, rows); };
 
   // STEP 10: the split: my columns of A, rows of B (as above); the LayerNorm's gain and bias and
@@ -324,7 +257,7 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
       auto step = comm.phase("LayerNorm (my rows)");
       ops::layernorm_forward(mine_of_u, mean.view(), rstd.view(), View<const float>(X.view()),
                              View<const float>(G.view()), View<const float>(Be.view()), rows, h,
-                             kLayerNormEps);
+                             tp::kLayerNormEps);
     }
     if (sp) outcome.f_forward = tp::sp_all_gather(comm, U.view(), tp::kFGatherPhase, "U (f)");
     {
@@ -409,7 +342,7 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
         coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta, db");
       });
   }
-  comm.recorder().value(kRegionBytes, double(regions.peak(Category::activations)));
+  comm.recorder().value(tp::kRegionBytes, double(regions.peak(Category::activations)));
 
   // STEP 16: against the unsplit block in float64: my rows of O and dX, my parts of the weights'
   // gradients, and the replicated parameters' whole gradients.
@@ -461,87 +394,18 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
 // The report of a --sequence-parallel run: its bytes per pass against one ring all-reduce's, and
 // the LayerNorm and dropout regions' activations against the same block run without sequence
 // parallelism (in-process, here, on as many ranks), both from the traces.
-void report_sequence_parallel(RunResult& r, const Shape& s, const NormOutcome& o, double p,
+void report_sequence_parallel(RunResult& r, const Shape& s, const tp::NormOutcome& o, double p,
                               std::uint64_t seed) {
   const int n = r.world.size;
-  NormOutcome plain;
+  tp::NormOutcome plain;
   const RunResult tp_run =
       run_in_process(n, [&](Comm& comm) { norm_block(comm, s, false, p, seed, plain); });
-  bool plain_ok = true;
-  for (const RankLog& log : tp_run.logs)
-    for (const CheckResult& c : log.checks) plain_ok = plain_ok && c.ok;
-  const std::uint64_t elements = s.rows * s.hidden;
   fmt::print(
       "\nO = Dropout(GeLU(LN(X) A + a) B + b), X ({} x {}), dropout {:g}: the LayerNorm and "
-      "dropout "
-      "on {} of the {} rows per rank\n",
+      "dropout on {} of the {} rows per rank\n",
       s.rows, s.hidden, p, s.rows / std::size_t(n), s.rows);
-  const auto sent = [](const RunResult& run, const tp::AllReduceSteps& st, int k) {
-    return st.last >= st.first ? run.traffic(st.first, st.last)[std::size_t(k)].bytes_sent
-                               : std::uint64_t{0};
-  };
-  fmt::print("\nbytes sent per rank, from the traces (tensor parallel: g and f all-reduce {}):\n",
-             format_bytes(double(elements * sizeof(float))));
-  fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "rank", "f gather",
-             "g scatter", "g gather", "f scatter", "tp forward", "tp backward");
-  bool bytes_ok = true;
-  for (int k = 0; k < n; ++k) {
-    const std::uint64_t fg = sent(r, o.f_forward, k), gs = sent(r, o.g_forward, k),
-                        gg = sent(r, o.g_backward, k), fs = sent(r, o.f_backward, k);
-    const std::uint64_t tf = sent(tp_run, plain.g_forward, k),
-                        tb = sent(tp_run, plain.f_backward, k);
-    const std::uint64_t ring = coll::ring_chunked_traffic(k, n, elements).sent * sizeof(float);
-    bytes_ok = bytes_ok && fg == tp::sp_gather_bytes(k, n, elements) &&
-               gs == tp::sp_scatter_bytes(k, n, elements) &&
-               gg == tp::sp_gather_bytes(k, n, elements) &&
-               fs == tp::sp_scatter_bytes(k, n, elements) && fg + gs == ring && gg + fs == ring &&
-               tf == ring && tb == ring;
-    fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", fmt::format("r{}", k),
-               format_bytes(double(fg)), format_bytes(double(gs)), format_bytes(double(gg)),
-               format_bytes(double(fs)), format_bytes(double(tf)), format_bytes(double(tb)));
-  }
-  fmt::print(
-      "  formula: all-gather + reduce-scatter = (N-1)/N + (N-1)/N = 2(N-1)/N x {}, one ring "
-      "all-reduce's, each way\n",
-      format_bytes(double(elements * sizeof(float))));
-  r.check(
-      "each pass's all-gather and reduce-scatter send what tensor parallelism's all-reduce does, "
-      "on every rank (from both traces)",
-      bytes_ok);
-  std::uint64_t replicated = 0;
-  if (o.replicated.last >= o.replicated.first)
-    for (const RankTraffic& t : r.traffic(o.replicated.first, o.replicated.last))
-      replicated = std::max(replicated, t.bytes_sent);
-  fmt::print(
-      "  and the LayerNorm's gain and bias and b, whole on every rank, all-reduce their gradients "
-      "(3h = {} floats): {} per rank\n",
-      3 * s.hidden, format_bytes(double(replicated)));
-
-  // The regions' activations: my rows of X, the LayerNorm's mean and 1/std, the mask and O, and
-  // dX: rows x (4h + 2) floats.
-  const auto region_bytes = [](const RunResult& run, int k) {
-    for (const ValueEvent& v : run.logs[std::size_t(k)].values)
-      if (v.name == kRegionBytes) return v.value;
-    return -1.0;
-  };
-  fmt::print("\nLayerNorm and dropout regions' activations per rank (their ledger's peak):\n");
-  fmt::print("  {:>4}  {:>14}  {:>14}  {:>14}\n", "rank", "sequence par.", "tensor par.",
-             "formula");
-  bool memory_ok = true;
-  for (int k = 0; k < n; ++k) {
-    const double sp_bytes = region_bytes(r, k), tp_bytes = region_bytes(tp_run, k);
-    const double want = double(s.rows / std::size_t(n) * (4 * s.hidden + 2) * sizeof(float));
-    memory_ok = memory_ok && sp_bytes == want && tp_bytes == want * n;
-    fmt::print("  {:>4}  {:>14}  {:>14}  {:>14}\n", fmt::format("r{}", k), format_bytes(sp_bytes),
-               format_bytes(tp_bytes), format_bytes(want));
-  }
-  fmt::print("  formula: T/N x (4h + 2) floats, against T x (4h + 2): N times less\n");
-  r.check(
-      "the LayerNorm and dropout regions hold T/N rows' activations, 1/N of tensor "
-      "parallelism's (both ledgers)",
-      memory_ok);
-  r.check("the same block without sequence parallelism verifies too (in-process, for the tables)",
-          plain_ok);
+  tp::report_sequence_parallel(r, tp_run, o, plain, s.rows, s.hidden,
+                               "the LayerNorm's gain and bias and b", "3h", 3 * s.hidden);
   tp::print_compared("block", o.error_measure, o.compared);
 }
 
@@ -636,7 +500,7 @@ int main(int argc, char** argv) {
         "a smaller --hidden, --batch or --seq"};
   });
 
-  NormOutcome norm;
+  tp::NormOutcome norm;
   lesson.on_report([&](RunResult& r) {
     if (sequence_parallel) return report_sequence_parallel(r, s, norm, dropout, opt.seed);
     const int n = r.world.size;
