@@ -31,8 +31,9 @@ frames_for() {
 }
 
 wanted=("$@")
-# Besides each lesson's own trace: zero bubble's pipeline (lesson 11's README shows both).
-extras=" 11_pipeline_microbatching_zb_h1 "
+# Besides each lesson's own trace: zero bubble's pipeline (lesson 11's README shows both) and
+# sequence parallelism in lessons 12 and 13.
+extras=" 11_pipeline_microbatching_zb_h1 12_tensor_parallel_mlp_sp 13_tensor_parallel_attention_sp "
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
   nn=${name%%_*}
