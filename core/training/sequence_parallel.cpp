@@ -9,6 +9,7 @@
 
 #include "core/base/units.hpp"
 #include "core/collectives/all_reduce_ring_chunked.hpp"
+#include "core/ops/ops.hpp"
 #include "core/runtime/data.hpp"
 
 namespace distlab::tp {
@@ -26,6 +27,57 @@ std::vector<float> layernorm_gain(std::uint64_t seed, int stream, std::size_t h)
   std::vector<float> gamma = make_tensor(seed, stream, 1, h, 0.1);
   for (float& g : gamma) g += 1.0f;
   return gamma;
+}
+
+NormRegions::NormRegions(Comm& comm, const std::vector<float>& x, const std::vector<float>& mask,
+                         const std::vector<float>& gamma, const std::vector<float>& beta,
+                         std::size_t r0, std::size_t rows, std::size_t hidden)
+    : comm_(comm), r0_(r0), rows_(rows), h_(hidden), ledger_(nullptr, &comm.ledger()) {
+  G_ = comm.alloc_from(gamma, Category::params);
+  Be_ = comm.alloc_from(beta, Category::params);
+  X_ = region(rows * hidden);
+  mean_ = region(rows);
+  rstd_ = region(rows);
+  M_ = region(rows * hidden);
+  O_ = region(rows * hidden);
+  from_host(X_.view(), tp::rows(x, hidden, r0, rows));
+  from_host(M_.view(), tp::rows(mask, hidden, r0, rows));
+}
+
+Buffer<float> NormRegions::region(std::size_t count) {
+  return Buffer<float>(ledger_, Category::activations, count, comm_.device());
+}
+
+void NormRegions::layernorm(View<float> u_mine) {
+  auto step = comm_.phase("LayerNorm (my rows)");
+  ops::layernorm_forward(u_mine, mean_.view(), rstd_.view(), View<const float>(X_.view()),
+                         View<const float>(G_.view()), View<const float>(Be_.view()), rows_, h_,
+                         kLayerNormEps);
+}
+
+void NormRegions::dropout(View<const float> y_mine) {
+  ops::copy(O_.view(), y_mine);
+  ops::mul(O_.view(), View<const float>(M_.view()));
+}
+
+void NormRegions::dropout_backward(View<float> dy_mine, const std::vector<float>& d_o) {
+  from_host(dy_mine, tp::rows(d_o, h_, r0_, rows_));
+  ops::mul(dy_mine, View<const float>(M_.view()));
+}
+
+void NormRegions::layernorm_backward(View<const float> du_mine, View<float> d_gamma,
+                                     View<float> d_beta) {
+  dX_ = region(rows_ * h_);
+  auto step = comm_.phase("LayerNorm' (my rows)");
+  ops::fill(d_gamma, 0.0f);
+  ops::fill(d_beta, 0.0f);
+  ops::layernorm_backward(dX_.view(), d_gamma, d_beta, du_mine, View<const float>(X_.view()),
+                          View<const float>(mean_.view()), View<const float>(rstd_.view()),
+                          View<const float>(G_.view()), rows_, h_);
+}
+
+void NormRegions::record_peak() {
+  comm_.recorder().value(kRegionBytes, double(ledger_.peak(Category::activations)));
 }
 
 LayerNormReference layernorm_reference(const RowMatrix& x, const RowMatrix& gamma,
@@ -81,22 +133,23 @@ LayerNormGrads layernorm_backward_reference(const LayerNormReference& ln, const 
   return out;
 }
 
+namespace {
+SplitBlock with_passes(SplitBlock b, const char* forward, const char* backward,
+                       const char* forward_phase, const char* backward_phase) {
+  b.forward = forward;
+  b.backward = backward;
+  b.forward_phase = forward_phase;
+  b.backward_phase = backward_phase;
+  return b;
+}
+}  // namespace
+
 SplitBlock sp_f_block() {
-  SplitBlock f = f_block();
-  f.forward = "all-gather";
-  f.backward = "reduce-scatter";
-  f.forward_phase = kFGatherPhase;
-  f.backward_phase = kFScatterPhase;
-  return f;
+  return with_passes(f_block(), "all-gather", "reduce-scatter", kFGatherPhase, kFScatterPhase);
 }
 
 SplitBlock sp_g_block() {
-  SplitBlock g = g_block();
-  g.forward = "reduce-scatter";
-  g.backward = "all-gather";
-  g.forward_phase = kGScatterPhase;
-  g.backward_phase = kGGatherPhase;
-  return g;
+  return with_passes(g_block(), "reduce-scatter", "all-gather", kGScatterPhase, kGGatherPhase);
 }
 
 SplitBlock token_rows_block(std::string name, std::size_t tokens, std::size_t hidden, int n) {

@@ -54,6 +54,41 @@ SplitBlock sp_f_block();
 SplitBlock sp_g_block();
 SplitBlock token_rows_block(std::string name, std::size_t tokens, std::size_t hidden, int n);
 
+// The LayerNorm and dropout regions of a block, on a rank's rows [r0, r0 + rows) of the T
+// tokens (all of them without sequence parallelism): my rows of X, the LayerNorm's statistics,
+// the dropout's mask, the output O and the gradient dX live on a ledger of their own, which also
+// charges the rank's (`record_peak` writes its peak, kRegionBytes); the LayerNorm's gain and bias
+// are whole (params). x, mask and gamma, beta: the whole tensors, from which it keeps its rows.
+class NormRegions {
+ public:
+  NormRegions(Comm& comm, const std::vector<float>& x, const std::vector<float>& mask,
+              const std::vector<float>& gamma, const std::vector<float>& beta, std::size_t r0,
+              std::size_t rows, std::size_t hidden);
+  NormRegions(const NormRegions&) = delete;
+  NormRegions& operator=(const NormRegions&) = delete;
+
+  // U's rows = LN(X's rows), in a phase "LayerNorm (my rows)".
+  void layernorm(View<float> u_mine);
+  // O = mask y_mine (in the caller's phase).
+  void dropout(View<const float> y_mine);
+  // dy_mine = mask (my rows of d_o, the whole dO) (in the caller's phase).
+  void dropout_backward(View<float> dy_mine, const std::vector<float>& d_o);
+  // dX (my rows), d_gamma and d_beta (set, not added to) from du_mine, in a phase
+  // "LayerNorm' (my rows)".
+  void layernorm_backward(View<const float> du_mine, View<float> d_gamma, View<float> d_beta);
+  void record_peak();
+
+  View<float> output() { return O_.view(); }
+  View<float> input_grad() { return dX_.view(); }
+
+ private:
+  Buffer<float> region(std::size_t count);
+  Comm& comm_;
+  std::size_t r0_, rows_, h_;
+  Ledger ledger_;
+  Buffer<float> G_, Be_, X_, mean_, rstd_, M_, O_, dX_;
+};
+
 // What one run of a normalised block measured, for the report: the step ids of its collectives
 // (f_forward and g_backward are all-gathers, g_forward and f_backward reduce-scatters under
 // sequence parallelism; g_forward and f_backward all-reduces without), and rank 0's comparisons.

@@ -79,6 +79,15 @@ AllReduceSteps sp_reduce_scatter(Comm& comm, View<float> whole, const char* phas
                           [&] { coll::reduce_scatter_ring(comm, whole, buffer); });
 }
 
+AllReduceSteps g_forward(Comm& comm, View<float> partial, bool sp) {
+  return sp ? sp_reduce_scatter(comm, partial, kGScatterPhase, "Y (g)") : g_forward(comm, partial);
+}
+
+AllReduceSteps f_backward(Comm& comm, View<float> partial, bool sp) {
+  return sp ? sp_reduce_scatter(comm, partial, kFScatterPhase, "dU (f)")
+            : f_backward(comm, partial);
+}
+
 std::uint64_t sp_gather_bytes(int k, int n, std::uint64_t elements) {
   // all_gather_ring: step s sends part (k - s) mod n, s = 0 .. n-2: every part but (k + 1) mod n.
   const Partition part{elements, n};

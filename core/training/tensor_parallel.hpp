@@ -71,6 +71,11 @@ AllReduceSteps sp_all_gather(Comm& comm, View<float> whole, const char* phase_na
 // the sum over the ranks (ring reduce-scatter).
 AllReduceSteps sp_reduce_scatter(Comm& comm, View<float> whole, const char* phase_name,
                                  const char* buffer);
+// g's forward and f's backward for a block that may run sequence parallel: with `sp` a
+// reduce-scatter into my rows (sp_reduce_scatter, in kGScatterPhase / kFScatterPhase), without
+// it the all-reduce (g_forward, f_backward).
+AllReduceSteps g_forward(Comm& comm, View<float> partial, bool sp);
+AllReduceSteps f_backward(Comm& comm, View<float> partial, bool sp);
 // The bytes rank k sends in one ring all-gather, or one ring reduce-scatter, of `elements`
 // floats' worth cut in n parts (every part but one: the one it receives last).
 std::uint64_t sp_gather_bytes(int k, int n, std::uint64_t elements);

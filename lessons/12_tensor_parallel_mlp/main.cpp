@@ -220,7 +220,6 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   const std::vector<float> b = tp::make_tensor(seed, kB, F, h, 1.0 / std::sqrt(double(F)));
   const std::vector<float> bias_b = tp::make_tensor(seed, kBiasB, 1, h, 0.1);
   const std::vector<float> mask = tp::dropout_mask(seed, kMask, T, h, p);
-  const auto my_rows = [&](const std::vector<float>& m) { return tp::rows(m, h, r0, rows); };
 
   // STEP 10: the split: my columns of A, rows of B (as above); the LayerNorm's gain and bias and
   // b whole. The regions' tensors on a ledger of their own (it also charges the rank's): my
@@ -229,16 +228,7 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   Buffer<float> bA = comm.alloc_from(tp::columns(bias_a, 1, F, c0, pc), Category::params);
   Buffer<float> B = comm.alloc_from(tp::rows(b, h, c0, pc), Category::params);
   Buffer<float> bB = comm.alloc_from(bias_b, Category::params);
-  Buffer<float> G = comm.alloc_from(gamma, Category::params),
-                Be = comm.alloc_from(beta, Category::params);
-  Ledger regions(nullptr, &comm.ledger());
-  const auto region = [&](std::size_t count) {
-    return Buffer<float>(regions, Category::activations, count, comm.device());
-  };
-  Buffer<float> X = region(rows * h), mean = region(rows), rstd = region(rows),
-                M = region(rows * h), O = region(rows * h);
-  from_host(X.view(), my_rows(x));
-  from_host(M.view(), my_rows(mask));
+  tp::NormRegions regions(comm, x, mask, gamma, beta, r0, rows, h);  // sequence_parallel.cpp
   Buffer<float> ones = comm.alloc<float>(T, Category::activations);
   ops::fill(ones.view(), 1.0f);
   Buffer<float> U = comm.alloc<float>(T * h, Category::activations),
@@ -251,14 +241,9 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   comm.barrier();
   {
     auto phase = comm.phase("forward");
-    {
-      // STEP 11: the LayerNorm region: my rows (all of them without sequence parallelism),
-      // into my rows of U; then f all-gathers U's rows (without: U is whole already).
-      auto step = comm.phase("LayerNorm (my rows)");
-      ops::layernorm_forward(mine_of_u, mean.view(), rstd.view(), View<const float>(X.view()),
-                             View<const float>(G.view()), View<const float>(Be.view()), rows, h,
-                             tp::kLayerNormEps);
-    }
+    // STEP 11: the LayerNorm region: my rows (all of them without sequence parallelism), into
+    // my rows of U; then f all-gathers U's rows (without: U is whole already).
+    regions.layernorm(mine_of_u);
     if (sp) outcome.f_forward = tp::sp_all_gather(comm, U.view(), tp::kFGatherPhase, "U (f)");
     {
       // STEP 12: the MLP between, as in steps 2 and 3: my columns of A, my rows of B.
@@ -272,15 +257,11 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     }
     // STEP 13: g: the partial Y_i reduce-scattered, my rows of the sum (without: all-reduced,
     // every row); then the dropout region on my rows: O = mask (Y + b).
-    if (sp)
-      outcome.g_forward = tp::sp_reduce_scatter(comm, Y.view(), tp::kGScatterPhase, "Y (g)");
-    else
-      outcome.g_forward = tp::g_forward(comm, Y.view());
+    outcome.g_forward = tp::g_forward(comm, Y.view(), sp);
     auto step = comm.phase("bias, dropout (my rows)");
     ops::gemm(mine_of_y, View<const float>(ones.view().sub(0, rows)), View<const float>(bB.view()),
               rows, h, 1, false, false, 1.0f, 1.0f);
-    ops::copy(O.view(), View<const float>(mine_of_y));
-    ops::mul(O.view(), View<const float>(M.view()));
+    regions.dropout(View<const float>(mine_of_y));
   }
 
   Buffer<float> dY = comm.alloc<float>(T * h, Category::activations),
@@ -291,7 +272,6 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
                 dB = comm.alloc<float>(pc * h, Category::grads);
   // The replicated parameters' gradients in one buffer: the LayerNorm's gain, its bias, and b.
   Buffer<float> dRep = comm.alloc<float>(3 * h, Category::grads);
-  Buffer<float> dX = region(rows * h);
   const View<float> d_gamma = dRep.view().sub(0, h), d_beta = dRep.view().sub(h, h),
                     d_b = dRep.view().sub(2 * h, h);
   {
@@ -301,8 +281,7 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
       // STEP 14: the dropout's backward on my rows, dY = mask dO, and b's gradient from them;
       // g's all-gather hands every rank all of dY (without: every rank has it all).
       auto step = comm.phase("dropout' (my rows)");
-      from_host(mine_of_dy, my_rows(d_o));
-      ops::mul(mine_of_dy, View<const float>(M.view()));
+      regions.dropout_backward(mine_of_dy, d_o);
       ops::col_sums(d_b, View<const float>(mine_of_dy), rows, h);
     }
     if (sp) outcome.g_backward = tp::sp_all_gather(comm, dY.view(), tp::kGGatherPhase, "dY (g)");
@@ -322,19 +301,8 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     // STEP 15: f: the partial dU_i reduce-scattered, my rows of the sum (without: all-reduced);
     // the LayerNorm's backward on my rows; and, with sequence parallelism, the gradients of the
     // parameters every rank holds whole, each a sum over my rows only, all-reduced (3h floats).
-    if (sp)
-      outcome.f_backward = tp::sp_reduce_scatter(comm, dU.view(), tp::kFScatterPhase, "dU (f)");
-    else
-      outcome.f_backward = tp::f_backward(comm, dU.view());
-    {
-      auto step = comm.phase("LayerNorm' (my rows)");
-      ops::fill(d_gamma, 0.0f);
-      ops::fill(d_beta, 0.0f);
-      ops::layernorm_backward(dX.view(), d_gamma, d_beta,
-                              View<const float>(dU.view().sub(r0 * h, rows * h)),
-                              View<const float>(X.view()), View<const float>(mean.view()),
-                              View<const float>(rstd.view()), View<const float>(G.view()), rows, h);
-    }
+    outcome.f_backward = tp::f_backward(comm, dU.view(), sp);
+    regions.layernorm_backward(View<const float>(dU.view().sub(r0 * h, rows * h)), d_gamma, d_beta);
     // --break skip-replicated-allreduce: each rank keeps the gain's, bias's and b's gradients of
     // its own rows
     if (sp && !broken("skip-replicated-allreduce"))
@@ -342,7 +310,7 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
         coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta, db");
       });
   }
-  comm.recorder().value(tp::kRegionBytes, double(regions.peak(Category::activations)));
+  regions.record_peak();
 
   // STEP 16: against the unsplit block in float64: my rows of O and dX, my parts of the weights'
   // gradients, and the replicated parameters' whole gradients.
@@ -374,8 +342,8 @@ void norm_block(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     return RowMatrix(t.middleRows(Eigen::Index(c0), Eigen::Index(pc)));
   };
   const std::string which = sp ? fmt::format(" (rows {}..{})", r0, r0 + rows - 1) : "";
-  within("O" + which, O.view(), rows_of(ref.o), rows_of(mag.o));
-  within("dX" + which, dX.view(), rows_of(ref.dx), rows_of(mag.dx));
+  within("O" + which, regions.output(), rows_of(ref.o), rows_of(mag.o));
+  within("dX" + which, regions.input_grad(), rows_of(ref.dx), rows_of(mag.dx));
   within(fmt::format("dA_{}", me), dA.view(), cols(ref.core.da), cols(mag.core.da));
   within(fmt::format("da_{}", me), dbA.view(), cols(ref.core.dbias_a), cols(mag.core.dbias_a));
   within(fmt::format("dB_{}", me), dB.view(), brows(ref.core.db), brows(mag.core.db));

@@ -566,22 +566,12 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
                            beta = tp::make_tensor(seed, kBeta, 1, h, 0.1);
   const std::vector<float> mask = tp::dropout_mask(seed, kMask, T, h, p);
   const Weights w = make_weights(s, seed);
-  const auto my_rows = [&](const std::vector<float>& m) { return tp::rows(m, h, r0, rows); };
 
   // STEP 9: the split: my heads (step 1); the LayerNorm's gain and bias whole. The regions'
   // tensors on a ledger of their own (it also charges the rank's): my rows of X, the
   // LayerNorm's statistics, the mask and the output.
   MyHeads my = my_heads(comm, s, w);
-  Buffer<float> G = comm.alloc_from(gamma, Category::params),
-                Be = comm.alloc_from(beta, Category::params);
-  Ledger regions(nullptr, &comm.ledger());
-  const auto region = [&](std::size_t count) {
-    return Buffer<float>(regions, Category::activations, count, comm.device());
-  };
-  Buffer<float> X = region(rows * h), mean = region(rows), rstd = region(rows),
-                M = region(rows * h), O = region(rows * h);
-  from_host(X.view(), my_rows(x));
-  from_host(M.view(), my_rows(mask));
+  tp::NormRegions regions(comm, x, mask, gamma, beta, r0, rows, h);  // sequence_parallel.cpp
   Buffer<float> U = comm.alloc<float>(T * h, Category::activations),
                 Y = comm.alloc<float>(T * h, Category::activations);
   const View<float> mine_of_u = U.view().sub(r0 * h, rows * h),
@@ -590,33 +580,23 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
   comm.barrier();
   {
     auto phase = comm.phase("forward");
-    {
-      // STEP 10: the LayerNorm region: my rows (all of them without sequence parallelism), into
-      // my rows of U; then f all-gathers U's rows (without: U is whole already).
-      auto step = comm.phase("LayerNorm (my rows)");
-      ops::layernorm_forward(mine_of_u, mean.view(), rstd.view(), View<const float>(X.view()),
-                             View<const float>(G.view()), View<const float>(Be.view()), rows, h,
-                             tp::kLayerNormEps);
-    }
+    // STEP 10: the LayerNorm region: my rows (all of them without sequence parallelism), into
+    // my rows of U; then f all-gathers U's rows (without: U is whole already).
+    regions.layernorm(mine_of_u);
     if (sp) outcome.f_forward = tp::sp_all_gather(comm, U.view(), tp::kFGatherPhase, "U (f)");
     // STEP 11: my heads, as in steps 2 and 3, from all of U.
     heads_forward(comm, s, my, View<const float>(U.view()), Y.view());
     // STEP 12: g: the partial Y_i reduce-scattered, my rows of the sum (without: all-reduced,
     // every row); then the dropout region on my rows: O = mask Y.
-    if (sp)
-      outcome.g_forward = tp::sp_reduce_scatter(comm, Y.view(), tp::kGScatterPhase, "Y (g)");
-    else
-      outcome.g_forward = tp::g_forward(comm, Y.view());
+    outcome.g_forward = tp::g_forward(comm, Y.view(), sp);
     auto step = comm.phase("dropout (my rows)");
-    ops::copy(O.view(), View<const float>(mine_of_y));
-    ops::mul(O.view(), View<const float>(M.view()));
+    regions.dropout(View<const float>(mine_of_y));
   }
 
   Buffer<float> dY = comm.alloc<float>(T * h, Category::activations),
                 dU = comm.alloc<float>(T * h, Category::activations);
   // The replicated parameters' gradients in one buffer: the LayerNorm's gain and its bias.
   Buffer<float> dRep = comm.alloc<float>(2 * h, Category::grads);
-  Buffer<float> dX = region(rows * h);
   const View<float> d_gamma = dRep.view().sub(0, h), d_beta = dRep.view().sub(h, h);
   {
     auto phase = comm.phase("backward");
@@ -625,8 +605,7 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
       // STEP 13: the dropout's backward on my rows, dY = mask dO; g's all-gather hands every
       // rank all of dY (without: every rank has it all).
       auto step = comm.phase("dropout' (my rows)");
-      from_host(mine_of_dy, my_rows(d_o));
-      ops::mul(mine_of_dy, View<const float>(M.view()));
+      regions.dropout_backward(mine_of_dy, d_o);
     }
     if (sp) outcome.g_backward = tp::sp_all_gather(comm, dY.view(), tp::kGGatherPhase, "dY (g)");
     // STEP 14: my heads' backward, as in step 5: their weight gradients and a partial dU.
@@ -635,18 +614,8 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     // STEP 15: f: the partial dU_i reduce-scattered, my rows of the sum (without: all-reduced);
     // the LayerNorm's backward on my rows; and, with sequence parallelism, the gain's and bias's
     // gradients, each a sum over my rows only, all-reduced (2h floats).
-    if (sp)
-      outcome.f_backward = tp::sp_reduce_scatter(comm, dU.view(), tp::kFScatterPhase, "dU (f)");
-    else
-      outcome.f_backward = tp::f_backward(comm, dU.view());
-    {
-      auto step = comm.phase("LayerNorm' (my rows)");
-      ops::fill(dRep.view(), 0.0f);
-      ops::layernorm_backward(dX.view(), d_gamma, d_beta,
-                              View<const float>(dU.view().sub(r0 * h, rows * h)),
-                              View<const float>(X.view()), View<const float>(mean.view()),
-                              View<const float>(rstd.view()), View<const float>(G.view()), rows, h);
-    }
+    outcome.f_backward = tp::f_backward(comm, dU.view(), sp);
+    regions.layernorm_backward(View<const float>(dU.view().sub(r0 * h, rows * h)), d_gamma, d_beta);
     // --break skip-replicated-allreduce: each rank keeps the gain's and bias's gradients of its
     // own rows
     if (sp && !broken("skip-replicated-allreduce"))
@@ -654,7 +623,7 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
         coll::all_reduce_ring_chunked(comm, dRep.view(), "dgamma, dbeta");
       });
   }
-  comm.recorder().value(tp::kRegionBytes, double(regions.peak(Category::activations)));
+  regions.record_peak();
 
   // STEP 16: against the unsplit layer in float64: my rows of O and dX, my heads' weight
   // gradients, and the gain's and bias's whole gradients, each within the error model's bound:
@@ -685,8 +654,8 @@ void norm_layer(Comm& comm, const Shape& s, bool sp, double p, std::uint64_t see
     return RowMatrix(t.middleRows(Eigen::Index(r0), Eigen::Index(rows)));
   };
   const std::string which = sp ? fmt::format(" (rows {}..{})", r0, r0 + rows - 1) : "";
-  within("O" + which, O.view(), rows_of(o_ref), rows_of(o_bound));
-  within("dX" + which, dX.view(), rows_of(ln_ref.dx), rows_of(e.dx));
+  within("O" + which, regions.output(), rows_of(o_ref), rows_of(o_bound));
+  within("dX" + which, regions.input_grad(), rows_of(ln_ref.dx), rows_of(e.dx));
   check_my_heads(comm, s, my, ref, bound, per_unit, compared);
   within("dgamma", d_gamma, ln_ref.dgamma, e.dgamma);
   within("dbeta", d_beta, ln_ref.dbeta, e.dbeta);
