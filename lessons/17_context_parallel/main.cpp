@@ -258,6 +258,7 @@ void attend_forward(const Shape& s, const Held& a, const std::vector<float>& q, 
       float& m = run.m[at];
       float& l = run.l[at];
       float* acc = &run.acc[(a.row + i) * W + h * d];
+      // quote: online-softmax
       // the online-softmax rule: rescale what is summed so far to the new max, then add
       const float m_new = std::max(m, tile_max), rescale = std::exp(m - m_new);
       // --break no-rescale: the sum is left at the old max while acc moves to the new one
@@ -269,6 +270,7 @@ void attend_forward(const Shape& s, const Held& a, const std::vector<float>& q, 
         for (std::size_t x = 0; x < d; ++x) acc[x] += p * v[j * W + h * d + x];
       }
       m = m_new;
+      // end quote: online-softmax
     }
 }
 
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
                    "nobody's and rank N-1 holds chunk N-1 twice (main.cpp, chunks_of)");
   lesson.add_break("grads-one-hop-short",
                    "backward stops passing dK and dV after N-1 hops: each rank keeps its right "
-                   "neighbour's gradients as its own (main.cpp, STEP 5)");
+                   "neighbour's gradients as its own (main.cpp, STEP 6)");
   Outcome outcome;
   const auto& opt = lesson.options();
   lesson.on_world([&](const World& w) {
@@ -417,10 +419,15 @@ int main(int argc, char** argv) {
                "full/diag/skip");
     bool bytes_ok = true, steps_ok = true;
     std::uint64_t most = 0, least = ~std::uint64_t{0};
-    std::vector<std::uint64_t> work(std::size_t(n), 0);
+    std::vector<std::uint64_t> work(std::size_t(n), 0), critical(std::size_t(n), 0);
     for (int k = 0; k < n; ++k) {
       double tiles[3] = {0, 0, 0};
+      std::size_t t = 0;  // forward step
       for (const ValueEvent& v : r.logs[std::size_t(k)].values) {
+        if (v.name == "score elements this step" && t < critical.size()) {
+          critical[t] = std::max(critical[t], std::uint64_t(v.value));
+          ++t;
+        }
         if (v.name == "score elements computed") work[std::size_t(k)] = std::uint64_t(v.value);
         if (v.name == "tiles full") tiles[0] = v.value;
         if (v.name == "tiles diagonal") tiles[1] = v.value;
@@ -476,11 +483,27 @@ int main(int argc, char** argv) {
         return double(top) * n / double(sum);
       };
       fmt::print(
-          "  busiest rank / average: contiguous {:.2f} (2N/(N+1)), zig-zag {:.2f} (1: every rank "
-          "(2N+1) (S/2N)^2 H)\n",
+          "  busiest rank / average (formula): contiguous {:.2f} = 2N/(N+1), zig-zag {:.2f}\n",
           balance(false), balance(true));
-      fmt::print("  this run: busiest {} / least busy {}{}\n", most, least,
-                 s.zigzag ? "" : " (rank N-1 waits for nobody; rank 0 waits for it)");
+      fmt::print("  this run: the busiest rank computes {}, the least busy {}\n", most, least);
+      // Every step ends when its busiest rank does (the next block comes from it), so a pass
+      // takes the sum over the steps of the busiest rank's work. Contiguous: step 0 is every
+      // rank's diagonal and every later one a full B x B tile on rank N-1: N B^2 H. Zig-zag: 3
+      // chunk tiles (c = S/2N) at step 0, 2 at every later one, on every rank: (2N+1) c^2 H.
+      std::uint64_t path = 0;
+      for (std::uint64_t w : critical) path += w;
+      const std::uint64_t B = s.seq / std::uint64_t(n), c = s.seq / std::uint64_t(2 * n);
+      const std::uint64_t formula = s.zigzag ? (2 * std::uint64_t(n) + 1) * c * c * s.heads
+                                             : std::uint64_t(n) * B * B * s.heads;
+      const bool even = s.seq % std::uint64_t(s.zigzag ? 2 * n : n) == 0;
+      fmt::print("  each step waits for its busiest rank: {} in a row{}\n", path,
+                 even ? fmt::format(", formula {} = {}",
+                                    s.zigzag ? "(2N+1) (S/2N)^2 H" : "N (S/N)^2 H", formula)
+                      : " (uneven chunks: no closed formula)");
+      if (even)
+        r.check(s.zigzag ? "critical path: (2N+1) (S/2N)^2 H score elements per pass"
+                         : "critical path: N (S/N)^2 H score elements per pass",
+                path == formula);
     }
     tp::print_compared("attention", "worst |error| / its bound 8 x eps x E (the error model)",
                        outcome.compared);
@@ -543,7 +566,10 @@ int main(int argc, char** argv) {
     };
 
     Work work;
-    auto record_work = [&] {
+    // Each rank's work, as counter tracks in the trace (and for the report): this step's score
+    // elements, the running total, and the tiles by kind.
+    auto record_work = [&](std::uint64_t before) {
+      comm.recorder().value("score elements this step", double(work.elements - before));
       comm.recorder().value("score elements computed", double(work.elements));
       comm.recorder().value("tiles full", work.full);
       comm.recorder().value("tiles diagonal", work.diagonal);
@@ -593,11 +619,12 @@ int main(int argc, char** argv) {
           auto compute =
               comm.phase("attend K/V", {.op = "forward", .text = caption("forward", t, origin)});
           const std::vector<float> b = to_host(View<const float>(block[cur].view()));
+          const std::uint64_t before = work.elements;
           for (const Held& a : mine)
             for (const Held& c : held(s, origin))
               attend_forward(s, a, q, c.chunk, k_rows(b, c), v_rows(b, c), run, work);
+          record_work(before);
         }
-        record_work();
         comm.wait_all(reqs);
         cur = 1 - cur;
       }
