@@ -458,6 +458,35 @@ int main(int argc, char** argv) {
             bytes_ok);
     r.check("steps: N-1 with messages forward, N backward (from the trace)", steps_ok);
 
+    if (s.chunks.parts <= 8) {
+      // The (query chunk, key chunk) tiles of the score matrix: which rank computes each, at which
+      // step (rank i meets the K/V of rank j at step (i - j) mod N); '.' the future, skipped.
+      fmt::print(
+          "\nwho computes each tile, as rank@step (rows: query chunks; columns: key chunks):\n");
+      fmt::print("      ");
+      for (int b = 0; b < s.chunks.parts; ++b) fmt::print("{:>5}", fmt::format("k{}", b));
+      fmt::print("\n");
+      for (int a = 0; a < s.chunks.parts; ++a) {
+        fmt::print("  {:>4}", fmt::format("q{}", a));
+        for (int b = 0; b < s.chunks.parts; ++b) {
+          std::string cell = "-";  // nobody's (a split that drops a chunk)
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) {
+              const auto& qa = chunks_of(s, i);
+              const auto& kb = chunks_of(s, j);
+              if (std::find(qa.begin(), qa.end(), a) == qa.end() ||
+                  std::find(kb.begin(), kb.end(), b) == kb.end())
+                continue;
+              cell = tile_kind(s, a, b) == Tile::skipped
+                         ? "."
+                         : fmt::format("{}@{}{}", i, ((i - j) % n + n) % n,
+                                       tile_kind(s, a, b) == Tile::diagonal ? "\\" : "");
+            }
+          fmt::print("{:>5}", cell);
+        }
+        fmt::print("\n");
+      }
+    }
     fmt::print("\nscore elements computed per rank (all heads; a diagonal tile counts whole):\n");
     fmt::print("  {:>4}  {:>10}  {:>10}\n", "rank", "measured", "formula");
     bool work_ok = true;
