@@ -396,11 +396,11 @@ int main(int argc, char** argv) {
   });
 
   // Memory: every rank builds the unsplit attention and its error bounds in float64: per head
-  // some 12 (S x S) matrices and 20 (S x d) ones, and 12 (S x W) results; the float32 inputs
+  // some 16 (S x S) matrices and 20 (S x d) ones, and 12 (S x W) results; the float32 inputs
   // (4 of S x W), my rows (6 of them) and the K/V buffers (two of 4 B W floats).
   lesson.needs_memory([&](const World&) {
     const double S = double(seq), W = double(heads * dim), d = double(dim);
-    const double float64 = 12 * S * S + 20 * S * d + 12 * S * W + 4 * S * W;
+    const double float64 = 16 * S * S + 20 * S * d + 12 * S * W + 4 * S * W;
     const double float32 = 4 * S * W + 6 * S * W + 8 * S * W + 2 * S * double(heads);
     return MemoryNeed{8 * float64 + 4 * float32, 0, "a smaller --seq, --heads or --head-dim"};
   });
