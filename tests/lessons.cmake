@@ -542,7 +542,8 @@ set(memory_plan_runs
     "10_zero3_fsdp|--ranks 4 --size 1024 --steps 1"
     "11_pipeline_microbatching|--ranks 4 --size 512"
     "12_tensor_parallel_mlp|--ranks 4 --hidden 1024 --batch 1 --seq 16"
-    "13_tensor_parallel_attention|--ranks 2 --hidden 64 --heads 16 --batch 4 --seq 512")
+    "13_tensor_parallel_attention|--ranks 2 --hidden 64 --heads 16 --batch 4 --seq 512"
+    "17_context_parallel|--ranks 4 --seq 1024 --heads 1 --head-dim 8")
 foreach(run ${memory_plan_runs})
   string(REPLACE "|" ";" parts "${run}")
   list(GET parts 0 lesson)

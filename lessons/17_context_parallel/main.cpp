@@ -346,9 +346,10 @@ int main(int argc, char** argv) {
       "travel again with dK and dV, which arrive home after N hops. --causal uses the zig-zag "
       "split (rank r: chunks r and 2N-1-r) so every rank does the same work.",
       "Shards: the K,V buffer's chunks move one rank per step until every rank has seen all; "
-      "dK,dV pick up every rank's colour on their way home. Timeline: the 'attend K/V' spans per "
-      "step (the caption names the block and its tiles); with --causal --split contiguous rank 0 "
-      "waits while rank N-1 works, zig-zag evens them out.");
+      "dK,dV count the ranks whose queries added into them on their way home. Topology: each "
+      "rank's caption names the block it attends to and its tiles (full, diagonal, skipped); "
+      "with --causal --split contiguous rank 0 skips while rank N-1 computes a full tile, and "
+      "zig-zag gives every rank the same.");
   lesson.describe_size("not used here: the sizes are --seq, --heads and --head-dim");
   Shape s;
   std::size_t seq = 48, heads = 2, dim = 8;
@@ -496,7 +497,7 @@ int main(int argc, char** argv) {
                  work_formula(s, k));
     }
     r.check(s.causal ? "work: each query chunk a meets keys 0 .. end(a), H |a| end(a) elements"
-                     : "work: each query meets all S keys, H S^2 / N elements per rank",
+                     : "work: each query meets all S keys, H S |my tokens| elements",
             work_ok);
     if (s.causal) {
       // Both splits of the same mask, from the formula: the busiest rank against the average.
