@@ -43,6 +43,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   # overlap: no buckets, buckets of 16K, ZeRO-3 with and without prefetch, one step each
   # (4 layers: with the memory ledger's counters, 6 would pass 1 MB)
   [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K --layers 4)
+  # ring attention: causal, the zig-zag split; the contiguous split below, to compare the work
+  [[ "$name" == 17_context_parallel ]] && args=(--ranks 4 --causal)
   example "$name" "$exe" "${args[@]}"
 done
 
@@ -61,3 +63,6 @@ exe="$build/lessons/12_tensor_parallel_mlp"
 # Lesson 13 likewise: the attention layer's LayerNorm and dropout on each rank's rows.
 exe="$build/lessons/13_tensor_parallel_attention"
 [[ -x "$exe" ]] && example 13_tensor_parallel_attention_sp "$exe" --ranks 4 --sequence-parallel
+# Lesson 17 with contiguous blocks under the same causal mask: rank 3 computes 4 times rank 0's.
+exe="$build/lessons/17_context_parallel"
+[[ -x "$exe" ]] && example 17_context_parallel_contiguous "$exe" --ranks 4 --causal --split contiguous

@@ -29,6 +29,7 @@ declare -A step=(
   [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
   [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
   [16_overlap_bucketing]=18.5         # buckets of 16 KiB: bucket 2's all-gather under the backward
+  [17_context_parallel]=2.5           # ring attention's forward: the K/V chunks' second hop, each rank's tiles in the captions
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
@@ -44,6 +45,12 @@ done
 # Lesson 16: the timeline alone, the buckets' messages hatched where they ran under the backward.
 "$viewer" --png "$out/16_overlap.png" --panel timeline --step 18.5 --width 1600 --height 480 \
   --font-size 13 traces/examples/16_overlap_bucketing.json
+# Lesson 17: dK,dV on their way home in the backward pass (each chunk's count of ranks summed in),
+# and the contiguous split's causal work, rank by rank, in the Topology panel's captions.
+"$viewer" --png "$out/17_shards.png" --panel shards --step 6.5 --width 800 --height 400 \
+  traces/examples/17_context_parallel.json
+"$viewer" --png "$out/17_contiguous_topology.png" --panel topology --step 2.5 --width 720 --height 480 \
+  traces/examples/17_context_parallel_contiguous.json
 # Panels on their own, for the main README.
 "$viewer" --png "$out/ring_topology.png" --panel topology --step 15.5 --width 640 --height 480 \
   traces/examples/06_allreduce_sequential_ring_parallel.json

@@ -34,6 +34,9 @@ table=(
   "15_trees_hierarchy_alltoall|hierarchical-skip-across|--algo hierarchical --size 1000|hierarchical: I hold the sum over every rank"
   "16_overlap_bucketing|bucket-misses-a-layer|--no-zero3 --sweep 16K|buckets of 16.0 KiB: my master weights equal no buckets's bit for bit"
   "15_trees_hierarchy_alltoall|bruck-skip-unrotate|--algo tree --size 1000|all_to_all_bruck delivers what the pairwise exchange does"
+  "17_context_parallel|no-rescale||O of my tokens equals the unsplit layer's"
+  "17_context_parallel|zigzag-drop-block|--causal|the split holds every token exactly once"
+  "17_context_parallel|grads-one-hop-short||dK of my tokens equals the unsplit layer's"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }

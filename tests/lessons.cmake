@@ -555,7 +555,8 @@ set(memory_plan_runs
     "10_zero3_fsdp|--ranks 4 --size 1024 --steps 1"
     "11_pipeline_microbatching|--ranks 4 --size 512"
     "12_tensor_parallel_mlp|--ranks 4 --hidden 1024 --batch 1 --seq 16"
-    "13_tensor_parallel_attention|--ranks 2 --hidden 64 --heads 16 --batch 4 --seq 512")
+    "13_tensor_parallel_attention|--ranks 2 --hidden 64 --heads 16 --batch 4 --seq 512"
+    "17_context_parallel|--ranks 4 --seq 1024 --heads 1 --head-dim 8")
 foreach(run ${memory_plan_runs})
   string(REPLACE "|" ";" parts "${run}")
   list(GET parts 0 lesson)
@@ -646,6 +647,32 @@ if(TARGET 16_overlap_bucketing)
   add_test(NAME usage.16.sweep COMMAND bash ${expect_failure} 2 10 "--sweep: an empty bucket size"
            -- $<TARGET_FILE:16_overlap_bucketing> --sweep 0,,4K --no-trace)
   set_tests_properties(usage.16.sweep PROPERTIES LABELS lesson)
+endif()
+
+# Lesson 17: ring attention's output and every gradient equal unsplit float64 attention for N = 1,
+# 2, 4 with and without --causal (zig-zag), the causal mask on contiguous blocks, uneven chunks
+# (N = 3, 5 with a --seq no chunk count divides), and under mpiexec -n 2 --causal; every run checks
+# its bytes, steps and score elements against the formulas; too short a sequence is one sentence.
+if(TARGET 17_context_parallel)
+  set(l17 17_context_parallel)
+  foreach(n 1 2 4)
+    distlab_lesson_test(lesson.${l17}.n${n} ${l17} verified ${n} 0 --ranks ${n})
+    distlab_lesson_test(lesson.${l17}.causal-n${n} ${l17} verified ${n} 0 --ranks ${n} --causal)
+    distlab_lesson_test(lesson.${l17}.causal-contiguous-n${n} ${l17} verified ${n} 0 --ranks ${n} --causal
+                        --split contiguous)
+  endforeach()
+  distlab_lesson_test(lesson.${l17}.zigzag-n4 ${l17} verified 4 0 --ranks 4 --split zigzag)
+  distlab_lesson_test(lesson.${l17}.causal-n3-seq31 ${l17} verified 3 0 --ranks 3 --causal --seq 31 --heads 3
+                      --head-dim 5)
+  distlab_lesson_test(lesson.${l17}.causal-n5-seq10 ${l17} verified 5 0 --ranks 5 --causal --seq 10 --seed 7)
+  distlab_lesson_test(lesson.${l17}.causal-n4-seq256 ${l17} verified 4 0 --ranks 4 --causal --seq 256 --heads 1
+                      --head-dim 64)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.${l17}.mpi2-causal ${l17} verified 2 2 --causal)
+  endif()
+  add_test(NAME usage.17.seq COMMAND bash ${expect_failure} 2 10 "--seq 6 cannot be cut into the 8 chunks of 4 ranks"
+           -- $<TARGET_FILE:${l17}> --causal --seq 6 --no-trace)
+  set_tests_properties(usage.17.seq PROPERTIES LABELS lesson)
 endif()
 
 # --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh
