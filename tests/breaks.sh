@@ -33,6 +33,8 @@ table=(
   "15_trees_hierarchy_alltoall|hierarchical-skip-across|--algo hierarchical --size 1000|hierarchical: I hold the sum over every rank"
   "16_overlap_bucketing|bucket-misses-a-layer|--no-zero3 --sweep 16K|buckets of 16.0 KiB: my master weights equal no buckets's bit for bit"
   "15_trees_hierarchy_alltoall|bruck-skip-unrotate|--algo tree --size 1000|all_to_all_bruck delivers what the pairwise exchange does"
+  "18_expert_parallel|combine-skips-gate||Y (my 32 tokens) equals the single-device MoE's"
+  "18_expert_parallel|router-ignores-gate|--top-k 2|router dW_r (all-reduced) equals the single-device MoE's"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }
