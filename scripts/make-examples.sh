@@ -43,6 +43,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   # overlap: no buckets, buckets of 16K, ZeRO-3 with and without prefetch, one step each
   # (4 layers: with the memory ledger's counters, 6 would pass 1 MB)
   [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K --layers 4)
+  # expert parallelism: --size is not used there; the default layer (8 experts over 4 ranks, top-1)
+  [[ "$name" == 18_expert_parallel ]] && args=(--ranks 4)
   example "$name" "$exe" "${args[@]}"
 done
 

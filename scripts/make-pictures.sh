@@ -29,6 +29,7 @@ declare -A step=(
   [14_capstone_3d_parallel]=17.5      # 1F1B's steady state: stage 0 forwards micro-batch 2 (tp), stage 1 sends a gradient back (pp)
   [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
   [16_overlap_bucketing]=18.5         # buckets of 16 KiB: bucket 2's all-gather under the backward
+  [18_expert_parallel]=1.5            # the dispatch's second step: each rank's block to the rank two ahead
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

@@ -131,14 +131,14 @@ std::size_t at(const Shape& s, std::size_t block, std::size_t local, std::size_t
 struct Steps {
   int first = 0, last = -1;
 };
-Steps all_to_all(Comm& comm, const Shape& s, const char* name, View<const float> send,
-                 View<float> recv) {
+Steps all_to_all(Comm& comm, const Shape& s, const char* name, const char* buffer,
+                 View<const float> send, View<float> recv) {
   auto phase = comm.phase(name);
   const int first = comm.next_steps(0);
   if (s.bruck)
     coll::all_to_all_bruck(comm, send, recv);
   else
-    coll::all_to_all_pairwise(comm, send, recv, name);
+    coll::all_to_all_pairwise(comm, send, recv, buffer);
   return {first, comm.next_steps(0) - 1};
 }
 
@@ -550,8 +550,8 @@ int main(int argc, char** argv) {
     }
     Buffer<float> send = comm.alloc_from(packed, Category::activations);
     Buffer<float> got = comm.alloc<float>(whole, Category::activations);
-    local.dispatch =
-        all_to_all(comm, s, "dispatch: all-to-all", View<const float>(send.view()), got.view());
+    local.dispatch = all_to_all(comm, s, "dispatch: all-to-all", "tokens",
+                                View<const float>(send.view()), got.view());
 
     // STEP 5: my experts, each on its N x cap slots (rank src's in rows src cap ..):
     //   Z = Xe W1 + b1, H = GeLU(Z), Ye = H W2 + b2; the outputs in the same slots of `out`.
@@ -603,8 +603,8 @@ int main(int argc, char** argv) {
     // STEP 6: combine: the outputs go home by the reverse all-to-all, and each token sums its
     // kept experts' outputs weighted by their gates: y_t = sum_j p_tj out_tj (0 when all dropped).
     Buffer<float> back = comm.alloc<float>(whole, Category::activations);
-    local.combine =
-        all_to_all(comm, s, "combine: all-to-all", View<const float>(out.view()), back.view());
+    local.combine = all_to_all(comm, s, "combine: all-to-all", "outputs",
+                               View<const float>(out.view()), back.view());
     const std::vector<float> outs = to_host(back.view());
     std::vector<float> y(T * h, 0.0f);
     const auto slot_of = [&](std::size_t i) {  // where choice i's slot sits on its token's rank
@@ -642,7 +642,7 @@ int main(int argc, char** argv) {
     }
     Buffer<float> dsend = comm.alloc_from(dout, Category::activations);
     Buffer<float> dgot = comm.alloc<float>(whole, Category::activations);
-    local.combine_back = all_to_all(comm, s, "combine's backward: all-to-all",
+    local.combine_back = all_to_all(comm, s, "combine's backward: all-to-all", "dY x gate",
                                     View<const float>(dsend.view()), dgot.view());
 
     // STEP 8: my experts' backward: dW2 = H^T dYe, db2, dH = dYe W2^T, GeLU', dW1 = Xe^T dZ, db1,
@@ -677,7 +677,7 @@ int main(int argc, char** argv) {
     // STEP 9: dispatch's backward: the input gradients go home by all-to-all, and each token
     // sums its kept experts' dx (the gate is in them already: p dY went out in STEP 7).
     Buffer<float> dback = comm.alloc<float>(whole, Category::activations);
-    local.dispatch_back = all_to_all(comm, s, "dispatch's backward: all-to-all",
+    local.dispatch_back = all_to_all(comm, s, "dispatch's backward: all-to-all", "dX",
                                      View<const float>(dxe_out.view()), dback.view());
     const std::vector<float> dxs = to_host(dback.view());
     std::vector<float> dx(T * h, 0.0f);
