@@ -683,5 +683,13 @@ if(TARGET 18_expert_parallel)
            -- $<TARGET_FILE:${l18}> --ranks 4 --experts 6 --no-trace)
   add_test(NAME usage.18.top-k COMMAND bash ${expect_failure} 2 10 "--top-k 9 is more than the 8 experts"
            -- $<TARGET_FILE:${l18}> --ranks 4 --top-k 9 --no-trace)
-  set_tests_properties(usage.18.experts-split usage.18.top-k PROPERTIES LABELS lesson)
+  # A layer no machine holds is refused before it starts; the plan behind that, held to what the
+  # process takes (tests/memory_plan.sh, as the other lessons' memory.* runs).
+  add_test(NAME usage.18.huge-shape COMMAND bash ${expect_failure} 2 30
+           "needs about .* but .* is available; use a smaller --tokens, --hidden, --ffn or --experts"
+           -- $<TARGET_FILE:${l18}> --tokens 16384 --hidden 4096 --ffn 16384 --no-trace)
+  set_tests_properties(usage.18.experts-split usage.18.top-k usage.18.huge-shape PROPERTIES LABELS lesson)
+  add_test(NAME memory.${l18} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/memory_plan.sh $<TARGET_FILE:${l18}>
+           --ranks 4 --tokens 1024 --hidden 256 --ffn 1024)
+  set_tests_properties(memory.${l18} PROPERTIES LABELS "lesson;memory" TIMEOUT 120)
 endif()

@@ -184,42 +184,44 @@ Reference moe_reference(const Inputs& in, const std::vector<Routing>& routing, c
     p.row(t) /= p.row(t).sum();
   }
   Reference r;
-  const auto rows = Eigen::Index(s.n * s.T);
+  const auto rows = Eigen::Index(std::size_t(s.n) * s.T);
   r.y = RowMatrix::Zero(rows, Eigen::Index(s.h));
   r.dx = r.y;
   RowMatrix dp = RowMatrix::Zero(rows, Eigen::Index(s.E));
+  // Expert by expert: the tokens kept there, from every rank (a dropped choice adds nothing and
+  // learns nothing), as one matrix.
   for (std::size_t e = 0; e < s.E; ++e) {
-    r.dw1.push_back(RowMatrix::Zero(Eigen::Index(s.h), Eigen::Index(s.f)));
-    r.db1.push_back(RowMatrix::Zero(1, Eigen::Index(s.f)));
-    r.dw2.push_back(RowMatrix::Zero(Eigen::Index(s.f), Eigen::Index(s.h)));
-    r.db2.push_back(RowMatrix::Zero(1, Eigen::Index(s.h)));
+    std::vector<Eigen::Index> at;  // rows of x: rank src's token t is row src T + t
+    for (int src = 0; src < s.n; ++src) {
+      const Routing& ro = routing[std::size_t(src)];
+      for (std::size_t i = 0; i < ro.expert.size(); ++i)
+        if (ro.slot[i] >= 0 && std::size_t(ro.expert[i]) == e)
+          at.push_back(Eigen::Index(std::size_t(src) * s.T + i / s.k));
+    }
+    const RowMatrix w1 = A(in.w1[e]), b1 = A(in.b1[e]), w2 = A(in.w2[e]), b2 = A(in.b2[e]);
+    const RowMatrix xe = x(at, Eigen::all), dye = dy(at, Eigen::all);
+    const Eigen::VectorXd gate = p(at, Eigen::Index(e));
+    const RowMatrix z = (xe * w1).rowwise() + b1.row(0);
+    const RowMatrix hid =
+        magnitudes ? RowMatrix(kGeluSlope * z) : RowMatrix(z.unaryExpr(&model::reference_gelu));
+    const RowMatrix out = (hid * w2).rowwise() + b2.row(0);
+    const RowMatrix dout = gate.asDiagonal() * dye;  // p dY, what goes to the expert
+    const RowMatrix slope = magnitudes ? RowMatrix((kGeluSlope + kGeluCurve * z.array()).matrix())
+                                       : RowMatrix(z.unaryExpr(&model::reference_gelu_grad));
+    const RowMatrix dz = (dout * w2.transpose()).cwiseProduct(slope);
+    r.dw1.push_back(xe.transpose() * dz);
+    r.db1.push_back(dz.colwise().sum());
+    r.dw2.push_back(hid.transpose() * dout);
+    r.db2.push_back(dout.colwise().sum());
+    const RowMatrix dxe = dz * w1.transpose();
+    const Eigen::VectorXd dgate = dye.cwiseProduct(out).rowwise().sum();  // d p_e = <dY, out>
+    for (std::size_t i = 0; i < at.size(); ++i) {  // a token is kept at most once per expert
+      const Eigen::Index g = at[i], row = Eigen::Index(i);
+      r.y.row(g) += gate[row] * out.row(row);
+      r.dx.row(g) += dxe.row(row);
+      dp(g, Eigen::Index(e)) = dgate[row];
+    }
   }
-  for (int src = 0; src < s.n; ++src)
-    for (std::size_t t = 0; t < s.T; ++t)
-      for (std::size_t j = 0; j < s.k; ++j) {
-        const Routing& ro = routing[std::size_t(src)];
-        if (ro.slot[t * s.k + j] < 0) continue;  // dropped: adds nothing, learns nothing
-        const auto e = std::size_t(ro.expert[t * s.k + j]);
-        const auto g = Eigen::Index(std::size_t(src) * s.T + t);
-        const double gate = p(g, Eigen::Index(e));
-        const RowMatrix w1 = A(in.w1[e]), b1 = A(in.b1[e]), w2 = A(in.w2[e]), b2 = A(in.b2[e]);
-        const RowMatrix z = x.row(g) * w1 + b1;
-        const RowMatrix hid =
-            magnitudes ? RowMatrix(kGeluSlope * z) : RowMatrix(z.unaryExpr(&model::reference_gelu));
-        const RowMatrix out = hid * w2 + b2;
-        r.y.row(g) += gate * out;
-        dp(g, Eigen::Index(e)) = (dy.row(g) * out.transpose())(0, 0);  // d p_e = <dY, out>
-        const RowMatrix dout = gate * dy.row(g);
-        r.dw2[e] += hid.transpose() * dout;
-        r.db2[e] += dout;
-        const RowMatrix slope = magnitudes
-                                    ? RowMatrix((kGeluSlope + kGeluCurve * z.array()).matrix())
-                                    : RowMatrix(z.unaryExpr(&model::reference_gelu_grad));
-        const RowMatrix dz = (dout * w2.transpose()).cwiseProduct(slope);
-        r.dw1[e] += x.row(g).transpose() * dz;
-        r.db1[e] += dz;
-        r.dx.row(g) += dz * w1.transpose();
-      }
   // Softmax's backward: dl = p (dp - <p, dp>); on magnitudes p (|dp| + <p, |dp|>).
   RowMatrix dl(rows, Eigen::Index(s.E));
   for (Eigen::Index g = 0; g < rows; ++g) {
