@@ -692,4 +692,9 @@ if(TARGET 18_expert_parallel)
   add_test(NAME memory.${l18} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/memory_plan.sh $<TARGET_FILE:${l18}>
            --ranks 4 --tokens 1024 --hidden 256 --ffn 1024)
   set_tests_properties(memory.${l18} PROPERTIES LABELS "lesson;memory" TIMEOUT 120)
+  # 40 settings drawn from a fixed seed (ranks 1-8 and 64, experts, top-k, capacity, sizes, both
+  # all-to-alls): every one must verify (tests/property_sweep.sh).
+  add_test(NAME property.${l18} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/property_sweep.sh 18 $<TARGET_FILE:${l18}>
+                                        2026 40)
+  set_tests_properties(property.${l18} PROPERTIES TIMEOUT 600 LABELS "lesson;property" COST 100)
 endif()
