@@ -35,6 +35,7 @@ table=(
   "15_trees_hierarchy_alltoall|bruck-skip-unrotate|--algo tree --size 1000|all_to_all_bruck delivers what the pairwise exchange does"
   "18_expert_parallel|combine-skips-gate||Y (my 32 tokens) equals the single-device MoE's"
   "18_expert_parallel|router-ignores-gate|--top-k 2|router dW_r (all-reduced) equals the single-device MoE's"
+  "18_expert_parallel|slots-by-token|--top-k 2|from each rank, each expert keeps its first cap choices, first choices first"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }
