@@ -45,6 +45,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ "$name" == 16_overlap_bucketing ]] && args=(--ranks 4 --steps 1 --sweep 16K --bucket-bytes 16K --layers 4)
   # ring attention: causal, the zig-zag split; the contiguous split below, to compare the work
   [[ "$name" == 17_context_parallel ]] && args=(--ranks 4 --causal)
+  # expert parallelism: --size is not used there; the default layer (8 experts over 4 ranks, top-1)
+  [[ "$name" == 18_expert_parallel ]] && args=(--ranks 4)
   example "$name" "$exe" "${args[@]}"
 done
 

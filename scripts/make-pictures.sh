@@ -30,6 +30,7 @@ declare -A step=(
   [15_trees_hierarchy_alltoall]=9.5   # the double binary tree's reduce: segments climb both trees at once
   [16_overlap_bucketing]=18.5         # buckets of 16 KiB: bucket 2's all-gather under the backward
   [17_context_parallel]=2.5           # ring attention's forward: the K/V chunks' second hop, each rank's tiles in the captions
+  [18_expert_parallel]=1.5            # the dispatch's second step: each rank's block to the rank two ahead
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

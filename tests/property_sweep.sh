@@ -94,6 +94,18 @@ settings() {
       # sequence parallelism, one draw in three, where the batch x seq tokens divide by the ranks
       ((RANDOM % 3 == 0 && (b * REPLY) % n == 0)) && args+=" --sequence-parallel"
       ;;
+    18)
+      local e
+      pick 1 $((n == 64 ? 1 : 4))
+      e=$((n * REPLY))  # the experts split over the ranks
+      args+=" --experts $e"
+      pick 1 $((e < 4 ? e : 4)) && add --top-k
+      one_of 0.3 0.5 1 1.25 2 4 && add --capacity-factor
+      pick 1 $((n == 64 ? 8 : 48)) && add --tokens
+      pick 1 48 && add --hidden
+      pick 1 64 && add --ffn
+      one_of pairwise bruck && add --alltoall
+      ;;
     *)
       echo "property_sweep: no generator for lesson $lesson" >&2
       exit 2
