@@ -26,7 +26,7 @@ cmake -S . -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=None -DDISTLAB_CUDA=OF
 lessons=(00_why_distributed 01_send_recv 02_scatter_gather 03_reduce_broadcast 04_allreduce_allgather
          05_parameter_server 06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2
          10_zero3_fsdp 11_pipeline_microbatching 12_tensor_parallel_mlp 13_tensor_parallel_attention
-         14_capstone_3d_parallel 15_trees_hierarchy_alltoall)
+         14_capstone_3d_parallel 15_trees_hierarchy_alltoall 17_context_parallel 18_expert_parallel)
 cmake --build "$build" -j "$(nproc)" --target distlab_failure_tests failure_probe "${lessons[@]}"
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
