@@ -890,6 +890,39 @@ TEST_CASE("the splits panel draws lessons 12 and 13: every rank's slice, f and g
   }
 }
 
+TEST_CASE("under sequence parallelism f and g light in both passes: all-gather and reduce-scatter",
+          "[splits]") {
+  HeadlessImGui gui;
+  // The halo around an operator's circle while one of its collectives runs (draw_operator).
+  const ImU32 halo = with_alpha(kHighlight, 0.35f);
+  for (const char* name : {"12_tensor_parallel_mlp_sp", "13_tensor_parallel_attention_sp"}) {
+    INFO(name);
+    Document doc = open_document(example_trace(name));
+    REQUIRE(doc.ok());
+    const SplitsIndex& index = doc.derived<SplitsIndex>(build_splits_index);
+    REQUIRE(index.splits.f >= 0);
+    REQUIRE(index.splits.g >= 0);
+    doc.playback.set_clock(doc.model, Clock::measured);
+    for (const char* phase :
+         {"f: all-gather", "g: reduce-scatter", "g: all-gather", "f: reduce-scatter"}) {
+      INFO(phase);
+      double begin = -1e300, end = 1e300;
+      for (const Span& sp : doc.model.spans)
+        if (sp.kind == SpanKind::compute && doc.model.str(sp.name) == phase)
+          begin = std::max(begin, sp.start), end = std::min(end, sp.end());
+      REQUIRE(begin < end);
+      doc.playback.seek_time(doc.model, 0.5 * (begin + end));
+      const SplitsMoment now = splits_at(index, doc.playback.moment(doc.model));
+      CHECK(now.active == (phase[0] == 'g' ? index.splits.g : index.splits.f));
+      // g gathers in backward, f in forward
+      const bool gather = std::string(phase).find("all-gather") != std::string::npos;
+      CHECK(now.backward == (gather == (phase[0] == 'g')));
+      draw_panel_frame(gui, PanelId::splits, doc);
+      CHECK(vertices_of_color(halo) > 0);
+    }
+  }
+}
+
 TEST_CASE("the splits panel on a trace without splits says so and draws no slices", "[splits]") {
   HeadlessImGui gui;
   Document doc = open_document(example_trace("02_scatter_gather"));

@@ -1,6 +1,6 @@
 // panel_splits.cpp — a tensor-parallel layer (otherData.splits, lessons 12 and 13): its weight
 // matrices and activations in the order of the computation, each rank's slice in its colour,
-// and Megatron's f and g where their all-reduces run, lit as playback passes them.
+// and Megatron's f and g where their collectives run, lit as playback passes them.
 //
 //   X --> (f) --> [A|A|A|A] --> [X A_i] --> [GeLU] --> [B/B/B/B] --> [H_i B_i] --> (g) --> Y
 //
@@ -9,8 +9,10 @@
 //                between heads where the tensor goes by head
 //   activation   the same for its shape; replicated ones grey, split ones striped, partial sums
 //                as a stack of sheets, one per rank; outlined only until its producer has run
-//   f, g         circles: lit yellow while their all-reduce runs, green once it is over, dim
-//                before; their forward and backward written under them
+//   f, g         circles: lit yellow while one of their collectives runs (the all-reduce of
+//                one pass, or under sequence parallelism an all-gather and a reduce-scatter,
+//                one each pass), green once one is over, dim before; their forward and
+//                backward written under them
 //   running      the matrix being multiplied by (splits_at: the compute phases covering the
 //                moment on each rank) is outlined yellow; the ranks not in it yet fade
 // Beside a weight's name, -> and <- tell whether its forward and backward pass are to come (dim),
@@ -207,8 +209,12 @@ void tooltip(const Splits& s, const SplitBlock& b, const SplitsMoment::Block& no
   if (b.is_operator()) {
     ImGui::Text("%s: forward %s, backward %s", b.name.c_str(), b.forward.c_str(),
                 b.backward.c_str());
-    const std::string& phase = b.forward_phase.empty() ? b.backward_phase : b.forward_phase;
-    if (!phase.empty()) ImGui::Text("its all-reduce runs in the phase \"%s\"", phase.c_str());
+    if (!b.forward_phase.empty())
+      ImGui::Text("its forward %s runs in the phase \"%s\"", b.forward.c_str(),
+                  b.forward_phase.c_str());
+    if (!b.backward_phase.empty())
+      ImGui::Text("its backward %s runs in the phase \"%s\"", b.backward.c_str(),
+                  b.backward_phase.c_str());
   } else {
     ImGui::Text("%s (%s), %s", b.name.c_str(), to_string(b.kind), dims(b.shape).c_str());
     switch (b.split) {
@@ -333,10 +339,19 @@ void draw_tensor(ImDrawList* dl, const Splits& s, const SplitBlock& b,
     dl->AddRect(ImVec2(p0.x - 2, p0.y - 2), ImVec2(p1.x + 2, p1.y + 2), kHighlight, 0, 0, 2.5f);
 }
 
-// f or g at the centre c: a circle lit by its all-reduce's state, its name, its two passes.
+// The state of f's or g's collectives: running while either pass's runs, done once one is over
+// (the passes without a collective, "none", do not count).
+PassState operator_state(const SplitsMoment::Block& now) {
+  const PassState f = now.forward, b = now.backward;
+  if (f == PassState::running || b == PassState::running) return PassState::running;
+  if (f == PassState::done || b == PassState::done) return PassState::done;
+  return f == PassState::none && b == PassState::none ? PassState::none : PassState::pending;
+}
+
+// f or g at the centre c: a circle lit by its collectives' state, its name, its two passes.
 void draw_operator(ImDrawList* dl, const SplitBlock& b, const SplitsMoment::Block& now, ImVec2 c,
                    float radius, float w, float small) {
-  const PassState reduce = b.kind == SplitBlockKind::g ? now.forward : now.backward;
+  const PassState reduce = operator_state(now);
   if (reduce == PassState::running)
     dl->AddCircleFilled(c, radius + 4, with_alpha(kHighlight, 0.35f));
   const ImU32 fill = reduce == PassState::running ? kHighlight
@@ -381,7 +396,8 @@ std::string status(const Splits& s, const SplitsMoment& now) {
     if (blk.ranks[r]) on += (count++ ? " r" : "r") + std::to_string(r);
   if (count == s.ranks) on = "every rank";
   const std::string pass = now.backward ? "backward" : "forward";
-  if (b.is_operator()) return pass + ": " + b.name + "'s all-reduce, on " + on;
+  if (b.is_operator())
+    return pass + ": " + b.name + "'s " + (now.backward ? b.backward : b.forward) + ", on " + on;
   const std::string& phase = now.backward ? b.backward_phase : b.forward_phase;
   return pass + ": " + phase + ", on " + on;
 }
