@@ -3,7 +3,8 @@
 #
 # Builds the failure paths' unit tests (distlab_failure_tests), the failure probe and every lesson with -fsanitize=address,undefined
 # (build/asan-ci; -O0 and line tables only, and Ninja, which compiles a target's files before the
-# libraries below it are linked: the build is most of this script's time) and runs:
+# libraries below it are linked: the build is most of this script's time; clang where there is
+# one, which compiles the Eigen-heavy lessons at -O0 in half GCC's time) and runs:
 #   the unit tests of the transport, the runtime, the collectives and the trace;
 #   the failure probe: a wrong send/recv order on 2, 64 and 1000 ranks (exit 3), a rank that
 #   throws with receives posted, a rank that throws, a size mismatch (exit 1), and the valid
@@ -18,15 +19,20 @@ build=build/asan-ci
 flags="-O0 -g1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 generator="Unix Makefiles"
 command -v ninja >/dev/null && generator=Ninja
-if [[ -f "$build/CMakeCache.txt" ]] && ! grep -q "CMAKE_GENERATOR:INTERNAL=$generator\$" "$build/CMakeCache.txt"; then
-  rm -rf "$build"  # made by the other generator
+compiler=$(command -v clang++ || command -v c++)
+if [[ -f "$build/CMakeCache.txt" ]] &&
+  ! { grep -q "CMAKE_GENERATOR:INTERNAL=$generator\$" "$build/CMakeCache.txt" &&
+    grep -q "CMAKE_CXX_COMPILER:.*=$compiler\$" "$build/CMakeCache.txt"; }; then
+  rm -rf "$build"  # made by the other generator or compiler
 fi
 cmake -S . -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=None -DDISTLAB_CUDA=OFF \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 lessons=(00_why_distributed 01_send_recv 02_scatter_gather 03_reduce_broadcast 04_allreduce_allgather
          05_parameter_server 06_allreduce_sequential_ring_parallel 07_recursive_halving 08_zero1 09_zero2
          10_zero3_fsdp 11_pipeline_microbatching 12_tensor_parallel_mlp 13_tensor_parallel_attention
-         14_capstone_3d_parallel 15_trees_hierarchy_alltoall 17_context_parallel 18_expert_parallel)
+         14_capstone_3d_parallel 15_trees_hierarchy_alltoall 16_overlap_bucketing 17_context_parallel
+         18_expert_parallel)
 cmake --build "$build" -j "$(nproc)" --target distlab_failure_tests failure_probe "${lessons[@]}"
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0

@@ -72,10 +72,10 @@ expect_row allreduce passed
 grep -q '^gpu-check: FAILED: lesson 05_parameter_server$' "$out/summary.txt" || fail "last line does not name the lesson"
 
 # 3. A hang mid-way: killed at the deadline less the reserve, the rest not run.
-run hang-transport 'unit transport=hang' --deadline 40
+run hang-transport 'unit transport=hang' --deadline 30
 expect_rc 1
 expect_reported
-expect_in_time 40
+expect_in_time 30
 expect_row 'unit transport' TIMEOUT
 expect_row 'unit ops' passed
 expect_row allreduce 'not run'

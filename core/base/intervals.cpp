@@ -20,7 +20,8 @@ Intervals merged(Intervals spans) {
 Intervals intersection(const Intervals& a, const Intervals& b) {
   Intervals out;
   std::size_t j = 0;
-  for (const auto& [a0, a1] : a) {
+  for (const auto& span : a) {
+    const double a0 = span.first, a1 = span.second;  // not a structured binding: lambdas use it
     // b's ends ascend (merged): a binary search, so that one span against a rank's every
     // interval (the timeline, each frame) costs a log.
     j = static_cast<std::size_t>(

@@ -203,7 +203,7 @@ Replica::Replica(Comm& comm, const Config& c, Ledger& ledger)
       n_(comm.size()),
       me_(comm.rank()),
       units_(zero::units(c.stage, c.shape, n_)),
-      samples_(c.batch, n_),
+      samples_{c.batch, n_},
       teacher_(c.shape, c.seed) {
   std::size_t w_len = 0, g_len = 0, mine = 0, widest = 0;
   for (const Unit& u : units_) {
