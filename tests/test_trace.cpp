@@ -744,6 +744,46 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "trace (schema 3): a receive that ends in the nanosecond it began still gets a deliver "
+    "slice of its own for its flow, inside another receive's",
+    "[trace]") {
+  // Two receives on one lane: a long one whose deliver slice covers 5.5-6 us, and one posted
+  // and done at 5.7 us (its message was already there), at a moment inside that deliver slice.
+  // Printed with no length, the second's flow would bind to the first's deliver slice.
+  RankLog a, b;
+  a.rank = 0;
+  b.rank = 1;
+  for (int i = 0; i < 2; ++i) {
+    SpanEvent send;
+    send.kind = SpanEvent::Kind::send;
+    send.lane = Lane::send;
+    send.name = "send";
+    send.peer = 1;
+    send.tag = i;
+    send.bytes = 8;
+    send.t0 = 1.0 + i;
+    send.t1 = send.t0 + 0.5;
+    a.spans.push_back(send);
+    SpanEvent recv = send;
+    recv.kind = SpanEvent::Kind::recv;
+    recv.lane = Lane::recv;
+    recv.name = "recv";
+    recv.peer = 0;
+    recv.t0 = i == 0 ? 0.5 : 5.7;
+    recv.t1 = i == 0 ? 6.0 : 5.7;
+    b.spans.push_back(recv);
+  }
+  TraceInfo info;
+  info.world.size = 2;
+  const LoadedTrace t = parse_trace(trace_json(info, {a, b}));
+  INFO(joined(check_invariants(t)));
+  CHECK(check_invariants(t).empty());
+  int delivers = 0;
+  for (const auto& sp : t.spans) delivers += sp.cat == "deliver" && sp.dur > 0;
+  CHECK(delivers == 2);
+}
+
+TEST_CASE(
     "trace (schema 3): memory parts in one counter, the total in another, a flat "
     "metadata object, each rank's own steps",
     "[trace]") {

@@ -102,6 +102,17 @@ double deliver_start(double t0, double t1, std::optional<double> sent) {
   return to_ns(std::max(t0, std::min(d0, t1 - kNs)));
 }
 
+// A span's start and end on the printed grid, off: its rank's offset to the epoch. A send or a
+// receive lasts at least a nanosecond: one that began and ended within the same nanosecond would
+// print with no length, its post or deliver slice too, and the flow event at its start would
+// bind to whatever slice encloses that moment on the lane (another receive's deliver).
+std::pair<double, double> printed_times(const SpanEvent& e, double off) {
+  const double t0 = to_ns(e.t0 + off);
+  double t1 = to_ns(std::max(e.t1, e.t0) + off);
+  if (e.kind != SpanEvent::Kind::plain) t1 = std::max(t1, to_ns(t0 + kNs));
+  return {t0, t1};
+}
+
 using FlowKey = std::tuple<int, int, int, std::string, std::uint64_t>;  // src, dst, tag, group, seq
 
 void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flow) {
@@ -158,9 +169,8 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       if (e.kind == SpanEvent::Kind::recv) {
         auto it = flow_ids.find({e.peer, log.rank, e.tag, e.meta.group, e.seq});
         if (it == flow_ids.end()) continue;
-        const double off = log.clock_offset_us - epoch;
-        delivered_at[it->second] = deliver_start(
-            to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off), sent_at[it->second]);
+        const auto [t0, t1] = printed_times(e, log.clock_offset_us - epoch);
+        delivered_at[it->second] = deliver_start(t0, t1, sent_at[it->second]);
       }
 
   std::string out;
@@ -191,7 +201,8 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     slices.reserve(log.spans.size() * 2);
     for (const auto& e : log.spans) {
       // On the printed nanosecond grid from here on: nesting is decided on the times written.
-      Slice s{&e, Role::span, to_ns(e.t0 + off), to_ns(std::max(e.t1, e.t0) + off)};
+      const auto [t0, t1] = printed_times(e, off);
+      Slice s{&e, Role::span, t0, t1};
       if (e.kind == SpanEvent::Kind::send)
         s.flow = flow_ids[{log.rank, e.peer, e.tag, e.meta.group, e.seq}];
       slices.push_back(s);
