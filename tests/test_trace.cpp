@@ -691,6 +691,34 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+// A message from rank 0 to rank 1 (tag, seq): its send span [s0, s1] on the send lane and its
+// receive span [r0, r1] on the receive lane.
+std::pair<SpanEvent, SpanEvent> message_spans(int tag, std::uint64_t seq, double s0, double s1,
+                                              double r0, double r1) {
+  SpanEvent send;
+  send.kind = SpanEvent::Kind::send;
+  send.lane = Lane::send;
+  send.name = "send";
+  send.peer = 1;
+  send.tag = tag;
+  send.seq = seq;
+  send.bytes = 8;
+  send.t0 = s0;
+  send.t1 = s1;
+  SpanEvent recv = send;
+  recv.kind = SpanEvent::Kind::recv;
+  recv.lane = Lane::recv;
+  recv.name = "recv";
+  recv.peer = 0;
+  recv.t0 = r0;
+  recv.t1 = r1;
+  return {send, recv};
+}
+
+}  // namespace
+
 TEST_CASE(
     "trace (schema 3): a receive and its deliver slice over one interval are written "
     "receive first, so the flow binds to the deliver slice",
@@ -703,24 +731,9 @@ TEST_CASE(
   b.rank = 1;
   for (int i = 0; i < 300; ++i) {
     const double t = 10.0 * i;
-    SpanEvent send;
-    send.kind = SpanEvent::Kind::send;
-    send.lane = Lane::send;
-    send.name = "send";
-    send.peer = 1;
-    send.tag = 7;
-    send.seq = static_cast<std::uint64_t>(i);
-    send.bytes = 8;
-    send.t0 = t;
-    send.t1 = t + 5;
+    const auto [send, recv] =
+        message_spans(7, static_cast<std::uint64_t>(i), t, t + 5, t + 1, t + 1.3);
     a.spans.push_back(send);
-    SpanEvent recv = send;
-    recv.kind = SpanEvent::Kind::recv;
-    recv.lane = Lane::recv;
-    recv.name = "recv";
-    recv.peer = 0;
-    recv.t0 = t + 1;
-    recv.t1 = t + 1.3;
     b.spans.push_back(recv);
   }
   TraceInfo info;
@@ -754,23 +767,9 @@ TEST_CASE(
   a.rank = 0;
   b.rank = 1;
   for (int i = 0; i < 2; ++i) {
-    SpanEvent send;
-    send.kind = SpanEvent::Kind::send;
-    send.lane = Lane::send;
-    send.name = "send";
-    send.peer = 1;
-    send.tag = i;
-    send.bytes = 8;
-    send.t0 = 1.0 + i;
-    send.t1 = send.t0 + 0.5;
+    const auto [send, recv] =
+        message_spans(i, 0, 1.0 + i, 1.5 + i, i == 0 ? 0.5 : 5.7, i == 0 ? 6.0 : 5.7);
     a.spans.push_back(send);
-    SpanEvent recv = send;
-    recv.kind = SpanEvent::Kind::recv;
-    recv.lane = Lane::recv;
-    recv.name = "recv";
-    recv.peer = 0;
-    recv.t0 = i == 0 ? 0.5 : 5.7;
-    recv.t1 = i == 0 ? 6.0 : 5.7;
     b.spans.push_back(recv);
   }
   TraceInfo info;
