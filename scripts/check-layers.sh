@@ -28,6 +28,7 @@ declare -A allowed=(
   [bench]="core lessons/common viewer/model"
   [viewer/model]="core/base core/trace"
   [viewer/app]="core/base core/trace viewer/model"
+  [viewer/analyze]="core/base core/trace viewer/model"
 )
 
 # The layer of a path under the tree's root, in $layer ("" when it is in none). No subshell:
@@ -42,6 +43,7 @@ layer_of() {
     lessons/[0-9][0-9]_*/*) layer=lessons ;;
     viewer/model/*) layer=viewer/model ;;
     viewer/app/*) layer=viewer/app ;;
+    viewer/analyze/*) layer=viewer/analyze ;;
     bench/*) layer=bench ;;
     *) layer="" ;;
   esac

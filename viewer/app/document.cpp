@@ -3,13 +3,19 @@
 
 #include <exception>
 #include <filesystem>
+#include <system_error>
+
+#include "viewer/model/pytorch_trace.hpp"
 
 namespace distlab::viewer {
 
 std::string Document::title() const {
   std::string t = std::filesystem::path(path).filename().string();
+  if (t.empty()) t = std::filesystem::path(path).parent_path().filename().string();  // "dir/"
   if (ok() && !model.info.lesson.empty() && t.find(model.info.lesson) == std::string::npos)
     t += " (" + model.info.lesson + ")";
+  if (ok() && model.info.source == "pytorch")
+    t += " (PyTorch, " + std::to_string(model.world_size()) + " ranks)";
   return t;
 }
 
@@ -25,10 +31,17 @@ const ShardState& Document::shards(const Moment& at) {
 }
 
 Document open_document(const std::string& path) {
+  return open_document(std::vector<std::string>{path});
+}
+
+Document open_document(const std::vector<std::string>& paths) {
   Document d;
-  d.path = path;
+  d.path = paths.empty() ? std::string() : paths.front();
+  std::error_code ec;
+  const bool run =
+      paths.size() > 1 || (!paths.empty() && std::filesystem::is_directory(paths[0], ec));
   try {
-    d.model = load_trace_model(path);
+    d.model = run ? load_trace_set(paths) : load_trace_model(d.path);
     d.playback.reset(d.model);
   } catch (const std::exception& e) {
     d.error = e.what();

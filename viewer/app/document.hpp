@@ -60,7 +60,10 @@ struct Document {
   double shards_key_ = 0;
 };
 
-// Loads a trace; a trace that fails to load gives a Document with `error` set (never throws).
+// Loads a trace, or a run of PyTorch profiler traces (several files, or a folder:
+// pytorch_trace.hpp, group_trace_args); a trace that fails to load gives a Document with
+// `error` set (never throws).
 Document open_document(const std::string& path);
+Document open_document(const std::vector<std::string>& paths);
 
 }  // namespace distlab::viewer

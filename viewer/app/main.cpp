@@ -13,6 +13,10 @@
 //   distlab-viewer --describe [--step K | --time T] trace.json
 //                                                    the step's caption and the panels' state as
 //                                                    text (no display, no GL)
+//   distlab-viewer traces/torch/ddp4/                a real run: PyTorch profiler traces, one per
+//   distlab-viewer rank0.json rank1.json ...         rank (a folder, or files given one after
+//                                                    another), opened as one run
+//   (distlab-analyze prints a real run's figures as a table and CSV: viewer/analyze/main.cpp)
 //
 // Exit status: 0; 1 a trace did not load (--png, --bench-frames, --describe) or the PNG was not
 // written; 2 bad options or no display.
@@ -36,6 +40,7 @@
 #include "viewer/app/window.hpp"
 #include "viewer/model/caption.hpp"
 #include "viewer/model/memory_compare.hpp"
+#include "viewer/model/pytorch_trace.hpp"
 
 namespace dv = distlab::viewer;
 
@@ -227,7 +232,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "distlab-viewer: replay, animate and inspect distlab lesson traces (and other Chrome "
       "traces)"};
-  app.add_option("traces", a.traces, "trace files (Chrome Trace Event JSON) to open");
+  app.add_option("traces", a.traces,
+                 "trace files (Chrome Trace Event JSON) to open; PyTorch profiler traces of one "
+                 "run (one per rank: a folder, or files one after another) open as one run");
   app.add_flag("--compare", a.compare, "show the first two traces side by side, playback linked");
   auto* png = app.add_option(
       "--png", a.png, "render one frame into this PNG file with no display (EGL), then exit");
@@ -292,17 +299,22 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "distlab-viewer: --png, --bench-frames and --describe need a trace file\n");
     return 2;
   }
-  if (a.describe && (a.traces.size() > 1 || a.compare)) {
-    fmt::print(stderr, "distlab-viewer: --describe reads one trace ({} given)\n", a.traces.size());
+  // A run of PyTorch profiler traces (a folder, or files one after another) is one document.
+  const std::size_t documents = dv::group_trace_args(a.traces).size();
+  if (a.describe && (documents > 1 || a.compare)) {
+    fmt::print(stderr,
+               "distlab-viewer: --describe reads one trace, or one run of PyTorch traces ({} "
+               "given)\n",
+               documents);
     return 2;
   }
   // memory-compare draws every trace given in one panel (View::documents()).
   const bool all_in_one = only == dv::PanelId::memory_compare;
-  if (!a.png.empty() && !all_in_one && a.traces.size() > (a.compare ? 2u : 1u)) {
+  if (!a.png.empty() && !all_in_one && documents > (a.compare ? 2u : 1u)) {
     fmt::print(stderr,
                "distlab-viewer: --png renders one trace, or two with --compare, or any number with "
                "--panel memory-compare ({} given)\n",
-               a.traces.size());
+               documents);
     return 2;
   }
   if (a.png_sequence > 0 && (a.png.empty() || a.step || a.time_us)) {
@@ -311,7 +323,7 @@ int main(int argc, char** argv) {
                "(no --step or --time)\n");
     return 2;
   }
-  if (a.compare && a.traces.size() < 2) {
+  if (a.compare && documents < 2) {
     fmt::print(stderr, "distlab-viewer: --compare needs two traces\n");
     return 2;
   }

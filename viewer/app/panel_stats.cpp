@@ -9,6 +9,7 @@
 //   the lesson      otherData.text: the concept, and what to look at
 // Everything is computed once per loaded trace (stats.hpp); a trace from another tool shows
 // "—" where it has no such data.
+#include <fmt/format.h>
 #include <imgui.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/real_run.hpp"
 #include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {
@@ -36,6 +38,7 @@ struct Summary {
   std::int64_t bytes = 0;
   CostModel cost;
   std::vector<OperationStats> operations;
+  RealRun real;  // a PyTorch run's collectives (real_run.hpp)
 };
 
 Summary build_summary(const TraceModel& m) {
@@ -47,6 +50,7 @@ Summary build_summary(const TraceModel& m) {
                    [](const LinkTraffic& a, const LinkTraffic& b) { return a.bytes > b.bytes; });
   s.cost = parse_cost_model(m.info.cost_model_json);
   s.operations = operation_stats(m, s.cost);
+  s.real = analyze_real_run(m);
   return s;
 }
 
@@ -92,8 +96,9 @@ void draw_run(const TraceModel& m, const Summary& s) {
   if (ImGui::BeginTable("run", 2, ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
-    fact("lesson", in.lesson);
-    fact("algorithm", in.algorithm);
+    const bool lesson = in.source.empty();  // a real run has no lesson, algorithm or checks
+    if (lesson) fact("lesson", in.lesson);
+    if (lesson) fact("algorithm", in.algorithm);
     const auto dash = [](const std::string& v) { return v.empty() ? std::string(none()) : v; };
     fact("ranks", std::to_string(m.world_size()) + " \u00b7 " + dash(in.mode) + " \u00b7 " +
                       dash(in.device) + " \u00b7 " + dash(in.transport));
@@ -115,6 +120,7 @@ void draw_run(const TraceModel& m, const Summary& s) {
     }
     ImGui::EndTable();
   }
+  if (!in.source.empty()) return;  // a real run verifies nothing
   if (!in.has_verification) {
     ImGui::TextDisabled("verification: %s", none());
   } else if (in.verified && in.failed.empty()) {
@@ -295,12 +301,122 @@ void draw_text(const TraceMeta& in) {
   ImGui::TextWrapped("%s", or_none(in.look_at));
 }
 
+std::string us_text(double microseconds) {
+  return microseconds >= 0 ? format_seconds(microseconds * 1e-6) : none();
+}
+
+// A real run (real_run.hpp): where its ranks and clocks came from, the slowest rank, the worst
+// calls and every rank's waits and overlap.
+void draw_real_run(const TraceModel& m, const RealRun& run) {
+  const TraceMeta& in = m.info;
+  if (ImGui::BeginTable("real", 2, ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
+    fact("ranks", in.rank_origin == "distributedInfo"
+                      ? "from each file's distributedInfo"
+                      : "in the order the files were given (no distributedInfo)");
+    std::string_view from = in.extra_json("collectives_from");
+    if (from.size() >= 2) from = from.substr(1, from.size() - 2);
+    fact("collectives", fmt::format("{} matched by order in their group, from {}; {} with sizes",
+                                    run.calls.size(), from, run.sized_calls));
+    std::string offsets;
+    for (std::size_t r = 0; r < in.clock_offset_us.size(); ++r)
+      offsets += fmt::format("{}r{} {:+.1f} us", r ? ", " : "", r, in.clock_offset_us[r]);
+    fact("clocks", in.clock_error_us >= 0
+                       ? fmt::format("offsets {}; matched ends agree within {}", offsets,
+                                     us_text(in.clock_error_us))
+                       : std::string("not aligned: a rank shares no collective with rank 0"));
+    ImGui::EndTable();
+  }
+  if (run.disagreeing_calls)
+    ImGui::TextColored(kBad, "%d calls where ranks ran different collectives (a hang starts there)",
+                       run.disagreeing_calls);
+  if (run.slowest_rank >= 0) {
+    const RankRunStats& slow = run.ranks[static_cast<std::size_t>(run.slowest_rank)];
+    ImGui::TextColored(kBad, "slowest rank: rank %d, last at %d of %zu calls; the others waited %s",
+                       run.slowest_rank, slow.last_arrivals, run.calls.size(),
+                       us_text(slow.caused_us).c_str());
+  }
+  ImGui::TextDisabled("worst collectives: the others' wait for the last rank");
+  if (ImGui::BeginTable("worst", 8, kTable)) {
+    for (const char* h :
+         {"collective", "size S", "last", "late", "waits", "transfer", "algbw", "busbw"})
+      ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    const std::vector<int> worst = worst_calls(run);
+    for (std::size_t k = 0; k < worst.size() && k < 8; ++k) {
+      const CallStats& c = run.calls[static_cast<std::size_t>(worst[k])];
+      const CollectiveCall& call = m.collectives[static_cast<std::size_t>(c.call)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(call_label(m, call).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(call.bytes >= 0 ? bytes_text(static_cast<double>(call.bytes)).c_str()
+                                             : "?");
+      ImGui::TableNextColumn();
+      if (c.straggler)
+        ImGui::Text("r%d", c.last_rank);
+      else
+        ImGui::TextDisabled("together");
+      for (double v : {c.max_wait_us, c.caused_us, c.transfer_us}) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(us_text(v).c_str());
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bandwidth_text(c.algbw).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bandwidth_text(c.busbw).c_str());
+    }
+    ImGui::EndTable();
+  }
+  if (run.sized_calls == 0)
+    ImGui::TextDisabled("no sizes in this trace (PyTorch 1.x records none): no bandwidth");
+  ImGui::TextDisabled("per rank: communication %s", run.gpu ? "vs computation on its GPU streams"
+                                                            : "vs computation on its CPU threads");
+  if (ImGui::BeginTable("real ranks", 8, kTable)) {
+    for (const char* h :
+         {"rank", "calls", "communication", "waited", "caused", "last", "hidden", "exposed"})
+      ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (std::size_t r = 0; r < run.ranks.size(); ++r) {
+      const RankRunStats& rs = run.ranks[r];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      if (static_cast<int>(r) == run.slowest_rank)
+        ImGui::TextColored(kBad, "r%zu", r);
+      else
+        ImGui::Text("r%zu", r);
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", rs.calls);
+      for (double v : {rs.comm_us, rs.waited_us, rs.caused_us}) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(us_text(v).c_str());
+      }
+      ImGui::TableNextColumn();
+      ImGui::Text("%dx", rs.last_arrivals);
+      for (double v : {rs.hidden_us, rs.exposed_us()}) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(us_text(v).c_str());
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
 }  // namespace
 
 void draw_stats(PanelContext& ctx) {
   const TraceModel& m = ctx.model();
   const Summary& s = ctx.doc.derived<Summary>(build_summary);
   draw_run(m, s);
+  if (m.info.source == "pytorch") {
+    if (s.real.present)
+      draw_real_run(m, s.real);
+    else
+      ImGui::TextDisabled(
+          "no collectives found (no NCCL kernel, gloo span, record_param_comms or c10d op)");
+    return;  // the lesson's sections have nothing to show for a real run
+  }
   if (ImGui::CollapsingHeader("the lesson", ImGuiTreeNodeFlags_DefaultOpen)) draw_text(m.info);
   if (ImGui::CollapsingHeader("operations: time and bandwidth", ImGuiTreeNodeFlags_DefaultOpen))
     draw_operations(m, s);

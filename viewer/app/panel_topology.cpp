@@ -27,7 +27,9 @@
 #include "core/base/units.hpp"
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
+#include "viewer/model/caption.hpp"
 #include "viewer/model/phase_steps.hpp"
+#include "viewer/model/real_run.hpp"
 #include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
 
@@ -355,6 +357,28 @@ std::int64_t bytes_moved(const Layout& l, int r) {
   return l.rank_so_far[r].bytes_sent + l.rank_so_far[r].bytes_recv;
 }
 
+// A real run (real_run.hpp): under each rank, how it came to the step's collective: how long it
+// waited for the last rank, or, on the straggler, that the others waited for it.
+void call_labels(PanelContext& ctx, ImDrawList* dl, const std::vector<ImVec2>& at, float node_px) {
+  const TraceModel& m = ctx.model();
+  const RealRun& run = ctx.doc.derived<RealRun>(analyze_real_run);
+  const int k = caption_beat(m, ctx.now) - 1;
+  if (k < 0 || k >= static_cast<int>(run.calls.size())) return;
+  const CallStats& c = run.calls[static_cast<std::size_t>(k)];
+  for (std::size_t r = 0; r < at.size() && r < c.wait.size(); ++r) {
+    if (c.wait[r] < 0) continue;
+    const bool last = c.straggler && static_cast<int>(r) == c.last_rank;
+    const std::string text =
+        last ? "last in: the others wait" : "waits " + format_seconds(c.wait[r] * 1e-6);
+    const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+    const ImVec2 p(at[r].x - ts.x * 0.5f, at[r].y + node_px * 1.35f + 2);
+    dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y),
+                      IM_COL32(20, 22, 28, 220));
+    dl->AddText(p, last ? IM_COL32(255, 107, 107, 255) : kDim, text.c_str());
+    if (last) dl->AddCircle(at[r], node_px * 1.5f, IM_COL32(255, 107, 107, 255), 0, 2.5f);
+  }
+}
+
 }  // namespace
 
 void draw_topology(PanelContext& ctx) {
@@ -538,6 +562,8 @@ void draw_topology(PanelContext& ctx) {
       dl->AddText(p, server ? kHighlight : kDim, text.c_str());
     }
   }
+
+  if (m.info.source == "pytorch") call_labels(ctx, dl, at, node_px);
 
   if (hovered_rank >= 0) {
     rank_tooltip(m, l, hovered_rank, busy[hovered_rank]);

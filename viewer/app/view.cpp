@@ -25,6 +25,7 @@
 #include <system_error>
 
 #include "viewer/model/panel_content.hpp"
+#include "viewer/model/pytorch_trace.hpp"
 
 namespace distlab::viewer {
 
@@ -61,7 +62,7 @@ void View::open(const std::string& path) {
 }
 
 void View::open_all(const std::vector<std::string>& paths) {
-  for (const auto& p : paths) docs_.push_back(open_document(p));
+  for (const auto& group : group_trace_args(paths)) docs_.push_back(open_document(group));
   current_ = 0;
 }
 

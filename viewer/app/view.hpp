@@ -16,6 +16,8 @@ class View {
  public:
   // Opens each path (a failed load stays open as a document that shows its error).
   void open(const std::string& path);
+  // Every path given: PyTorch profiler traces one after another, or a folder of them, open
+  // as one run (pytorch_trace.hpp: group_trace_args).
   void open_all(const std::vector<std::string>& paths);
 
   // One frame of ImGui calls, between ImGui::NewFrame() and ImGui::Render(). `wall_seconds`

@@ -22,6 +22,7 @@
 
 #include "core/base/units.hpp"
 #include "viewer/model/overlap.hpp"
+#include "viewer/model/real_run.hpp"
 #include "viewer/model/schedule.hpp"
 #include "viewer/model/shard_replay.hpp"
 
@@ -725,6 +726,11 @@ std::string Caption::line() const {
 
 CaptionIndex index_captions(const TraceModel& m) {
   CaptionIndex index;
+  if (m.info.source == "pytorch") {
+    const RealRun run = analyze_real_run(m);
+    for (std::size_t k = 0; k < run.calls.size(); ++k)
+      index.call_flows.push_back(call_caption(m, run, static_cast<int>(k)));
+  }
   index.messages_of_beat.resize(m.step_ids.size() + 1);
   for (std::size_t i = 0; i < m.messages.size(); ++i) {
     const Message& msg = m.messages[i];
@@ -765,7 +771,12 @@ Caption caption_at(const TraceModel& m, const CaptionIndex& index, const Moment&
   c.steps = static_cast<int>(m.step_ids.size());
   c.beat = caption_beat(m, at);
   c.step_id = c.beat >= 1 ? m.step_ids[c.beat - 1] : -1;
-  if (c.steps == 0) {
+  if (!index.call_flows.empty()) {  // a real run: a step is a collective
+    const std::size_t k = static_cast<std::size_t>(std::max(0, c.beat - 1));
+    if (k < m.collectives.size()) c.collective = std::string(m.str(m.collectives[k].name));
+    if (k < index.call_flows.size())
+      c.flow = (c.beat == 0 ? "before the first collective; next, " : "") + index.call_flows[k];
+  } else if (c.steps == 0) {
     c.flow = "this trace has no algorithm steps";
   } else if (c.beat == 0) {
     const Told next = tell_beat(m, index, 1);
@@ -914,7 +925,9 @@ std::string describe(const TraceModel& m, const Moment& at) {
                          parts.empty() ? "" : " (" + parts + ")");
     }
   }
-  return out + describe_overlap(m, at.time_us) + describe_schedule(build_pipeline_schedule(m), at);
+  out += describe_overlap(m, at.time_us) + describe_schedule(build_pipeline_schedule(m), at);
+  if (m.info.source == "pytorch") out += describe_real_run(m, analyze_real_run(m));
+  return out;
 }
 
 }  // namespace distlab::viewer

@@ -81,6 +81,9 @@ struct CaptionIndex {
   std::vector<std::uint32_t> reduced_buffers;  // string ids some message reduces into, sorted
   std::vector<BufferRole> roles;               // by buffer string id
   TrainSteps training;
+  // A real run's steps are its collectives (pytorch_trace.hpp): each one's sentence
+  // (real_run.hpp: call_caption), by beat - 1.
+  std::vector<std::string> call_flows;
 };
 CaptionIndex index_captions(const TraceModel& model);
 

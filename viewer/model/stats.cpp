@@ -154,6 +154,8 @@ const char* to_string(Pattern p) {
       return "gather";
     case Pattern::scatter:
       return "scatter";
+    case Pattern::all_to_all:
+      return "all-to-all";
   }
   return "?";
 }
@@ -163,8 +165,9 @@ Pattern parse_pattern(std::string_view name) {
   for (char c : name)
     if (c != '_' && c != '-' && c != ' ')
       s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (Pattern p : {Pattern::all_reduce, Pattern::reduce_scatter, Pattern::all_gather,
-                    Pattern::reduce, Pattern::broadcast, Pattern::gather, Pattern::scatter}) {
+  for (Pattern p :
+       {Pattern::all_reduce, Pattern::reduce_scatter, Pattern::all_gather, Pattern::reduce,
+        Pattern::broadcast, Pattern::gather, Pattern::scatter, Pattern::all_to_all}) {
     std::string n;
     for (const char* c = to_string(p); *c; ++c)
       if (*c != '-') n += *c;
@@ -183,6 +186,7 @@ double bus_factor(Pattern p, int ranks) {
     case Pattern::all_gather:
     case Pattern::gather:
     case Pattern::scatter:
+    case Pattern::all_to_all:
       return (n - 1) / n;
     case Pattern::reduce:
     case Pattern::broadcast:

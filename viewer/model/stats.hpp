@@ -11,7 +11,7 @@
 //                                                     relative to S, so busbw compares with
 //                                                     the link's peak whatever the algorithm)
 //               factors (nccl-tests doc/PERFORMANCE.md): all-reduce 2(n-1)/n; all-gather,
-//               reduce-scatter, gather, scatter (n-1)/n; broadcast, reduce 1.
+//               reduce-scatter, gather, scatter, all-to-all (n-1)/n; broadcast, reduce 1.
 #pragma once
 
 #include <cstdint>
@@ -82,7 +82,8 @@ enum class Pattern : std::uint8_t {
   reduce,
   broadcast,
   gather,
-  scatter
+  scatter,
+  all_to_all  // a real run's (pytorch_trace.hpp); a lesson's buffers are never classified so
 };
 const char* to_string(Pattern p);              // "all-reduce", ...; "?" for unknown
 Pattern parse_pattern(std::string_view name);  // "allreduce", "all_reduce", "all-reduce", ...

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include "core/base/check.hpp"
 #include "core/trace/format.hpp"
+#include "viewer/model/pytorch_trace.hpp"
 
 namespace distlab::viewer {
 
@@ -138,6 +140,7 @@ int clamp_int(std::int64_t v) {
 struct EventFields {
   std::string_view ph, name, cat, bp, s_scope;
   std::optional<std::int64_t> pid, tid;
+  std::string_view pid_text;  // a string pid (PyTorch's "CPU functions")
   double ts = 0, dur = -1;
   bool has_ts = false;
   std::uint64_t id = 0;
@@ -146,6 +149,7 @@ struct EventFields {
   SpanArgs margs;
   bool message_args = false;
   bool phase_args = false;  // op, micro, stage, chunk or text: kept on a compute span too
+  bool comms_args = false;  // a PyTorch collective's args: kept too
   std::string_view arg_name;
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
@@ -251,9 +255,12 @@ class Builder {
         f.bp = as_string(v).value_or("");
       else if (key == "s")
         f.s_scope = as_string(v).value_or("");
-      else if (key == "pid")
-        f.pid = as_int(v);
-      else if (key == "tid")
+      else if (key == "pid") {
+        if (auto text = as_string(v))
+          f.pid_text = *text;
+        else
+          f.pid = as_int(v);
+      } else if (key == "tid")
         f.tid = as_int(v);
       else if (key == "ts") {
         if (auto d = as_double(v)) f.ts = *d, f.has_ts = true;
@@ -316,6 +323,18 @@ class Builder {
         a.text = intern(as_string(v).value_or("")), f.phase_args = true;
       else if (key == "name")
         f.arg_name = as_string(v).value_or("");
+      else if (key == "Collective name")  // PyTorch 2.x's record_param_comms (util.h)
+        a.collective = intern(as_string(v).value_or("")), f.comms_args = true;
+      else if (key == "In msg nelems")
+        a.in_elems = as_int(v).value_or(-1), f.comms_args = true;
+      else if (key == "Out msg nelems")
+        a.out_elems = as_int(v).value_or(-1), f.comms_args = true;
+      else if (key == "dtype")
+        a.dtype = intern(as_string(v).value_or(""));
+      else if (key == "Group size")
+        a.group_size = clamp_int(as_int(v).value_or(-1));
+      else if (key == "Process Group Name")
+        a.group = intern(as_string(v).value_or(""));
       else if (key == "sort_index")
         f.sort_index = as_int(v);
       else if (key == "total_bytes")
@@ -350,7 +369,8 @@ class Builder {
     s.lane = lane_of(pid, tid);
     s.name = name;
     s.kind = kind;
-    if (f && (f->message_args || f->phase_args || f->margs.msg || kind != SpanKind::compute)) {
+    if (f && (f->message_args || f->phase_args || f->comms_args || f->margs.msg ||
+              kind != SpanKind::compute)) {
       s.args = static_cast<std::int32_t>(m.span_args.size());
       m.span_args.push_back(f->margs);
     }
@@ -362,13 +382,17 @@ class Builder {
       ++skipped_;
       return;
     }
+    const char ph = f.ph.size() == 1 ? f.ph[0] : '?';
+    if (one_rank) {
+      add_rank_event(f, ph);
+      return;
+    }
     // Metadata may come with pid only; everything else needs an integer pid (tid defaults to 0).
     if (!f.pid) {
       ++skipped_;
       return;
     }
     const int pid = clamp_int(*f.pid), tid = clamp_int(f.tid.value_or(0));
-    const char ph = f.ph.size() == 1 ? f.ph[0] : '?';
     switch (ph) {
       case 'X':
         // A send's "post" slice (schema 3) exists for other viewers' flow arrows: the message
@@ -428,15 +452,71 @@ class Builder {
       default:
         break;  // other phases (t, n, b, e, P, ...) are not drawn
     }
-    if (f.has_ts) {
-      const double end = f.ts + (ph == 'X' ? std::max(0.0, f.dur) : 0.0);
-      if (!have_extent_) m.t_begin = f.ts, m.t_end = end, have_extent_ = true;
-      m.t_begin = std::min(m.t_begin, f.ts);
-      m.t_end = std::max(m.t_end, end);
-    }
+    if (f.has_ts) extend(f.ts, ph == 'X' ? f.dur : 0.0);
   }
   bool have_extent_ = false;
 
+  void extend(double ts, double dur) {
+    const double end = ts + std::max(0.0, dur);
+    if (!have_extent_) m.t_begin = ts, m.t_end = end, have_extent_ = true;
+    m.t_begin = std::min(m.t_begin, ts);
+    m.t_end = std::max(m.t_end, end);
+  }
+
+  // One rank's file (parse_rank_file): each (pid, tid) of the file is a lane of rank pid 1, by
+  // first appearance; a string pid is a process of its own.
+  std::map<std::pair<std::int64_t, std::int64_t>, int> rank_lanes_;
+  std::map<std::int64_t, std::string> rank_processes_;  // process_name by the file's pid
+
+  void add_rank_event(const EventFields& f, char ph) {
+    const std::int64_t pid_key = !f.pid_text.empty()
+                                     ? -1 - static_cast<std::int64_t>(intern(f.pid_text))
+                                     : f.pid.value_or(0);
+    const std::int64_t tid_key = f.tid.value_or(0);
+    if (ph == 'M') {
+      if (f.name == "process_name")
+        rank_processes_[pid_key] = f.arg_name;
+      else if (f.name == "thread_name" && f.tid)
+        thread_names_[{1, rank_lane(pid_key, tid_key)}] = f.arg_name;
+      return;
+    }
+    if (ph != 'X' && ph != 'B' && ph != 'E') return;  // flows, instants, counters: see the header
+    EventFields g = f;
+    g.pid = 1;
+    g.tid = rank_lane(pid_key, tid_key);
+    g.pid_text = {};
+    one_rank = false;
+    add_event(g);
+    one_rank = true;
+  }
+  int rank_lane(std::int64_t pid_key, std::int64_t tid_key) {
+    auto [it, fresh] =
+        rank_lanes_.try_emplace({pid_key, tid_key}, static_cast<int>(rank_lanes_.size()) + 1);
+    return it->second;
+  }
+
+ public:
+  bool one_rank = false;
+  // One rank's lanes named "<process> / <thread>" when the file has several processes (a CPU
+  // and its GPUs), and the rank its process's name.
+  void name_rank_lanes() {
+    std::map<std::int64_t, bool> processes;
+    for (const auto& [key, lane] : rank_lanes_) processes[key.first] = true;
+    for (const auto& [key, lane] : rank_lanes_) {
+      std::string& name = thread_names_[{1, lane}];
+      if (name.empty()) name = fmt::format("tid {}", key.second);
+      auto p = rank_processes_.find(key.first);
+      if (processes.size() > 1)
+        name = fmt::format("{} / {}",
+                           p != rank_processes_.end() && !p->second.empty() ? p->second
+                           : key.first < 0
+                               ? std::string(m.str(static_cast<std::uint32_t>(-1 - key.first)))
+                               : fmt::format("pid {}", key.first),
+                           name);
+    }
+  }
+
+ private:
   void build_messages();
 };
 
@@ -734,6 +814,25 @@ constexpr const char* kExpected =
 
 namespace {
 
+// PyTorch's distributedInfo (Kineto): {"backend": "nccl" or {"name": ...}, "rank": R,
+// "world_size": N, ...}; rank, world_size and backend go to info.extra as JSON text.
+void read_distributed_info(od::object dist, TraceModel& m) {
+  for (auto field : dist) {
+    const std::string_view key = field.unescaped_key();
+    od::value v = field.value();
+    if (key == "rank" || key == "world_size") {
+      if (auto i = as_int(v)) m.info.extra[std::string(key)] = std::to_string(*i);
+    } else if (key == "backend") {
+      std::optional<std::string_view> name = as_string(v);
+      od::object o;
+      if (!name && !other_type(v.get_object().get(o)))
+        for (auto bf : o)
+          if (bf.unescaped_key().value() == "name") name = as_string(bf.value());
+      if (name) m.info.extra["backend"] = std::string(*name);
+    }
+  }
+}
+
 // Reads a whole trace text into `b` (events and otherData; b.finish() comes after).
 void read_trace(simdjson::padded_string_view json, Builder& b) {
   const std::size_t start = json.find_first_not_of(" \t\r\n");
@@ -763,6 +862,9 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
         } else if (key == "otherData") {
           od::object other;
           if (!other_type(field.value().get_object().get(other))) b.read_other(other);
+        } else if (key == "distributedInfo") {
+          od::object dist;
+          if (!other_type(field.value().get_object().get(dist))) read_distributed_info(dist, b.m);
         }
       }
     } else {
@@ -780,21 +882,27 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
                     b.m.info.schema_version, kTraceSchemaVersion));
 }
 
-}  // namespace
-
-TraceModel parse_trace_model(std::string_view json) {
-  Builder b;
-  read_trace(simdjson::padded_string(json), b);  // the padded copy is gone before finish()
+// Reads and finishes one text (or file): a distlab or Chrome trace, or one rank's file.
+TraceModel finish_model(Builder& b) {
+  if (b.one_rank) b.name_rank_lanes();
   b.finish();
-  index_steps(b.m);
+  if (!b.one_rank) index_steps(b.m);
   return std::move(b.m);
+}
+
+TraceModel parse_with(std::string_view json, bool one_rank) {
+  Builder b;
+  b.one_rank = one_rank;
+  read_trace(simdjson::padded_string(json), b);  // the padded copy is gone before finish()
+  return finish_model(b);
 }
 
 // Memory (target: a peak of at most 3x the file): the file is read once, straight into simdjson's
 // padded buffer, and that buffer and the parser's structural index (4 bytes per JSON token,
 // about as large as the file again) are freed before finish() builds messages and sorts.
-TraceModel load_trace_model(const std::string& path) {
+TraceModel load_with(const std::string& path, bool one_rank) {
   Builder b;
+  b.one_rank = one_rank;
   {
     simdjson::padded_string text;
     if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS)
@@ -805,9 +913,49 @@ TraceModel load_trace_model(const std::string& path) {
       throw Error(fmt::format("{}: {}", path, e.what()));
     }
   }
-  b.finish();
-  index_steps(b.m);
-  return std::move(b.m);
+  return finish_model(b);
+}
+
+// The first bytes of a file, for looks_like_pytorch.
+std::string file_head(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 * 1024, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
+  return head;
+}
+
+}  // namespace
+
+bool looks_like_pytorch(std::string_view head) {
+  if (head.find("\"distlab-trace\"") != std::string_view::npos) return false;
+  for (std::string_view mark : {"\"CPU functions\"", "\"distributedInfo\"", "\"deviceProperties\"",
+                                "\"ProfilerStep#", "\"record_param_comms\"", "\"cpu_op\"",
+                                "\"gloo:", "\"c10d::", "\"ncclDevKernel_", "\"ncclKernel_"})
+    if (head.find(mark) != std::string_view::npos) return true;
+  return false;
+}
+
+bool file_looks_like_pytorch(const std::string& path) {
+  return looks_like_pytorch(file_head(path));
+}
+
+TraceModel parse_trace_model(std::string_view json) {
+  if (looks_like_pytorch(json.substr(0, 64 * 1024))) return parse_trace_set({json}, {"trace"});
+  return parse_with(json, false);
+}
+
+TraceModel parse_rank_file(std::string_view json) {
+  return parse_with(json, true);
+}
+
+TraceModel load_rank_file(const std::string& path) {
+  return load_with(path, true);
+}
+
+TraceModel load_trace_model(const std::string& path) {
+  if (file_looks_like_pytorch(path)) return load_trace_set({path});
+  return load_with(path, false);
 }
 
 }  // namespace distlab::viewer

@@ -56,6 +56,13 @@ struct SpanArgs {
   std::int32_t micro = -1;  // micro-batch
   std::int32_t stage = -1;  // pipeline stage (the rank's row) the phase runs
   std::uint32_t text = 0;   // string table index: the lesson's caption for the phase
+  // A collective's args in a PyTorch profiler trace (PyTorch 2.x's record_param_comms and the
+  // kernels Kineto copies them to: "Collective name", "In msg nelems", "Out msg nelems",
+  // "dtype", "Group size"; "Process Group Name" is `group`). 0 / -1 when absent.
+  std::uint32_t collective = 0;  // string table index
+  std::uint32_t dtype = 0;       // string table index: "Float", "BFloat16", ...
+  std::int32_t group_size = -1;
+  std::int64_t in_elems = -1, out_elems = -1;
 };
 
 // 32 bytes; the args of message spans live beside, in TraceModel::span_args.
@@ -152,11 +159,34 @@ struct TraceMeta {
   // Every other otherData field, as its raw JSON text by key (a lesson's own metadata:
   // "roles", "splits", "zero", "alpha_s", ...). A panel that needs one parses it.
   std::map<std::string, std::string, std::less<>> extra;
+  // A run loaded from several files, one per rank (load_trace_set: PyTorch profiler traces):
+  // each rank's file, how ranks were assigned ("distributedInfo" when every file names its
+  // rank, else "file order"), and the clock alignment (real_run.hpp, align_clocks): the offset
+  // added to each rank's times, in microseconds, and the worst disagreement left between the
+  // ends of a matched collective, which bounds each offset's error. Empty for one distlab trace.
+  std::string source;  // "pytorch" for profiler traces, else ""
+  std::vector<std::string> rank_files;
+  std::string rank_origin;
+  std::vector<double> clock_offset_us;
+  double clock_error_us = -1;  // -1: the clocks were not aligned (no collective in common)
   // extra[key], or "" when the trace has no such field.
   std::string_view extra_json(std::string_view key) const {
     auto it = extra.find(key);
     return it == extra.end() ? std::string_view{} : std::string_view(it->second);
   }
+};
+
+// One collective of a real run, matched across the ranks of its group (real_run.hpp): the
+// k-th call of its process group on every rank that has one.
+struct CollectiveCall {
+  std::uint32_t name = 0;   // string table index: the collective ("all-reduce", "barrier")
+  std::uint32_t group = 0;  // string table index: its process group, 0 = the default one
+  int index = 0;            // its order within the group, from 0
+  // Per rank (index into ranks): the call's span, -1 when the rank has none in this group.
+  std::vector<std::int32_t> spans;
+  std::int64_t bytes = -1;  // S, nccl-tests' message size; -1 when the trace gives no sizes
+  int group_size = 0;       // the ranks that called it
+  bool names_agree = true;  // every rank's k-th call is the same collective
 };
 
 struct TraceModel {
@@ -183,6 +213,8 @@ struct TraceModel {
   // times, so the Memory panel shows each rank no later than this (memory_at).
   std::vector<double> rank_end;
   std::size_t events = 0;  // events read
+  // A real run's collectives (load_trace_set), by the start of their earliest call.
+  std::vector<CollectiveCall> collectives;
 
   int world_size() const { return static_cast<int>(ranks.size()); }
   std::string_view str(std::uint32_t i) const {
@@ -198,7 +230,21 @@ struct TraceModel {
 void index_steps(TraceModel& model);
 
 // Throws distlab::Error: "<what was wrong>; <what a trace should look like>".
+// A PyTorch profiler trace (looks_like_pytorch) loads as a run of one rank (pytorch_trace.hpp).
 TraceModel parse_trace_model(std::string_view json);
 TraceModel load_trace_model(const std::string& path);
+
+// Whether a trace's first bytes are a PyTorch profiler (Kineto) trace's and not distlab's
+// (pytorch_trace.hpp loads those: one file per rank, collectives matched, clocks aligned).
+bool looks_like_pytorch(std::string_view head);
+bool file_looks_like_pytorch(const std::string& path);  // its first 64 KiB do
+
+// One rank's file of a run traced one file per rank: every process and thread in it becomes a
+// lane of a single rank (pid 1; string pids such as PyTorch's "CPU functions" included), flow
+// arrows, instants and counters are left out (they link a rank's CPU to its own GPU), and
+// distributedInfo's rank, world size and backend go to info.extra ("rank", "world_size",
+// "backend"). pytorch_trace.hpp merges such ranks into one run.
+TraceModel parse_rank_file(std::string_view json);
+TraceModel load_rank_file(const std::string& path);
 
 }  // namespace distlab::viewer

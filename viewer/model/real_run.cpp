@@ -1,0 +1,294 @@
+// real_run.cpp — a real run's calls, stragglers and overlap (real_run.hpp).
+#include "viewer/model/real_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string_view>
+
+#include "core/base/intervals.hpp"
+#include "core/base/units.hpp"
+
+namespace distlab::viewer {
+
+namespace {
+
+bool is_communication(std::string_view name) {
+  return name.starts_with("nccl") || name.starts_with("gloo:") || name.starts_with("c10d::") ||
+         name == "record_param_comms";
+}
+
+// A lane of a GPU (Kineto names them "stream 7", under a process "GPU 0"), or one that runs
+// NCCL's kernels.
+bool is_gpu_lane(const TraceModel& m, const Lane& lane) {
+  if (lane.name.find("stream") != std::string::npos || lane.name.find("GPU") != std::string::npos)
+    return true;
+  for (std::uint32_t i = lane.span_begin; i < lane.span_end; ++i)
+    if (m.str(m.spans[i].name).starts_with("nccl")) return true;
+  return false;
+}
+
+// The rank's computation: its lanes' innermost spans that are not communication (real_run.hpp).
+Intervals computation(const TraceModel& m, int rank, bool gpu_only) {
+  Intervals work;
+  for (std::uint32_t l : m.ranks[static_cast<std::size_t>(rank)].lanes) {
+    const Lane& lane = m.lanes[l];
+    if (gpu_only && !is_gpu_lane(m, lane)) continue;
+    for (std::uint32_t i = lane.span_begin; i < lane.span_end; ++i) {
+      const Span& s = m.spans[i];
+      // Spans are sorted by start, outermost first: s has a child when the next span starts
+      // before s ends.
+      const bool leaf = i + 1 == lane.span_end || m.spans[i + 1].start >= s.end();
+      if (leaf && s.dur > 0 && !is_communication(m.str(s.name))) work.push_back({s.start, s.end()});
+    }
+  }
+  return merged(std::move(work));
+}
+
+}  // namespace
+
+RealRun analyze_real_run(const TraceModel& m) {
+  RealRun run;
+  const int n = m.world_size();
+  run.present = m.info.source == "pytorch" && !m.collectives.empty();
+  run.ranks.resize(static_cast<std::size_t>(n));
+  if (!run.present) return run;
+  std::vector<Intervals> comm(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < m.collectives.size(); ++k) {
+    const CollectiveCall& c = m.collectives[k];
+    CallStats s;
+    s.call = static_cast<int>(k);
+    s.pattern = parse_pattern(m.str(c.name));
+    s.arrival.assign(static_cast<std::size_t>(n), -1);
+    s.dur.assign(static_cast<std::size_t>(n), -1);
+    s.wait.assign(static_cast<std::size_t>(n), -1);
+    double last = -INFINITY;
+    for (int r = 0; r < n; ++r) {
+      const std::int32_t i = c.spans[static_cast<std::size_t>(r)];
+      if (i < 0) continue;
+      const Span& span = m.spans[static_cast<std::size_t>(i)];
+      s.arrival[static_cast<std::size_t>(r)] = span.start;
+      s.dur[static_cast<std::size_t>(r)] = span.dur;
+      comm[static_cast<std::size_t>(r)].push_back({span.start, span.end()});
+      RankRunStats& rs = run.ranks[static_cast<std::size_t>(r)];
+      ++rs.calls;
+      if (span.start > last) last = span.start, s.last_rank = r;
+    }
+    for (int r = 0; r < n; ++r) {
+      const double a = s.arrival[static_cast<std::size_t>(r)];
+      if (c.spans[static_cast<std::size_t>(r)] < 0) continue;
+      const double w = last - a;
+      s.wait[static_cast<std::size_t>(r)] = w;
+      run.ranks[static_cast<std::size_t>(r)].waited_us += w;
+      s.caused_us += w;
+      s.max_wait_us = std::max(s.max_wait_us, w);
+    }
+    // A rank is the straggler only when it arrived later than the clocks can tell apart.
+    if (c.group_size > 1 && s.max_wait_us > std::max(0.0, m.info.clock_error_us)) {
+      RankRunStats& straggler = run.ranks[static_cast<std::size_t>(s.last_rank)];
+      straggler.caused_us += s.caused_us;
+      ++straggler.last_arrivals;
+    } else {
+      s.straggler = false;
+    }
+    s.transfer_us = s.dur[static_cast<std::size_t>(s.last_rank)];
+    if (c.bytes >= 0 && s.transfer_us > 0) {
+      ++run.sized_calls;
+      s.algbw = static_cast<double>(c.bytes) / (s.transfer_us * 1e-6);
+      const double f = bus_factor(s.pattern, c.group_size);
+      s.busbw = f > 0 ? s.algbw * f : -1;
+    } else if (c.bytes >= 0) {
+      ++run.sized_calls;
+    }
+    if (!c.names_agree) ++run.disagreeing_calls;
+    run.calls.push_back(std::move(s));
+  }
+
+  // Overlap: computation on the GPU streams when a rank has any.
+  for (const Lane& lane : m.lanes)
+    if (is_gpu_lane(m, lane)) run.gpu = true;
+  for (int r = 0; r < n; ++r) {
+    RankRunStats& rs = run.ranks[static_cast<std::size_t>(r)];
+    const Intervals c = merged(std::move(comm[static_cast<std::size_t>(r)]));
+    rs.comm_us = length(c);
+    rs.hidden_us = length(intersection(c, computation(m, r, run.gpu)));
+  }
+  double most = 0;
+  for (int r = 0; r < n; ++r)
+    if (run.ranks[static_cast<std::size_t>(r)].caused_us > most)
+      most = run.ranks[static_cast<std::size_t>(r)].caused_us, run.slowest_rank = r;
+  return run;
+}
+
+std::vector<int> worst_calls(const RealRun& run) {
+  std::vector<int> order(run.calls.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const CallStats &x = run.calls[static_cast<std::size_t>(a)],
+                    &y = run.calls[static_cast<std::size_t>(b)];
+    if (x.caused_us != y.caused_us) return x.caused_us > y.caused_us;
+    return x.transfer_us > y.transfer_us;
+  });
+  return order;
+}
+
+std::string call_label(const TraceModel& m, const CollectiveCall& call) {
+  const std::string_view group = m.str(call.group);
+  return fmt::format("{} #{}{}", m.str(call.name), call.index,
+                     group.empty() ? "" : fmt::format(" (group {})", group));
+}
+
+namespace {
+
+std::string us(double microseconds) {
+  return format_seconds(microseconds * 1e-6);
+}
+
+std::string size_text(const CollectiveCall& c) {
+  return c.bytes >= 0 ? format_bytes(static_cast<double>(c.bytes)) : "?";
+}
+
+// The straggler's rank, or "-" when the ranks arrived together as far as the clocks tell.
+std::string last_text(const CallStats& s) {
+  return s.straggler ? std::to_string(s.last_rank) : "-";
+}
+
+std::string ranks_origin(const TraceModel& m) {
+  return m.info.rank_origin == "distributedInfo"
+             ? "ranks from each file's distributedInfo"
+             : "ranks in the order the files were given (the files carry no distributedInfo)";
+}
+
+}  // namespace
+
+std::string call_caption(const TraceModel& m, const RealRun& run, int k) {
+  const CallStats& s = run.calls[static_cast<std::size_t>(k)];
+  const CollectiveCall& c = m.collectives[static_cast<std::size_t>(s.call)];
+  std::string out = call_label(m, c) + ": ";
+  if (c.group_size > 1 && s.straggler)
+    out += fmt::format("rank {} arrives last, {} after the first; the others wait {} in all; ",
+                       s.last_rank, us(s.max_wait_us), us(s.caused_us));
+  else if (c.group_size > 1)
+    out += fmt::format("the ranks arrive together (within {}, the clocks' error); ",
+                       us(s.max_wait_us));
+  else
+    out += fmt::format("rank {} alone (no other rank's call matched); ", s.last_rank);
+  out += fmt::format("transfer {}; {}", us(s.transfer_us),
+                     c.bytes >= 0 ? format_bytes(static_cast<double>(c.bytes)) : "size unknown");
+  if (s.busbw > 0) out += fmt::format(", busbw {}", format_bandwidth(s.busbw));
+  if (!c.names_agree) out += "; the ranks ran different collectives here";
+  return out;
+}
+
+std::string describe_real_run(const TraceModel& m, const RealRun& run) {
+  std::string out;
+  const int n = m.world_size();
+  out += fmt::format("real run: {} ranks, {}; collectives from {}\n", n, ranks_origin(m),
+                     m.info.extra_json("collectives_from"));
+  for (int r = 0; r < n && r < static_cast<int>(m.info.rank_files.size()); ++r)
+    out += fmt::format("  rank {}: {}, clock offset {:+.3f} us\n", r,
+                       m.info.rank_files[static_cast<std::size_t>(r)],
+                       r < static_cast<int>(m.info.clock_offset_us.size())
+                           ? m.info.clock_offset_us[static_cast<std::size_t>(r)]
+                           : 0.0);
+  if (m.info.clock_error_us >= 0)
+    out += fmt::format(
+        "clocks: aligned on matched collectives' ends; after alignment they agree within {}\n",
+        us(m.info.clock_error_us));
+  else
+    out += "clocks: not aligned (some rank shares no collective with rank 0)\n";
+  if (!run.present) {
+    out += "collectives: none found (no NCCL kernel, gloo span, record_param_comms or c10d op)\n";
+    return out;
+  }
+  out +=
+      fmt::format("collectives: {} matched across ranks by order in their group", run.calls.size());
+  if (run.disagreeing_calls)
+    out += fmt::format("; {} where ranks ran different collectives (a hang starts there)",
+                       run.disagreeing_calls);
+  out += "\n";
+  if (run.sized_calls == 0)
+    out +=
+        "sizes: the trace gives none (PyTorch 1.x's profiler records no collective args), so "
+        "no bandwidth\n";
+  else if (run.sized_calls < static_cast<int>(run.calls.size()))
+    out += fmt::format("sizes: {} of {} calls have them\n", run.sized_calls, run.calls.size());
+  if (run.slowest_rank >= 0) {
+    const RankRunStats& s = run.ranks[static_cast<std::size_t>(run.slowest_rank)];
+    out += fmt::format(
+        "slowest rank: rank {} arrived last at {} of {} calls; the others waited {} for it\n",
+        run.slowest_rank, s.last_arrivals, run.calls.size(), us(s.caused_us));
+  }
+  out += "worst collectives (the others' wait for the last rank):\n";
+  const std::vector<int> worst = worst_calls(run);
+  for (std::size_t k = 0; k < worst.size() && k < 5; ++k) {
+    const CallStats& s = run.calls[static_cast<std::size_t>(worst[k])];
+    const CollectiveCall& c = m.collectives[static_cast<std::size_t>(s.call)];
+    out += fmt::format("  {}: {}, last rank {} (late {}), waits {}, transfer {}", call_label(m, c),
+                       size_text(c), last_text(s), us(s.max_wait_us), us(s.caused_us),
+                       us(s.transfer_us));
+    if (s.busbw > 0)
+      out +=
+          fmt::format(", algbw {}, busbw {}", format_bandwidth(s.algbw), format_bandwidth(s.busbw));
+    out += "\n";
+  }
+  out += fmt::format("per rank ({}):\n",
+                     run.gpu ? "computation on GPU streams" : "computation on the CPU threads");
+  for (int r = 0; r < n; ++r) {
+    const RankRunStats& s = run.ranks[static_cast<std::size_t>(r)];
+    out += fmt::format(
+        "  rank {}: {} calls, communication {}, waited {}, caused {} (last {}x), hidden {} "
+        "exposed {}\n",
+        r, s.calls, us(s.comm_us), us(s.waited_us), us(s.caused_us), s.last_arrivals,
+        us(s.hidden_us), us(s.exposed_us()));
+  }
+  return out;
+}
+
+std::string real_run_table(const TraceModel& m, const RealRun& run) {
+  std::string out = describe_real_run(m, run);
+  if (!run.present) return out;
+  out += fmt::format("\n{:>4}  {:<28} {:>10} {:>5} {:>4} {:>10} {:>10} {:>10} {:>12} {:>12}\n",
+                     "step", "collective", "size", "ranks", "last", "late", "waits", "transfer",
+                     "algbw", "busbw");
+  for (std::size_t k = 0; k < run.calls.size(); ++k) {
+    const CallStats& s = run.calls[k];
+    const CollectiveCall& c = m.collectives[static_cast<std::size_t>(s.call)];
+    out += fmt::format("{:>4}  {:<28} {:>10} {:>5} {:>4} {:>10} {:>10} {:>10} {:>12} {:>12}\n",
+                       k + 1, call_label(m, c), size_text(c), c.group_size, last_text(s),
+                       us(s.max_wait_us), us(s.caused_us), us(s.transfer_us),
+                       s.algbw > 0 ? format_bandwidth(s.algbw) : "-",
+                       s.busbw > 0 ? format_bandwidth(s.busbw) : "-");
+  }
+  return out;
+}
+
+std::string real_run_csv(const TraceModel& m, const RealRun& run) {
+  std::string out =
+      "step,collective,index,group,rank,arrival_us,duration_us,wait_us,last_rank,straggler,bytes,"
+      "transfer_us,algbw_bytes_per_s,busbw_bytes_per_s\n";
+  auto quoted = [](std::string_view s) {
+    std::string q = "\"";
+    for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
+  for (std::size_t k = 0; k < run.calls.size(); ++k) {
+    const CallStats& s = run.calls[k];
+    const CollectiveCall& c = m.collectives[static_cast<std::size_t>(s.call)];
+    for (int r = 0; r < m.world_size(); ++r) {
+      if (c.spans[static_cast<std::size_t>(r)] < 0) continue;
+      out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{:d},{},{:.3f},{},{}\n", k + 1,
+                         quoted(m.str(c.name)), c.index, quoted(m.str(c.group)), r,
+                         s.arrival[static_cast<std::size_t>(r)] - m.t_begin,
+                         s.dur[static_cast<std::size_t>(r)], s.wait[static_cast<std::size_t>(r)],
+                         s.last_rank, s.straggler, c.bytes, s.transfer_us,
+                         s.algbw > 0 ? fmt::format("{:.6g}", s.algbw) : "",
+                         s.busbw > 0 ? fmt::format("{:.6g}", s.busbw) : "");
+    }
+  }
+  return out;
+}
+
+}  // namespace distlab::viewer
