@@ -16,12 +16,22 @@
 // 2 R counters, 2 (R-1) frames. Whole all-reduces are written until there are >= --events.
 //
 //   distlab_trace_gen [--events 1000000] [--ranks 8] [--size 1048576] -o FILE
+//
+// --pytorch writes a real run's shape instead (viewer/model/pytorch_trace.hpp): a folder of
+// PyTorch profiler traces, rank<R>.json, in PyTorch 2.x's Kineto format (distributedInfo,
+// record_param_comms and NCCL kernels with the collective args). Per training step and rank: a
+// ProfilerStep# span, 6 aten::mm CPU ops and their GEMM kernels on stream 7, then the
+// gradients' all-reduce (record_param_comms on the CPU, its kernel on stream 13): 15 events.
+// Each rank's clock is its own (rank r's times are r x 1000.25 us ahead), and rank k mod R
+// arrives 5 us late at step k's all-reduce.
+//   distlab_trace_gen --pytorch --events 1000000 --ranks 4 -o DIR
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -175,6 +185,73 @@ struct Gen {
   }
 };
 
+// A real run: one PyTorch 2.x profiler trace per rank (see the header).
+struct TorchGen {
+  int ranks = 4;
+  std::int64_t steps = 1;
+  std::int64_t size = 1 << 20;
+  std::int64_t events = 0;
+
+  static constexpr double kStepUs = 1000.0, kMmUs = 60.0, kReduceUs = 400.0;
+
+  bool write_rank(const std::string& path, int r) {
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    if (!out) return false;
+    fmt::memory_buffer buf;
+    bool first = true;
+    auto event = [&](std::string_view text) {
+      if (!first) buf.append(std::string_view(",\n"));
+      first = false;
+      buf.append(text);
+      ++events;
+      if (buf.size() > (1 << 20)) std::fwrite(buf.data(), 1, buf.size(), out), buf.clear();
+    };
+    fmt::format_to(std::back_inserter(buf),
+                   R"({{"schemaVersion":1,"distributedInfo":{{"backend":"nccl","rank":{},)"
+                   R"("world_size":{}}},"traceEvents":[)"
+                   "\n",
+                   r, ranks);
+    const int pid = 1000 + r;
+    event(fmt::format(
+        R"({{"ph":"M","name":"process_name","pid":0,"tid":0,"args":{{"name":"GPU {}"}}}})", r));
+    event(R"({"ph":"M","name":"thread_name","pid":0,"tid":7,"args":{"name":"stream 7"}})");
+    event(R"({"ph":"M","name":"thread_name","pid":0,"tid":13,"args":{"name":"stream 13"}})");
+    const double clock = 1000.25 * r;
+    const std::string comms = fmt::format(
+        R"("Collective name":"allreduce","dtype":"Float","In msg nelems":{},"Out msg nelems":{},)"
+        R"("Group size":{},"Process Group Name":"0")",
+        size, size, ranks);
+    for (std::int64_t k = 0; k < steps; ++k) {
+      const double t = clock + 10.0 + static_cast<double>(k) * kStepUs;
+      const double late = k % ranks == r ? 5.0 : 0.0;
+      const double reduce = t + 6 * (kMmUs + 10) + 20;  // every rank's kernel ends together
+      event(fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":{},)"
+                        R"("tid":{},"ts":{:.3f},"dur":{:.3f}}})",
+                        k, pid, pid, t, kStepUs - 10));
+      for (int j = 0; j < 6; ++j) {
+        const double at = t + 5 + j * (kMmUs + 10);
+        event(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":{},"tid":{},)"
+                          R"("ts":{:.3f},"dur":8.000,"args":{{"External id":{}}}}})",
+                          pid, pid, at, k * 8 + j));
+        event(fmt::format(R"({{"ph":"X","cat":"kernel","name":"ampere_sgemm_128x64_nn","pid":0,)"
+                          R"("tid":7,"ts":{:.3f},"dur":{:.3f},"args":{{"External id":{}}}}})",
+                          at + 8, kMmUs + (j == 5 ? late : 0.0), k * 8 + j));
+      }
+      event(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":{},)"
+                        R"("tid":{},"ts":{:.3f},"dur":6.000,"args":{{{}}}}})",
+                        pid, pid, reduce - 10, comms));
+      event(fmt::format(
+          R"({{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL)"
+          R"x((ncclDevKernelArgsStorage<4096ul>)","pid":0,"tid":13,"ts":{:.3f},"dur":{:.3f},)x"
+          R"("args":{{{}}}}})",
+          reduce + late, kReduceUs - late, comms));
+    }
+    buf.append(std::string_view("\n]}\n"));
+    std::fwrite(buf.data(), 1, buf.size(), out);
+    return std::fclose(out) == 0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,8 +268,33 @@ int main(int argc, char** argv) {
   app.add_option("--size", g.size, "float32 elements in the all-reduced buffer")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("-o,--output", path, "the trace file to write")->required();
+  app.add_option("-o,--output", path, "the trace file to write (with --pytorch: a folder)")
+      ->required();
+  bool pytorch = false;
+  app.add_flag("--pytorch", pytorch,
+               "write a real run instead: one PyTorch 2.x profiler trace per rank, rank<R>.json "
+               "in the folder -o names");
   CLI11_PARSE(app, argc, argv);
+
+  if (pytorch) {
+    TorchGen t;
+    t.ranks = g.ranks;
+    t.size = g.size;
+    t.steps = std::max<std::int64_t>(1, (events / g.ranks - 3 + 14) / 15);
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    for (int r = 0; r < t.ranks; ++r) {
+      const std::string file =
+          (std::filesystem::path(path) / fmt::format("rank{}.json", r)).string();
+      if (!t.write_rank(file, r)) {
+        fmt::print(stderr, "distlab_trace_gen: cannot write {}; give a writable folder\n", file);
+        return 2;
+      }
+    }
+    fmt::print("wrote {}: {} events ({} steps on {} ranks, one file each)\n", path, t.events,
+               t.steps, t.ranks);
+    return 0;
+  }
 
   const std::int64_t r = g.ranks;
   const std::int64_t per_iter = 10 * r * (r - 1) + r * r + 2 * r + 2 * (r - 1);

@@ -12,6 +12,11 @@
 // would dominate, which is why the check uses the load peak.
 //
 //   distlab_trace_gen -o /tmp/1m.json && distlab_trace_load_bench /tmp/1m.json [--check]
+//
+// A real run, several files or a folder of PyTorch profiler traces (one per rank), loads with
+// load_trace_set: read, parse, collectives matched and clocks aligned (issue: a 4-rank set of
+// 1 M events in all within 2 s); its file size is the files' sum.
+//   distlab_trace_gen --pytorch --ranks 4 -o /tmp/run && distlab_trace_load_bench /tmp/run --check
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
@@ -21,8 +26,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/base/check.hpp"
+#include "viewer/model/pytorch_trace.hpp"
 #include "viewer/model/trace_model.hpp"
 
 namespace {
@@ -67,17 +74,34 @@ double mb(double bytes) {
 int main(int argc, char** argv) {
   CLI::App app(
       "distlab_trace_load_bench: time load_trace_model on one file and report its peak memory");
-  std::string path;
+  std::vector<std::string> paths;
   bool check = false;
   double max_seconds = 2.0, max_ratio = 3.0;
-  app.add_option("file", path, "a trace (distlab_trace_gen writes large ones)")->required();
+  app.add_option("files", paths,
+                 "a trace (distlab_trace_gen writes large ones), or a real run: a folder of "
+                 "PyTorch traces or several files")
+      ->required();
   app.add_flag("--check", check, "exit 1 when the load time or the load peak exceeds the targets");
   app.add_option("--max-seconds", max_seconds, "load time target")->capture_default_str();
   app.add_option("--max-ratio", max_ratio, "load peak / file size target")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  const std::string& path = paths.front();
   std::error_code ec;
-  const auto file_bytes = static_cast<double>(std::filesystem::file_size(path, ec));
+  const bool run = paths.size() > 1 || std::filesystem::is_directory(path, ec);
+  double file_bytes = 0;
+  std::vector<std::string> files;
+  try {
+    for (const auto& p : paths)
+      for (auto& f : distlab::viewer::trace_files(p)) files.push_back(std::move(f));
+  } catch (const distlab::Error& e) {
+    fmt::print(stderr, "distlab_trace_load_bench: {}\n", e.what());
+    return 2;
+  }
+  for (const auto& f : files) {
+    file_bytes += static_cast<double>(std::filesystem::file_size(f, ec));
+    if (ec) break;
+  }
   if (ec || file_bytes <= 0) {
     fmt::print(
         stderr,
@@ -88,10 +112,13 @@ int main(int argc, char** argv) {
   const std::int64_t rss_before = std::max<std::int64_t>(0, proc_status_bytes("VmRSS"));
 
   const auto t0 = std::chrono::steady_clock::now();
-  std::size_t events = 0, spans = 0, messages = 0;
+  std::size_t events = 0, spans = 0, messages = 0, collectives = 0;
+  double clock_error = -1;
   try {
-    const distlab::viewer::TraceModel m = distlab::viewer::load_trace_model(path);
+    const distlab::viewer::TraceModel m =
+        run ? distlab::viewer::load_trace_set(paths) : distlab::viewer::load_trace_model(path);
     events = m.events, spans = m.spans.size(), messages = m.messages.size();
+    collectives = m.collectives.size(), clock_error = m.info.clock_error_us;
   } catch (const distlab::Error& e) {
     fmt::print(stderr, "distlab_trace_load_bench: {}\n", e.what());
     return 2;
@@ -101,7 +128,11 @@ int main(int argc, char** argv) {
   const double peak = static_cast<double>(peak_rss_bytes());
   const double load_peak = peak - static_cast<double>(rss_before);
 
-  fmt::print("file        {}\n", path);
+  fmt::print("file        {}{}\n", path,
+             run ? fmt::format(" (a real run: {} files, {} collectives matched, clocks agree "
+                               "within {:.3f} us)",
+                               files.size(), collectives, clock_error)
+                 : "");
   fmt::print("file size   {:10.1f} MB\n", mb(file_bytes));
   fmt::print("events      {:10}      ({} spans, {} messages)\n", events, spans, messages);
   fmt::print("load time   {:10.3f} s       (target <= {} s)\n", seconds, max_seconds);

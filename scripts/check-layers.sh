@@ -4,7 +4,7 @@
 #   scripts/check-layers.sh [ROOT]     (ROOT: the source tree, default: this script's checkout)
 #
 # A file's layer is its folder (core/<layer>/, lessons/common/, a numbered lesson, viewer/model/,
-# viewer/app/, bench/). A quoted include must name a file from the tree's root ("core/comm/comm.hpp",
+# viewer/app/, viewer/analyze/, bench/). A quoted include must name a file from the tree's root ("core/comm/comm.hpp",
 # one style everywhere) and land in the file's own layer or in one the table below allows.
 # Anything else fails, naming file:line; docs/architecture.md draws the same table.
 set -euo pipefail

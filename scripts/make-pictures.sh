@@ -112,3 +112,9 @@ done
   traces/examples/14_capstone_3d_parallel.json
 "$viewer" --png "$out/14_memory.png" --panel memory --step 17.5 --width 900 --height 420 \
   traces/examples/14_capstone_3d_parallel.json
+# Real runs (docs/viewer.md "Real runs"): PyTorch profiler traces, one per rank. The slow-rank
+# run at its second gradient all-reduce (rank 3 last in), and the synthetic 2.x run's Stats
+# panel with its bandwidth.
+"$viewer" --png "$out/torch_ddp4_slow.png" --step 3 --width 1600 --height 900 traces/torch/ddp4-slow/
+"$viewer" --png "$out/torch_pt2_stats.png" --panel stats --step 6 --width 1000 --height 620 \
+  traces/torch/pt2-comms/

@@ -349,3 +349,93 @@ TEST_CASE("pytorch: a folder's traces in natural order; a command line's runs gr
   fs::remove_all(dir);
   CHECK_THROWS_WITH(load_trace_set({dir.string() + "-none"}), Contains("no such file"));
 }
+
+TEST_CASE("pytorch: the committed slow-rank run (PyTorch 1.13, gloo) names rank 3", "[pytorch]") {
+  const TraceModel m = load_trace_set({torch_samples() + "/ddp4-slow"});
+  REQUIRE(m.world_size() == 4);
+  CHECK(m.info.rank_origin == "file order");  // 1.13 writes no distributedInfo
+  CHECK(m.info.extra_json("collectives_from") == "\"gloo's spans\"");
+  // 4 profiled steps, each 3 gradient buckets' all-reduces, a broadcast and an all-gather.
+  REQUIRE(m.collectives.size() == 20);
+  int all_reduces = 0;
+  for (const CollectiveCall& c : m.collectives) {
+    CHECK(c.names_agree);
+    CHECK(c.group_size == 4);
+    all_reduces += m.str(c.name) == "all-reduce";
+  }
+  CHECK(all_reduces == 12);
+  const RealRun run = analyze_real_run(m);
+  // Rank 3 sleeps 60 ms before each forward (scripts/make_torch_traces.py): it is the slowest
+  // rank, and every gradient all-reduce that has a straggler has it.
+  CHECK(run.slowest_rank == 3);
+  for (const CallStats& s : run.calls)
+    if (s.pattern == Pattern::all_reduce && s.straggler) CHECK(s.last_rank == 3);
+  double others = 0;
+  for (int r = 0; r < 3; ++r) others += run.ranks[static_cast<std::size_t>(r)].caused_us;
+  CHECK(run.ranks[3].caused_us > 10 * others);
+  // Rank 3 waits least: the others wait for it.
+  for (int r = 0; r < 3; ++r)
+    CHECK(run.ranks[3].waited_us < run.ranks[static_cast<std::size_t>(r)].waited_us);
+}
+
+TEST_CASE("pytorch: the committed synthetic 2.x run: clocks, the late rank and busbw as written",
+          "[pytorch]") {
+  // traces/torch/pt2-comms/README.txt: written by scripts/make_torch2_sample.py from PyTorch's
+  // field names, not recorded; rank R's ts run R x 234.567 ms ahead of rank 0's; rank 2 is
+  // 3000 us late at the 6th call (Seq 6); every other call starts and ends together.
+  const TraceModel m = load_trace_set({torch_samples() + "/pt2-comms/"});
+  REQUIRE(m.world_size() == 4);
+  CHECK(m.info.rank_origin == "distributedInfo");
+  CHECK(m.info.mode == "nccl");
+  REQUIRE(m.info.clock_error_us >= 0);
+  CHECK(m.info.clock_error_us < 2e-3);  // ts are written to the nanosecond
+  for (int r = 0; r < 4; ++r)
+    CHECK(std::abs(m.info.clock_offset_us[static_cast<std::size_t>(r)] + r * 234567.0) <=
+          m.info.clock_error_us + 2e-3);
+  const RealRun run = analyze_real_run(m);
+  REQUIRE(run.calls.size() == 13);
+  CHECK(run.sized_calls == 13);
+  CHECK(run.slowest_rank == 2);
+  for (std::size_t k = 0; k < run.calls.size(); ++k) {
+    const CallStats& s = run.calls[k];
+    if (k == 5) {
+      CHECK(s.straggler);
+      CHECK(s.last_rank == 2);
+      CHECK(s.max_wait_us == Approx(3000).margin(0.01));
+      CHECK(s.transfer_us == Approx(128).margin(0.01));
+    } else {
+      CHECK_FALSE(s.straggler);
+    }
+  }
+  // busbw = S / t x factor, from the README's table (S: the buffer, all-gather's output,
+  // reduce-scatter's input; t: the kernel, or the late rank's).
+  struct Expected {
+    const char* collective;
+    double bytes, t_us, busbw_gb;
+  };
+  const std::vector<Expected> table{{"broadcast", 2097152, 64, 32.768},
+                                    {"all-reduce", 4194304, 128, 49.152},
+                                    {"all-reduce", 4194304, 64, 98.304},
+                                    {"all-gather", 8388608, 256, 24.576},
+                                    {"reduce-scatter", 16777216, 512, 24.576}};
+  for (std::size_t k = 0; k < run.calls.size(); ++k) {
+    const Expected& e = table[k == 0 ? 0 : 1 + (k - 1) % 4];
+    const CollectiveCall& c = m.collectives[k];
+    CHECK(m.str(c.name) == e.collective);
+    CHECK(c.bytes == static_cast<std::int64_t>(e.bytes));
+    CHECK(run.calls[k].transfer_us == Approx(e.t_us).margin(0.01));
+    CHECK(run.calls[k].busbw == Approx(e.busbw_gb * 1e9).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("pytorch: the committed 4-rank run loads with every call matched", "[pytorch]") {
+  const TraceModel m = load_trace_set({torch_samples() + "/ddp4"});
+  REQUIRE(m.world_size() == 4);
+  REQUIRE(m.collectives.size() == 20);
+  for (const CollectiveCall& c : m.collectives) {
+    CHECK(c.names_agree);
+    CHECK(c.group_size == 4);
+  }
+  CHECK(m.step_ids.size() == 20);
+  CHECK(m.info.clock_error_us >= 0);
+}

@@ -140,3 +140,29 @@ set_tests_properties(viewer.bad.missing viewer.bad.empty viewer.bad.truncated vi
                      viewer.bad.no-display viewer.bench-frames viewer.describe.bad.missing
                      viewer.describe.bad.no-trace viewer.describe.bad.with-png viewer.describe.bad.step
                      viewer.describe.foreign viewer.png.shards-without-buffers PROPERTIES LABELS viewer)
+
+# Real runs (viewer/model/pytorch_trace.hpp): PyTorch profiler traces, one per rank, in a folder
+# or given one after another, open as one run; the slow-rank sample's straggler is named in the
+# window's PNG run and in --describe (distlab-analyze: tests/analyze.cmake).
+set(torch ${CMAKE_SOURCE_DIR}/traces/torch)
+add_test(NAME viewer.torch.png.ddp4
+         COMMAND bash ${expect_failure} 0 30 "wrote .*torch-ddp4.png \\(800x600, step 6.00 of 20"
+                 -- ${viewer} --png ${out}/torch-ddp4.png --step 6 --width 800 --height 600 ${torch}/ddp4/)
+add_test(NAME viewer.torch.png.files
+         COMMAND bash ${expect_failure} 0 30 "wrote .*torch-ddp2.png \\(800x600, step 2.00 of 20"
+                 -- ${viewer} --png ${out}/torch-ddp2.png --step 2 --width 800 --height 600
+                    ${torch}/ddp2/rank0.json ${torch}/ddp2/rank1.json)
+add_test(NAME viewer.torch.describe.slow
+         COMMAND bash ${expect_failure} 0 30
+                 "^caption: step 2 of 20, all-reduce: all-reduce #1: rank 3 arrives last"
+                 "^slowest rank: rank 3 arrived last at [0-9]+ of 20 calls"
+                 "^clocks: aligned on matched collectives' ends"
+                 "ranks in the order the files were given"
+                 -- ${viewer} --describe --step 2 ${torch}/ddp4-slow)
+add_test(NAME viewer.torch.describe.pt2
+         COMMAND bash ${expect_failure} 0 30
+                 "^  all-reduce #5 \\(group 0\\): 4.00 MiB, last rank 2 \\(late 3.00 ms\\).*busbw 49.2 GB/s"
+                 "ranks from each file's distributedInfo; collectives from \"NCCL kernels\""
+                 -- ${viewer} --describe ${torch}/pt2-comms)
+set_tests_properties(viewer.torch.png.ddp4 viewer.torch.png.files viewer.torch.describe.slow
+                     viewer.torch.describe.pt2 PROPERTIES LABELS viewer)

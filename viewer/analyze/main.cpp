@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -47,13 +48,14 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& path : traces) {
       const std::string first = dv::trace_files(path).front();
-      if (!dv::file_looks_like_pytorch(first)) {
+      std::error_code ec;
+      if (std::filesystem::exists(first, ec) && !dv::file_looks_like_pytorch(first)) {
         fmt::print(stderr,
                    "distlab-analyze: {} is not a PyTorch profiler trace (distlab-viewer "
                    "--describe tells a lesson's trace)\n",
                    first);
         return 2;
-      }
+      }  // a file that does not open: loading says so
     }
     m = dv::load_trace_set(traces);
   } catch (const std::exception& e) {

@@ -7,6 +7,8 @@
 // ranks x chunks summed over buffers, is small: the replay's state is that grid by design. Its
 // pipeline schedule (schedule.hpp: phase args, otherData.pipeline) is built too.
 // Its otherData.splits (a lesson's own JSON, parsed apart) is indexed and read at a moment.
+// A PyTorch profiler trace (pytorch_trace.hpp) is also loaded twice over as a run of two ranks:
+// its collectives matched, the clocks aligned, the run analysed and written as text and CSV.
 //
 // Run it (builds build/fuzz with clang, fuzzes a copy of the seed corpus for SECONDS):
 //   scripts/fuzz-trace-model.sh [SECONDS]
@@ -17,6 +19,9 @@
 #include <string_view>
 
 #include "core/base/check.hpp"
+#include "viewer/model/caption.hpp"
+#include "viewer/model/pytorch_trace.hpp"
+#include "viewer/model/real_run.hpp"
 #include "viewer/model/schedule.hpp"
 #include "viewer/model/shard_replay.hpp"
 #include "viewer/model/splits.hpp"
@@ -25,10 +30,18 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace distlab::viewer;
   TraceModel m;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    m = parse_trace_model(std::string_view(reinterpret_cast<const char*>(data), size));
+    m = parse_trace_model(text);
   } catch (const distlab::Error&) {
     return 0;  // rejected with a sentence: the expected outcome for most inputs
+  }
+  if (m.info.source == "pytorch") {
+    const TraceModel run = parse_trace_set({text, text}, {"a", "b"});  // loaded once already
+    const RealRun r = analyze_real_run(run);
+    real_run_table(run, r);
+    real_run_csv(run, r);
+    index_captions(run);
   }
   std::size_t cells = 0;
   for (const BufferInfo& b : m.info.buffers)

@@ -11,12 +11,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "core/base/check.hpp"
@@ -103,18 +106,19 @@ void append_rank(TraceModel& run, TraceModel&& part, int rank, const std::string
     r.lanes.push_back(static_cast<std::uint32_t>(run.lanes.size()));
     run.lanes.push_back(std::move(l));
   }
-  for (Span s : part.spans) {
-    s.lane += lane0;
-    s.name = map[s.name];
-    if (s.args >= 0) s.args += args0;
-    run.spans.push_back(s);
+  run.spans.insert(run.spans.end(), part.spans.begin(), part.spans.end());
+  for (auto s = run.spans.begin() + span0; s != run.spans.end(); ++s) {
+    s->lane += lane0;
+    s->name = map[s->name];
+    if (s->args >= 0) s->args += args0;
   }
-  for (SpanArgs a : part.span_args) {
-    for (std::uint32_t* field : {&a.buffer, &a.group, &a.op, &a.text, &a.collective, &a.dtype})
+  run.span_args.insert(run.span_args.end(), part.span_args.begin(), part.span_args.end());
+  for (auto a = run.span_args.begin() + args0; a != run.span_args.end(); ++a)
+    for (std::uint32_t* field :
+         {&a->buffer, &a->group, &a->op, &a->text, &a->collective, &a->dtype})
       *field = map[*field];
-    run.span_args.push_back(a);
-  }
   run.events += part.events;  // the extent comes after alignment (align_clocks)
+  part = TraceModel{};        // its memory back before the next rank's is copied
 }
 
 // The rank each file names in its distributedInfo, when every file names a different one of
@@ -239,12 +243,17 @@ std::int64_t message_bytes(const TraceModel& m, const SpanArgs& a, const std::st
                            int group_size) {
   const int element = dtype_bytes(m.str(a.dtype));
   if (element == 0) return -1;
+  // x * y, or -1 when either is negative or the product does not fit (a file's nonsense).
+  auto times = [](std::int64_t x, std::int64_t y) -> std::int64_t {
+    std::int64_t p = 0;
+    return x < 0 || y < 0 || __builtin_mul_overflow(x, y, &p) ? -1 : p;
+  };
   std::int64_t elems = a.in_elems;
   if (collective == "all-gather")
-    elems = a.out_elems >= 0 ? a.out_elems : a.in_elems >= 0 ? a.in_elems * group_size : -1;
-  else if (collective == "reduce-scatter" && elems < 0 && a.out_elems >= 0)
-    elems = a.out_elems * group_size;
-  return elems >= 0 ? elems * element : -1;
+    elems = a.out_elems >= 0 ? a.out_elems : times(a.in_elems, group_size);
+  else if (collective == "reduce-scatter" && elems < 0)
+    elems = times(a.out_elems, group_size);
+  return times(elems, element);
 }
 
 // Matches every rank's calls per group, by order (pytorch_trace.hpp "matching" and "sizes").
@@ -393,6 +402,10 @@ TraceModel assemble(std::vector<TraceModel> parts, const std::vector<std::string
   run.ranks.resize(parts.size());
   run.info.rank_files.resize(parts.size());
   std::unordered_map<std::string, std::uint32_t> ids;
+  std::size_t spans = 0, args = 0;
+  for (const TraceModel& part : parts) spans += part.spans.size(), args += part.span_args.size();
+  run.spans.reserve(spans);
+  run.span_args.reserve(args);
   for (int r = 0; r < n; ++r) {
     const std::size_t i = static_cast<std::size_t>(file_of[static_cast<std::size_t>(r)]);
     if (parts[i].info.distlab)
@@ -518,8 +531,24 @@ TraceModel load_trace_set(const std::vector<std::string>& paths) {
   for (const auto& p : paths)
     for (auto& f : trace_files(p)) files.push_back(std::move(f));
   if (files.empty()) throw Error("no trace given; a run is one PyTorch profiler trace per rank");
-  std::vector<TraceModel> parts;
-  for (const auto& f : files) parts.push_back(load_rank_file(f));  // names the file on error
+  // The files load side by side, one per core: each is a model of its own until assemble().
+  std::vector<TraceModel> parts(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < files.size();) try {
+        parts[i] = load_rank_file(files[i]);  // names the file on error
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+  };
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> helpers;
+  for (std::size_t w = 1; w < std::min(cores, files.size()); ++w) helpers.emplace_back(work);
+  work();
+  for (auto& t : helpers) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);  // the first file, in order, that did not load
   return assemble(std::move(parts), files);
 }
 
