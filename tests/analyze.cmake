@@ -47,3 +47,9 @@ file(MAKE_DIRECTORY ${out}/empty-dir)
 set_tests_properties(analyze.slow analyze.csv analyze.pt2 analyze.summary analyze.bad.missing
                      analyze.bad.truncated analyze.bad.lesson analyze.bad.none analyze.bad.csv
                      analyze.bad.empty-folder PROPERTIES LABELS viewer)
+
+# The sample script end to end, where PyTorch is installed (skipped, and saying so, elsewhere).
+add_test(NAME analyze.torch-samples
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch_samples.sh ${analyze} ${out}/torch)
+set_tests_properties(analyze.torch-samples PROPERTIES SKIP_RETURN_CODE 77 LABELS "viewer;torch"
+                     TIMEOUT 600)

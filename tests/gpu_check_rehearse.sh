@@ -115,7 +115,13 @@ out=$(mktemp -d)
 dirs+=("$out")
 DISTLAB_REHEARSE='unit transport=hang' OUT=$out bash "$check" --rehearse >/dev/null 2>&1 &
 pid=$!
-sleep 4
+# Until the hung step has begun (its "=== unit transport" line in check.log): a fixed wait
+# killed it before that on a loaded machine, while the steps before it still ran.
+for _ in $(seq 1 600); do
+  grep -q '^=== unit transport' "$out/check.log" 2>/dev/null && break
+  sleep 0.1
+done
+sleep 1
 kill -TERM "$pid"
 t0=$(date +%s)
 rc=0

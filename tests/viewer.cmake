@@ -155,6 +155,7 @@ add_test(NAME viewer.torch.png.files
 add_test(NAME viewer.torch.describe.slow
          COMMAND bash ${expect_failure} 0 30
                  "^caption: step 2 of 20, all-reduce: all-reduce #1: rank 3 arrives last"
+                 "^  r3: arrives \\+[0-9.]+ ms, waits 0.0 us, in the call [0-9.]+ ms \\(last in\\)$"
                  "^slowest rank: rank 3 arrived last at [0-9]+ of 20 calls"
                  "^clocks: aligned on matched collectives' ends"
                  "ranks in the order the files were given"

@@ -358,7 +358,8 @@ std::int64_t bytes_moved(const Layout& l, int r) {
 }
 
 // A real run (real_run.hpp): under each rank, how it came to the step's collective: how long it
-// waited for the last rank, or, on the straggler, that the others waited for it.
+// waited for the last rank, or, on the straggler, that the others waited for it; and its time in
+// the call.
 void call_labels(PanelContext& ctx, ImDrawList* dl, const std::vector<ImVec2>& at, float node_px) {
   const TraceModel& m = ctx.model();
   const RealRun& run = ctx.doc.derived<RealRun>(analyze_real_run);
@@ -368,8 +369,9 @@ void call_labels(PanelContext& ctx, ImDrawList* dl, const std::vector<ImVec2>& a
   for (std::size_t r = 0; r < at.size() && r < c.wait.size(); ++r) {
     if (c.wait[r] < 0) continue;
     const bool last = c.straggler && static_cast<int>(r) == c.last_rank;
-    const std::string text =
-        last ? "last in: the others wait" : "waits " + format_seconds(c.wait[r] * 1e-6);
+    const std::string text = (last ? std::string("last in: the others wait")
+                                   : "waits " + format_seconds(c.wait[r] * 1e-6)) +
+                             "\nin the call " + format_seconds(c.dur[r] * 1e-6);
     const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
     const ImVec2 p(at[r].x - ts.x * 0.5f, at[r].y + node_px * 1.35f + 2);
     dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y),

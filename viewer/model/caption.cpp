@@ -926,7 +926,10 @@ std::string describe(const TraceModel& m, const Moment& at) {
     }
   }
   out += describe_overlap(m, at.time_us) + describe_schedule(build_pipeline_schedule(m), at);
-  if (m.info.source == "pytorch") out += describe_real_run(m, analyze_real_run(m));
+  if (m.info.source == "pytorch") {
+    const RealRun run = analyze_real_run(m);
+    out += describe_call(m, run, c.beat - 1) + describe_real_run(m, run);
+  }
   return out;
 }
 

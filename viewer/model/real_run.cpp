@@ -15,6 +15,10 @@ namespace distlab::viewer {
 
 namespace {
 
+// Below a nanosecond, the finest time a trace writes (Kineto: ts to 3 decimals of a
+// microsecond), two arrivals are the same.
+constexpr double kTimeResolutionUs = 1e-3;
+
 bool is_communication(std::string_view name) {
   return name.starts_with("nccl") || name.starts_with("gloo:") || name.starts_with("c10d::") ||
          name == "record_param_comms";
@@ -86,7 +90,7 @@ RealRun analyze_real_run(const TraceModel& m) {
       s.max_wait_us = std::max(s.max_wait_us, w);
     }
     // A rank is the straggler only when it arrived later than the clocks can tell apart.
-    if (c.group_size > 1 && s.max_wait_us > std::max(0.0, m.info.clock_error_us)) {
+    if (c.group_size > 1 && s.max_wait_us > std::max(kTimeResolutionUs, m.info.clock_error_us)) {
       RankRunStats& straggler = run.ranks[static_cast<std::size_t>(s.last_rank)];
       straggler.caused_us += s.caused_us;
       ++straggler.last_arrivals;
@@ -179,6 +183,23 @@ std::string call_caption(const TraceModel& m, const RealRun& run, int k) {
                      c.bytes >= 0 ? format_bytes(static_cast<double>(c.bytes)) : "size unknown");
   if (s.busbw > 0) out += fmt::format(", busbw {}", format_bandwidth(s.busbw));
   if (!c.names_agree) out += "; the ranks ran different collectives here";
+  return out;
+}
+
+std::string describe_call(const TraceModel& m, const RealRun& run, int k) {
+  if (k < 0 || k >= static_cast<int>(run.calls.size())) return "";
+  const CallStats& s = run.calls[static_cast<std::size_t>(k)];
+  double first = INFINITY;
+  for (double a : s.arrival)
+    if (a >= 0) first = std::min(first, a);
+  std::string out = fmt::format("this step's call, {}, rank by rank:\n",
+                                call_label(m, m.collectives[static_cast<std::size_t>(s.call)]));
+  for (std::size_t r = 0; r < s.arrival.size(); ++r) {
+    if (s.dur[r] < 0) continue;
+    out += fmt::format("  r{}: arrives +{}, waits {}, in the call {}{}\n", r,
+                       us(s.arrival[r] - first), us(s.wait[r]), us(s.dur[r]),
+                       s.straggler && static_cast<int>(r) == s.last_rank ? " (last in)" : "");
+  }
   return out;
 }
 

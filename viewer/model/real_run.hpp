@@ -41,8 +41,8 @@ struct CallStats {
   std::vector<double> arrival, dur, wait;  // per rank, microseconds; -1 where it has no span
   int last_rank = -1;                      // the last to arrive
   // Whether last_rank is the call's straggler: it arrived later than the clocks' error
-  // (info.clock_error_us) after the first; else the ranks came in together, as far as the
-  // trace can tell, and nobody is blamed.
+  // (info.clock_error_us, and at least a nanosecond, the finest time a trace writes) after the
+  // first; else the ranks came in together, as far as the trace can tell, and nobody is blamed.
   bool straggler = true;
   double caused_us = 0;           // the others' waits, summed
   double max_wait_us = 0;         // the longest wait: the straggler's lateness
@@ -76,6 +76,9 @@ std::vector<int> worst_calls(const RealRun& run);
 // The caption of call k's step: "all-reduce #3: rank 3 arrives last, 61 ms after the first;
 // the others wait 150 ms in all; transfer 1.2 ms; 256 KiB, busbw 1.2 GB/s".
 std::string call_caption(const TraceModel& model, const RealRun& run, int k);
+// Call k rank by rank, for --describe: each rank's arrival after the first, its wait and its
+// time in the call ("" when k is no call).
+std::string describe_call(const TraceModel& model, const RealRun& run, int k);
 
 // "all-reduce #3 (group 0)": a call's name, order and group.
 std::string call_label(const TraceModel& model, const CollectiveCall& call);
