@@ -717,6 +717,24 @@ std::pair<SpanEvent, SpanEvent> message_spans(int tag, std::uint64_t seq, double
   return {send, recv};
 }
 
+// The trace of rank 0 sending `messages` (message_spans) to rank 1, written, read back and held
+// to the reader's invariants.
+LoadedTrace messages_trace(const std::vector<std::pair<SpanEvent, SpanEvent>>& messages) {
+  RankLog a, b;
+  a.rank = 0;
+  b.rank = 1;
+  for (const auto& [send, recv] : messages) {
+    a.spans.push_back(send);
+    b.spans.push_back(recv);
+  }
+  TraceInfo info;
+  info.world.size = 2;
+  LoadedTrace t = parse_trace(trace_json(info, {a, b}));
+  INFO(joined(check_invariants(t)));
+  CHECK(check_invariants(t).empty());
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -726,21 +744,12 @@ TEST_CASE(
   // 300 receives of 0.3 us (shorter than a deliver slice's 0.5 us), each posted after its
   // send: every deliver slice covers its whole receive. Enough ties for std::sort (introsort
   // past 16 elements) to write some of them deliver first.
-  RankLog a, b;
-  a.rank = 0;
-  b.rank = 1;
+  std::vector<std::pair<SpanEvent, SpanEvent>> messages;
   for (int i = 0; i < 300; ++i) {
     const double t = 10.0 * i;
-    const auto [send, recv] =
-        message_spans(7, static_cast<std::uint64_t>(i), t, t + 5, t + 1, t + 1.3);
-    a.spans.push_back(send);
-    b.spans.push_back(recv);
+    messages.push_back(message_spans(7, static_cast<std::uint64_t>(i), t, t + 5, t + 1, t + 1.3));
   }
-  TraceInfo info;
-  info.world.size = 2;
-  const LoadedTrace t = parse_trace(trace_json(info, {a, b}));
-  INFO(joined(check_invariants(t)));
-  CHECK(check_invariants(t).empty());
+  const LoadedTrace t = messages_trace(messages);
   std::size_t ties = 0;
   std::map<std::int64_t, const TraceSpan*> recv_at;
   for (const auto& sp : t.spans)
@@ -763,20 +772,8 @@ TEST_CASE(
   // Two receives on one lane: a long one whose deliver slice covers 5.5-6 us, and one posted
   // and done at 5.7 us (its message was already there), at a moment inside that deliver slice.
   // Printed with no length, the second's flow would bind to the first's deliver slice.
-  RankLog a, b;
-  a.rank = 0;
-  b.rank = 1;
-  for (int i = 0; i < 2; ++i) {
-    const auto [send, recv] =
-        message_spans(i, 0, 1.0 + i, 1.5 + i, i == 0 ? 0.5 : 5.7, i == 0 ? 6.0 : 5.7);
-    a.spans.push_back(send);
-    b.spans.push_back(recv);
-  }
-  TraceInfo info;
-  info.world.size = 2;
-  const LoadedTrace t = parse_trace(trace_json(info, {a, b}));
-  INFO(joined(check_invariants(t)));
-  CHECK(check_invariants(t).empty());
+  const LoadedTrace t = messages_trace(
+      {message_spans(0, 0, 1.0, 1.5, 0.5, 6.0), message_spans(1, 0, 2.0, 2.5, 5.7, 5.7)});
   int delivers = 0;
   for (const auto& sp : t.spans) delivers += sp.cat == "deliver" && sp.dur > 0;
   CHECK(delivers == 2);

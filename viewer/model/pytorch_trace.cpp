@@ -80,17 +80,20 @@ namespace {
 // ---- 2. merge -------------------------------------------------------------------------------
 
 // Appends `part` (one rank's file, parse_rank_file) to `run` as rank `rank`.
+// The run's string table index of `s`, added when new; `ids` indexes the table.
+using StringIds = std::unordered_map<std::string, std::uint32_t>;
+std::uint32_t intern(TraceModel& run, StringIds& ids, std::string_view s) {
+  if (s.empty()) return 0;
+  auto [it, fresh] =
+      ids.try_emplace(std::string(s), static_cast<std::uint32_t>(run.strings.size()));
+  if (fresh) run.strings.emplace_back(s);
+  return it->second;
+}
+
 void append_rank(TraceModel& run, TraceModel&& part, int rank, const std::string& label,
-                 std::unordered_map<std::string, std::uint32_t>& ids) {
-  auto intern = [&](std::string_view s) -> std::uint32_t {
-    if (s.empty()) return 0;
-    auto [it, fresh] =
-        ids.try_emplace(std::string(s), static_cast<std::uint32_t>(run.strings.size()));
-    if (fresh) run.strings.emplace_back(s);
-    return it->second;
-  };
+                 StringIds& ids) {
   std::vector<std::uint32_t> map(part.strings.size());
-  for (std::size_t i = 0; i < part.strings.size(); ++i) map[i] = intern(part.strings[i]);
+  for (std::size_t i = 0; i < part.strings.size(); ++i) map[i] = intern(run, ids, part.strings[i]);
 
   Rank& r = run.ranks[static_cast<std::size_t>(rank)];
   r.pid = rank + 1;
@@ -209,13 +212,7 @@ struct RankCalls {
   Source source = Source::none;
 };
 
-RankCalls find_rank_calls(TraceModel& m, int rank,
-                          std::unordered_map<std::string, std::uint32_t>& ids) {
-  auto intern = [&](const std::string& s) -> std::uint32_t {
-    auto [it, fresh] = ids.try_emplace(s, static_cast<std::uint32_t>(m.strings.size()));
-    if (fresh) m.strings.push_back(s);
-    return it->second;
-  };
+RankCalls find_rank_calls(TraceModel& m, int rank, StringIds& ids) {
   std::vector<std::pair<Source, RankCall>> all;
   RankCalls out;
   for (std::uint32_t lane : m.ranks[static_cast<std::size_t>(rank)].lanes)
@@ -223,7 +220,8 @@ RankCalls find_rank_calls(TraceModel& m, int rank,
       const Found f = classify(m, m.spans[i]);
       if (f.source == Source::none) continue;
       const SpanArgs* a = m.args(m.spans[i]);
-      const RankCall call{static_cast<std::int32_t>(i), intern(f.collective), a ? a->group : 0};
+      const RankCall call{static_cast<std::int32_t>(i), intern(m, ids, f.collective),
+                          a ? a->group : 0};
       all.push_back({f.source, call});
       out.source = std::min(out.source, f.source);
       if (f.source == Source::param_comms) out.param_comms.push_back(call);
@@ -360,19 +358,22 @@ void align_clocks(TraceModel& m) {
   m.info.clock_error_us = aligned && n > 1 ? error : n == 1 ? 0 : -1;
 
   // By earliest aligned start; each call is a step.
-  auto first_start = [&](const CollectiveCall& c) {
+  std::vector<std::pair<double, std::size_t>> order;  // (earliest start, call)
+  for (std::size_t k = 0; k < m.collectives.size(); ++k) {
     double t = INFINITY;
-    for (std::int32_t i : c.spans)
+    for (std::int32_t i : m.collectives[k].spans)
       if (i >= 0) t = std::min(t, m.spans[static_cast<std::size_t>(i)].start);
-    return t;
-  };
-  std::stable_sort(m.collectives.begin(), m.collectives.end(),
-                   [&](const CollectiveCall& a, const CollectiveCall& b) {
-                     return first_start(a) < first_start(b);
-                   });
+    order.push_back({t, k});
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CollectiveCall> sorted;
   m.steps.clear();
-  for (std::size_t k = 0; k < m.collectives.size(); ++k)
-    m.steps.push_back({static_cast<int>(k) + 1, first_start(m.collectives[k])});
+  for (const auto& [t, k] : order) {
+    sorted.push_back(std::move(m.collectives[k]));
+    m.steps.push_back({static_cast<int>(sorted.size()), t});
+  }
+  m.collectives = std::move(sorted);
 }
 
 }  // namespace
@@ -401,7 +402,7 @@ TraceModel assemble(std::vector<TraceModel> parts, const std::vector<std::string
   run.info.title = fmt::format("PyTorch profiler trace, {} rank{}", n, n == 1 ? "" : "s");
   run.ranks.resize(parts.size());
   run.info.rank_files.resize(parts.size());
-  std::unordered_map<std::string, std::uint32_t> ids;
+  StringIds ids;
   std::size_t spans = 0, args = 0;
   for (const TraceModel& part : parts) spans += part.spans.size(), args += part.span_args.size();
   run.spans.reserve(spans);
