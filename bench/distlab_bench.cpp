@@ -19,6 +19,8 @@
 //       distlab-bench --ranks 8 --collectives allreduce --algos ring_chunked,recursive_halving
 //       mpirun -np 4 distlab-bench --min-bytes 64M --max-bytes 64M --collectives allreduce
 //              --algos ring_chunked,library            (library = MPI_Allreduce; on GPUs NCCL's call)
+//       ./distlab bench --procs 4 --transport gloo --algos ring_chunked,library
+//                                                        (processes over Gloo; library = gloo::allreduce)
 //       distlab-bench --device cuda --ranks 4            GPU buffers; library = ncclAllReduce when each
 //                                                        rank has its own GPU (NCCL refuses shared ones)
 //       distlab-bench --csv results.csv                  also write every row as CSV
@@ -520,8 +522,7 @@ int main(int argc, char** argv) {
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
          "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
-         "NCCL's with "
-         "--device cuda and a GPU per rank)")
+         "Gloo's under --procs N --transport gloo, NCCL's with --device cuda and a GPU per rank)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
                  "comma list of allreduce, allgather, reducescatter, broadcast, reduce, alltoall")
@@ -560,10 +561,11 @@ int main(int argc, char** argv) {
         throw UsageError(fmt::format(
             "--algos: '{}' is not an algorithm of the chosen collectives (see --help)", name));
     }
-    if (w.mode != Mode::mpi && w.device == Device::cpu && algos.size() == 1 &&
+    if (w.mode == Mode::threads && w.device == Device::cpu && algos.size() == 1 &&
         algos[0] == "library")
       throw UsageError(
-          "--algos library on the CPU calls the MPI library's collectives: run under mpirun");
+          "--algos library on the CPU calls MPI's collectives under mpirun or Gloo's under "
+          "distlab's launcher: run with --mpi 4 or --procs 4 --transport gloo");
   });
 
   std::vector<Row> rows;  // rank 0's table, for the summary
@@ -586,7 +588,9 @@ int main(int argc, char** argv) {
     }
     // Every all-reduce against the library's and against the machine's limit, size by size.
     print_relative(rows, "library",
-                   r.world.device == Device::cuda ? "ncclAllReduce" : "MPI_Allreduce");
+                   r.world.device == Device::cuda ? "ncclAllReduce"
+                   : r.world.mode == Mode::gloo   ? "gloo::allreduce, its ring"
+                                                  : "MPI_Allreduce");
     print_relative(rows, kLimitName, "the machine's limit: ranks reading each other's memory");
     r.check("the bench timed at least one candidate", !rows.empty());
   });
@@ -594,7 +598,7 @@ int main(int argc, char** argv) {
   auto args = default_no_trace(argc, argv);
   return bench.run(int(args.size()), args.data(), [&](Comm& comm) {
     const int p = comm.size(), me = comm.rank();
-    const bool mpi = comm.world().mode == Mode::mpi;
+    const bool own_process = comm.world().mode != Mode::threads;
     const bool tracing = !bench.options().no_trace;
     comm.recorder().set_enabled(false);  // timed runs are never recorded
 
@@ -651,15 +655,16 @@ int main(int argc, char** argv) {
       if (!csv) throw UsageError("--csv: cannot write " + csv_path);
       csv << kCsvHeader;
     }
-    const int ranks_here = mpi ? 1 : p;
+    const int ranks_here = own_process ? 1 : p;
     // float32 elements per size: min, min x factor, .. up to max (each size once).
     std::vector<std::size_t> counts;
     for (double size = double(min_bytes); size <= double(max_bytes) * (1 + 1e-9);
          size *= step_factor)
       if (counts.empty() || std::size_t(size) / sizeof(float) != counts.back())
         counts.push_back(std::size_t(size) / sizeof(float));
-    // The library's calls: MPI's under mpirun, NCCL's on GPUs; left out, with the reason, where
-    // they cannot run (CPU ranks in one process; GPU ranks sharing a GPU).
+    // The library's calls: MPI's under mpirun, Gloo's under the launcher, NCCL's on GPUs; left
+    // out, with the reason, where they cannot run (CPU ranks in one process; GPU ranks sharing a
+    // GPU).
     const bool library_here = baseline::available(comm);
     if (!library_here && listed(algos, "library"))
       comm.say("  (library left out: {})\n", baseline::unavailable_reason(comm));

@@ -12,14 +12,17 @@ file(MAKE_DIRECTORY ${out})
 set(mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
 
 # distlab_lesson_test(NAME LESSON EXPECT WORLD MPI_PROCS [lesson args...])
-#   MPI_PROCS 0 runs on in-process ranks; otherwise under mpiexec -n MPI_PROCS.
+#   MPI_PROCS 0 runs on in-process ranks; gN as N processes of distlab's launcher over Gloo
+#   (scripts/procs.sh N ... --transport gloo); otherwise under mpiexec -n MPI_PROCS.
 function(distlab_lesson_test name lesson expect world np)
   set(trace ${out}/${name}.json)
   set(args ${ARGN} --trace ${trace})
   if(lesson STREQUAL "01_send_recv")
     list(APPEND args --calibration ${out}/${name}.calibration.json)
   endif()
-  if(np EQUAL 0)
+  if(np MATCHES "^g([0-9]+)$")
+    set(cmd bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh ${CMAKE_MATCH_1} $<TARGET_FILE:${lesson}> ${args} --transport gloo)
+  elseif(np EQUAL 0)
     set(cmd $<TARGET_FILE:${lesson}> ${args})
   else()
     set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${lesson}> ${args})
@@ -28,10 +31,21 @@ function(distlab_lesson_test name lesson expect world np)
   add_test(NAME ${name} COMMAND ${lesson_test_prefix} bash ${run_lesson} $<TARGET_FILE:distlab_trace_check> ${trace}
                                 ${expect} ${world} -- ${cmd})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS lesson)
-  if(NOT np EQUAL 0)
+  if(np MATCHES "^g")
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL ON LABELS "lesson;gloo")
+  elseif(NOT np EQUAL 0)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
   endif()
 endfunction()
+
+# distlab's launcher (scripts/procs.sh) when a rank is killed, and when every rank refuses its
+# options: the others stopped, the rank and its status named, nothing left behind.
+if(DISTLAB_HAVE_GLOO)
+  add_test(NAME lesson.gloo-launcher
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gloo_launcher.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
+                   $<TARGET_FILE:06_allreduce_sequential_ring_parallel>)
+  set_tests_properties(lesson.gloo-launcher PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
+endif()
 
 foreach(lesson ${DISTLAB_LESSONS})
   # A README whose table of steps links main.cpp lines: each link lands on its STEP marker.
@@ -64,6 +78,15 @@ foreach(lesson ${DISTLAB_LESSONS})
   distlab_lesson_test(lesson.${lesson}.inject-fault ${lesson} failed 3 0 --ranks 3 --size ${small} --inject-fault)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.${lesson}.mpi4 ${lesson} verified 4 4)
+  endif()
+  # Every lesson as 4 processes over Gloo, started by distlab's launcher (02-07 also against
+  # Gloo's own collectives); 2 and 3 processes with odd sizes for the collectives' lessons.
+  if(DISTLAB_HAVE_GLOO)
+    distlab_lesson_test(lesson.${lesson}.gloo4 ${lesson} verified 4 g4)
+    if(lesson MATCHES "^0[2-7]_")
+      distlab_lesson_test(lesson.${lesson}.gloo3-odd ${lesson} verified 3 g3 --size ${odd})
+      distlab_lesson_test(lesson.${lesson}.gloo2 ${lesson} verified 2 g2 --size ${small})
+    endif()
   endif()
   # On a GPU: 4 in-process ranks sharing device 0 (or one GPU each), checked against the same
   # CPU reference. Skipped (exit 77) where no CUDA device answers.
@@ -445,6 +468,15 @@ if(DISTLAB_HAVE_MPI)
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:distlab-bench> --collectives allreduce
            --algos ring_chunked,memory_limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
   set_tests_properties(bench.mpi2.memory-limit PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+endif()
+if(DISTLAB_HAVE_GLOO)
+  # Under distlab's launcher: every collective against Gloo's own (the library rows), #wrong 0.
+  add_test(NAME bench.gloo4 COMMAND bash ${expect_failure} 0 300
+           "allreduce +library +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$" "allgather +library .* 0$"
+           "reducescatter +library .* 0$" "broadcast +library .* 0$" " reduce +library .* 0$"
+           "alltoall +library .* 0$" "busbw relative to library \\(gloo::allreduce" ": verified \\("
+           -- bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh 4 ${bench_cmd} --transport gloo)
+  set_tests_properties(bench.gloo4 PROPERTIES RUN_SERIAL ON LABELS "bench;gloo")
 endif()
 if(TARGET distlab_gpu_tests)
   # GPU buffers: every algorithm, and the library (ncclAllReduce ...) where each rank has a GPU.

@@ -3,7 +3,7 @@
 namespace distlab {
 
 const char* to_string(Mode m) {
-  return m == Mode::threads ? "threads" : "mpi";
+  return m == Mode::threads ? "threads" : m == Mode::mpi ? "mpi" : "gloo";
 }
 const char* to_string(Device d) {
   return d == Device::cpu ? "cpu" : "cuda";

@@ -36,51 +36,62 @@ std::string unavailable_reason(const Comm& comm) {
     gpu_available(comm, &why);
     return why;
   }
+  if (comm.world().mode == Mode::gloo) return {};  // Gloo's, under distlab's launcher
 #ifdef DISTLAB_HAVE_MPI
   if (comm.world().mode == Mode::mpi) return {};
-  return "the library collectives on the CPU are MPI's: they run only under mpirun";
+  return "the library collectives on the CPU are MPI's under mpirun and Gloo's under "
+         "distlab's launcher (--procs): in-process ranks have neither";
 #else
-  return "the library collectives on the CPU are MPI's, and this build has no MPI";
+  return "the library collectives on the CPU are MPI's (this build has no MPI) or Gloo's under "
+         "distlab's launcher (--procs)";
 #endif
 }
 
 std::string scatter(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
                     int root) {
-  return on_gpu(comm) ? gpu_scatter(comm, send, recv, length, dtype, root)
-                      : mpi_scatter(comm, send, recv, length, dtype, root);
+  if (on_gpu(comm)) return gpu_scatter(comm, send, recv, length, dtype, root);
+  return gloo_run(comm) ? gloo_scatter(comm, send, recv, length, dtype, root)
+                        : mpi_scatter(comm, send, recv, length, dtype, root);
 }
 std::string gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
                    int root) {
-  return on_gpu(comm) ? gpu_gather(comm, send, recv, length, dtype, root)
-                      : mpi_gather(comm, send, recv, length, dtype, root);
+  if (on_gpu(comm)) return gpu_gather(comm, send, recv, length, dtype, root);
+  return gloo_run(comm) ? gloo_gather(comm, send, recv, length, dtype, root)
+                        : mpi_gather(comm, send, recv, length, dtype, root);
 }
 std::string broadcast(Comm& comm, void* data, std::size_t length, DType dtype, int root) {
-  return on_gpu(comm) ? gpu_broadcast(comm, data, length, dtype, root)
-                      : mpi_broadcast(comm, data, length, dtype, root);
+  if (on_gpu(comm)) return gpu_broadcast(comm, data, length, dtype, root);
+  return gloo_run(comm) ? gloo_broadcast(comm, data, length, dtype, root)
+                        : mpi_broadcast(comm, data, length, dtype, root);
 }
 std::string reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype,
                    int root) {
-  return on_gpu(comm) ? gpu_reduce(comm, send, recv, length, dtype, root)
-                      : mpi_reduce(comm, send, recv, length, dtype, root);
+  if (on_gpu(comm)) return gpu_reduce(comm, send, recv, length, dtype, root);
+  return gloo_run(comm) ? gloo_reduce(comm, send, recv, length, dtype, root)
+                        : mpi_reduce(comm, send, recv, length, dtype, root);
 }
 std::string all_gather(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
-  return on_gpu(comm) ? gpu_all_gather(comm, send, recv, length, dtype)
-                      : mpi_all_gather(comm, send, recv, length, dtype);
+  if (on_gpu(comm)) return gpu_all_gather(comm, send, recv, length, dtype);
+  return gloo_run(comm) ? gloo_all_gather(comm, send, recv, length, dtype)
+                        : mpi_all_gather(comm, send, recv, length, dtype);
 }
 std::string reduce_scatter(Comm& comm, const void* send, void* recv, std::size_t length,
                            DType dtype) {
-  return on_gpu(comm) ? gpu_reduce_scatter(comm, send, recv, length, dtype)
-                      : mpi_reduce_scatter(comm, send, recv, length, dtype);
+  if (on_gpu(comm)) return gpu_reduce_scatter(comm, send, recv, length, dtype);
+  return gloo_run(comm) ? gloo_reduce_scatter(comm, send, recv, length, dtype)
+                        : mpi_reduce_scatter(comm, send, recv, length, dtype);
 }
 std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
-  return on_gpu(comm) ? gpu_all_reduce(comm, send, recv, length, dtype)
-                      : mpi_all_reduce(comm, send, recv, length, dtype);
+  if (on_gpu(comm)) return gpu_all_reduce(comm, send, recv, length, dtype);
+  return gloo_run(comm) ? gloo_all_reduce(comm, send, recv, length, dtype)
+                        : mpi_all_reduce(comm, send, recv, length, dtype);
 }
 std::string all_to_all(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype) {
   DL_CHECK(length % std::size_t(comm.size()) == 0,
            "all-to-all: {} elements are not {} equal blocks", length, comm.size());
-  return on_gpu(comm) ? gpu_all_to_all(comm, send, recv, length, dtype)
-                      : mpi_all_to_all(comm, send, recv, length, dtype);
+  if (on_gpu(comm)) return gpu_all_to_all(comm, send, recv, length, dtype);
+  return gloo_run(comm) ? gloo_all_to_all(comm, send, recv, length, dtype)
+                        : mpi_all_to_all(comm, send, recv, length, dtype);
 }
 
 }  // namespace distlab::baseline

@@ -147,6 +147,10 @@ void save_calibration(const std::string& path, const std::string& key, const Cal
   write_text_file(path, text);
 }
 
+std::map<std::string, Calibration> load_calibrations(const std::string& path) {
+  return read_all(path);
+}
+
 std::optional<Calibration> load_calibration(const std::string& path, const std::string& key) {
   auto all = read_all(path);
   auto it = all.find(key);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,5 +47,7 @@ FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path
 // Replaces the entry `key` in the file (keeping the others) or creates the file.
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c);
 std::optional<Calibration> load_calibration(const std::string& path, const std::string& key);
+// Every entry of the file, by key (empty when there is no file).
+std::map<std::string, Calibration> load_calibrations(const std::string& path);
 
 }  // namespace distlab

@@ -1,6 +1,7 @@
 // launch.hpp — how a lesson's ranks start, inside the runtime layer: the launcher's environment,
 // one thread per rank in this process (launch_threads.cpp), or one process per rank under mpirun
-// (launch_mpi.cpp). Lesson::run (lesson.cpp) picks one; lessons never call these.
+// (launch_mpi.cpp) or distlab's launcher (launch_gloo.cpp), both through launch_process.cpp.
+// Lesson::run (lesson.cpp) picks one; lessons never call these.
 #pragma once
 
 #include <functional>
@@ -72,5 +73,30 @@ ThreadRun launch_threads(const World& world, const std::function<void(Comm&)>& b
 int launch_mpi(int& argc, char**& argv, const World& world, const Options& options,
                const std::string& number, const std::function<void(Comm&)>& body,
                const std::function<int(RunResult&)>& finish);
+
+// Under distlab's launcher (./distlab lesson NN --procs N): the Gloo transport from the
+// environment's rendezvous, the body, the logs gathered and reported as under mpirun.
+int launch_gloo(const World& world, const Options& options, const std::string& number,
+                const std::function<void(Comm&)>& body,
+                const std::function<int(RunResult&)>& finish);
+
+// --- what every process-per-rank launch shares (launch_process.cpp) ---------------------------
+
+// The control traffic of a run of one process per rank: MPI's or Gloo's.
+struct ProcessControl {
+  std::string host;
+  double clock_offset_us = 0;
+  std::function<void()> barrier;  // polled: a rank blocked elsewhere is reported, not waited on
+  std::function<std::vector<std::vector<char>>(const std::vector<char>&, int)> gather_bytes;
+  std::function<int(int, int)> broadcast_int;
+  std::function<void(const std::string&, int)> abort_all;  // prints, ends every process
+};
+
+// The rank's body on `transport`, its log gathered on rank 0, which `finish` reports; a rank
+// that fails ends the run through control.abort_all. Returns the exit code, alike on every rank.
+int run_rank_process(const World& world, Transport& transport, const ProcessControl& control,
+                     const Options& options, const std::string& number,
+                     const std::function<void(Comm&)>& body,
+                     const std::function<int(RunResult&)>& finish);
 
 }  // namespace distlab

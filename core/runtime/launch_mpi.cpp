@@ -74,44 +74,19 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
       }
     }
     if (code == 0) {
-      Comm comm(w, gpu_transport ? *gpu_transport : static_cast<Transport&>(mpi), options.verbose);
-      comm.set_inject_fault(options.inject_fault);
-      RankLog& log = comm.recorder().log();
-      log.host = mpi.host();
-      log.clock_offset_us = mpi.clock_offset_us();
-      log.t_start = now_us();
-      try {
-        body(comm);
-        comm.finish_device_trace();
-      } catch (const UsageError& e) {
-        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, e.what()), 2);
-      } catch (const std::bad_alloc&) {
-        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, out_of_memory(w.rank)), 2);
-      } catch (const std::length_error&) {
-        MpiTransport::abort_all(fmt::format("lesson {}: {}", number, out_of_memory(w.rank)), 2);
-      } catch (const std::exception& e) {
-        MpiTransport::abort_all(
-            fmt::format("lesson {}: rank {} failed: {}", number, w.rank, e.what()), 1);
-      }
-      log.t_end = now_us();
-      log.peak = comm.ledger().peaks();
-      log.peak_total = comm.ledger().peak_total();
-      comm.transport().finished();
-      try {
-        mpi.barrier();  // polled: a rank still blocked elsewhere is reported, not waited on forever
-        auto parts = mpi.gather_bytes(serialize(log), 0);
-        if (w.rank == 0) {
-          RunResult result;
-          result.world = w;
-          result.world.rank = 0;
-          for (const auto& p : parts) result.logs.push_back(deserialize(p));
-          code = finish(result);
-        }
-        code = mpi.broadcast_int(code, 0);
-      } catch (const std::exception& e) {
-        MpiTransport::abort_all(
-            fmt::format("lesson {}: rank {} failed at the end: {}", number, w.rank, e.what()), 1);
-      }
+      ProcessControl control;
+      control.host = mpi.host();
+      control.clock_offset_us = mpi.clock_offset_us();
+      control.barrier = [&] { mpi.barrier(); };
+      control.gather_bytes = [&](const std::vector<char>& mine, int root) {
+        return mpi.gather_bytes(mine, root);
+      };
+      control.broadcast_int = [&](int value, int root) { return mpi.broadcast_int(value, root); };
+      control.abort_all = [](const std::string& message, int exit_code) {
+        MpiTransport::abort_all(message, exit_code);
+      };
+      code = run_rank_process(w, gpu_transport ? *gpu_transport : static_cast<Transport&>(mpi),
+                              control, options, number, body, finish);
     }
     gpu_transport.reset();  // before the GPU is unbound: NCCL ends on it
   }

@@ -46,19 +46,23 @@ bool launched_by_mpi() {
   return env_text("OMPI_COMM_WORLD_SIZE") || env_text("PMI_SIZE") || env_text("PMIX_RANK") ||
          env_text("MPI_LOCALNRANKS");
 }
+bool launched_by_distlab() {
+  return !kSimulatedBuild && env_text("DISTLAB_WORLD_SIZE");
+}
 int launcher_size() {
   if constexpr (kSimulatedBuild) return env_int({"DISTLAB_SIM_RANKS"}, 1);  // the front sets it
-  return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "DISTLAB_WORLD_SIZE"}, 1);
 }
 int launcher_rank() {
 #ifdef DISTLAB_SMPI
   return std::atoi(sg_actor_self_get_name());
 #endif
-  return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0);
+  return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "DISTLAB_RANK"}, 0);
 }
 int launcher_local_rank() {
-  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
-                 launcher_rank());
+  return env_int(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "DISTLAB_LOCAL_RANK"},
+      launcher_rank());
 }
 
 }  // namespace distlab

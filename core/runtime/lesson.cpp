@@ -177,7 +177,7 @@ int resolve_ranks_per_node(int requested, int ranks) {
 
 // The world this run asks for, from the options and the launcher; throws UsageError when they
 // disagree, or when the run would not fit in memory.
-World Lesson::resolve_world(bool under_mpi) {
+World Lesson::resolve_world(Mode launched) {
   World world;
   finish_options(options_);
   if (!options_.break_name.empty() &&
@@ -190,33 +190,58 @@ World Lesson::resolve_world(bool under_mpi) {
     throw UsageError(
         fmt::format("--break '{}' is not one of this lesson's: {}", options_.break_name, names));
   }
+  const bool under_mpi = launched == Mode::mpi, under_gloo = launched == Mode::gloo;
   if (options_.transport == "mpi" && !under_mpi)
     throw UsageError(
         fmt::format("--transport mpi needs the lesson to be started by mpirun, e.g. ./distlab "
                     "lesson {} --mpi 4",
                     info_.number));
+  if (options_.transport == "gloo" && !under_gloo)
+    throw UsageError(fmt::format(
+        "--transport gloo runs one process per rank, started by distlab's launcher: ./distlab "
+        "lesson {} --procs 4 --transport gloo",
+        info_.number));
+  if (under_gloo && options_.transport != "auto" && options_.transport != "gloo")
+    throw UsageError(fmt::format(
+        "--transport {}: the processes distlab's launcher starts (--procs) talk over Gloo; leave "
+        "--transport out or give gloo (mpirun runs the others: --mpi 4)",
+        options_.transport));
   if (options_.transport == "threads" && under_mpi)
     throw UsageError(
         "--transport threads cannot be used under mpirun; leave --transport out or run without "
         "mpirun");
-  world.mode = under_mpi ? Mode::mpi : Mode::threads;
-  if (under_mpi) {
+  world.mode = launched;
+  if (launched != Mode::threads) {
     world.size = launcher_size();
     if (options_.ranks != 0 && options_.ranks != world.size)
-      throw UsageError(
-          fmt::format("--ranks {} disagrees with the {} processes mpirun started; leave --ranks "
-                      "out under mpirun",
-                      options_.ranks, world.size));
+      throw UsageError(fmt::format(
+          "--ranks {} disagrees with the {} processes {} started; leave --ranks out there",
+          options_.ranks, world.size, under_mpi ? "mpirun" : "the launcher"));
 #ifndef DISTLAB_HAVE_MPI
-    throw UsageError(
-        "this build has no MPI support (Open MPI was not found at configure time); run without "
-        "mpirun");
+    if (under_mpi)
+      throw UsageError(
+          "this build has no MPI support (Open MPI was not found at configure time); run without "
+          "mpirun");
+#endif
+#ifndef DISTLAB_HAVE_GLOO
+    if (under_gloo)
+      throw UsageError(
+          "this build has no Gloo (libgloo-dev was not found at configure time: ./distlab deps "
+          "installs it)");
 #endif
   } else {
     world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
   }
   world.ranks_per_node = resolve_ranks_per_node(options_.ranks_per_node, world.size);
-  world.device = resolve_device(options_.device);
+  if (under_gloo) {  // Gloo's pairs move host memory: auto means the CPU here
+    if (options_.device == "cuda")
+      throw UsageError(
+          "--device cuda: Gloo's TCP pairs move host memory; GPU runs go under mpirun (--mpi 4 "
+          "--device cuda) or on in-process ranks");
+    world.device = Device::cpu;
+  } else {
+    world.device = resolve_device(options_.device);
+  }
   check_transport_request(options_.transport, world.mode, world.device);
   world.transport = to_string(world.mode);
   for (const auto& check : on_world_) check(world);
@@ -225,8 +250,10 @@ World Lesson::resolve_world(bool under_mpi) {
 }
 
 int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
-  const bool under_mpi = launched_by_mpi();
-  const bool speaker = !under_mpi || launcher_rank() == 0;
+  const Mode launched = launched_by_mpi()       ? Mode::mpi
+                        : launched_by_distlab() ? Mode::gloo
+                                                : Mode::threads;
+  const bool speaker = launched == Mode::threads || launcher_rank() == 0;
   auto usage = [&](const std::string& message) {
     if (speaker) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, message);
     return 2;
@@ -246,7 +273,7 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
 
   World world;
   try {
-    world = resolve_world(under_mpi);
+    world = resolve_world(launched);
   } catch (const UsageError& e) {
     return usage(e.what());
   }
@@ -276,8 +303,9 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
     return finish(result);
   }
 
-  return launch_mpi(argc, argv, world, options_, info_.number, body,
-                    [this](RunResult& result) { return finish(result); });
+  const auto report = [this](RunResult& result) { return finish(result); };
+  if (world.mode == Mode::gloo) return launch_gloo(world, options_, info_.number, body, report);
+  return launch_mpi(argc, argv, world, options_, info_.number, body, report);
 }
 
 int Lesson::finish(RunResult& result) {

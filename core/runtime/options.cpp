@@ -18,8 +18,8 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
       ->capture_default_str();
   app.add_option("--transport", o.transport,
                  "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when "
-                 "every rank has "
-                 "its own GPU), threads, mpi (with --device cuda: through host memory), nccl")
+                 "every rank has its own GPU; under ./distlab lesson NN --procs N gloo), threads, "
+                 "mpi (with --device cuda: through host memory), nccl, gloo (Gloo's TCP pairs)")
       ->capture_default_str();
   app.add_option("--size", o.size_text,
                  "elements per buffer; K, M, G suffixes are powers of 1024 (e.g. 4K, 64M, 1G)")
@@ -54,8 +54,9 @@ void finish_options(Options& o) {
   if (!(o.deadlock_timeout > 0))
     throw UsageError("--deadlock-timeout must be a positive number of seconds");
   if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi" &&
-      o.transport != "nccl")
-    throw UsageError("--transport must be auto, threads, mpi or nccl, not '" + o.transport + "'");
+      o.transport != "nccl" && o.transport != "gloo")
+    throw UsageError("--transport must be auto, threads, mpi, nccl or gloo, not '" + o.transport +
+                     "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     throw UsageError("--device must be auto, cpu or cuda, not '" + o.device + "'");
   if (o.trace_path.empty() && !o.no_trace)

@@ -143,7 +143,7 @@ class Lesson {
   int run(int argc, char** argv, const std::function<void(Comm&)>& body);
 
  private:
-  World resolve_world(bool under_mpi);  // throws UsageError
+  World resolve_world(Mode launched);  // throws UsageError
   int finish(RunResult& result);
   std::string write_trace_file(const RunResult& result) const;  // throws Error
   void check_memory(const World& world);  // throws UsageError; notes the plan for --verbose
@@ -172,6 +172,8 @@ std::string path_beside(const std::string& path, const std::string& name);
 
 // True when this process was started by mpirun / mpiexec (Open MPI, MPICH or PMIx).
 bool launched_by_mpi();
+// True when distlab's launcher started it (./distlab lesson NN --procs N): DISTLAB_WORLD_SIZE.
+bool launched_by_distlab();
 // The world size and rank the launcher announced in the environment (1 and 0 otherwise).
 int launcher_size();
 int launcher_rank();

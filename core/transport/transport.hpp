@@ -5,7 +5,8 @@
 // never overtaken. A receive must name exactly the bytes that were sent.
 //
 // Implementations: transport_threads (in-process ranks, one copy straight from the sender's
-// buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI), and
+// buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI),
+// transport_gloo (Gloo's TCP pairs, one process per rank started by distlab's launcher), and
 // under mpirun with --device cuda transport_nccl (ncclSend / ncclRecv) or transport_staged
 // (MPI through pinned host buffers). A deadlock ends every rank with who waits for whom: on
 // in-process ranks as soon as the wait-for graph shows one, under mpirun once a wait passes
@@ -76,6 +77,7 @@ struct RequestState {
 using Request = std::shared_ptr<RequestState>;
 
 class MpiTransport;
+class GlooTransport;
 
 class Transport {
  public:
@@ -109,6 +111,8 @@ class Transport {
   // The MPI transport this one is (or runs over, for the GPU transports under mpirun): the
   // library collectives' communicators. Null on in-process ranks.
   virtual MpiTransport* mpi_transport() { return nullptr; }
+  // The Gloo transport this one is: the library collectives' contexts under the launcher.
+  virtual GlooTransport* gloo_transport() { return nullptr; }
 };
 
 // Largest tag a transport must accept (MPI guarantees at least 32767).

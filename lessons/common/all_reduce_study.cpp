@@ -43,14 +43,15 @@ std::vector<AllReduceAlgo> study_algos(const std::string& choice, bool under_mpi
     const std::string whose = lesson_of(choice);
     throw UsageError(fmt::format(
         "--algo '{}' is not one of this lesson's algorithms; use all{} "
-        "(library under mpirun only){}",
+        "(library under mpirun or the launcher, --procs, only){}",
         choice, names,
         whose.empty() || whose == number ? "" : fmt::format(" (that one is lesson {}'s)", whose)));
   }
   if (!under_mpi && out == std::vector{AllReduceAlgo::library})
     throw UsageError(
-        fmt::format("--algo library calls MPI_Allreduce and needs mpirun: ./distlab lesson {} "
-                    "--mpi 4 --algo library",
+        fmt::format("--algo library calls MPI_Allreduce under mpirun or Gloo's allreduce under "
+                    "distlab's launcher: ./distlab lesson {} --mpi 4 --algo library (or --procs 4 "
+                    "--transport gloo)",
                     number));
   if (!under_mpi) std::erase(out, AllReduceAlgo::library);
   if (under_mpi && out.back() != AllReduceAlgo::library)
@@ -76,7 +77,7 @@ void add_study_options(Lesson& lesson, StudyOptions& options,
                         "print every step's messages (shown anyway for buffers of 64 elements or "
                         "fewer)");
   lesson.on_world([&lesson, &options, menu](const World& w) {
-    options.algos = study_algos(options.algo, w.mode == Mode::mpi, menu, lesson.info().number);
+    options.algos = study_algos(options.algo, w.mode != Mode::threads, menu, lesson.info().number);
     std::string chosen;
     for (AllReduceAlgo a : options.algos)
       chosen += std::string(chosen.empty() ? "" : ", ") + coll::to_string(a);

@@ -1,0 +1,50 @@
+// launch_gloo.cpp — one process per rank started by distlab's launcher (./distlab lesson NN
+// --procs N): the rendezvous in the environment, messages over Gloo's TCP pairs.
+#include <fmt/format.h>
+
+#include "core/base/check.hpp"
+#include "core/runtime/launch.hpp"
+
+#ifdef DISTLAB_HAVE_GLOO
+#include "core/transport/gloo.hpp"
+#endif
+
+namespace distlab {
+
+int launch_gloo(const World& world, const Options& options, const std::string& number,
+                const std::function<void(Comm&)>& body,
+                const std::function<int(RunResult&)>& finish) {
+#ifdef DISTLAB_HAVE_GLOO
+  std::unique_ptr<GlooTransport> gloo;
+  try {
+    gloo = std::make_unique<GlooTransport>(gloo_setup_from_environment(options.deadlock_timeout));
+  } catch (const UsageError& e) {
+    GlooTransport::abort_all(fmt::format("lesson {}: {}", number, e.what()), 2);
+  } catch (const std::exception& e) {
+    GlooTransport::abort_all(fmt::format("lesson {}: {}", number, e.what()), 1);
+  }
+  World w = world;
+  w.rank = gloo->rank();
+  w.size = gloo->size();
+  w.transport = gloo->name();
+  ProcessControl control;
+  control.host = host_name();
+  control.clock_offset_us =
+      0;  // every rank on this machine (the store is a local folder): one clock
+  control.barrier = [&] { gloo->barrier(); };
+  control.gather_bytes = [&](const std::vector<char>& mine, int root) {
+    return gloo->gather_bytes(mine, root);
+  };
+  control.broadcast_int = [&](int value, int root) { return gloo->broadcast_int(value, root); };
+  control.abort_all = [](const std::string& message, int exit_code) {
+    GlooTransport::abort_all(message, exit_code);
+  };
+  return run_rank_process(w, *gloo, control, options, number, body, finish);
+#else
+  (void)world, (void)options, (void)body, (void)finish;
+  fmt::print(stderr, "distlab lesson {}: this build has no Gloo (libgloo-dev)\n", number);
+  return 2;
+#endif
+}
+
+}  // namespace distlab

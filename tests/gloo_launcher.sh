@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gloo_launcher.sh PROCS_SH LESSON_EXE — distlab's launcher (scripts/procs.sh) when a process
+# dies: rank 2 of 4 is killed (SIGKILL) in the middle of a run over Gloo; the launcher must stop
+# the others, say which rank ended how, exit with its status (137), leave no process behind and
+# remove its rendezvous folder. Then a rank that fails (--deadlock-timeout 0 is refused on every
+# rank, exit 2) ends the run with exit 2 and the rank's own sentence.
+set -u
+procs="$1" exe="$2"
+fail() { echo "gloo_launcher: $*" >&2; exit 1; }
+export TMPDIR
+TMPDIR=$(mktemp -d)
+trap 'rm -rf "$TMPDIR"' EXIT
+
+log="$TMPDIR/run.log"
+bash "$procs" 4 "$exe" --transport gloo --no-trace --size 4M --algo ring_chunked >"$log" 2>&1 &
+launcher=$!
+# Rank 2's process: the one whose environment says DISTLAB_RANK=2 (the launcher's children).
+victim="" ranks=()
+for _ in $(seq 1 200); do
+  mapfile -t ranks < <(pgrep -P "$launcher" 2>/dev/null)
+  for pid in "${ranks[@]}"; do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "DISTLAB_RANK=2" && victim=$pid
+  done
+  [[ -n "$victim" ]] && ((${#ranks[@]} == 4)) && break
+  sleep 0.05
+done
+[[ -n "$victim" ]] || fail "rank 2 never started"
+sleep 0.5  # connected and moving data
+kill -KILL "$victim"
+start=$SECONDS
+wait "$launcher"
+rc=$?
+cat "$log"
+((rc == 137)) || fail "the launcher exited $rc, expected 137 (128 + SIGKILL)"
+grep -q "distlab: rank 2 of 4 was killed by signal 9 (KILL); stopping the others" "$log" ||
+  fail "no line says rank 2 was killed"
+((SECONDS - start <= 15)) || fail "the others took $((SECONDS - start)) s to stop"
+for pid in "${ranks[@]}"; do
+  kill -0 "$pid" 2>/dev/null && fail "rank process $pid was left behind"
+done
+compgen -G "$TMPDIR/distlab-store.*" >/dev/null && fail "the rendezvous folder was not removed"
+
+bash "$procs" 3 "$exe" --transport gloo --no-trace --deadlock-timeout 0 >"$log" 2>&1
+rc=$?
+cat "$log"
+((rc == 2)) || fail "a usage error exited $rc, expected 2"
+grep -q "deadlock-timeout must be a positive number" "$log" || fail "the rank's sentence is missing"
+echo "gloo_launcher: ok"
