@@ -3,9 +3,12 @@
 # veth links to one bridge, and Open MPI over TCP between them. Needs root (CAP_NET_ADMIN).
 #
 #   scripts/cluster.sh up K [--rate R]           make hosts dlc-h0 .. dlc-h(K-1), 1 <= K <= 16
-#   scripts/cluster.sh run K [--rate R] [--skew S] -- COMMAND [ARGS...]
+#   scripts/cluster.sh run K [--rate R] [--skew S] [--gloo] -- COMMAND [ARGS...]
 #                                                up, mpirun -np K COMMAND (one rank per host),
-#                                                down; exits with mpirun's status
+#                                                down; exits with mpirun's status. --gloo: no
+#                                                mpirun; distlab's launcher (scripts/procs.sh)
+#                                                starts rank I on host I, bound to its address,
+#                                                and the ranks talk over Gloo's TCP pairs
 #   scripts/cluster.sh down                      remove everything named dlc-* (idempotent)
 #   scripts/cluster.sh status                    what exists now, with link counters
 #   scripts/cluster.sh check                     exit 0 if namespaces can be made here, else
@@ -309,6 +312,22 @@ cmd_agent() {
   exec ip netns exec "$host" unshare --uts "${clock[@]}" sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
 }
 
+# distlab's launcher calls this as `cluster.sh gloo-agent I COMMAND...` for rank I: the command
+# runs on host I, as cmd_agent runs mpirun's daemons, with DISTLAB_HOST its address (Gloo binds
+# its pairs there).
+cmd_gloo_agent() {
+  local rank="$1"
+  shift
+  [[ "$rank" =~ ^[0-9]+$ ]] || die "gloo-agent: '$rank' is not a rank"
+  local host skew="${DISTLAB_CLUSTER_SKEW:-0}" clock=()
+  host=$(host_ns "$rank")
+  local ahead=$((rank * skew))
+  ((ahead > 0)) && clock=(--time --fork --kill-child --monotonic "$ahead" --boottime "$ahead")
+  # shellcheck disable=SC2016  # $0 is the inner shell's
+  DISTLAB_HOST=$(host_ip "$rank") exec ip netns exec "$host" unshare --uts "${clock[@]}" \
+    sh -c 'hostname "$0" && exec "$@"' "$host" "$@"
+}
+
 # S -> S, or 0 (with a note) where the kernel has no time namespaces.
 usable_skew() {
   if (($1 > 0)) && ! unshare --time --fork --monotonic 1 true 2>/dev/null; then
@@ -345,9 +364,10 @@ run_interrupted() {  # SIGNAL NUMBER
 }
 
 cmd_run() {
-  local hosts="" rate="$default_rate" skew="$default_skew"
+  local hosts="" rate="$default_rate" skew="$default_skew" gloo=0
   while (($#)); do
     case "$1" in
+      --gloo) gloo=1; shift ;;
       --rate) (($# >= 2)) || die "--rate needs a value, as in --rate 1gbit"; rate="$2"; shift 2 ;;
       --skew)
         if ! [[ "${2:-}" =~ ^[0-9]+$ ]] || ((10#$2 > 100000)); then
@@ -368,7 +388,7 @@ cmd_run() {
   hosts=$((10#$hosts))
   rate_bits "$rate" >/dev/null || exit 2
   need_root
-  command -v mpirun >/dev/null || die "mpirun is missing (./distlab deps installs Open MPI)"
+  ((gloo)) || command -v mpirun >/dev/null || die "mpirun is missing (./distlab deps installs Open MPI)"
   [[ -z "$(our_namespaces)" ]] ||
     die "a cluster is already up ($(our_namespaces | tr '\n' ' ')); scripts/cluster.sh down removes it"
 
@@ -378,6 +398,17 @@ cmd_run() {
   trap 'run_interrupted HUP 1' HUP
   skew=$(usable_skew "$skew")
   cmd_up "$hosts" --rate "$rate"
+  export DISTLAB_CLUSTER_SKEW="$skew"
+  if ((gloo)); then
+    local clocks="one clock"
+    ((skew > 0)) && clocks="host I's clocks I x $skew s ahead of host 0's"
+    echo "cluster.sh: run: distlab's launcher, $hosts processes (one rank per host, Gloo over TCP on $cidr at $rate, $clocks) $*" >&2
+    DISTLAB_PROCS_AGENT="$self gloo-agent" bash "$(dirname "$self")/procs.sh" "$hosts" "$@" &
+    run_pid=$!
+    wait "$run_pid" || run_rc=$?
+    run_pid=""
+    exit "$run_rc"
+  fi
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/$prefix-run.XXXXXX")
   for ((i = 0; i < hosts; i++)); do echo "$(host_ns "$i") slots=1"; done >"$run_dir/hostfile"
   # shellcheck disable=SC2054  # tcp,self is one argument
@@ -394,8 +425,7 @@ cmd_run() {
   # commands, and `wait` returns on a signal); a background job ignores SIGINT, so Ctrl-C
   # stops the run through the trap, which stops mpirun.
   # The agent reads the skew from mpirun's environment (Open MPI drops numbers from the agent's
-  # own command line).
-  export DISTLAB_CLUSTER_SKEW="$skew"
+  # own command line): DISTLAB_CLUSTER_SKEW, exported above.
   # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname "$0" && exec mpirun "$@"' \
     "$(host_ns 0)" "${flags[@]}" "$@" &
@@ -419,6 +449,7 @@ case "${1:-help}" in
   run) shift; cmd_run "$@" ;;
   check) shift; cmd_check "$@" ;;
   agent) shift; (($# >= 2)) || die "agent needs a host and a command"; cmd_agent "$@" ;;
+  gloo-agent) shift; (($# >= 2)) || die "gloo-agent needs a rank and a command"; cmd_gloo_agent "$@" ;;
   help | -h | --help) usage ;;
   *) usage >&2; die "unknown command '$1'" ;;
 esac

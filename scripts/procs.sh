@@ -9,7 +9,9 @@
 # When a process fails or dies the others are stopped (SIGTERM, then SIGKILL after 5 s), one line
 # says which rank ended how, and the run ends with that rank's status (128 + N for signal N).
 # Status 2 (bad options: every rank finds the same fault, rank 0 says it) lets them end alone.
-# Ctrl-C stops them all and removes the folder.
+# Ctrl-C stops them all and removes the folder. DISTLAB_PROCS_AGENT, when set, is a command each
+# rank is started through, as `AGENT RANK EXE [options]` (scripts/cluster.sh: a rank in its
+# network namespace, bound to its address).
 set -euo pipefail
 
 np="${1:-}"
@@ -20,8 +22,13 @@ shift 2
 
 store=$(mktemp -d "${TMPDIR:-/tmp}/distlab-store.XXXXXX")
 pids=()
+agent=()
+[[ -n "${DISTLAB_PROCS_AGENT:-}" ]] && read -r -a agent <<<"$DISTLAB_PROCS_AGENT"
 for ((r = 0; r < np; r++)); do
-  DISTLAB_RANK=$r DISTLAB_LOCAL_RANK=$r DISTLAB_WORLD_SIZE=$np DISTLAB_STORE="$store" "$exe" "$@" &
+  start=("$exe")
+  ((${#agent[@]})) && start=("${agent[@]}" "$r" "$exe")
+  DISTLAB_RANK=$r DISTLAB_LOCAL_RANK=$r DISTLAB_WORLD_SIZE=$np DISTLAB_STORE="$store" \
+    "${start[@]}" "$@" &
   pids+=($!)
 done
 

@@ -8,6 +8,9 @@
 #       among them, every message arrives after it was sent, which holds only if the lesson
 #       lined the hosts' clocks up) and names rank I's host dlc-hI; and every host sent and
 #       received over its veth (the run's "bytes on the wire" line)
+#   verify-gloo TRACE_CHECK TRACE K -- LESSON [ARGS...]
+#       the same with --gloo: no mpirun, distlab's launcher starting rank I on host I, the ranks
+#       over Gloo's TCP pairs bound to their hosts' addresses (the final line says gloo)
 #   fail -- LESSON [ARGS...]
 #       `false` on 2 hosts, and the lesson with --inject-fault on 3: each exits non-zero (the
 #       lesson 1, with its FAILED line)
@@ -42,11 +45,14 @@ nothing_left() {
   fail "a cluster is already up ($(ip netns list | grep '^dlc-' | tr '\n' ' ')); scripts/cluster.sh down removes it"
 
 case "$mode" in
-  verify)
-    check="$1" trace="$2" hosts="$3"
+  verify | verify-gloo)
+    check="$1" trace="$2" hosts="$3" launcher=() transport=mpi lesson_args=()
     shift 4
+    if [[ "$mode" == verify-gloo ]]; then
+      launcher=(--gloo) transport=gloo lesson_args=(--transport gloo)
+    fi
     rm -f "$trace"
-    out=$(timeout 240 "$cluster" run "$hosts" --skew 1000 -- "$@" --trace "$trace" 2>&1)
+    out=$(timeout 240 "$cluster" run "$hosts" --skew 1000 "${launcher[@]}" -- "$@" "${lesson_args[@]}" --trace "$trace" 2>&1)
     rc=$?
     echo "$out" | tail -n 40
     nothing_left
@@ -55,7 +61,7 @@ case "$mode" in
       echo "cluster_test: the hosts shared one clock (no time namespaces), so the offsets were near 0"
     final=$(grep -E "^lesson [0-9]+ " <<<"$out" | tail -n 1)
     [[ "$final" == *": verified ("* ]] || fail "no final 'verified' line"
-    [[ "$final" == *" $hosts ranks, mpi"* ]] || fail "the final line does not say $hosts ranks under mpi"
+    [[ "$final" == *" $hosts ranks, $transport"* ]] || fail "the final line does not say $hosts ranks under $transport"
     "$check" "$trace" --world "$hosts" --verified || fail "trace check failed"
     for ((i = 0; i < hosts; i++)); do
       grep -q "\"name\":\"rank $i (dlc-h$i)\"" "$trace" || fail "the trace does not put rank $i on host dlc-h$i"

@@ -45,6 +45,11 @@ if(DISTLAB_HAVE_GLOO)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gloo_launcher.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
                    $<TARGET_FILE:06_allreduce_sequential_ring_parallel>)
   set_tests_properties(lesson.gloo-launcher PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
+  # Lesson 01's fits on threads and over Gloo, side by side (--compare).
+  add_test(NAME lesson.01_send_recv.transports
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson01_transports.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
+                   $<TARGET_FILE:01_send_recv>)
+  set_tests_properties(lesson.01_send_recv.transports PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
 endif()
 
 foreach(lesson ${DISTLAB_LESSONS})
@@ -332,6 +337,11 @@ if(DISTLAB_HAVE_MPI AND TARGET 06_allreduce_sequential_ring_parallel)
   add_test(NAME cluster.interrupt-int COMMAND ${cluster_test} interrupt INT)
   add_test(NAME cluster.interrupt-term COMMAND ${cluster_test} interrupt TERM)
   set(cluster_tests cluster.lesson06-k2 cluster.failure cluster.interrupt-int cluster.interrupt-term)
+  if(DISTLAB_HAVE_GLOO)  # the same lesson with no mpirun: distlab's launcher, Gloo over the links
+    add_test(NAME cluster.lesson06-k3-gloo COMMAND ${cluster_test} verify-gloo $<TARGET_FILE:distlab_trace_check>
+                                                   ${out}/cluster-06-k3-gloo.json 3 -- $<TARGET_FILE:06_allreduce_sequential_ring_parallel>)
+    list(APPEND cluster_tests cluster.lesson06-k3-gloo)
+  endif()
   if(TARGET 05_parameter_server)
     add_test(NAME cluster.lesson05-ps-k3 COMMAND ${cluster_test} verify $<TARGET_FILE:distlab_trace_check>
                                                  ${out}/cluster-05-ps-k3.json 3 -- $<TARGET_FILE:05_parameter_server> --mode ps --steps 4)

@@ -28,9 +28,8 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
   w.size = gloo->size();
   w.transport = gloo->name();
   ProcessControl control;
-  control.host = host_name();
-  control.clock_offset_us =
-      0;  // every rank on this machine (the store is a local folder): one clock
+  control.host = gloo->host();
+  control.clock_offset_us = gloo->clock_offset_us();  // 0 where a rank shares rank 0's host
   control.barrier = [&] { gloo->barrier(); };
   control.gather_bytes = [&](const std::vector<char>& mine, int root) {
     return gloo->gather_bytes(mine, root);

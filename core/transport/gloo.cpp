@@ -29,7 +29,7 @@ namespace {
 constexpr auto kForever = std::chrono::hours(24);    // Gloo's waits never time out here
 constexpr double kWatchEveryS = 0.1;                 // the watchdog's tick: state file, checks
 constexpr std::uint32_t kInternalKey = 0x3fffffffu;  // barrier, gather, broadcast
-constexpr int kBarrierTag = 1, kGatherTag = 2, kBroadcastTag = 3;
+constexpr int kBarrierTag = 1, kGatherTag = 2, kBroadcastTag = 3, kClockTag = 4;
 char zero_bytes[1];  // where a message of 0 bytes points
 
 double wall_s() {
@@ -244,7 +244,9 @@ class GlooTransport::Watchdog {
 // --- the transport -------------------------------------------------------------------------------
 
 GlooTransport::GlooTransport(const GlooSetup& setup)
-    : setup_(setup), host_(setup.host), state_(std::make_unique<WaitState>()) {
+    : setup_(setup), state_(std::make_unique<WaitState>()) {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0) host_ = name;
   DL_CHECK(setup.size >= 1 && setup.rank >= 0 && setup.rank < setup.size,
            "rank {} of {} is not a rank", setup.rank, setup.size);
   gloo::transport::tcp::attr attr;
@@ -268,6 +270,46 @@ GlooTransport::GlooTransport(const GlooSetup& setup)
         setup.rank, setup.size, setup.store, setup.host, setup.rendezvous_timeout_s, e.what()));
   }
   watchdog_ = std::make_unique<Watchdog>(*this);
+  estimate_clock_offsets();
+}
+
+// Ranks on rank 0's host share its clock. For the others (a cluster of namespaces with clocks
+// of their own), rank 0 runs a few ping-pongs and keeps the offset of the round with the
+// smallest round trip, as the MPI transport does.
+void GlooTransport::estimate_clock_offsets() {
+  const auto hosts = gather_bytes(std::vector<char>(host_.begin(), host_.end()), 0);
+  constexpr int kRounds = 8;
+  if (rank() == 0) {
+    for (int r = 1; r < size(); ++r) {
+      const char measure = hosts[std::size_t(r)] != hosts[0] ? 1 : 0;
+      send_internal(&measure, 1, r, kClockTag);
+      if (!measure) continue;
+      double best_rtt = 1e300, offset = 0;
+      for (int round = 0; round < kRounds; ++round) {
+        const double t0 = now_us();
+        double remote = 0;
+        send_internal(&t0, sizeof t0, r, kClockTag);
+        recv_internal(&remote, sizeof remote, r, kClockTag);
+        const double t1 = now_us();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          offset = (t0 + t1) / 2 - remote;
+        }
+      }
+      send_internal(&offset, sizeof offset, r, kClockTag);
+    }
+    return;
+  }
+  char measure = 0;
+  recv_internal(&measure, 1, 0, kClockTag);
+  if (!measure) return;
+  for (int round = 0; round < kRounds; ++round) {
+    double t0 = 0;
+    recv_internal(&t0, sizeof t0, 0, kClockTag);
+    const double t = now_us();
+    send_internal(&t, sizeof t, 0, kClockTag);
+  }
+  recv_internal(&clock_offset_us_, sizeof clock_offset_us_, 0, kClockTag);
 }
 
 GlooTransport::~GlooTransport() {

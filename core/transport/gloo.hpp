@@ -75,7 +75,10 @@ class GlooTransport : public Transport {
 
   int rank() const { return setup_.rank; }
   int size() const { return setup_.size; }
+  // This machine's name (the trace's host), and what to add to this rank's clock to read rank
+  // 0's: 0 on rank 0's host (one clock), else estimated at the start (Cristian's method).
   const std::string& host() const { return host_; }
+  double clock_offset_us() const { return clock_offset_us_; }
 
   // Root receives every rank's bytes (rank order); others get an empty vector.
   std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine, int root);
@@ -113,6 +116,7 @@ class GlooTransport : public Transport {
   // Internal traffic (barrier, gather, broadcast): a context no lesson's split can make.
   void send_internal(const void* data, std::size_t bytes, int peer, int tag);
   void recv_internal(void* data, std::size_t bytes, int peer, int tag);
+  void estimate_clock_offsets();
 
   GlooSetup setup_;
   std::string host_;
@@ -122,6 +126,7 @@ class GlooTransport : public Transport {
   std::unique_ptr<WaitState> state_;
   std::unique_ptr<Watchdog> watchdog_;
   int barrier_depth_ = 0;
+  double clock_offset_us_ = 0;
 };
 
 // The process's setup from the launcher's environment: DISTLAB_RANK, DISTLAB_WORLD_SIZE,

@@ -196,19 +196,30 @@ void print_schemes(const std::string& path) {
   fmt::print("\nthe send/recv schemes side by side, as fitted on this machine ({}):\n", path);
   fmt::print("  {:<14} {:>10} {:>12} {:>10} {:>10} {:>10}\n", "transport", "alpha", "1/beta", "8 B",
              "1 MiB", "64 MiB");
-  for (const auto& [key, fit] : fits) {
-    if (key.rfind("sim-", 0) == 0) continue;  // a simulated cluster's, not this machine's
+  // The lecture's order (threads, MPI, Gloo, NCCL), then any other key of this machine's.
+  std::vector<std::string> keys = {"threads-cpu", "mpi-cpu", "gloo-cpu", "mpi-cuda",
+                                   "threads-cuda"};
+  for (const auto& [key, fit] : fits)
+    if (std::find(keys.begin(), keys.end(), key) == keys.end() && key.rfind("sim-", 0) != 0)
+      keys.push_back(key);  // a simulated cluster's line is not this machine's
+  for (const auto& key : keys) {
+    const auto it = fits.find(key);
+    if (it == fits.end()) continue;
+    const Calibration& fit = it->second;
     auto t = [&](double n) { return format_seconds(fit.alpha_s + fit.beta_s_per_byte * n); };
     fmt::print("  {:<14} {:>10} {:>7.2f} GB/s {:>10} {:>10} {:>10}\n", key,
                format_seconds(fit.alpha_s), 1e-9 / fit.beta_s_per_byte, t(8), t(1 << 20),
                t(64 << 20));
   }
   fmt::print(
-      "  threads: one memcpy inside one process. mpi: Open MPI's shared-memory path, a copy into\n"
-      "  a segment both processes map and one out, found by polling. gloo: TCP over loopback, a\n"
-      "  system call each way, copies into and out of the kernel's socket buffers, and a wakeup\n"
-      "  of the receiver's thread by Gloo's I/O thread. nccl: GPU memory, moved by the GPUs.\n"
-      "  A key missing here was not measured: ./distlab lesson 01 --transports runs them all.\n");
+      "  threads: ranks are threads of one process; a message is one memcpy, handed over through\n"
+      "  a mailbox and a wakeup. mpi: Open MPI's shared-memory path, a copy into a segment both\n"
+      "  processes map and one out of it, found by polling. gloo: TCP over loopback, a system "
+      "call\n"
+      "  each way, copies into and out of the kernel's socket buffers, and a wakeup of the "
+      "waiting\n"
+      "  thread by Gloo's I/O thread. mpi-cuda: GPU memory, by NCCL where each rank has a GPU.\n"
+      "  A row missing here was not measured: ./distlab lesson 01 --transports runs them all.\n");
 }
 
 }  // namespace
