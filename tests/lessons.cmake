@@ -350,6 +350,21 @@ if(DISTLAB_HAVE_MPI AND TARGET 06_allreduce_sequential_ring_parallel)
   set_tests_properties(${cluster_tests} PROPERTIES LABELS "cluster;mpi" SKIP_RETURN_CODE 77 TIMEOUT 300
                        RUN_SERIAL ON RESOURCE_LOCK distlab-cluster-netns)
 endif()
+# --transport gloo where it cannot run: one sentence and exit 2.
+if(DISTLAB_HAVE_GLOO)
+  add_test(NAME usage.gloo.no-launcher COMMAND bash ${expect_failure} 2 10
+           "--transport gloo runs one process per rank, started by distlab's launcher: ./distlab lesson 04 --procs 4"
+           -- $<TARGET_FILE:04_allreduce_allgather> --transport gloo --no-trace)
+  add_test(NAME usage.gloo.cuda COMMAND bash ${expect_failure} 2 30 "--device cuda: Gloo's TCP pairs move host memory"
+           -- bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh 2 $<TARGET_FILE:04_allreduce_allgather> --device cuda --no-trace)
+  add_test(NAME usage.gloo.mpi-under-launcher COMMAND bash ${expect_failure} 2 30
+           "--transport mpi needs the lesson to be started by mpirun"
+           -- bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh 2 $<TARGET_FILE:04_allreduce_allgather> --transport mpi --no-trace)
+  add_test(NAME usage.gloo.procs COMMAND bash ${expect_failure} 2 10 "usage: procs.sh N EXE"
+           -- bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh 0 $<TARGET_FILE:04_allreduce_allgather>)
+  set_tests_properties(usage.gloo.no-launcher usage.gloo.cuda usage.gloo.mpi-under-launcher usage.gloo.procs
+                       PROPERTIES LABELS "usage;gloo")
+endif()
 # Bad input to scripts/cluster.sh: one sentence and exit 2, before anything is made (no root needed).
 add_test(NAME usage.cluster.hosts COMMAND bash ${expect_failure} 2 10 "the number of hosts must be a whole number from 1 to 16, not '17'"
          -- ${CMAKE_SOURCE_DIR}/scripts/cluster.sh up 17)

@@ -123,7 +123,7 @@ TEST_CASE("async: progress alone finishes an operation while the rank computes",
 }
 
 TEST_CASE(
-    "async: a blocking all-reduce, a barrier and a split while an operation is pending; a "
+    "async: a blocking all-reduce, a barrier and a split while an operation is pending, a "
     "handle left without a wait finishes in its destructor",
     "[async][comm]") {
   std::vector<std::string> wrong(3);

@@ -26,7 +26,7 @@ using Catch::Contains;
 
 #ifdef DISTLAB_HAVE_CUDA
 
-TEST_CASE("cuda probe: no driver or no device is 'no device'; any other error is a setup failure",
+TEST_CASE("cuda probe: no driver or no device is 'no device', any other error is a setup failure",
           "[device]") {
   // No libcuda at all (a machine without GPU): the runtime answers insufficient driver, and
   // the driver's version is 0.
@@ -67,7 +67,7 @@ TEST_CASE("cuda probe: this machine's answer is one of the three, and --device f
   }
 }
 
-TEST_CASE("cuda errors: a sticky error says it poisons the process; others do not", "[device]") {
+TEST_CASE("cuda errors: a sticky error says it poisons the process, others do not", "[device]") {
   CHECK(cuda_error_is_sticky(cudaErrorIllegalAddress));
   CHECK(cuda_error_is_sticky(cudaErrorLaunchFailure));
   CHECK_FALSE(cuda_error_is_sticky(cudaErrorInvalidValue));

@@ -81,7 +81,7 @@ TraceModel zero_model(const std::string& stage, int n, std::int64_t psi, std::in
 
 // ---- ZeRO memory side by side ---------------------------------------------------------------
 
-TEST_CASE("ZeRO's formulas at N = 4: 16, 4 + 12/N, 2 + 14/N, 16/N bytes; 2, 2, 2, 3 Psi",
+TEST_CASE("ZeRO's formulas at N = 4: 16, 4 + 12/N, 2 + 14/N, 16/N bytes, 2, 2, 2, 3 Psi",
           "[memory-compare]") {
   CHECK(zero_bytes_per_param(ZeroStage::dp, 4) == 16);
   CHECK(zero_bytes_per_param(ZeroStage::zero1, 4) == 7);

@@ -47,7 +47,7 @@ double gelu_ref(double x) {
 
 // --- half.hpp ---------------------------------------------------------------------------------
 
-TEST_CASE("half: every f16 and bf16 value survives a trip through f32; NaN stays NaN", "[half]") {
+TEST_CASE("half: every f16 and bf16 value survives a trip through f32, NaN stays NaN", "[half]") {
   int bad = 0;
   for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
     const auto b = static_cast<std::uint16_t>(bits);

@@ -74,8 +74,8 @@ TEST_CASE("options: a bad --device or --transport is a usage error listing the c
           "[options]") {
   CHECK_THROWS_AS(parse({"--device", "gpu"}), UsageError);
   CHECK_THROWS_WITH(parse({"--device", "gpu"}), Contains("auto, cpu or cuda") && Contains("'gpu'"));
-  CHECK_THROWS_WITH(parse({"--transport", "gloo"}),
-                    Contains("auto, threads, mpi or nccl") && Contains("'gloo'"));
+  CHECK_THROWS_WITH(parse({"--transport", "ucx"}),
+                    Contains("auto, threads, mpi, nccl or gloo") && Contains("'ucx'"));
 }
 
 TEST_CASE("options: --deadlock-timeout must be positive", "[options]") {

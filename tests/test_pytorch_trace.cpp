@@ -129,7 +129,7 @@ TEST_CASE("pytorch: collective names and dtypes as PyTorch, gloo and NCCL spell 
   CHECK(dtype_bytes("complex") == 0);
 }
 
-TEST_CASE("pytorch: a 1.13 trace loads as one rank per file; gloo's all-reduces match by order",
+TEST_CASE("pytorch: a 1.13 trace loads as one rank per file, gloo's all-reduces match by order",
           "[pytorch]") {
   const std::vector<double> arrive{1000, 3000, 5000}, end{1400, 3500, 5300};
   const std::vector<std::string> texts{torch113_rank(0, arrive, end),
@@ -321,7 +321,7 @@ TEST_CASE("pytorch: truncated, foreign and odd files give a sentence or plain sp
   CHECK(one.world_size() == 1);
 }
 
-TEST_CASE("pytorch: a folder's traces in natural order; a command line's runs grouped",
+TEST_CASE("pytorch: a folder's traces in natural order, a command line's runs grouped",
           "[pytorch]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "distlab-pytorch-run";

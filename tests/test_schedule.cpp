@@ -467,7 +467,7 @@ TEST_CASE(
   CHECK_FALSE(build_pipeline_schedule(load_trace_model(example_trace("02_scatter_gather"))).any());
 }
 
-TEST_CASE("blocks narrower than the minimum merge into runs; every block in view is drawn once",
+TEST_CASE("blocks narrower than the minimum merge into runs, every block in view is drawn once",
           "[schedule]") {
   std::vector<PipeBlock> blocks;
   for (int i = 0; i < 20000; ++i) blocks.push_back({i * 1.0, i * 1.0 + 0.6, i % 8, 0});

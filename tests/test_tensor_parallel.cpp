@@ -15,7 +15,7 @@ using namespace distlab;
 
 TEST_CASE(
     "sequence parallelism: the all-gather hands every rank all the rows and the reduce-scatter "
-    "my rows' sum; together they send one ring all-reduce's bytes",
+    "my rows' sum, together they send one ring all-reduce's bytes",
     "[tp]") {
   for (int n : {1, 2, 3, 4, 5}) {
     CAPTURE(n);

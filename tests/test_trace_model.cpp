@@ -461,7 +461,7 @@ TEST_CASE(
 
 TEST_CASE(
     "schema 3: the memory total comes from total_bytes in older traces, from the parts "
-    "in newer ones; the top-level metadata never overrides otherData",
+    "in newer ones, the top-level metadata never overrides otherData",
     "[trace_model]") {
   const TraceModel old = parse_trace_model(R"({"traceEvents":[
     {"ph":"C","name":"memory","pid":1,"tid":0,"ts":0,"args":{"params_bytes":60,"grads_bytes":40,"total_bytes":100}}],

@@ -133,7 +133,7 @@ TEST_CASE("gloo: messages of 0, 1 and 2^20 bytes arrive whole, both ways", "[glo
   }
 }
 
-TEST_CASE("gloo: two messages with one tag keep their order; contexts do not mix", "[gloo]") {
+TEST_CASE("gloo: two messages with one tag keep their order, and contexts do not mix", "[gloo]") {
   const auto out = run_ranks(3, 10, [](GlooTransport& t) {
     // r0 sends 1 then 2 to r1 in the world, and 3 in a context of r0 and r1 only.
     const int group = t.split(0, t.rank() < 2 ? 0 : 1, t.rank(),

@@ -263,7 +263,7 @@ TEST_CASE("the topology panel boxes the nodes of a trace that records its ranks 
 
 // ---- shards ---------------------------------------------------------------------------------
 
-TEST_CASE("the shards panel draws every example; all-reduce buffers end complete", "[shards]") {
+TEST_CASE("the shards panel draws every example, all-reduce buffers end complete", "[shards]") {
   HeadlessImGui gui;
   for (const char* name : kExamples) {
     INFO(name);
@@ -792,7 +792,7 @@ TEST_CASE("the schedule panel stacks the other open pipelines under the current 
 }
 
 TEST_CASE(
-    "a trace with no pipeline: the schedule panel says so and draws no block; the default "
+    "a trace with no pipeline: the schedule panel says so and draws no block, the default "
     "layout shows Schedule in place of Shards for a pipeline",
     "[schedule]") {
   HeadlessImGui gui;

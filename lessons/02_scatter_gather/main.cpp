@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
       }
     }
 
-    // STEP 5 (under mpirun): MPI's own MPI_Scatter / MPI_Gather on the same data must agree.
+    // STEP 5 (processes): MPI_Scatter / MPI_Gather, or Gloo's under --procs, must agree.
     if (baseline::available(comm)) {
       Buffer<float> lib_mine = comm.alloc<float>(part.size(me), Category::data);
       const std::string call =

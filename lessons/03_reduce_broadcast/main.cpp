@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
 
   // Memory, counted from the buffers below: per rank input, total, the float32 exact sum, one
   // rank's regenerated input and the reduce's workspace (5 x 4 B per element), the float64 sum
-  // (8 B), and under mpirun the library's copy (4 B): 32 B per element.
+  // (8 B), and as processes the library's copy (4 B): 32 B per element.
   lesson.needs_memory([&](const World&) {
     return MemoryNeed{32.0 * double(lesson.options().size), 0};
   });
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       comm.say("sum, on every rank : {}\n", fmt::join(to_host(total.view()), " "));
     }
 
-    // STEP 4 (under mpirun): MPI's own MPI_Reduce / MPI_Bcast on the same data must agree.
+    // STEP 4 (processes): MPI_Reduce / MPI_Bcast, or Gloo's under --procs, must agree.
     if (baseline::available(comm)) {
       Buffer<float> lib_total = comm.alloc<float>(me == root ? L : 0, Category::data);
       const std::string call =

@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
                  fmt::join(to_host(reduced.view()), " "));
     }
 
-    // STEP 5 (under mpirun): MPI's own collectives on the same inputs must give the same results.
+    // STEP 5 (processes): MPI's or Gloo's own collectives on the same inputs must agree.
     if (baseline::available(comm)) {
       if (runs(Op::all_gather)) {
         Buffer<float> out = comm.alloc<float>(L, Category::data);

@@ -26,7 +26,7 @@
 //       ./distlab lesson 06 --ranks 3 --size 6     small: the schedule of every step and the values
 //       ./distlab lesson 06 --schedule             every step's messages at the default size too
 //       ./distlab lesson 06 --algo ring            one algorithm (reduce_broadcast, sequential, parallel,
-//                                                  ring, ring_chunked; library under mpirun)
+//                                                  ring, ring_chunked; library as processes)
 //       ./distlab lesson 06 --ranks 16             16 ranks (the scaling table measures N = 2 .. 16 anyway)
 //       ./distlab lesson 06 --mpi 4                one process per rank; also MPI_Allreduce
 #include <fmt/format.h>
@@ -59,7 +59,7 @@ using coll::AllReduceAlgo;
 
 namespace {
 
-// The algorithms this lesson runs, in the order they run (library: under mpirun only; see
+// The algorithms this lesson runs, in the order they run (library: as processes only; see
 // add_study_options).
 const std::vector<AllReduceAlgo> kAlgos = {
     AllReduceAlgo::reduce_broadcast, AllReduceAlgo::sequential,
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
       const StepCounts& m = meas[j];
-      if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
+      if (a == AllReduceAlgo::library) continue;  // the library's own schedule is not traced
       r.check(fmt::format("{}: steps = {} = {}", name, symbols(a).steps, formula_steps(a, n)),
               m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));
       check_rank_formulas(
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
   return lesson.run(argc, argv, [&](Comm& comm) {
     // STEP 1: every rank fills its own input of L float32; the reference every result is
     // checked against is the float64 sum of all the inputs, made on every rank from the seed
-    // (under mpirun MPI_Allreduce must give it too); alpha and beta for the predicted times
+    // (as processes the library's all-reduce must give it too); alpha and beta for the predicted times
     // come from lesson 01's calibration (lessons/common/all_reduce_study.cpp: prepare_study).
     StudyRank mine = prepare_study(comm, algos, opt.size, opt.seed, calibration_path, study);
 
@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
     // for, at most at once (Comm::take_most_open_sends). Parallel posts all N-1 before it waits
     // for any; the others wait for each send before the next.
     for (std::size_t j = 0; j < algos.size(); ++j) {
-      if (algos[j] == AllReduceAlgo::library) continue;  // MPI's own: its requests are inside it
+      if (algos[j] == AllReduceAlgo::library) continue;  // the library's own: its requests are inside it
       const int flight = formula_in_flight(algos[j], comm.size());
       comm.check(fmt::format("{}: sends in flight on this rank = {}", coll::to_string(algos[j]),
                              symbols(algos[j]).in_flight),

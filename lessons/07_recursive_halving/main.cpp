@@ -31,7 +31,7 @@
 //       ./distlab lesson 07 --ranks 6              not a power of two: the fold r4 -> r0, r5 -> r1
 //       ./distlab lesson 07 --schedule             every step's messages at the default size too
 //       ./distlab lesson 07 --algo recursive_halving   one algorithm (recursive_doubling, recursive_halving,
-//                                                  ring_chunked; library under mpirun)
+//                                                  ring_chunked; library as processes)
 //       ./distlab lesson 07 --mpi 4                one process per rank; also MPI_Allreduce
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -66,7 +66,7 @@ using coll::Fold;
 
 namespace {
 
-// The algorithms this lesson runs, in the order they run (library: under mpirun only; see
+// The algorithms this lesson runs, in the order they run (library: as processes only; see
 // add_study_options).
 const std::vector<AllReduceAlgo> kAlgos = {AllReduceAlgo::recursive_doubling,
                                            AllReduceAlgo::recursive_halving,
@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
       const AllReduceAlgo a = algos[j];
       const std::string name = coll::to_string(a);
       const StepCounts& m = meas[j];
-      if (a == AllReduceAlgo::library) continue;  // MPI's own schedule is not traced
+      if (a == AllReduceAlgo::library) continue;  // the library's own schedule is not traced
       const Symbols sym = symbols(a, f.rem > 0);
       r.check(fmt::format("{}: steps = {} = {}", name, sym.steps, formula_steps(a, n)),
               m.steps == formula_steps(a, n), fmt::format("measured {}", m.steps));

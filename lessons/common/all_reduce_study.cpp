@@ -315,7 +315,7 @@ void check_simulated_times(RunResult& run, const std::vector<AllReduceAlgo>& alg
     return;
   }
   for (std::size_t j = 0; j < algos.size(); ++j) {
-    if (algos[j] == AllReduceAlgo::library) continue;  // MPI's own choice of algorithm
+    if (algos[j] == AllReduceAlgo::library) continue;  // the library's own choice of algorithm
     const double predicted =
         predict_all_reduce(algos[j], n, double(bytes), run.world.ranks_per_node).seconds(cp);
     const double ratio = predicted > 0 ? counts[j].seconds / predicted : 0;
@@ -362,7 +362,7 @@ void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
     const double ratio = t.predicted > 0 ? t.measured / t.predicted : 0;
     std::string verdict;
     if (checked)
-      verdict = algos[j] == AllReduceAlgo::library ? "  (MPI's own algorithm)"
+      verdict = algos[j] == AllReduceAlgo::library ? "  (the library's own algorithm)"
                                                    : "  " + simulated_verdict(ratio);
     fmt::print("  {:<18}  {:>10}  {:>10}  {:>18}{}\n", t.name, format_seconds(t.measured),
                format_seconds(t.predicted), t.predicted > 0 ? fmt::format("{:.2f}", ratio) : "-",

@@ -124,7 +124,7 @@ TEST_CASE("cuda threads: every all-reduce on split groups of device buffers sums
   }
 }
 
-TEST_CASE("cuda threads: a send takes the data its stream produced; the buffer is free after wait",
+TEST_CASE("cuda threads: a send takes the data its stream produced, the buffer is free after wait",
           "[cuda][ordering]") {
   // r0 fills its buffer with a kernel and posts the send at once, without synchronizing: the
   // copy must wait for the kernel. After wait, r0 overwrites the buffer at once and sends it
