@@ -80,6 +80,7 @@ struct Candidate {
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
   bool limit = false;  // the machine's limit: in-process ranks read each other's memory
+  std::string gloo;    // one of Gloo's other all-reduces (library_<name>, under the launcher)
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
   bool in_place() const { return ring && !library; }
 };
@@ -90,6 +91,8 @@ std::vector<Candidate> candidates_of(Collective c) {
       std::vector<Candidate> out;
       for (auto a : coll::all_reduce_algos())
         out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
+      for (const auto& g : baseline::gloo_all_reduce_algorithms())
+        out.push_back({c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, g});
       out.push_back({c, kLimitName, {}, false, false, true});
       return out;
     }
@@ -317,6 +320,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
       if (cand.limit)
         all_reduce_memory_limit(comm, k);
+      else if (!cand.gloo.empty())
+        baseline::gloo_all_reduce_as(comm, cand.gloo, in, k.work.data(), k.count, f32);
       else if (cand.library)
         baseline::all_reduce(comm, in, k.work.data(), k.count, f32);
       else
@@ -522,7 +527,8 @@ int main(int argc, char** argv) {
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
          "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
-         "Gloo's under --procs N --transport gloo, NCCL's with --device cuda and a GPU per rank)")
+         "Gloo's under --procs N --transport gloo, NCCL's with --device cuda and a GPU per rank; "
+         "under Gloo also library_bcube, library_halving_doubling: its other all-reduces)")
       ->capture_default_str();
   app.add_option("--collectives", collectives_text,
                  "comma list of allreduce, allgather, reducescatter, broadcast, reduce, alltoall")
@@ -668,6 +674,12 @@ int main(int argc, char** argv) {
     const bool library_here = baseline::available(comm);
     if (!library_here && listed(algos, "library"))
       comm.say("  (library left out: {})\n", baseline::unavailable_reason(comm));
+    if (comm.world().mode != Mode::gloo && !algos.empty())
+      for (const auto& g : baseline::gloo_all_reduce_algorithms())
+        if (listed(algos, "library_" + g))
+          comm.say(
+              "  (library_{} left out: Gloo's all-reduces run under --procs N --transport gloo)\n",
+              g);
     const bool limit_here = limit_runs_here(comm);
     if (!limit_here && !algos.empty() && listed(algos, kLimitName) &&
         std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
@@ -678,8 +690,10 @@ int main(int argc, char** argv) {
 
     for (Collective c : collectives) {
       std::vector<Candidate> cands;
+      const bool gloo_here = comm.world().mode == Mode::gloo;
       for (auto& k : candidates_of(c))
-        if (listed(algos, k.name) && (!k.library || library_here) && (!k.limit || limit_here))
+        if (listed(algos, k.name) && (!k.library || library_here) && (!k.limit || limit_here) &&
+            (k.gloo.empty() || gloo_here))
           cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();

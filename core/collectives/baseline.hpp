@@ -1,5 +1,7 @@
 // baseline.hpp — the libraries' own collectives, for comparison only.
 //
+// Under distlab's launcher (--procs N --transport gloo) they are Gloo's (baseline_gloo.cpp).
+//
 // Under mpirun, lessons run MPI_Scatter, MPI_Gather, MPI_Reduce, MPI_Bcast, MPI_Allgather,
 // MPI_Reduce_scatter_block, MPI_Allreduce and MPI_Alltoall on the same data and check that
 // distlab's step-by-step versions agree. Where N does not divide the length the v-variants
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/comm/comm.hpp"
 
@@ -48,5 +51,12 @@ std::string all_reduce(Comm& comm, const void* send, void* recv, std::size_t len
 // length: the whole buffer, N equal blocks (block j of send to rank j, block i of recv from
 // rank i); send and recv do not overlap. MPI_Alltoall; on GPUs a group of ncclSend / ncclRecv.
 std::string all_to_all(Comm& comm, const void* send, void* recv, std::size_t length, DType dtype);
+
+// Under distlab's launcher (--transport gloo), Gloo's other all-reduces, by name: "bcube" (its
+// options API's second algorithm) and "halving_doubling" (its algorithm class, which sums in
+// place: recv gets send's values first). all_reduce above is Gloo's ring.
+const std::vector<std::string>& gloo_all_reduce_algorithms();
+std::string gloo_all_reduce_as(Comm& comm, const std::string& algorithm, const void* send,
+                               void* recv, std::size_t length, DType dtype);
 
 }  // namespace distlab::baseline
