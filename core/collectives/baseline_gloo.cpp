@@ -130,18 +130,25 @@ T* typed(const void* p) {
   return static_cast<T*>(const_cast<void*>(p));
 }
 
+// gloo::allreduce with the algorithm given, in place when send is recv.
+template <class T>
+void options_all_reduce(const std::shared_ptr<gloo::Context>& ctx, const void* send, void* recv,
+                        std::size_t length, gloo::AllreduceOptions::Algorithm algorithm) {
+  gloo::AllreduceOptions opts(ctx);
+  if (send != recv) opts.setInput(typed<T>(send), length);
+  opts.setOutput(typed<T>(recv), length);
+  opts.setReduceFunction(sum_of<T>());
+  opts.setAlgorithm(algorithm);
+  gloo::allreduce(opts);
+}
+
 }  // namespace
 
 std::string gloo_all_reduce(Comm& comm, const void* send, void* recv, std::size_t length,
                             DType dtype) {
   with_type(dtype, true, [&]<class T>() {
     on_group(comm, "gloo::allreduce", [&](const auto& ctx) {
-      gloo::AllreduceOptions opts(ctx);
-      if (send != recv) opts.setInput(typed<T>(send), length);
-      opts.setOutput(typed<T>(recv), length);
-      opts.setReduceFunction(sum_of<T>());
-      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      gloo::allreduce(opts);
+      options_all_reduce<T>(ctx, send, recv, length, gloo::AllreduceOptions::Algorithm::RING);
     });
   });
   return "gloo::allreduce";
@@ -212,11 +219,8 @@ std::string gloo_reduce_scatter(Comm& comm, const void* send, void* recv, std::s
   with_type(dtype, true, [&]<class T>() {
     std::vector<T> whole(length);
     on_group(comm, "gloo::allreduce", [&](const auto& ctx) {
-      gloo::AllreduceOptions opts(ctx);
-      opts.setInput(typed<T>(send), length);
-      opts.setOutput(whole.data(), length);
-      opts.setReduceFunction(sum_of<T>());
-      gloo::allreduce(opts);
+      options_all_reduce<T>(ctx, send, whole.data(), length,
+                            gloo::AllreduceOptions::Algorithm::RING);
     });
     std::memcpy(recv, whole.data() + part.begin(comm.rank()), part.size(comm.rank()) * sizeof(T));
   });
@@ -303,12 +307,7 @@ std::string gloo_all_reduce_as(Comm& comm, const std::string& algorithm, const v
   with_type(dtype, true, [&]<class T>() {
     on_group(comm, call.c_str(), [&](const auto& ctx) {
       if (algorithm == "bcube") {
-        gloo::AllreduceOptions opts(ctx);
-        if (send != recv) opts.setInput(typed<T>(send), length);
-        opts.setOutput(typed<T>(recv), length);
-        opts.setReduceFunction(sum_of<T>());
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
-        gloo::allreduce(opts);
+        options_all_reduce<T>(ctx, send, recv, length, gloo::AllreduceOptions::Algorithm::BCUBE);
         return;
       }
       if (send != recv) std::memcpy(recv, send, length * sizeof(T));

@@ -345,13 +345,7 @@ Request GlooTransport::post(bool is_send, const MemRef& mem, int peer, int tag, 
   DL_CHECK(mem.device == Device::cpu, "the Gloo transport moves host memory only");
   DL_CHECK(peer >= 0 && peer < size(), "r{}: there is no rank {}", rank(), peer);
   const std::uint32_t key = context_id < 0 ? kInternalKey : context(context_id).key;
-  auto req = std::make_shared<GlooReq>();
-  req->is_send = is_send;
-  req->peer = peer;
-  req->tag = tag;
-  req->context = context_id;
-  req->mem = mem;
-  req->t_post = now_us();
+  auto req = new_request<GlooReq>(is_send, mem, peer, tag, context_id);
   void* ptr = mem.bytes == 0 ? zero_bytes : mem.ptr;
   try {
     req->buffer = contexts_[0].library->createUnboundBuffer(ptr, mem.bytes);

@@ -238,13 +238,7 @@ Request MpiTransport::post(bool is_send, const MemRef& mem, int peer, int tag, i
     to = c.rank_of[static_cast<std::size_t>(peer)];
     DL_CHECK(to >= 0, "r{}: r{} is not in the group of context {}", rank_, peer, context_id);
   }
-  auto req = std::make_shared<MpiReq>();
-  req->is_send = is_send;
-  req->peer = peer;
-  req->tag = tag;
-  req->context = context_id;
-  req->mem = mem;
-  req->t_post = now_us();
+  auto req = new_request<MpiReq>(is_send, mem, peer, tag, context_id);
   auto* p = static_cast<char*>(mem.ptr);
   std::size_t off = 0;
   do {

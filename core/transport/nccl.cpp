@@ -106,13 +106,7 @@ const NcclTransport::Context& NcclTransport::at(int context) const {
 
 std::shared_ptr<NcclTransport::Req> NcclTransport::make(bool is_send, const MemRef& mem, int peer,
                                                         int tag, int context) {
-  auto r = std::make_shared<Req>();
-  r->is_send = is_send;
-  r->peer = peer;
-  r->tag = tag;
-  r->context = context;
-  r->mem = mem;
-  r->t_post = now_us();
+  auto r = new_request<Req>(is_send, mem, peer, tag, context);
   r->mine.bytes = mem.bytes;
   r->mine.dtype = static_cast<std::uint8_t>(mem.dtype);
   r->mine.on_gpu = mem.device == Device::cuda;

@@ -52,14 +52,7 @@ void StagedTransport::give(void* block, std::size_t bytes) {
 std::shared_ptr<StagedTransport::Req> StagedTransport::make_request(bool is_send, const MemRef& mem,
                                                                     int peer, int tag,
                                                                     int context) {
-  auto r = std::make_shared<Req>();
-  r->is_send = is_send;
-  r->peer = peer;
-  r->tag = tag;
-  r->context = context;
-  r->mem = mem;
-  r->t_post = now_us();
-  return r;
+  return new_request<Req>(is_send, mem, peer, tag, context);
 }
 
 Request StagedTransport::isend(const MemRef& mem, int dst, int tag, int context) {

@@ -415,14 +415,8 @@ auto take_first(Queue& queue, Pred matches) -> typename Queue::value_type {
 
 std::shared_ptr<ThreadHub::Req> ThreadTransport::make_request(bool is_send, const MemRef& mem,
                                                               int peer, int tag, int context) {
-  auto req = std::make_shared<ThreadHub::Req>();
-  req->is_send = is_send;
-  req->peer = peer;
-  req->tag = tag;
-  req->context = context;
-  req->mem = mem;
+  auto req = new_request<ThreadHub::Req>(is_send, mem, peer, tag, context);
   req->owner = rank_;
-  req->t_post = now_us();
   req->mark = mark_post(mem);  // null on a CPU rank: nothing to order
   // Forget the requests that are over; the rest may still be touched by another rank.
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),

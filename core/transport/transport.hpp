@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/clock.hpp"
 #include "core/base/dtype.hpp"
 #include "core/base/world.hpp"
 #include "core/device/device_timing.hpp"
@@ -75,6 +76,19 @@ struct RequestState {
   virtual ~RequestState() = default;
 };
 using Request = std::shared_ptr<RequestState>;
+
+// A transport's own request type R (derived from RequestState) for a message posted now.
+template <class R>
+std::shared_ptr<R> new_request(bool is_send, const MemRef& mem, int peer, int tag, int context) {
+  auto r = std::make_shared<R>();
+  r->is_send = is_send;
+  r->peer = peer;
+  r->tag = tag;
+  r->context = context;
+  r->mem = mem;
+  r->t_post = now_us();
+  return r;
+}
 
 class MpiTransport;
 class GlooTransport;
