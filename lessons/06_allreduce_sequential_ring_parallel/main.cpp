@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
   return lesson.run(argc, argv, [&](Comm& comm) {
     // STEP 1: every rank fills its own input of L float32; the reference every result is
     // checked against is the float64 sum of all the inputs, made on every rank from the seed
-    // (as processes the library's all-reduce must give it too); alpha and beta for the predicted times
+    // (as processes, the library's must give it too); alpha and beta for the predicted times
     // come from lesson 01's calibration (lessons/common/all_reduce_study.cpp: prepare_study).
     StudyRank mine = prepare_study(comm, algos, opt.size, opt.seed, calibration_path, study);
 
