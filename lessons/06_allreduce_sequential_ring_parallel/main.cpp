@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
     // for, at most at once (Comm::take_most_open_sends). Parallel posts all N-1 before it waits
     // for any; the others wait for each send before the next.
     for (std::size_t j = 0; j < algos.size(); ++j) {
-      if (algos[j] == AllReduceAlgo::library) continue;  // the library's own: its requests are inside it
+      if (algos[j] == AllReduceAlgo::library) continue;  // the library: its requests are its own
       const int flight = formula_in_flight(algos[j], comm.size());
       comm.check(fmt::format("{}: sends in flight on this rank = {}", coll::to_string(algos[j]),
                              symbols(algos[j]).in_flight),
