@@ -76,9 +76,13 @@ std::string memory_refusal(const MemoryNeed& need, int ranks_here, double availa
 
 void Lesson::check_memory(const World& world) {
   MemoryNeed need = needs_memory_ ? needs_memory_(world) : MemoryNeed{};
-  const int here = world.mode == Mode::threads
-                       ? world.size
-                       : std::max(1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1));
+  // Under distlab's launcher every process is on this machine (namespaces share its memory).
+  const int here =
+      world.mode == Mode::threads
+          ? world.size
+          : std::max(
+                1, env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "DISTLAB_WORLD_SIZE"},
+                           1));
   if (world.device == Device::cuda) {
     // The buffers live on the GPUs, shared round-robin by the ranks; the host keeps the rest.
     const int devices = std::max(1, cuda_device_count());
