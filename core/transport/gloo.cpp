@@ -222,15 +222,10 @@ class GlooTransport::Watchdog {
     const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
     if (fd >= 0) {
       ::close(fd);
-      std::string report = fmt::format(
-          "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): "
-          "no message completed and no rank finished. Who waits for whom:",
-          timeout);
+      std::vector<std::string> lines;
       for (int r = 0; r < t_.size(); ++r)
-        report += "\n  " + (r == t_.rank() ? my_line : peers[static_cast<std::size_t>(r)].line);
-      std::fflush(stdout);
-      std::fprintf(stderr, "%s\n", report.c_str());
-      std::fflush(stderr);
+        lines.push_back(r == t_.rank() ? my_line : peers[static_cast<std::size_t>(r)].line);
+      print_hang_report(timeout, lines);
     }
     std::fflush(stdout);
     std::_Exit(3);
@@ -284,18 +279,12 @@ void GlooTransport::estimate_clock_offsets() {
       const char measure = hosts[std::size_t(r)] != hosts[0] ? 1 : 0;
       send_internal(&measure, 1, r, kClockTag);
       if (!measure) continue;
-      double best_rtt = 1e300, offset = 0;
-      for (int round = 0; round < kRounds; ++round) {
-        const double t0 = now_us();
+      const double offset = clock_offset_from(kRounds, [&](double t0) {
         double remote = 0;
         send_internal(&t0, sizeof t0, r, kClockTag);
         recv_internal(&remote, sizeof remote, r, kClockTag);
-        const double t1 = now_us();
-        if (t1 - t0 < best_rtt) {
-          best_rtt = t1 - t0;
-          offset = (t0 + t1) / 2 - remote;
-        }
-      }
+        return remote;
+      });
       send_internal(&offset, sizeof offset, r, kClockTag);
     }
     return;

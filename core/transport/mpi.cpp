@@ -172,18 +172,12 @@ void MpiTransport::estimate_clock_offsets() {
   for (int r = 1; r < size_; ++r) {
     if (host_of(r) == root_host) continue;
     if (rank_ == 0) {
-      double best_rtt = 1e300, best_offset = 0;
-      for (int round = 0; round < 8; ++round) {
-        const double t0 = now_us();
+      const double best_offset = clock_offset_from(8, [&](double t0) {
         double remote = 0;
         MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, control_);
         MPI_Recv(&remote, 1, MPI_DOUBLE, r, 2, control_, MPI_STATUS_IGNORE);
-        const double t1 = now_us();
-        if (t1 - t0 < best_rtt) {
-          best_rtt = t1 - t0;
-          best_offset = (t0 + t1) / 2 - remote;
-        }
-      }
+        return remote;
+      });
       MPI_Send(&best_offset, 1, MPI_DOUBLE, r, 3, control_);
     } else if (rank_ == r) {
       for (int round = 0; round < 8; ++round) {
@@ -390,18 +384,7 @@ void MpiTransport::on_timeout(const Waiting& waiting, double& since) {
     since = now_us();
     return;
   }
-  std::string report = fmt::format(
-      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no "
-      "message "
-      "completed and no rank finished. Who waits for whom:",
-      timeout_us_ * 1e-6);
-  for (int r = 0; r < size_; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    report += "\n  " + lines[i];
-  }
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", report.c_str());
-  std::fflush(stderr);
+  print_hang_report(timeout_us_ * 1e-6, lines);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::exit(3);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "core/base/units.hpp"
@@ -19,6 +20,31 @@ std::string describe_wait(int rank, const RequestState* r, double since_us, doub
 
 std::string describe_wait(int rank, const std::string& what, double since_us, double now) {
   return fmt::format("r{} waits in {} for {:.1f} s", rank, what, (now - since_us) * 1e-6);
+}
+
+void print_hang_report(double timeout_s, const std::vector<std::string>& lines) {
+  std::string report = fmt::format(
+      "distlab: deadlock or hang: no rank has progressed for {:.1f} s (--deadlock-timeout): no "
+      "message completed and no rank finished. Who waits for whom:",
+      timeout_s);
+  for (const auto& line : lines) report += "\n  " + line;
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", report.c_str());
+  std::fflush(stderr);
+}
+
+double clock_offset_from(int rounds, const std::function<double(double now)>& ask) {
+  double best_rtt = 1e300, offset = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const double t0 = now_us();
+    const double remote = ask(t0);
+    const double t1 = now_us();
+    if (t1 - t0 < best_rtt) {
+      best_rtt = t1 - t0;
+      offset = (t0 + t1) / 2 - remote;
+    }
+  }
+  return offset;
 }
 
 void poll_backoff(long& spins) {

@@ -137,6 +137,15 @@ std::string describe_wait(int rank, const RequestState* waiting, double since_us
 // The same for a wait that is not a message: "r0 waits in ncclAllReduce for 2.0 s".
 std::string describe_wait(int rank, const std::string& what, double since_us, double now);
 
+// The hang report of a run of processes (mpi.cpp, gloo.cpp), printed to stderr: nobody progressed
+// for `timeout_s`, then every rank's wait, one line each (rank order).
+void print_hang_report(double timeout_s, const std::vector<std::string>& lines);
+
+// Cristian's method: `rounds` round trips to a rank with a clock of its own, each `ask` sending
+// this rank's time and returning the time the other read on receipt; the offset to add to the
+// other's clock to read this one's, from the round with the smallest round trip.
+double clock_offset_from(int rounds, const std::function<double(double now)>& ask);
+
 // Polls with a backoff that sleeps a little longer the longer a wait lasts: ranks may share a
 // core (oversubscribed), and a GPU event cannot wake a sleeping thread.
 void poll_backoff(long& spins);
