@@ -80,7 +80,7 @@ struct Candidate {
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
   bool limit = false;  // the machine's limit: in-process ranks read each other's memory
-  std::string gloo;    // one of Gloo's other all-reduces (library_<name>, under the launcher)
+  std::string gloo{};  // one of Gloo's other all-reduces (library_<name>, under the launcher)
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
   bool in_place() const { return ring && !library; }
 };

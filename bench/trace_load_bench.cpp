@@ -82,7 +82,10 @@ int main(int argc, char** argv) {
                  "PyTorch traces or several files")
       ->required();
   app.add_flag("--check", check, "exit 1 when the load time or the load peak exceeds the targets");
-  app.add_option("--max-seconds", max_seconds, "load time target")->capture_default_str();
+  app.add_option("--max-seconds", max_seconds,
+                 "load time target; 0: the time is reported, not checked (a shared machine's "
+                 "load can stretch it, as in the test suite)")
+      ->capture_default_str();
   app.add_option("--max-ratio", max_ratio, "load peak / file size target")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -146,7 +149,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   int status = 0;
-  if (seconds > max_seconds) {
+  if (max_seconds > 0 && seconds > max_seconds) {
     fmt::print(stderr, "FAIL: loading took {:.3f} s, more than the {} s target\n", seconds,
                max_seconds);
     status = 1;
@@ -157,6 +160,9 @@ int main(int argc, char** argv) {
                load_peak / file_bytes, max_ratio);
     status = 1;
   }
-  if (status == 0) fmt::print("ok: within {} s and {} x the file size\n", max_seconds, max_ratio);
+  if (status == 0 && max_seconds > 0)
+    fmt::print("ok: within {} s and {} x the file size\n", max_seconds, max_ratio);
+  else if (status == 0)
+    fmt::print("ok: within {} x the file size (the time not checked)\n", max_ratio);
   return status;
 }

@@ -52,6 +52,17 @@ while ((left > 0)); do
   left=$((left - 1))
   ((status == 0 || failed >= 0)) && continue
   for ((r = 0; r < np; r++)); do [[ "${pids[r]}" == "$done_pid" ]] && failed=$r; done
+  # The first failure reaped may be a consequence: a peer that saw its connection break when
+  # another rank was killed, and that the scheduler let end first. A rank already ended by a
+  # signal (a zombie, state Z, not yet reaped) is the cause and the one named.
+  for ((r = 0; r < np; r++)); do
+    [[ "${pids[r]}" != "$done_pid" && "$(awk '{ print $3 }' "/proc/${pids[r]}/stat" 2>/dev/null)" == Z ]] ||
+      continue
+    st=0
+    wait "${pids[r]}" || st=$?
+    left=$((left - 1))
+    if ((st > 128 && status <= 128)); then failed=$r status=$st; fi
+  done
   code=$status
   how="exited with status $status"
   if ((status > 128)); then

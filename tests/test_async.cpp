@@ -1,6 +1,6 @@
 // async.hpp: nonblocking operations — many at once, moved on by progress, mixed with blocking
 // collectives, and failing cleanly while pending.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <fmt/format.h>
 

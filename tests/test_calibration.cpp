@@ -1,5 +1,5 @@
 // calibration.hpp: the alpha-beta fit and the calibration file lesson 01 writes.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -34,6 +34,27 @@ TEST_CASE("calibration: the fit weighs sizes by relative error", "[calibration]"
   pts.back().second *= 1.1;
   const Calibration c = fit_alpha_beta(pts);
   CHECK(c.alpha_s == Approx(alpha).epsilon(0.02));
+}
+
+TEST_CASE("calibration: the lower envelope reads the line under delayed sizes", "[calibration]") {
+  // A line 1 us + n / 40 GB/s; load delays the four smallest sizes by 2 ms and one large size by
+  // 30%, as a busy machine did: the envelope stays on the undelayed sizes, exactly.
+  const double alpha = 1e-6, beta = 2.5e-11;
+  std::vector<std::pair<double, double>> pts;
+  for (double n = 8; n <= 65536; n *= 2) pts.emplace_back(n, alpha + beta * n);
+  for (std::size_t i = 0; i < 4; ++i) pts[i].second += 2e-3;
+  pts[10].second *= 1.3;
+  const std::optional<Calibration> envelope = fit_lower_envelope(pts);
+  REQUIRE(envelope);
+  CHECK(envelope->alpha_s == Approx(alpha).epsilon(1e-9));
+  CHECK(envelope->beta_s_per_byte == Approx(beta).epsilon(1e-9));
+  for (const auto& [n, t] : pts)
+    CHECK(t >= (envelope->alpha_s + envelope->beta_s_per_byte * n) * (1 - 1e-9));
+
+  // Times that fall with the size: no line with alpha > 0 and beta > 0 runs under them all.
+  CHECK_FALSE(fit_lower_envelope({{8, 3e-6}, {64, 2e-6}, {512, 1e-6}}));
+  // A line through the origin is not physical either (alpha = 0).
+  CHECK_FALSE(fit_lower_envelope({{8, 8e-10}, {16, 16e-10}, {32, 32e-10}}));
 }
 
 TEST_CASE("calibration: fewer than two sizes or a non-positive time is refused", "[calibration]") {

@@ -1,7 +1,7 @@
 // viewer/model/caption.hpp, train_steps.hpp and panel_content.hpp: the caption of every step
 // of traces made in-process (a ring all-reduce, a scatter, phases with text), the Shards
 // replay starting over at each training step, and which panels have something to show.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <limits>
 #include <string>
@@ -183,8 +183,8 @@ TEST_CASE("caption: the lesson's phase texts come with the step", "[caption]") {
         std::vector<std::string>{"the ring sums the gradients", "every rank holds the sum"});
   // Measured clock: the phases covering the moment, on any rank (the ranks' threads drift: at
   // the middle of one rank's "after" another may still be in "ring").
-  const Span& ring = span_named(m, "ring", false);
-  const Span& after = span_named(m, "after", true);
+  const Span ring = span_named(m, "ring", false);
+  const Span after = span_named(m, "after", true);
   CHECK_THAT(caption_at(m, index, at_time(m, ring.start + ring.dur / 2)).phase_texts,
              Catch::VectorContains(std::string("the ring sums the gradients")));
   const auto late = caption_at(m, index, at_time(m, after.start + after.dur / 2)).phase_texts;

@@ -7,7 +7,7 @@
 // message against the algorithm's schedule: which rank sends to which at which step, how
 // many bytes, and the data-flow metadata (chunk range, copy or reduce, contributions) on
 // both the send and the receive side.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <fmt/format.h>
 #include <Eigen/Core>

@@ -1,5 +1,5 @@
 // comm.hpp: one rank's view — checked arguments, traced messages, steps, phases, checks.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // cost_model.hpp: the alpha-beta-gamma terms per algorithm, for concrete p and n; the fold's
 // extra steps; orderings the lectures claim; the calibration file and its fallback; and the
 // model's message and byte counts against what the algorithms really send (from the trace).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <thread>
 

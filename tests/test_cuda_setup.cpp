@@ -4,7 +4,7 @@
 // at run time. These run on
 // the CPU: CUDA's runtime answers them without a driver. In a build without CUDA they are
 // skipped with a line saying so.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 

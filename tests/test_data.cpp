@@ -1,5 +1,5 @@
 // data.hpp: lesson inputs are a pure function of (seed, rank, index).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <cstdint>

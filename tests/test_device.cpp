@@ -1,5 +1,5 @@
 // allocator.hpp and world.hpp: allocation, copies, --device resolution, element types.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 // device_timing.hpp and the gpu lane: the clock arithmetic that puts CUDA events on the host
 // timeline, the gpu lane in the written trace, and the CPU path left as it was (no gpu lane,
 // no device work). Also the threads transport's wait_until, which GPU waits go through.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -1,6 +1,6 @@
 // gpt.hpp and gpt_reference.hpp: the float64 reference against finite differences, and the
 // float32 stages on the ops, split over tensor- and pipeline-parallel ranks, against it.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <fmt/format.h>
 

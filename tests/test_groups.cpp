@@ -1,5 +1,5 @@
 // Comm::split and Mesh: groups of ranks that talk among themselves, every collective unchanged.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,8 @@
 // models and on the example traces of lessons 05, 08, 09 and 10; lesson 14's mesh
 // (topology_layout.hpp: mesh_positions), its groups (stats.hpp: group_totals, pair_groups), its
 // memory formula and its pipeline (schedule.hpp) on its example trace.
-#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -50,9 +51,8 @@ TraceModel zero_model(const std::string& stage, int n, std::int64_t psi, std::in
     m.memory.push_back({sample(10, params, grads, optimizer, 0),
                         sample(50, params, grads, optimizer, 800),
                         sample(60, params, grads, optimizer, 0), sample(120, 0, 0, 0, 0)});
-    state += (r ? "," : "") + std::string("{\"params\":") + std::to_string(params) +
-             ",\"grads\":" + std::to_string(grads) + ",\"optimizer\":" + std::to_string(optimizer) +
-             "}";
+    state += fmt::format("{}{{\"params\":{},\"grads\":{},\"optimizer\":{}}}", r ? "," : "", params,
+                         grads, optimizer);
     for (int k = 0; k < steps; ++k) {
       Message msg;
       msg.id = static_cast<std::uint64_t>(m.messages.size() + 1);
@@ -334,8 +334,8 @@ Message grouped(TraceModel& m, int src, int dst, const std::string& group, std::
 
 TEST_CASE("the node layout: a box per node around its ranks, a node's ring its circle",
           "[topology][nodes]") {
-  for (const auto [n, g] : {std::pair{8, 4}, std::pair{8, 2}, std::pair{12, 3}, std::pair{6, 2},
-                            std::pair{16, 4}, std::pair{32, 8}}) {
+  for (const auto& [n, g] : {std::pair{8, 4}, std::pair{8, 2}, std::pair{12, 3}, std::pair{6, 2},
+                             std::pair{16, 4}, std::pair{32, 8}}) {
     CAPTURE(n, g);
     const NodeLayout l = node_layout(n, g);
     REQUIRE(l.any());

@@ -1,5 +1,5 @@
 // memory_ledger.hpp and buffer.hpp: the ledger charges every buffer to a category for its lifetime.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <utility>
 

@@ -1,7 +1,7 @@
 // ops.hpp and half.hpp: every op on the CPU against an independent float64 reference (plain
 // loops in double), edge sizes, and the checks that guard the ops. The CUDA twins are checked
 // against these CPU ops in gpu/test_ops_cuda.cpp.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <bit>
 #include <cmath>

@@ -1,6 +1,6 @@
 // options.hpp: the options every lesson takes, parsed through CLI11 and finish_options.
 #include <CLI/CLI.hpp>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // hand whose answer is worked out below, up to a moment and over the whole trace, and the text
 // `distlab-viewer --describe` prints. tests/lesson16_overlap.sh checks the counter against the
 // figures lesson 16 prints for the same run.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 

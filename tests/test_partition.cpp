@@ -1,5 +1,5 @@
 // partition.hpp: chunk i of a buffer is [begin(i), end(i)); sizes differ by at most one.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <vector>

@@ -1,6 +1,6 @@
 // Tests for core/base/pipeline.hpp: every schedule's orders, replayed on the ideal machine, give
 // the schedule's formula exactly, and hold the activations its formula says.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 #include <vector>
@@ -13,8 +13,11 @@ namespace {
 
 std::string letters(const std::vector<Op>& ops) {
   std::string out;
-  for (const Op& op : ops)
-    out += (out.empty() ? "" : " ") + std::string(1, letter(op.pass)) + std::to_string(op.micro);
+  for (const Op& op : ops) {
+    if (!out.empty()) out += ' ';
+    out += letter(op.pass);
+    out += std::to_string(op.micro);
+  }
   return out;
 }
 

@@ -1,6 +1,6 @@
 // viewer/model/playback.hpp: the two clocks and what a moment shows, on the committed example
 // traces (06: five all-reduce algorithms on 4 ranks; 02: scatter and gather).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <string>

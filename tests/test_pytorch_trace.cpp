@@ -3,7 +3,7 @@
 // pid "CPU functions", gloo's spans without args; 2.x's: record_param_comms and NCCL kernels
 // with the collective args from PyTorch's source, torch/csrc/profiler/util.h), and the committed
 // samples in traces/torch/ (scripts/make-torch-traces.sh, scripts/make_torch2_sample.py).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <fmt/format.h>
 

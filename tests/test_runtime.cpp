@@ -1,6 +1,6 @@
 // runtime.hpp: Lesson::run end to end on thread ranks — exit statuses, the report hook's
 // RunResult (steps and traffic counted from the messages), and the trace it writes.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
 // lesson 11's example traces and from traces of the new schedules (split backwards, model
 // chunks), and the level of detail.
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cmath>

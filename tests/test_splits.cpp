@@ -1,7 +1,7 @@
 // viewer/model/splits.hpp: otherData.splits (lessons 12 and 13) parsed, and which part of the
 // layer runs at a moment; on a hand-written trace, on the committed example traces, on what the
 // lessons' writer (core/training/tensor_parallel.hpp) produces, and on malformed input.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <string>

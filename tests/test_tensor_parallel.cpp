@@ -1,7 +1,7 @@
 // Tests for core/training/tensor_parallel.hpp's sequence parallelism: f's all-gather and g's
 // reduce-scatter of a (T x h) activation's rows, and the bytes they move against one ring
 // all-reduce's.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
 // recorder.hpp, writer.hpp, reader.hpp: what ranks record, the Chrome Trace JSON
 // written from it, and the loader's invariant checks — on a real run, and on hand-broken
 // traces that each must be caught.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <unistd.h>
 

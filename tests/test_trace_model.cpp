@@ -1,6 +1,6 @@
 // viewer/model/trace_model.hpp: the viewer's trace model, on traces made in-process (ring
 // all-reduce, scatter), on a Chrome trace from another tool, and on broken input.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <bit>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // choice.hpp: which transport a run gets — NCCL only when every rank of every node
 // has a GPU of its own, staging through host memory otherwise, and --transport nccl refused
 // with a sentence where NCCL cannot run. Pure functions: they run here, with no GPU.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "core/base/check.hpp"
 #include "core/transport/choice.hpp"

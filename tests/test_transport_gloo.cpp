@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+#include "catch.hpp"
 
 #include "core/base/check.hpp"
 #include "core/transport/gloo.hpp"
@@ -178,15 +178,18 @@ TEST_CASE("gloo: two messages with one tag keep their order, and contexts do not
 
 TEST_CASE("gloo: test() hands a receive to a thread and sees it arrive", "[gloo]") {
   const auto out = run_ranks(2, 10, [](GlooTransport& t) {
-    int v = t.rank() == 0 ? 17 : 0;
+    int v = t.rank() == 0 ? 17 : 0, go = 0;
     if (t.rank() == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      Request g = t.irecv({&go, sizeof go}, 1, 3, 0);  // r1 has tested once: send now
+      t.wait(*g);
       Request s = t.isend({&v, sizeof v}, 1, 2, 0);
       t.wait(*s);
       return true;
     }
     Request r = t.irecv({&v, sizeof v}, 0, 2, 0);
-    const bool early = t.test(*r);  // r0 sleeps first: not yet
+    const bool early = t.test(*r);  // r0 sends only after the go below: not yet, whatever the load
+    Request g = t.isend({&go, sizeof go}, 0, 3, 0);
+    t.wait(*g);
     while (!t.test(*r)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     t.wait(*r);
     return !early && v == 17;

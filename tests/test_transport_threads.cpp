@@ -4,7 +4,7 @@
 // rank bodies only record what they saw; the test's own thread asserts after the join.
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -682,7 +682,8 @@ TEST_CASE("threads: a large message whose receiver already waits is moved by the
       auto buf = comm.alloc<std::uint8_t>(bytes, Category::data);
       if (comm.rank() == 0) {
         for (std::size_t i = 0; i < bytes; ++i) buf[i] = std::uint8_t(i * 13 + 5);
-        sleep_ms(30);  // rank 1 waits by now
+        const ThreadHub& hub = static_cast<ThreadTransport&>(comm.transport()).hub();
+        while (!hub.in_wait(1)) sleep_ms(1);  // rank 1 waits: whatever the scheduler did
         comm.send(cview(buf), 1, 0);
       } else {
         comm.recv(buf.view(), 0, 0);

@@ -1,5 +1,5 @@
 // units.hpp: sizes as people type them, bytes and times as people read them.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "core/base/check.hpp"
 #include "core/base/units.hpp"

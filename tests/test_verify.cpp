@@ -1,5 +1,5 @@
 // verify.hpp: results are compared with a float64 reference, with a stated tolerance.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <Eigen/Core>
 

@@ -1,7 +1,7 @@
 // viewer/app/view.cpp: the layout leaves out a panel with nothing to show (panel_content.hpp)
 // and the Topology panel carries the step's caption; the View drawn headless, its windows read
 // back from the frame's draw lists.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <set>
 #include <string>

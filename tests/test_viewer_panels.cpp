@@ -2,7 +2,7 @@
 // (viewer/model/topology_layout.hpp, viewer/model/stats.hpp) on hand-built models and on the
 // committed example traces, and the panels drawn headless (tests/imgui_headless.hpp) for every
 // example at several moments.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // into a PNG, read back and checked: its size, and that it is a picture, not a blank frame.
 #include <backends/imgui_impl_opengl3.h>
 #include <stb_image.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // test_viewer_timeline.cpp — the Timeline's culling and merging (viewer/model/timeline_lod.hpp)
 // on hand-built models, then the Timeline and Playback panels drawn headless on every example
 // trace and driven through ImGui's io: wheel zoom, drag pan, click to select, buttons.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // in-process runs of plain data parallel's step against its formula and the float64 reference.
 // The ZeRO stages' steps live in lessons 08-10; their ctest runs check each against plain data
 // parallel (bit for bit with --deterministic), the reference and the ledger.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <map>
 #include <numeric>

@@ -36,6 +36,34 @@ Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points)
   return {x[0], x[1], points};
 }
 
+std::optional<Calibration> fit_lower_envelope(
+    const std::vector<std::pair<double, double>>& points) {
+  std::optional<Calibration> best;
+  double best_excess = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    for (std::size_t j = i + 1; j < points.size(); ++j) {
+      const auto [ni, ti] = points[i];
+      const auto [nj, tj] = points[j];
+      if (ni == nj) continue;
+      const double beta = (tj - ti) / (nj - ni), alpha = ti - beta * ni;
+      if (!(alpha > 0 && beta > 0)) continue;
+      double excess = 0;
+      bool under_all = true;
+      for (const auto& [n, t] : points) {
+        const double line = alpha + beta * n;
+        // The two points on the line may sit a rounding below it.
+        under_all = under_all && t >= line * (1 - 1e-12);
+        excess += t / line - 1;
+      }
+      if (under_all && (!best || excess < best_excess)) {
+        best = Calibration{alpha, beta, points};
+        best_excess = excess;
+      }
+    }
+  }
+  return best;
+}
+
 Calibration ping_pong_fit(Comm& comm, std::size_t max_bytes, std::size_t factor, int tag) {
   const int me = comm.rank();
   if (me > 1 || comm.size() < 2) return {};

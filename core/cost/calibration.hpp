@@ -24,6 +24,13 @@ struct Calibration {
 // size counts by its relative error (plain least squares would let 64 MiB drown 8 B).
 Calibration fit_alpha_beta(const std::vector<std::pair<double, double>>& points);
 
+// The lower envelope: of the lines through two measured points with alpha > 0 and beta > 0 that
+// no point lies below, the one the points exceed least (summed relative excess). The noise
+// model: on a busy machine noise only delays (a descheduled rank, a late wakeup), so the fastest
+// times are the truest and the line runs under every point. nullopt when no such line exists
+// (every pair gives alpha <= 0 or beta <= 0, or leaves a point below it).
+std::optional<Calibration> fit_lower_envelope(const std::vector<std::pair<double, double>>& points);
+
 class Comm;
 
 // Ranks 0 and 1 ping-pong messages of 8 B, 8 B * factor, ... up to max_bytes (median one-way

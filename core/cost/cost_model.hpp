@@ -24,12 +24,12 @@ struct CostParams {
   double alpha_s = 0;           // seconds per message
   double beta_s_per_byte = 0;   // seconds per byte moved
   double gamma_s_per_byte = 0;  // seconds per byte reduced
-  std::string source;           // where alpha and beta came from, for the printout
+  std::string source{};         // where alpha and beta came from, for the printout
   // Ranks per core on one machine (>= 1). The model gives each rank its own core; ranks that
   // share cores take turns copying and adding, so the byte terms stretch by this factor.
   double sharing = 1;
   // In a simulated run: the platform alpha and beta come from (simulated_cost_params).
-  std::optional<SimulatedNetwork> network;
+  std::optional<SimulatedNetwork> network{};
 };
 
 // Ranks per core for this world on this machine: in-process ranks, or the ranks mpirun put

@@ -37,11 +37,11 @@ struct MsgMeta {
 // the micro-batch and pipeline stage it works on, and a caption the viewer shows while it runs.
 // Empty fields are not written.
 struct PhaseArgs {
-  std::string op;    // "forward", "backward", "update", ...
-  int micro = -1;    // micro-batch, -1 when none
-  int stage = -1;    // pipeline stage (model chunk), -1 when none
-  int chunk = -1;    // the stage's model chunk (an interleaved pipeline's), -1 when none
-  std::string text;  // the caption
+  std::string op{};    // "forward", "backward", "update", ...
+  int micro = -1;      // micro-batch, -1 when none
+  int stage = -1;      // pipeline stage (model chunk), -1 when none
+  int chunk = -1;      // the stage's model chunk (an interleaved pipeline's), -1 when none
+  std::string text{};  // the caption
   bool empty() const { return op.empty() && micro < 0 && stage < 0 && chunk < 0 && text.empty(); }
 };
 

@@ -192,7 +192,7 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
     const std::string cell = fmt::format(" r{} {}", log.rank, format_bytes(double(got)));
     if (line.size() + cell.size() > 100) {  // the next rank on a line of its own
       fmt::print("{}\n", line);
-      line = " ";
+      line.erase(1);  // its leading space
     }
     line += cell;
   }
@@ -227,9 +227,7 @@ SplitBlock split_block(std::string name, std::string kind, std::vector<std::size
 }
 
 SplitBlock f_block() {
-  SplitBlock f;
-  f.name = "f";
-  f.kind = "f";
+  SplitBlock f = split_block("f", "f", {}, {}, "none");
   f.forward = "identity";
   f.backward = "all-reduce";
   f.backward_phase = kFPhase;
@@ -237,9 +235,7 @@ SplitBlock f_block() {
 }
 
 SplitBlock g_block() {
-  SplitBlock g;
-  g.name = "g";
-  g.kind = "g";
+  SplitBlock g = split_block("g", "g", {}, {}, "none");
   g.forward = "all-reduce";
   g.backward = "identity";
   g.forward_phase = kGPhase;

@@ -735,6 +735,12 @@ void ThreadTransport::barrier_wait() {
   }
 }
 
+bool ThreadHub::in_wait(int rank) const {
+  Slot& slot = *slots_[static_cast<std::size_t>(rank)];
+  std::lock_guard lk(slot.registry);
+  return slot.in_wait;
+}
+
 bool ThreadHub::others_finished(int rank) const {
   for (int r = 0; r < size_; ++r) {
     if (r == rank) continue;

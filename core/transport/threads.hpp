@@ -64,6 +64,8 @@ class ThreadHub {
   std::uint64_t handed_over() const { return handed_over_.load(std::memory_order_relaxed); }
   // True when every rank but `rank` has finished its body.
   bool others_finished(int rank) const;
+  // True while `rank` waits for a message: a sender then hands it a large message to move.
+  bool in_wait(int rank) const;
   // State every rank of this run shares, made by the first rank that asks for `key` (the NCCL
   // id of the library collectives); it lives as long as the hub.
   std::shared_ptr<void> shared(const std::string& key,

@@ -334,14 +334,28 @@ int main(int argc, char** argv) {
                         beta2));
     // A machine busy with other work can bury the line in scheduler noise: the fit is then not
     // physical (alpha or beta <= 0). That says the measurement was noisy, not that the lesson
-    // computed wrongly, so it is reported and not saved, rather than failed.
-    const bool physical = fit.alpha_s > 0 && fit.beta_s_per_byte > 0;
-    if (!physical)
+    // computed wrongly, so it is reported, not failed, and the line saved is the lower envelope:
+    // noise only delays, so the line under every point through the fastest ones is the truest.
+    // Only when no line with alpha > 0 and beta > 0 runs under every point is nothing saved.
+    Calibration saved = fit;
+    bool physical = fit.alpha_s > 0 && fit.beta_s_per_byte > 0;
+    if (!physical) {
       fmt::print(
           "  the fit is not physical (alpha {} s, beta {} s/B): the timings were noisy; run again "
-          "on a quiet "
-          "machine, or with a larger --size\n",
+          "on a quiet machine, or with a larger --size\n",
           fit.alpha_s, fit.beta_s_per_byte);
+      if (const std::optional<Calibration> envelope = fit_lower_envelope(points)) {
+        saved = *envelope;
+        physical = true;
+        fmt::print(
+            "  fitted instead by the lower envelope (the line under every size through the "
+            "fastest two):\n  alpha {}, beta {:.4g} ns/B -> bandwidth 1/beta = {:.2f} GB/s\n",
+            format_seconds(saved.alpha_s), saved.beta_s_per_byte * 1e9,
+            1e-9 / saved.beta_s_per_byte);
+      } else {
+        fmt::print("  no line with alpha > 0 and beta > 0 runs under every size either\n");
+      }
+    }
     std::size_t sizes = 0;
     for (std::uint64_t n = 8; n <= opt.size; n *= 2) ++sizes;
     r.check("every size from 8 B to --size was measured", points.size() == sizes,
@@ -369,11 +383,11 @@ int main(int argc, char** argv) {
       const std::string key =
           platform ? fmt::format("sim-{}", platform->network->platform)
                    : fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
-      save_calibration(calibration_path, key, fit);
+      save_calibration(calibration_path, key, saved);
       fmt::print("  saved as \"{}\" in {}\n", key, calibration_path);
     }
-    lesson.set_metadata("alpha_s", fmt::format("{}", fit.alpha_s));
-    lesson.set_metadata("beta_s_per_byte", fmt::format("{}", fit.beta_s_per_byte));
+    lesson.set_metadata("alpha_s", fmt::format("{}", saved.alpha_s));
+    lesson.set_metadata("beta_s_per_byte", fmt::format("{}", saved.beta_s_per_byte));
     if (compare && !calibration_path.empty()) print_schemes(calibration_path);
   });
 

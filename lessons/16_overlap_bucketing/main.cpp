@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -222,6 +223,29 @@ Overlap overlap_of(const RankLog& log, const std::vector<std::pair<int, int>>& o
   return {length(c), length(intersection(c, w))};
 }
 
+// On `log`'s rank, in the last step of a run of `per_step` operations a step: did a layer's
+// backward begin after the step's first operation posted its first message and before its last
+// operation did? With buckets it must (STEP 2 posts a bucket, then computes the layers below);
+// with the one all-reduce after the backward it cannot. Program order, read off the trace: no
+// clock's noise can change it.
+bool posted_under_backward(const RankLog& log, const std::vector<std::pair<int, int>>& ops,
+                           std::size_t per_step) {
+  if (per_step < 2 || ops.size() < per_step) return false;
+  const auto first_message = [&](std::pair<int, int> op) {
+    double t = std::numeric_limits<double>::infinity();
+    for (const auto& e : log.spans)
+      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= op.first && e.meta.step <= op.second)
+        t = std::min(t, e.t0);
+    return t;
+  };
+  const double first = first_message(ops[ops.size() - per_step]), last = first_message(ops.back());
+  for (const auto& e : log.spans)
+    if (e.kind == SpanEvent::Kind::plain && e.lane == Lane::compute &&
+        e.name.rfind("backward L", 0) == 0 && e.t0 >= first && e.t0 <= last)
+      return true;
+  return false;
+}
+
 // The buckets a step starts: the layers from the top, grouped until they reach `bytes`.
 int bucket_count(const MlpShape& s, std::uint64_t bytes) {
   if (bytes == 0) return 1;  // the one all-reduce after the backward
@@ -390,17 +414,26 @@ int main(int argc, char** argv) {
     };
     r.check("no buckets: no communication is hidden (it starts after the backward)",
             shares[at(0)] == 0, fmt::format("{:.1f}% hidden", 100 * shares[at(0)]));
-    // The hidden share is a measurement: with a core per rank it stays far above 20 points; ranks
-    // that take turns on shared cores (or a machine busy with other work) hide less, 15-18% at
-    // worst here with 5 ranks on 2 loaded cores, so there the check asks for 5 points.
-    const int points = core_sharing(r.world) <= 1 ? 20 : 5;
-    if (n > 1 && bucket_bytes > 0 && bucket_count(s, bucket_bytes) > 1 && work_us > 0)
-      r.check(fmt::format("buckets of {}: at least {} points more of the communication hidden "
-                          "than without",
-                          format_bytes(double(bucket_bytes)), points),
-              shares[at(bucket_bytes)] >= shares[at(0)] + points / 100.0,
-              fmt::format("{:.1f}% against {:.1f}%", 100 * shares[at(bucket_bytes)],
-                          100 * shares[at(0)]));
+    // With buckets, what the code guarantees is the order: every rank posts its first bucket and
+    // computes the layers below before it posts the last. How much that hides is a measurement:
+    // with a core per rank far above 20 points, but ranks that take turns on shared cores, or a
+    // machine busy with other work, hide less (15-18% here with 5 ranks on 2 loaded cores, less
+    // with more beside them), so the share is printed, not held.
+    const int buckets = bucket_count(s, bucket_bytes);
+    if (n > 1 && bucket_bytes > 0 && buckets > 1) {
+      const Measured& m = measured[at(bucket_bytes)];
+      std::string late;
+      for (const auto& log : r.logs)
+        if (!posted_under_backward(log, m.ops, std::size_t(buckets)))
+          late += fmt::format(" r{}", log.rank);
+      r.check(fmt::format("buckets of {}: every rank posts its first bucket before the backward "
+                          "of the layers below it",
+                          format_bytes(double(bucket_bytes))),
+              late.empty(), "posted only after the backward on" + late);
+      fmt::print("  buckets of {} hid {:.1f}% of the communication, none hid {:.1f}% (measured)\n",
+                 format_bytes(double(bucket_bytes)), 100 * shares[at(bucket_bytes)],
+                 100 * shares[at(0)]);
+    }
 
     // ZeRO-3: the peak of the weights, exactly: my shards plus the layers alive at once.
     if (!no_zero3) {

@@ -15,7 +15,7 @@
 // hidden [stress] tests run only when asked for (gpu-check.sh repeats them).
 #define CATCH_CONFIG_RUNNER
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string_view>
 

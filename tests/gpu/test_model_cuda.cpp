@@ -1,7 +1,7 @@
 // test_model_cuda.cpp — the model pieces (model.hpp) on the GPU against the float64 Eigen
 // reference, as tests/test_model.cpp checks them on the CPU: the MLP's loss and gradient, and
 // SGD and Adam steps, with every buffer in device memory.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cmath>
 #include <vector>

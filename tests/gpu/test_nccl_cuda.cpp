@@ -7,7 +7,7 @@
 // ncclReduce, ncclSend/ncclRecv, forced with set_nccl_chunked_forms), and that the
 // communicator is finalized at the end. gpu-check.sh runs this group under a timeout: a wrong
 // group or a communicator that never ends hangs NCCL rather than failing.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 #include <vector>

@@ -7,7 +7,7 @@
 // since the two devices add in different orders. Each test binds the thread to GPU 0 as the
 // runtime binds a rank, so every op runs on a rank's stream.
 #include <cuda_runtime_api.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <bit>
 #include <cmath>

@@ -7,7 +7,7 @@
 // Hidden ([.][stress]): `distlab_gpu_tests "[stress]"` runs them; scripts/gpu-check.sh repeats
 // them about 20 times. DISTLAB_GPU_STRESS_RANKS (default 8) and DISTLAB_GPU_DELAY_US (default
 // 200) set the ranks and the delay.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cstdlib>

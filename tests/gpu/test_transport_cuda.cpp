@@ -5,7 +5,7 @@
 // several each gets its own. Rank bodies only record; the test's thread asserts after the join
 // (Catch's assertions are not thread-safe).
 #include <cuda_runtime_api.h>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <algorithm>
 #include <cstdint>

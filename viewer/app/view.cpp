@@ -114,9 +114,14 @@ void View::draw_menu() {
 }
 
 void View::draw_picker() {
-  // ImGui 1.86 names no letter keys but A, C, V, X, Y, Z; the GLFW backend indexes keys by
-  // GLFW key code, which for letters is the upper-case ASCII code.
-  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed('O', false)) picker_open_ = true;
+  // ImGui 1.87 named every key (ImGuiKey_O); 1.86 (Debian 12) names no letter keys but A, C, V,
+  // X, Y, Z, and its GLFW backend indexes keys by GLFW key code, for letters the upper-case ASCII.
+#if IMGUI_VERSION_NUM >= 18700
+  const ImGuiKey key_o = ImGuiKey_O;
+#else
+  const int key_o = 'O';
+#endif
+  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(key_o, false)) picker_open_ = true;
   if (!picker_open_) return;
   const ImVec2 size = ImGui::GetIO().DisplaySize;
   ImGui::SetNextWindowPos(ImVec2(size.x * 0.5f, size.y * 0.5f), ImGuiCond_Appearing,
