@@ -104,7 +104,7 @@ std::vector<Group> group_messages(const TraceModel& m, const std::vector<std::ui
 
 // ---- who sends to whom ---------------------------------------------------------------------
 
-enum class Pattern {
+enum class SendPattern {
   single,
   ring_right,
   ring_left,
@@ -118,7 +118,7 @@ enum class Pattern {
 };
 
 struct Shape {
-  Pattern pattern = Pattern::other;
+  SendPattern pattern = SendPattern::other;
   int mask = 0;            // pairs: partner = r ^ mask
   int offset = 0;          // shift: every rank sends to r + offset (mod N), 1 < offset < N - 1
   int block = 0;           // ring_in_blocks: rings of `block` consecutive ranks (nodes)
@@ -130,17 +130,17 @@ Shape shape_of(const Group& g, int n) {
   Shape s;
   const auto& ms = g.msgs;
   if (ms.size() == 1) {
-    s.pattern = Pattern::single;
+    s.pattern = SendPattern::single;
     return s;
   }
   const auto all = [&](auto pred) { return std::all_of(ms.begin(), ms.end(), pred); };
   if (n > 2 && all([n](const Message* x) { return x->dst == (x->src + 1) % n; }))
-    return s.pattern = Pattern::ring_right, s;
+    return s.pattern = SendPattern::ring_right, s;
   if (n > 2 && all([n](const Message* x) { return x->dst == (x->src + n - 1) % n; }))
-    return s.pattern = Pattern::ring_left, s;
+    return s.pattern = SendPattern::ring_left, s;
   const int mask = ms.front()->src ^ ms.front()->dst;
   if (mask > 0 && all([mask](const Message* x) { return (x->src ^ x->dst) == mask; })) {
-    s.pattern = Pattern::pairs;
+    s.pattern = SendPattern::pairs;
     s.mask = mask;
     std::set<std::pair<int, int>> links;
     for (const Message* x : ms) links.insert({x->src, x->dst});
@@ -154,22 +154,22 @@ Shape shape_of(const Group& g, int n) {
   const int offset = mod(ms.front()->dst - ms.front()->src, n);
   if (n > 3 && offset > 0 && g.senders.size() > 1 &&
       all([&](const Message* x) { return mod(x->dst - x->src, n) == offset; }))
-    return s.pattern = Pattern::shift, s.offset = offset, s;
+    return s.pattern = SendPattern::shift, s.offset = offset, s;
   // A ring inside each block of G consecutive ranks (the hierarchical all-reduce's nodes): r
   // sends to the next rank of its block, the last to the block's first.
   for (int G = 3; G < n; ++G)
     if (n % G == 0 && g.senders.size() > std::size_t(G) &&
         all([G](const Message* x) { return x->dst == x->src / G * G + (x->src % G + 1) % G; }))
-      return s.pattern = Pattern::ring_in_blocks, s.block = G, s;
+      return s.pattern = SendPattern::ring_in_blocks, s.block = G, s;
   if (g.senders.size() == 1 && !g.receivers.count(*g.senders.begin()))
-    return s.pattern = Pattern::star_from, s.root = *g.senders.begin(), s;
+    return s.pattern = SendPattern::star_from, s.root = *g.senders.begin(), s;
   if (g.receivers.size() == 1 && !g.senders.count(*g.receivers.begin()))
-    return s.pattern = Pattern::star_to, s.root = *g.receivers.begin(), s;
+    return s.pattern = SendPattern::star_to, s.root = *g.receivers.begin(), s;
   std::set<std::pair<int, int>> links;
   for (const Message* x : ms) links.insert({x->src, x->dst});
   const std::size_t k = g.senders.size();
   if (g.senders == g.receivers && k > 2 && links.size() == k * (k - 1))
-    return s.pattern = Pattern::all_to_all, s;
+    return s.pattern = SendPattern::all_to_all, s;
   return s;
 }
 
@@ -269,7 +269,7 @@ std::string volume(const Group& g, const Shape& s, int n, bool reduce_style) {
     std::int64_t lo = per_link.begin()->second, hi = lo;
     for (const auto& [link, b] : per_link) lo = std::min(lo, b), hi = std::max(hi, b);
     const std::string amount = lo == hi ? bytes_text(lo) : bytes_text(lo) + " to " + bytes_text(hi);
-    out += s.pattern == Pattern::single ? "; " + amount : "; " + amount + " per link";
+    out += s.pattern == SendPattern::single ? "; " + amount : "; " + amount + " per link";
   }
   // How many ranks' data the messages carry: what a reduction has summed so far.
   int lo = 1 << 30, hi = 0;
@@ -277,7 +277,7 @@ std::string volume(const Group& g, const Shape& s, int n, bool reduce_style) {
     const int c = x->contrib_mask ? std::popcount(x->contrib_mask) : x->contributions;
     lo = std::min(lo, c), hi = std::max(hi, c);
   }
-  const char* each = s.pattern == Pattern::single ? "the message holds" : "each message holds";
+  const char* each = s.pattern == SendPattern::single ? "the message holds" : "each message holds";
   // A group's messages (Comm::split) count ranks of their group, whose size the trace does not
   // say: the count alone.
   if (hi > 0 && g.apply == ApplyKind::reduce && g.msgs.front()->group != 0)
@@ -313,7 +313,7 @@ std::string name_of(const Group& g, const Shape& s, const Payload& p,
   const Message& first = *g.msgs.front();
   const bool whole = p.kind == Chunks::whole;
   if (g.apply == ApplyKind::reduce) {
-    if (s.pattern == Pattern::star_to || s.pattern == Pattern::single) return "reduce";
+    if (s.pattern == SendPattern::star_to || s.pattern == SendPattern::single) return "reduce";
     if (whole && one_way(g)) return "reduce";  // a level of a reduction tree
     // Chunks that end on a few roots: trees reducing their parts, pipelined chunk by chunk.
     if (!whole && role && role->reduce_roots > 0) return trees("reduce", "up", role->reduce_roots);
@@ -324,15 +324,15 @@ std::string name_of(const Group& g, const Shape& s, const Payload& p,
   // (or a segment) a step; one message at the top of a binomial tree is a level too.
   if (g.apply == ApplyKind::copy && role && role->broadcast_roots > 0)
     return trees("broadcast", "down", role->broadcast_roots);
-  if (g.apply != ApplyKind::copy || s.pattern == Pattern::single) return "";
+  if (g.apply != ApplyKind::copy || s.pattern == SendPattern::single) return "";
   bool same_payload = true, one_mask = true;  // every message carries the same chunks, data
   for (const Message* x : g.msgs) {
     same_payload = same_payload && x->chunk == first.chunk && x->chunk_end == first.chunk_end;
     one_mask = one_mask && x->contrib_mask == first.contrib_mask;
   }
-  if (s.pattern == Pattern::star_from) return same_payload ? "broadcast" : "scatter";
-  if (s.pattern == Pattern::star_to) return "gather";
-  if (s.pattern == Pattern::all_to_all && !whole && p.kind != Chunks::of_sender)
+  if (s.pattern == SendPattern::star_from) return same_payload ? "broadcast" : "scatter";
+  if (s.pattern == SendPattern::star_to) return "gather";
+  if (s.pattern == SendPattern::all_to_all && !whole && p.kind != Chunks::of_sender)
     return "all-to-all";
   if (!whole && p.kind != Chunks::none) return "all-gather";
   if (whole && one_mask) return "broadcast";
@@ -365,13 +365,13 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
   // Who sends what to whom, and what the receiver does with it.
   const char* keeps = reduce ? "add" : "store";
   switch (s.pattern) {
-    case Pattern::single:
+    case SendPattern::single:
       t.flow = fmt::format("r{} sends {} to r{}", first.src, what, first.dst);
       if (reduce || copy) t.flow += reduce ? ", which adds it in" : ", which stores it";
       break;
-    case Pattern::ring_right:
-    case Pattern::ring_left: {
-      const bool right = s.pattern == Pattern::ring_right;
+    case SendPattern::ring_right:
+    case SendPattern::ring_left: {
+      const bool right = s.pattern == SendPattern::ring_right;
       t.flow = fmt::format("{} {} {} {}", senders.text, verb("send", senders.plural), what,
                            right ? "right" : "left");
       if ((reduce || copy) && one_way(g))  // a tree's level: the receivers only receive
@@ -381,7 +381,7 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
                               senders.plural ? "their" : "its", right ? "left" : "right");
       break;
     }
-    case Pattern::pairs:
+    case SendPattern::pairs:
       if (s.both_ways) {
         t.flow = fmt::format("{} {} {} with {} partner r ^ {}", senders.text,
                              verb("exchange", senders.plural), what,
@@ -398,21 +398,21 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
         if (reduce || copy) t.flow += reduce ? ", which adds it in" : ", which stores it";
       }
       break;
-    case Pattern::shift:
+    case SendPattern::shift:
       t.flow = fmt::format("{} {} {} to {}", senders.text, verb("send", senders.plural), what,
                            ahead(s.offset, n));
       if (reduce || copy)
         t.flow += fmt::format(" and {} the one from {}", verb(keeps, senders.plural),
                               ahead(n - s.offset, n));
       break;
-    case Pattern::ring_in_blocks:
+    case SendPattern::ring_in_blocks:
       t.flow = fmt::format("in each {} of {} ranks (r0-r{}, ...), {} {} {} to the next rank of it",
                            m.info.ranks_per_node == s.block ? "node" : "group", s.block,
                            s.block - 1, senders.text, verb("send", senders.plural), what);
       if (reduce || copy)
         t.flow += fmt::format(" and {} the one from the rank before", verb(keeps, senders.plural));
       break;
-    case Pattern::star_from:
+    case SendPattern::star_from:
       if (p.kind == Chunks::of_receiver && p.chunk == 0)
         t.flow = fmt::format("r{} sends chunk d{} to each rank d of {}", s.root,
                              name_buffer && !buffer.empty() ? " of " + buffer : "", receivers.text);
@@ -422,18 +422,18 @@ Told tell(const TraceModel& m, const Group& g, int chunks, bool name_buffer, boo
         t.flow +=
             fmt::format(", which {} it{}", verb(keeps, receivers.plural), reduce ? " in" : "");
       break;
-    case Pattern::star_to:
+    case SendPattern::star_to:
       t.flow =
           fmt::format("{} {} {} to r{}", senders.text, verb("send", senders.plural), what, s.root);
       if (reduce || copy) t.flow += reduce ? ", which adds them up" : ", which stores them";
       break;
-    case Pattern::all_to_all:
+    case SendPattern::all_to_all:
       t.flow = fmt::format("{} {} {} to every other rank", senders.text,
                            verb("send", senders.plural), what);
       if (reduce || copy)
         t.flow += fmt::format(" and {} what arrives", verb(keeps, senders.plural));
       break;
-    case Pattern::other: {
+    case SendPattern::other: {
       t.flow = fmt::format("{} messages of {}:", g.msgs.size(), what);
       int listed = 0;
       for (const Message* x : g.msgs) {
