@@ -80,8 +80,6 @@ if ((fresh)) || [[ ! -f "$root/.distlab-ready" ]]; then
   echo "debian-root.sh: debootstrap --variant=minbase $release $root $(mirror)" >&2
   debootstrap --variant=minbase "$release" "$root" "$(mirror)" >"$roots/$release.debootstrap.log" 2>&1 ||
     { tail -n 20 "$roots/$release.debootstrap.log" >&2; die "debootstrap failed (its log: $roots/$release.debootstrap.log)"; }
-  chroot "$root" /bin/sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git ca-certificates >/dev/null'
-  touch "$root/.distlab-ready"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
@@ -92,6 +90,11 @@ mount_in /dev/pts --bind /dev/pts
 mount_in /dev/shm -t tmpfs -o size=4g tmpfs
 mount_in /src --bind "$src"
 mount -o remount,bind,ro "$root/src"
+
+if [[ ! -f "$root/.distlab-ready" ]]; then
+  chroot "$root" /bin/sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git ca-certificates >/dev/null'
+  touch "$root/.distlab-ready"
+fi
 
 # A clean environment: the host's PATH and variables are not the root's (CI's DISTLAB_WERROR and
 # DISTLAB_JOBS pass).
