@@ -63,9 +63,11 @@ class DeviceWork {
  private:
   std::string name_;
   int device_ = -1;
-  void* start_ = nullptr;
+  // The events and their state: read only where CUDA is built (a CPU build's stubs never do).
+  [[maybe_unused]] void* start_ = nullptr;
   void* stop_ = nullptr;
-  bool started_ = false, stopped_ = false;
+  [[maybe_unused]] bool started_ = false;
+  [[maybe_unused]] bool stopped_ = false;
 };
 
 // One rank's device spans in flight: work is added when it is enqueued and becomes a span on
