@@ -270,6 +270,7 @@ TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
   RankLog log = s.run.logs[0];
   log.host = "node-7";
   log.clock_offset_us = -12.5;
+  log.clock_error_us = 0.75;
   log.checks.push_back({"a check", false, "with detail"});
   REQUIRE_FALSE(log.spans.empty());
   REQUIRE_FALSE(log.counters.empty());
@@ -287,6 +288,7 @@ TEST_CASE("trace: a RankLog survives serialize and deserialize", "[trace]") {
   CHECK(back.rank == log.rank);
   CHECK(back.host == "node-7");
   CHECK(back.clock_offset_us == -12.5);
+  CHECK(back.clock_error_us == 0.75);
   CHECK(back.t_start == log.t_start);
   CHECK(back.t_end == log.t_end);
   REQUIRE(back.spans.size() == log.spans.size());
@@ -825,4 +827,86 @@ TEST_CASE("trace: every committed example trace holds every invariant of its sch
     ++seen;
   }
   CHECK(seen >= 13);
+}
+
+namespace {
+
+// Three ranks on two hosts whose clocks differ by 1000 us (host b's + 1000 = host a's): r0 on
+// a sends to r1 on b (20 us after t = 0, a 0.3 us flight), r2 on b sends to r0 (a 0.5 us flight).
+// r1 estimated b's offset too low by `low` within `error`, r2 worse (within 3 us).
+std::vector<RankLog> two_host_logs(double low, double error) {
+  std::vector<RankLog> logs(3);
+  const std::string hosts[] = {std::string("a"), std::string("b"), std::string("b")};
+  for (int r = 0; r < 3; ++r) {
+    logs[std::size_t(r)].rank = r;
+    logs[std::size_t(r)].host = hosts[r];
+  }
+  logs[1].clock_offset_us = 1000 - low;
+  logs[1].clock_error_us = error;
+  logs[2].clock_offset_us = 1002.5;
+  logs[2].clock_error_us = 3;
+  auto message = [&](int src, int dst, double sent_at_a, double flight) {
+    const double b = -1000;  // host a's time to host b's
+    SpanEvent send{SpanEvent::Kind::send, Lane::send, "send", 0, 0, dst, 7, 64, 0, {}, {}};
+    send.t0 = sent_at_a + (src == 0 ? 0 : b);
+    send.t1 = send.t0 + 0.1;
+    SpanEvent recv{SpanEvent::Kind::recv, Lane::recv, "recv", 0, 0, src, 7, 64, 0, {}, {}};
+    recv.t1 = sent_at_a + flight + (dst == 0 ? 0 : b);
+    recv.t0 = recv.t1 - 2;
+    logs[std::size_t(src)].spans.push_back(send);
+    logs[std::size_t(dst)].spans.push_back(recv);
+  };
+  message(0, 1, 20, 0.3);
+  message(2, 0, 40, 0.5);
+  for (auto& log : logs) {
+    log.t_start = log.rank == 0 ? 10 : 10 - 1000;
+    log.t_end = log.t_start + 50;
+  }
+  return logs;
+}
+
+std::vector<std::string> trace_problems(const std::vector<RankLog>& logs) {
+  TraceInfo info;
+  info.world.size = static_cast<int>(logs.size());
+  return check_invariants(parse_trace(trace_json(info, logs)));
+}
+
+}  // namespace
+
+TEST_CASE("trace: clocks of two hosts are aligned by their messages, within the estimate's error",
+          "[trace]") {
+  // b's estimate 0.5 us too low: r0's message to r1 would arrive 0.2 us before it was sent.
+  auto raw = two_host_logs(0.5, 0.6);
+  {
+    const auto problems = trace_problems(raw);
+    CHECK_THAT(joined(problems), Catch::Contains("before it was sent"));
+  }
+  auto logs = raw;
+  CHECK(align_clocks(logs) == 0);
+  // One clock per host: r2 takes r1's estimate (the smaller error), moved forward just enough
+  // for the flight to last kMinFlightUs, and no further than the error.
+  CHECK(logs[0].clock_offset_us == 0);
+  CHECK(logs[1].clock_offset_us == logs[2].clock_offset_us);
+  CHECK(logs[1].clock_offset_us == Approx(1000 - 0.3 + kMinFlightUs).margin(1e-9));
+  CHECK(logs[2].clock_error_us == 0.6);
+  const double arrives = logs[1].spans[0].t1 + logs[1].clock_offset_us;
+  CHECK(arrives - logs[0].spans[0].t0 >= kMinFlightUs - 1e-9);
+  const auto problems = trace_problems(logs);
+  INFO(joined(problems));
+  CHECK(problems.empty());
+}
+
+TEST_CASE("trace: clocks are not moved beyond the estimate's error; the inversion is left to see",
+          "[trace]") {
+  auto logs = two_host_logs(0.5, 0.1);  // an error that cannot hold: the true offset is outside
+  CHECK(align_clocks(logs) == 1);
+  CHECK(logs[1].clock_offset_us == Approx(1000 - 0.5 + 0.1).margin(1e-9));
+  CHECK_THAT(joined(trace_problems(logs)), Catch::Contains("before it was sent"));
+}
+
+TEST_CASE("trace: clocks of one host are left alone", "[trace]") {
+  auto logs = two_host_logs(0.5, 0.6);
+  for (auto& log : logs) log.host = logs[0].host, log.clock_offset_us = 0, log.clock_error_us = 0;
+  CHECK(align_clocks(logs) == 0);
+  for (const auto& log : logs) CHECK(log.clock_offset_us == 0);
 }

@@ -85,7 +85,7 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
 // The control traffic of a run of one process per rank: MPI's or Gloo's.
 struct ProcessControl {
   std::string host;
-  double clock_offset_us = 0;
+  double clock_offset_us = 0, clock_error_us = 0;  // Cristian's estimate and its bound
   std::function<void()> barrier;  // polled: a rank blocked elsewhere is reported, not waited on
   std::function<std::vector<std::vector<char>>(const std::vector<char>&, int)> gather_bytes;
   std::function<int(int, int)> broadcast_int;

@@ -29,7 +29,9 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
   w.transport = gloo->name();
   ProcessControl control;
   control.host = gloo->host();
-  control.clock_offset_us = gloo->clock_offset_us();  // 0 where a rank shares rank 0's host
+  const ClockOffset clock = gloo->clock_offset();  // 0 where a rank shares rank 0's host
+  control.clock_offset_us = clock.offset_us;
+  control.clock_error_us = clock.error_us;
   control.barrier = [&] { gloo->barrier(); };
   control.gather_bytes = [&](const std::vector<char>& mine, int root) {
     return gloo->gather_bytes(mine, root);

@@ -76,7 +76,9 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
     if (code == 0) {
       ProcessControl control;
       control.host = mpi.host();
-      control.clock_offset_us = mpi.clock_offset_us();
+      const ClockOffset clock = mpi.clock_offset();
+      control.clock_offset_us = clock.offset_us;
+      control.clock_error_us = clock.error_us;
       control.barrier = [&] { mpi.barrier(); };
       control.gather_bytes = [&](const std::vector<char>& mine, int root) {
         return mpi.gather_bytes(mine, root);

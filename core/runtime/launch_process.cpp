@@ -20,6 +20,7 @@ int run_rank_process(const World& world, Transport& transport, const ProcessCont
   RankLog& log = comm.recorder().log();
   log.host = control.host;
   log.clock_offset_us = control.clock_offset_us;
+  log.clock_error_us = control.clock_error_us;
   log.t_start = now_us();
   const int rank = world.rank;
   try {
@@ -47,6 +48,7 @@ int run_rank_process(const World& world, Transport& transport, const ProcessCont
       result.world = world;
       result.world.rank = 0;
       for (const auto& p : parts) result.logs.push_back(deserialize(p));
+      align_clocks(result.logs);
       code = finish(result);
     }
     code = control.broadcast_int(code, 0);

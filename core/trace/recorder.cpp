@@ -1,7 +1,10 @@
 // Binary form of a RankLog, so MPI ranks can ship their logs to rank 0 at the end.
 #include "core/trace/recorder.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <type_traits>
 
 #include "core/base/check.hpp"
@@ -56,6 +59,7 @@ std::vector<char> serialize(const RankLog& log) {
   w.pod(log.rank);
   w.str(log.host);
   w.pod(log.clock_offset_us);
+  w.pod(log.clock_error_us);
   w.pod(log.t_start);
   w.pod(log.t_end);
   w.pod(static_cast<std::uint64_t>(log.spans.size()));
@@ -116,6 +120,7 @@ RankLog deserialize(const std::vector<char>& bytes) {
   log.rank = r.pod<int>();
   log.host = r.str();
   log.clock_offset_us = r.pod<double>();
+  log.clock_error_us = r.pod<double>();
   log.t_start = r.pod<double>();
   log.t_end = r.pod<double>();
   log.spans.resize(r.pod<std::uint64_t>());
@@ -168,6 +173,84 @@ RankLog deserialize(const std::vector<char>& bytes) {
   log.peak = r.pod<std::array<std::int64_t, kCategories>>();
   log.peak_total = r.pod<std::int64_t>();
   return log;
+}
+
+int align_clocks(std::vector<RankLog>& logs) {
+  // 1. One clock per host: the estimate with the smallest error among its ranks.
+  std::map<std::string, int> host_index;
+  std::vector<int> host_of(logs.size());
+  std::vector<double> offset, error;
+  int fixed = -1;  // rank 0's host
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    const RankLog& log = logs[i];
+    auto [it, fresh] = host_index.emplace(log.host, static_cast<int>(offset.size()));
+    const auto h = static_cast<std::size_t>(it->second);
+    if (fresh) {
+      offset.push_back(log.clock_offset_us);
+      error.push_back(log.clock_error_us);
+    } else if (log.clock_error_us < error[h]) {
+      offset[h] = log.clock_offset_us;
+      error[h] = log.clock_error_us;
+    }
+    host_of[i] = it->second;
+    if (log.rank == 0) fixed = it->second;
+  }
+  if (fixed >= 0) offset[std::size_t(fixed)] = error[std::size_t(fixed)] = 0;
+
+  // 2. Per (sending host, receiving host): the least time from a send's start to its receive's
+  // end on the hosts' clocks, over every message between them.
+  using Key = std::tuple<int, int, int, std::string, std::uint64_t>;  // src, dst, tag, group, seq
+  std::map<Key, std::pair<int, double>> sent;  // host, start on rank 0's clock
+  for (std::size_t i = 0; i < logs.size(); ++i)
+    for (const auto& e : logs[i].spans)
+      if (e.kind == SpanEvent::Kind::send)
+        sent[{logs[i].rank, e.peer, e.tag, e.meta.group, e.seq}] = {
+            host_of[i], e.t0 + offset[std::size_t(host_of[i])]};
+  std::map<std::pair<int, int>, double> least;
+  for (std::size_t i = 0; i < logs.size(); ++i)
+    for (const auto& e : logs[i].spans) {
+      if (e.kind != SpanEvent::Kind::recv) continue;
+      auto it = sent.find({e.peer, logs[i].rank, e.tag, e.meta.group, e.seq});
+      if (it == sent.end() || it->second.first == host_of[i]) continue;
+      const double flight = e.t1 + offset[std::size_t(host_of[i])] - it->second.second;
+      auto [at, fresh] = least.emplace(std::pair{it->second.first, host_of[i]}, flight);
+      if (!fresh) at->second = std::min(at->second, flight);
+    }
+
+  // Move the offsets apart where a flight is too short: the receiver's clock forward first, then
+  // the sender's back, each within its error. A few passes settle chains of hosts.
+  std::vector<double> shift(offset.size(), 0.0);
+  auto room_up = [&](int h) {
+    return h == fixed ? 0.0 : error[std::size_t(h)] - shift[std::size_t(h)];
+  };
+  auto room_down = [&](int h) {
+    return h == fixed ? 0.0 : error[std::size_t(h)] + shift[std::size_t(h)];
+  };
+  auto short_by = [&](const std::pair<int, int>& hosts, double flight) {
+    return kMinFlightUs -
+           (flight + shift[std::size_t(hosts.second)] - shift[std::size_t(hosts.first)]);
+  };
+  for (std::size_t pass = 0; pass < 4 * offset.size() + 4; ++pass) {
+    bool moved = false;
+    for (const auto& [hosts, flight] : least) {
+      double need = short_by(hosts, flight);
+      if (need <= 0) continue;
+      const double up = std::min(need, room_up(hosts.second));
+      if (up > 0) shift[std::size_t(hosts.second)] += up, need -= up, moved = true;
+      const double down = std::min(need, room_down(hosts.first));
+      if (down > 0) shift[std::size_t(hosts.first)] -= down, moved = true;
+    }
+    if (!moved) break;
+  }
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    const auto h = std::size_t(host_of[i]);
+    logs[i].clock_offset_us = offset[h] + shift[h];
+    logs[i].clock_error_us = error[h];
+  }
+  int left = 0;
+  for (const auto& [hosts, flight] : least)
+    if (short_by(hosts, flight) > 1e-9) ++left;
+  return left;
 }
 
 }  // namespace distlab

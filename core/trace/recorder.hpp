@@ -95,6 +95,7 @@ struct RankLog {
   int rank = 0;
   std::string host;
   double clock_offset_us = 0;  // add to this rank's times to get rank 0's clock
+  double clock_error_us = 0;   // the true offset is within clock_offset_us +- this
   double t_start = 0, t_end = 0;
   std::vector<SpanEvent> spans;
   std::vector<CounterEvent> counters;
@@ -108,6 +109,22 @@ struct RankLog {
 
 std::vector<char> serialize(const RankLog& log);
 RankLog deserialize(const std::vector<char>& bytes);
+
+// The time a message spends between its send's start and its receive's end is at least this
+// (3 ns, the trace's post and deliver slices of a nanosecond each with a rounding to spare);
+// through a socket between hosts it is microseconds.
+inline constexpr double kMinFlightUs = 0.003;
+
+// Puts together the clock offsets of logs gathered from several hosts (ranks on other hosts
+// than rank 0's estimate theirs at start-up, each within its clock_error_us), from two facts:
+// 1. the ranks of one host read one clock: each host takes the estimate with the smallest error
+//    among its ranks (rank 0's host: offset 0, error 0);
+// 2. every message ends after it started, by kMinFlightUs at least: where one between hosts
+//    would not on the estimated clocks, the two hosts' offsets move towards each other, each
+//    within its error. The true offsets satisfy both, so on a valid run there is room.
+// Returns how many host pairs still have a message ending before it started (0 on a valid run;
+// the trace checker then names the message).
+int align_clocks(std::vector<RankLog>& logs);
 
 class Recorder {
  public:

@@ -279,7 +279,7 @@ void GlooTransport::estimate_clock_offsets() {
       const char measure = hosts[std::size_t(r)] != hosts[0] ? 1 : 0;
       send_internal(&measure, 1, r, kClockTag);
       if (!measure) continue;
-      const double offset = clock_offset_from(kRounds, [&](double t0) {
+      const ClockOffset offset = clock_offset_from(kRounds, [&](double t0) {
         double remote = 0;
         send_internal(&t0, sizeof t0, r, kClockTag);
         recv_internal(&remote, sizeof remote, r, kClockTag);
@@ -298,7 +298,7 @@ void GlooTransport::estimate_clock_offsets() {
     const double t = now_us();
     send_internal(&t, sizeof t, 0, kClockTag);
   }
-  recv_internal(&clock_offset_us_, sizeof clock_offset_us_, 0, kClockTag);
+  recv_internal(&clock_, sizeof clock_, 0, kClockTag);
 }
 
 GlooTransport::~GlooTransport() {

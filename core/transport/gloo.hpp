@@ -78,7 +78,7 @@ class GlooTransport : public Transport {
   // This machine's name (the trace's host), and what to add to this rank's clock to read rank
   // 0's: 0 on rank 0's host (one clock), else estimated at the start (Cristian's method).
   const std::string& host() const { return host_; }
-  double clock_offset_us() const { return clock_offset_us_; }
+  ClockOffset clock_offset() const { return clock_; }
 
   // Root receives every rank's bytes (rank order); others get an empty vector.
   std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine, int root);
@@ -126,7 +126,7 @@ class GlooTransport : public Transport {
   std::unique_ptr<WaitState> state_;
   std::unique_ptr<Watchdog> watchdog_;
   int barrier_depth_ = 0;
-  double clock_offset_us_ = 0;
+  ClockOffset clock_;
 };
 
 // The process's setup from the launcher's environment: DISTLAB_RANK, DISTLAB_WORLD_SIZE,

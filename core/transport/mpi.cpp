@@ -172,13 +172,14 @@ void MpiTransport::estimate_clock_offsets() {
   for (int r = 1; r < size_; ++r) {
     if (host_of(r) == root_host) continue;
     if (rank_ == 0) {
-      const double best_offset = clock_offset_from(8, [&](double t0) {
+      const ClockOffset best = clock_offset_from(8, [&](double t0) {
         double remote = 0;
         MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, control_);
         MPI_Recv(&remote, 1, MPI_DOUBLE, r, 2, control_, MPI_STATUS_IGNORE);
         return remote;
       });
-      MPI_Send(&best_offset, 1, MPI_DOUBLE, r, 3, control_);
+      const double sent[2] = {best.offset_us, best.error_us};
+      MPI_Send(sent, 2, MPI_DOUBLE, r, 3, control_);
     } else if (rank_ == r) {
       for (int round = 0; round < 8; ++round) {
         double t0 = 0;
@@ -186,7 +187,9 @@ void MpiTransport::estimate_clock_offsets() {
         const double t = now_us();
         MPI_Send(&t, 1, MPI_DOUBLE, 0, 2, control_);
       }
-      MPI_Recv(&clock_offset_us_, 1, MPI_DOUBLE, 0, 3, control_, MPI_STATUS_IGNORE);
+      double got[2] = {0, 0};
+      MPI_Recv(got, 2, MPI_DOUBLE, 0, 3, control_, MPI_STATUS_IGNORE);
+      clock_ = {got[0], got[1]};
     }
   }
 }

@@ -55,8 +55,8 @@ class MpiTransport : public Transport {
   // The communicator of a context (split): data_ for context 0.
   MPI_Comm comm(int context) const;
   const std::string& host() const { return host_; }
-  // Add to this rank's clock to read rank 0's (0 on rank 0's node: one clock there).
-  double clock_offset_us() const { return clock_offset_us_; }
+  // Add to this rank's clock to read rank 0's, with its error (0 on rank 0's node: one clock).
+  ClockOffset clock_offset() const { return clock_; }
 
   // Root receives every rank's bytes (rank order); others get an empty vector.
   std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine, int root);
@@ -105,7 +105,7 @@ class MpiTransport : public Transport {
   double last_asked_us_ = -1e300;  // when another rank last asked whether we progress
   int round_ = 0;
   std::string host_;
-  double clock_offset_us_ = 0;
+  ClockOffset clock_;
   // Simulated runs only: the wait this rank blocks in (MPI_Waitall or MPI_Barrier), and since when.
   const RequestState* blocked_in_ = nullptr;
   bool in_barrier_ = false;

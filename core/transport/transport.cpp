@@ -33,18 +33,19 @@ void print_hang_report(double timeout_s, const std::vector<std::string>& lines) 
   std::fflush(stderr);
 }
 
-double clock_offset_from(int rounds, const std::function<double(double now)>& ask) {
-  double best_rtt = 1e300, offset = 0;
+ClockOffset clock_offset_from(int rounds, const std::function<double(double now)>& ask) {
+  double best_rtt = 1e300;
+  ClockOffset best;
   for (int round = 0; round < rounds; ++round) {
     const double t0 = now_us();
     const double remote = ask(t0);
     const double t1 = now_us();
     if (t1 - t0 < best_rtt) {
       best_rtt = t1 - t0;
-      offset = (t0 + t1) / 2 - remote;
+      best = {(t0 + t1) / 2 - remote, best_rtt / 2};
     }
   }
-  return offset;
+  return best;
 }
 
 void poll_backoff(long& spins) {

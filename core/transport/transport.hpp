@@ -141,10 +141,18 @@ std::string describe_wait(int rank, const std::string& what, double since_us, do
 // for `timeout_s`, then every rank's wait, one line each (rank order).
 void print_hang_report(double timeout_s, const std::vector<std::string>& lines);
 
+// What to add to another rank's clock to read this one's, and how far off it can be: the other
+// read its clock at some moment inside the round trip, so the true offset lies within half the
+// round trip of the estimate (clocks that tick at one rate: the cluster's time namespaces).
+struct ClockOffset {
+  double offset_us = 0;
+  double error_us = 0;  // the true offset is within offset_us +- error_us
+};
+
 // Cristian's method: `rounds` round trips to a rank with a clock of its own, each `ask` sending
-// this rank's time and returning the time the other read on receipt; the offset to add to the
-// other's clock to read this one's, from the round with the smallest round trip.
-double clock_offset_from(int rounds, const std::function<double(double now)>& ask);
+// this rank's time and returning the time the other read on receipt; the offset from the round
+// with the smallest round trip, and half that round trip as its error.
+ClockOffset clock_offset_from(int rounds, const std::function<double(double now)>& ask);
 
 // Polls with a backoff that sleeps a little longer the longer a wait lasts: ranks may share a
 // core (oversubscribed), and a GPU event cannot wake a sleeping thread.
