@@ -44,24 +44,35 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$store"; exit 130' INT TERM
 
-left=$np code=0 failed=-1
+left=$np code=0 failed=-1 reaped=()
+# reap R: collects rank R's status (its process has ended) into st, once.
+reap() {
+  st=0
+  wait "${pids[$1]}" || st=$?
+  reaped[$1]=1
+  left=$((left - 1))
+}
 while ((left > 0)); do
-  done_pid="" status=0
+  done_pid="" done_rank=-1 status=0
   wait -n -p done_pid || status=$?
   [[ -n "${done_pid:-}" ]] || break  # no child left
   left=$((left - 1))
+  for ((r = 0; r < np; r++)); do [[ "${pids[r]}" == "$done_pid" ]] && reaped[r]=1 && done_rank=$r; done
   ((status == 0 || failed >= 0)) && continue
-  for ((r = 0; r < np; r++)); do [[ "${pids[r]}" == "$done_pid" ]] && failed=$r; done
+  failed=$done_rank
   # The first failure reaped may be a consequence: a peer that saw its connection break when
-  # another rank was killed, and that the scheduler let end first. A rank already ended by a
-  # signal (a zombie, state Z, not yet reaped) is the cause and the one named.
-  for ((r = 0; r < np; r++)); do
-    [[ "${pids[r]}" != "$done_pid" && "$(awk '{ print $3 }' "/proc/${pids[r]}/stat" 2>/dev/null)" == Z ]] ||
-      continue
-    st=0
-    wait "${pids[r]}" || st=$?
-    left=$((left - 1))
-    if ((st > 128 && status <= 128)); then failed=$r status=$st; fi
+  # another rank was killed, and that the scheduler let end first. A rank ended by a signal is
+  # the cause and the one named: a zombie not yet reaped, one bash reaped already (its status kept
+  # for `wait`), or one a moment from either; the others are looked at for half a second.
+  for ((i = 0; i < 10 && status <= 128; i++)); do
+    ((i)) && sleep 0.05
+    for ((r = 0; r < np; r++)); do
+      [[ -z "${reaped[r]:-}" ]] || continue
+      state=$(awk '{ print $3 }' "/proc/${pids[r]}/stat" 2>/dev/null || true)
+      [[ -z "$state" || "$state" == Z ]] || continue  # still running
+      reap "$r"
+      if ((st > 128 && status <= 128)); then failed=$r status=$st; fi
+    done
   done
   code=$status
   how="exited with status $status"
