@@ -34,8 +34,10 @@ struct Outcome {
 // the body returned true, kCheckFailed when false, kThrewError or kAborted when it threw, or
 // the code the transport ended the process with (3: a deadlock). Children still running after
 // 60 s are killed, so a hang fails the test instead of stopping the suite.
-std::vector<Outcome> run_ranks(int n, double deadlock_timeout_s,
+// Each rank's watchdog waits deadlock_timeout_s[rank] before it looks.
+std::vector<Outcome> run_ranks(const std::vector<double>& deadlock_timeout_s,
                                const std::function<bool(GlooTransport&)>& body) {
+  const int n = static_cast<int>(deadlock_timeout_s.size());
   char pattern[] = "/tmp/distlab-gloo-test.XXXXXX";
   const std::string store = ::mkdtemp(pattern);
   std::vector<pid_t> pids;
@@ -53,7 +55,7 @@ std::vector<Outcome> run_ranks(int n, double deadlock_timeout_s,
         setup.rank = rank;
         setup.size = n;
         setup.store = store;
-        setup.deadlock_timeout_s = deadlock_timeout_s;
+        setup.deadlock_timeout_s = deadlock_timeout_s[static_cast<std::size_t>(rank)];
         setup.rendezvous_timeout_s = 20;
         GlooTransport t(setup);
         code = body(t) ? 0 : kCheckFailed;
@@ -95,6 +97,11 @@ std::vector<Outcome> run_ranks(int n, double deadlock_timeout_s,
   }
   std::filesystem::remove_all(store);
   return out;
+}
+
+std::vector<Outcome> run_ranks(int n, double deadlock_timeout_s,
+                               const std::function<bool(GlooTransport&)>& body) {
+  return run_ranks(std::vector<double>(static_cast<std::size_t>(n), deadlock_timeout_s), body);
 }
 
 bool exchange(GlooTransport& t, std::size_t bytes) {
@@ -222,6 +229,22 @@ TEST_CASE("gloo: a size mismatch never matches: the report shows both sizes", "[
   const std::string report = hang_report(out);
   CHECK(report.find("r0 waits in send to r1 (tag 7, 32 B") != std::string::npos);
   CHECK(report.find("r1 waits in recv from r0 (tag 7, 16 B") != std::string::npos);
+}
+
+TEST_CASE("gloo: a rank whose watchdog has not looked yet ends with the hang's exit 3 too",
+          "[gloo]") {
+  // r0 looks after 1 s, declares the hang and ends; r1 would look after 30 s. Its receive breaks
+  // when r0's connections close: that is the hang's verdict, not an error of r1's own (under load
+  // two watchdogs a tick apart race the same way).
+  const auto out = run_ranks({1, 30}, [](GlooTransport& t) {
+    int v = 0;
+    Request r = t.irecv({&v, sizeof v}, 1 - t.rank(), 9, 0);
+    t.wait(*r);
+    return true;
+  });
+  const std::string report = hang_report(out);
+  CHECK(report.find("deadlock or hang") != std::string::npos);
+  CHECK(report.find("r1 waits in recv from r0 (tag 9") != std::string::npos);
 }
 
 TEST_CASE("gloo: a wait on a rank that died throws, naming it", "[gloo]") {

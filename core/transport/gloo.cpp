@@ -45,6 +45,11 @@ std::uint64_t mix(
   return x ^ (x >> 31);
 }
 
+// The file a watchdog makes when it declares the run hung, before its rank ends with exit 3.
+std::string hang_marker(const std::string& store) {
+  return store + "/distlab.deadlock";
+}
+
 // One posted message: Gloo's buffer over the caller's memory, and, once test() asked about it,
 // the thread that waits for it.
 struct GlooReq : RequestState {
@@ -218,7 +223,7 @@ class GlooTransport::Watchdog {
       return;
     }
     // Stuck. One rank says so (the first to make the marker); every rank ends with exit 3.
-    const std::string marker = t_.setup_.store + "/distlab.deadlock";
+    const std::string marker = hang_marker(t_.setup_.store);
     const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
     if (fd >= 0) {
       ::close(fd);
@@ -408,12 +413,24 @@ void GlooTransport::wait(RequestState& request) {
     moved = r.gloo_wait(rank());
   } catch (...) {
     leave_wait(false);
+    end_if_hang_declared();
     throw;
   }
   leave_wait(moved);
   if (!moved) throw Aborted();
   r.t_done = now_us();
   r.done.store(true, std::memory_order_release);
+}
+
+// Another rank's watchdog declared the run hung and ended its rank, which broke this rank's wait:
+// the run's verdict is the hang (exit 3, its report printed once, by that rank), not a failure of
+// this rank's own. Without it a rank whose own watchdog had not looked yet (under load, a tick
+// later) would end with the broken connection's error instead.
+void GlooTransport::end_if_hang_declared() const {
+  if (::access(hang_marker(setup_.store).c_str(), F_OK) != 0) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(3);
 }
 
 bool GlooTransport::test(RequestState& request) {
@@ -435,7 +452,10 @@ bool GlooTransport::test(RequestState& request) {
     return false;
   }
   if (!r.watched.load(std::memory_order_acquire)) return false;
-  if (!r.error.empty()) throw Error(r.error);
+  if (!r.error.empty()) {
+    end_if_hang_declared();
+    throw Error(r.error);
+  }
   if (r.aborted) throw Aborted();
   state_->last_progress_wall.store(wall_s());
   r.done.store(true, std::memory_order_release);

@@ -117,6 +117,7 @@ class GlooTransport : public Transport {
   void send_internal(const void* data, std::size_t bytes, int peer, int tag);
   void recv_internal(void* data, std::size_t bytes, int peer, int tag);
   void estimate_clock_offsets();
+  void end_if_hang_declared() const;  // exit 3 where another rank declared the run hung
 
   GlooSetup setup_;
   std::string host_;
