@@ -896,7 +896,7 @@ TEST_CASE("trace: clocks of two hosts are aligned by their messages, within the 
   CHECK(problems.empty());
 }
 
-TEST_CASE("trace: clocks are not moved beyond the estimate's error, and the inversion is left to see",
+TEST_CASE("trace: clocks move within the estimate's error only, an inversion beyond it stays",
           "[trace]") {
   auto logs = two_host_logs(0.5, 0.1);  // an error that cannot hold: the true offset is outside
   CHECK(align_clocks(logs) == 1);
