@@ -7,6 +7,8 @@
 set -u
 procs="$1"
 fail() { echo "procs_blame: $*" >&2; exit 1; }
+# shellcheck source=tests/launcher_verdict.sh
+source "$(dirname "${BASH_SOURCE[0]}")/launcher_verdict.sh"
 dir=$(mktemp -d)
 trap 'kill -CONT "$launcher" 2>/dev/null; rm -rf "$dir"' EXIT
 
@@ -40,11 +42,7 @@ touch "$dir/fail"
 until_zombie "$(cat "$dir/pid.1")"
 kill -CONT "$launcher"
 wait "$launcher"
-rc=$?
-cat "$dir/log"
-((rc == 137)) || fail "the launcher exited $rc, expected 137 (rank 2's SIGKILL)"
-grep -q "distlab: rank 2 of 4 was killed by signal 9 (KILL); stopping the others" "$dir/log" ||
-  fail "no line says rank 2 was killed"
+expect_rank2_killed $? "$dir/log"
 for r in 0 3; do
   [[ -z "$(state "$(cat "$dir/pid.$r")")" ]] || fail "rank $r was left running"
 done
