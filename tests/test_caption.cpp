@@ -151,7 +151,7 @@ TEST_CASE("caption: a ring all-reduce names reduce-scatter and all-gather, chunk
 
 TEST_CASE("caption: a scatter from r0 is named, each step one message", "[caption]") {
   const int n = 4;
-  const TraceModel m = traced(n, [n](distlab::Comm& comm) {
+  const TraceModel m = traced(n, [](distlab::Comm& comm) {
     comm.declare_buffer("data", 64, n);
     auto all = comm.alloc<float>(64, distlab::Category::data);
     distlab::fill_input(all.view(), 1, 0);
