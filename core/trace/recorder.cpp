@@ -199,18 +199,16 @@ int align_clocks(std::vector<RankLog>& logs) {
 
   // 2. Per (sending host, receiving host): the least time from a send's start to its receive's
   // end on the hosts' clocks, over every message between them.
-  using Key = std::tuple<int, int, int, std::string, std::uint64_t>;  // src, dst, tag, group, seq
-  std::map<Key, std::pair<int, double>> sent;  // host, start on rank 0's clock
+  std::map<MessageKey, std::pair<int, double>> sent;  // host, start on rank 0's clock
   for (std::size_t i = 0; i < logs.size(); ++i)
     for (const auto& e : logs[i].spans)
       if (e.kind == SpanEvent::Kind::send)
-        sent[{logs[i].rank, e.peer, e.tag, e.meta.group, e.seq}] = {
-            host_of[i], e.t0 + offset[std::size_t(host_of[i])]};
+        sent[message_key(logs[i].rank, e)] = {host_of[i], e.t0 + offset[std::size_t(host_of[i])]};
   std::map<std::pair<int, int>, double> least;
   for (std::size_t i = 0; i < logs.size(); ++i)
     for (const auto& e : logs[i].spans) {
       if (e.kind != SpanEvent::Kind::recv) continue;
-      auto it = sent.find({e.peer, logs[i].rank, e.tag, e.meta.group, e.seq});
+      auto it = sent.find(message_key(logs[i].rank, e));
       if (it == sent.end() || it->second.first == host_of[i]) continue;
       const double flight = e.t1 + offset[std::size_t(host_of[i])] - it->second.second;
       auto [at, fresh] = least.emplace(std::pair{it->second.first, host_of[i]}, flight);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,14 @@ struct RankLog {
 
 std::vector<char> serialize(const RankLog& log);
 RankLog deserialize(const std::vector<char>& bytes);
+
+// What pairs a send with its receive across the logs: (src, dst, tag, group, seq), the same for
+// rank `rank`'s send span and the receive span of its peer.
+using MessageKey = std::tuple<int, int, int, std::string, std::uint64_t>;
+inline MessageKey message_key(int rank, const SpanEvent& e) {
+  return e.kind == SpanEvent::Kind::send ? MessageKey{rank, e.peer, e.tag, e.meta.group, e.seq}
+                                         : MessageKey{e.peer, rank, e.tag, e.meta.group, e.seq};
+}
 
 // The time a message spends between its send's start and its receive's end is at least this
 // (3 ns, the trace's post and deliver slices of a nanosecond each with a rounding to spare);

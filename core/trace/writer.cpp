@@ -113,8 +113,6 @@ std::pair<double, double> printed_times(const SpanEvent& e, double off) {
   return {t0, t1};
 }
 
-using FlowKey = std::tuple<int, int, int, std::string, std::uint64_t>;  // src, dst, tag, group, seq
-
 void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flow) {
   out += fmt::format(R"(,"args":{{"peer":{},"bytes":{},"tag":{})", e.peer, e.bytes, e.tag);
   if (e.meta.step >= 0) out += fmt::format(R"(,"step":{})", e.meta.step);
@@ -155,19 +153,19 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
   // Flow ids: one per message, keyed by (src, dst, tag, group, seq), numbered in send order. Times
   // on the printed nanosecond grid: when each message was sent, and where its deliver slice starts
   // (the post slice at the send's start must end by then).
-  std::map<FlowKey, std::uint64_t> flow_ids;
+  std::map<MessageKey, std::uint64_t> flow_ids;
   std::map<std::uint64_t, double> sent_at, delivered_at;  // flow id -> us from the epoch
   std::uint64_t next_flow = 1;
   for (const auto& log : logs)
     for (const auto& e : log.spans)
       if (e.kind == SpanEvent::Kind::send) {
         sent_at[next_flow] = to_ns(e.t0 + log.clock_offset_us - epoch);
-        flow_ids[{log.rank, e.peer, e.tag, e.meta.group, e.seq}] = next_flow++;
+        flow_ids[message_key(log.rank, e)] = next_flow++;
       }
   for (const auto& log : logs)
     for (const auto& e : log.spans)
       if (e.kind == SpanEvent::Kind::recv) {
-        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.meta.group, e.seq});
+        auto it = flow_ids.find(message_key(log.rank, e));
         if (it == flow_ids.end()) continue;
         const auto [t0, t1] = printed_times(e, log.clock_offset_us - epoch);
         delivered_at[it->second] = deliver_start(t0, t1, sent_at[it->second]);
@@ -203,8 +201,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       // On the printed nanosecond grid from here on: nesting is decided on the times written.
       const auto [t0, t1] = printed_times(e, off);
       Slice s{&e, Role::span, t0, t1};
-      if (e.kind == SpanEvent::Kind::send)
-        s.flow = flow_ids[{log.rank, e.peer, e.tag, e.meta.group, e.seq}];
+      if (e.kind == SpanEvent::Kind::send) s.flow = flow_ids[message_key(log.rank, e)];
       slices.push_back(s);
       const Slice* parent = &slices.back();
       if (e.kind == SpanEvent::Kind::send) {
@@ -215,7 +212,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
         slices.push_back({&e, Role::post, s.t0, to_ns(std::max(s.t0, p1)), 0, 0, s.flow, parent});
       }
       if (e.kind == SpanEvent::Kind::recv) {
-        auto it = flow_ids.find({e.peer, log.rank, e.tag, e.meta.group, e.seq});
+        auto it = flow_ids.find(message_key(log.rank, e));
         const std::uint64_t flow = it == flow_ids.end() ? 0 : it->second;
         const double d0 = flow ? delivered_at[flow] : deliver_start(s.t0, s.t1, std::nullopt);
         slices.push_back({&e, Role::deliver, d0, s.t1, 0, 0, flow, parent});
