@@ -101,3 +101,15 @@ TEST_CASE("json: strings are escaped, non-finite numbers become null", "[json]")
   CHECK(json_number(1.0 / 0.0) == "null");
   CHECK(json_number(0.0 / 0.0) == "null");
 }
+
+TEST_CASE("json: a number in JSON's grammar is told from one it cannot spell", "[json]") {
+  for (const char* yes : {"0", "-0", "7", "-0.5", "10.25", "1e9", "1E+9", "2.5e-3", "-12"}) {
+    INFO(yes);
+    CHECK(is_json_number(yes));
+  }
+  for (const char* no : {"", "-", ".5", "+2", "007", "01", "1.", "1e", "1e+", "inf", "nan", "1x",
+                         "0x10", " 1", "1 ", "--1", "1.2.3"}) {
+    INFO(no);
+    CHECK_FALSE(is_json_number(no));
+  }
+}

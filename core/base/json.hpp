@@ -38,6 +38,30 @@ inline std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
+// True when `s` is a number in JSON's own grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?:
+// "-0.5" and "1e9" are; ".5", "+2", "007", "1." and "inf" are not.
+inline bool is_json_number(std::string_view s) {
+  std::size_t i = 0;
+  const auto digits = [&] {  // how many digits start at i (i moves past them)
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  const auto next_is = [&](std::string_view chars) {  // i moves past one of `chars`
+    if (i == s.size() || chars.find(s[i]) == std::string_view::npos) return false;
+    ++i;
+    return true;
+  };
+  next_is("-");
+  if (!next_is("0") && digits() == 0) return false;
+  if (next_is(".") && digits() == 0) return false;
+  if (next_is("eE")) {
+    next_is("+-");
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
 // A number as JSON: integers plainly, others with enough digits, non-finite as null.
 inline std::string json_number(double v) {
   if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <regex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -34,8 +33,7 @@ namespace {
 // anything else as a string, including numbers JSON cannot spell (".5", "+2", "007", "inf").
 std::string json_value(const std::string& text) {
   if (text == "true" || text == "false") return text;
-  static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
-  if (std::regex_match(text, number)) return text;
+  if (is_json_number(text)) return text;
   return json_string(text);
 }
 
