@@ -300,8 +300,9 @@ TEMPLATE_TEST_CASE("cuda ops: sum, row_sums and col_sums match the CPU", "[ops][
     Buffer<float> total(ledger, Category::data, 1), by_row(ledger, Category::data, rows),
         by_col(ledger, Category::data, cols);
     total[0] = 42.0f;  // overwritten, also for an empty x
-    auto gx = up(ledger, x), gtotal = up(ledger, total), grow = up(ledger, by_row),
-         gcol = up(ledger, by_col);
+    // Buffer<T>, then the sums' Buffer<float>: one auto declaration deduces one type.
+    auto gx = up(ledger, x);
+    auto gtotal = up(ledger, total), grow = up(ledger, by_row), gcol = up(ledger, by_col);
     ops::sum(total.view(), x.view());
     ops::row_sums(by_row.view(), x.view(), rows, cols);
     ops::col_sums(by_col.view(), x.view(), rows, cols);
