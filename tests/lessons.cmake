@@ -571,6 +571,15 @@ foreach(lesson 05_parameter_server 08_zero1 09_zero2 10_zero3_fsdp 11_pipeline_m
   endif()
 endforeach()
 
+# The weight checks at any number of steps (scripts/steps-sweep.sh, whose whole sweep is run by
+# hand): CI's slice, one seed on 8 ranks at 20 and 100 steps, every schedule, and every break at
+# one step.
+if(TARGET 11_pipeline_microbatching)
+  add_test(NAME property.steps COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/steps-sweep.sh --quick
+                                       --build ${CMAKE_BINARY_DIR})
+  set_tests_properties(property.steps PROPERTIES TIMEOUT 600 LABELS "lesson;property" COST 100)
+endif()
+
 # Inputs checked before the run: a --size no machine holds is refused with a sentence (what it
 # needs, what is available, what to change) and exit 2, in every lesson that takes --size; so
 # is lesson 11 on 1000 ranks (its default model on every rank).

@@ -270,6 +270,55 @@ TEST_CASE("the reference learns the teacher: its loss falls", "[mlp]") {
   }
 }
 
+TEST_CASE("half_float_ulp: half a float32 unit of the value's binade", "[mlp]") {
+  CHECK(half_float_ulp(1.0) == 0x1p-24);
+  CHECK(half_float_ulp(-1.5) == 0x1p-24);
+  CHECK(half_float_ulp(0.75) == 0x1p-25);
+  CHECK(half_float_ulp(0x1p-130) == 0x1p-150);  // subnormal: the smallest unit, halved
+  CHECK(half_float_ulp(0.0) == 0x1p-150);
+}
+
+// Float32Drift against a float32 SGD run written here from the model's float32 pieces: after 1,
+// 30 and 300 steps every weight is within the drift's rounding plus 1e-5 x its gradient term
+// (the lessons' bound, without their room for feedback).
+TEST_CASE("Float32Drift bounds a float32 SGD run's distance from the reference", "[mlp]") {
+  Ledger ledger;
+  const MlpShape s = make_shape({6, 12, 12, 3});
+  const Teacher teacher(s, 8);
+  const std::size_t B = 16;
+  const OptimizerConfig config{OptimizerKind::sgd, 0.5f};
+  const std::vector<float> p0 = initial_params(s, 9);
+  for (const int steps : {1, 30, 300}) {
+    Buffer<float> params(ledger, Category::params, s.params()),
+        grads(ledger, Category::grads, s.params());
+    Buffer<float> x(ledger, Category::data, B * s.in()), t(ledger, Category::data, B * s.out());
+    Buffer<float> dy(ledger, Category::activations, B * s.out()), loss(ledger, Category::data, 1);
+    from_host(params.view(), p0);
+    Mlp mlp(ledger, Device::cpu, s, B);
+    Optimizer opt(ledger, Device::cpu, s.params(), config);
+    for (int k = 0; k < steps; ++k) {
+      from_host(x.view(), teacher.inputs(std::size_t(k) * B, B));
+      from_host(t.view(), teacher.targets(std::size_t(k) * B, B));
+      const View<const float> y = mlp.forward(params.view(), x.view());
+      mse_loss(loss.view(), dy.view(), y, t.view(), B, s.out());
+      mlp.backward(grads.view(), params.view(), x.view(), dy.view());
+      opt.step(params.view(), View<const float>(grads.view()));
+    }
+    const ReferenceRun ref = reference_train(s, teacher, p0, B, steps, config);
+    REQUIRE(ref.drift.rounding.size() == Eigen::Index(s.params()));
+    const std::vector<float> got = floats(params);
+    for (Eigen::Index i = 0; i < ref.params.size(); ++i) {
+      const double bound = ref.drift.rounding[i] + 1e-5 * ref.drift.gradient[i];
+      INFO("steps " << steps << ", weight " << i);
+      CHECK(std::fabs(double(got[std::size_t(i)]) - ref.params[i]) <= bound);
+    }
+  }
+  // Adam's drift is not SGD's: none is given.
+  const ReferenceRun adam =
+      reference_train(s, teacher, p0, B, 2, OptimizerConfig{OptimizerKind::adam, 0.01f});
+  CHECK(adam.drift.rounding.size() == 0);
+}
+
 TEST_CASE(
     "an MLP cut in two stages (gelu on the first's output) equals the whole, gradients included",
     "[mlp]") {

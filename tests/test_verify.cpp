@@ -85,3 +85,28 @@ TEST_CASE("sum_tolerance grows with the number of terms and covers float32 round
   CHECK(std::fabs(fwd - exact) <= sum_tolerance(8) * (1 + std::fabs(exact)));
   CHECK(std::fabs(bwd - exact) <= sum_tolerance(8) * (1 + std::fabs(exact)));
 }
+
+TEST_CASE("ErrorBound: each element within its own bound; the worst share is named", "[verify]") {
+  ErrorBound b;
+  b.add(0.5, {1.0, 0.0});   // half its bound
+  b.add(-0.9, {0.5, 0.5});  // 0.9 of it: the worst so far, and a negative error counts by size
+  b.add(0.0, {0.0, 0.0});   // an exact element needs no bound
+  CHECK(b.ok());
+  CHECK(b.detail("a", "b") ==
+        "0 of 3 over their bound; the worst, [1]: |error| 0.9, 0.9 of its bound 1 = a 0.5 + b 0.5");
+  b.add(2e-9, {1e-9, 5e-10});  // over: 1.3 of its bound
+  CHECK_FALSE(b.ok());
+  CHECK(b.detail("a", "b").rfind("1 of 4 over their bound; the worst, [3]", 0) == 0);
+}
+
+TEST_CASE("ErrorBound: a NaN or an error where the bound is 0 fails", "[verify]") {
+  ErrorBound nan;
+  nan.add(0.1, {1, 1});
+  nan.add(std::numeric_limits<double>::quiet_NaN(), {1, 1});
+  CHECK_FALSE(nan.ok());
+  CHECK(nan.detail("a", "b").find("the worst, [1]") != std::string::npos);
+  ErrorBound zero;
+  zero.add(1e-300, {0, 0});
+  CHECK_FALSE(zero.ok());
+  CHECK(ErrorBound{}.detail("a", "b") == "empty");
+}

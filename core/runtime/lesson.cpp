@@ -67,12 +67,13 @@ int adopt_report_checks(RunResult& result) {
   return failed;
 }
 
-void print_failed_checks(const RunResult& result) {
+// The failed checks; with --checks (`all`) the passed ones too, each with its detail.
+void print_checks(const RunResult& result, bool all) {
   for (const auto& log : result.logs)
     for (const auto& c : log.checks)
-      if (!c.ok)
-        fmt::print("check failed on r{}: {}{}{}\n", log.rank, c.name, c.detail.empty() ? "" : ": ",
-                   c.detail);
+      if (!c.ok || all)
+        fmt::print("check {} on r{}: {}{}{}\n", c.ok ? "passed" : "failed", log.rank, c.name,
+                   c.detail.empty() ? "" : ": ", c.detail);
 }
 
 }  // namespace
@@ -317,7 +318,7 @@ int Lesson::finish(RunResult& result) {
   }
   failed += adopt_report_checks(result);
   result.verified = report_ok && result.checks > 0 && failed == 0;
-  print_failed_checks(result);
+  print_checks(result, options_.show_checks);
 
   int code = result.verified ? 0 : 1;
   std::string trace_note;

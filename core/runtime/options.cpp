@@ -29,6 +29,9 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
       ->capture_default_str();
   app.add_flag("--no-trace", o.no_trace, "write no trace file");
   app.add_flag("--verbose", o.verbose, "log every message: r0 -> r1 | step 3 | chunk 2 | 1.0 MiB");
+  app.add_flag("--checks", o.show_checks,
+               "print every check with what it measured, passed ones too (how close each came to "
+               "its bound)");
   app.add_option(
          "--deadlock-timeout", o.deadlock_timeout,
          "end the run (exit 3) when nothing progresses for S seconds: no message matched, no rank "

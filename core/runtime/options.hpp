@@ -7,6 +7,7 @@
 //   --seed S               data seed
 //   --trace PATH           default traces/NN_name.json; --no-trace writes none
 //   --verbose              log every message: "r0 -> r1 | step 3 | chunk 2 | 1.0 MiB"
+//   --checks               print every check with its detail, passed ones too
 //   --deadlock-timeout S   no progress for S seconds (nothing matched, finished or computed) ends the run
 //                          with who waits for whom; a deadlock is reported without waiting for it
 //   --ranks-per-node G     ranks per node for hierarchical algorithms (default: the simulated
@@ -33,6 +34,7 @@ struct Options {
   std::string trace_path;
   bool no_trace = false;
   bool verbose = false;
+  bool show_checks = false;  // --checks
   double deadlock_timeout = 30.0;
   int ranks_per_node = 0;     // 0: the platform's nodes under --sim, else the algorithm's default
   std::string break_name;     // --break: "" for none, "list" to print the lesson's names

@@ -77,6 +77,43 @@ void inject_fault_into(View<T> v) {
   from_host(v.sub(0, 1), first);
 }
 
+// Element by element, an error against a bound of two terms (an error model's, computed per
+// element): ok while every |error| is within its bound (a NaN never is). detail() names the
+// worst element, the one with the largest share of its bound, and its bound's terms, so a
+// failing check says what the model allowed and why.
+class ErrorBound {
+ public:
+  struct Terms {
+    double first = 0, second = 0;
+  };
+  void add(double error, Terms bound) {
+    const double e = std::fabs(error), limit = bound.first + bound.second;
+    if (!(e <= limit)) ++over_;
+    const double share = e == 0 ? 0 : limit > 0 ? e / limit : INFINITY;
+    if (n_ == 0 || !(share <= share_)) {  // a NaN's share is the worst
+      share_ = share;
+      worst_ = n_;
+      error_ = e;
+      terms_ = bound;
+    }
+    ++n_;
+  }
+  bool ok() const { return over_ == 0; }
+  std::string detail(const char* first, const char* second) const {
+    if (n_ == 0) return "empty";
+    return fmt::format(
+        "{} of {} over their bound; the worst, [{}]: |error| {:.3g}, {:.2g} of its bound {:.3g} "
+        "= {} {:.3g} + {} {:.3g}",
+        over_, n_, worst_, error_, share_, terms_.first + terms_.second, first, terms_.first,
+        second, terms_.second);
+  }
+
+ private:
+  std::size_t n_ = 0, over_ = 0, worst_ = 0;
+  double share_ = 0, error_ = 0;
+  Terms terms_;
+};
+
 // Tolerance for a float32 sum of `terms` values of magnitude about 1, against float64.
 inline double sum_tolerance(int terms) {
   return 4.0 * terms * std::ldexp(1.0, -24);

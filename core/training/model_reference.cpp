@@ -105,19 +105,51 @@ void ReferenceOptimizer::step(Eigen::VectorXd& params, const Eigen::VectorXd& gr
     params[i] -= lr * (m_[i] * c1) / (std::sqrt(v_[i] * c2) + eps);
 }
 
+ReferenceBatch reference_batch(const MlpShape& shape, const Teacher& teacher, std::size_t batch,
+                               int step) {
+  const std::size_t first = std::size_t(step) * batch;
+  return {widen(teacher.inputs(first, batch), batch, shape.in()),
+          widen(teacher.targets(first, batch), batch, shape.out())};
+}
+
+double half_float_ulp(double x) {
+  const float f = float(std::fabs(x));
+  return 0.5 * (double(std::nextafter(f, INFINITY)) - double(f));
+}
+
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
                              const std::vector<float>& initial, std::size_t batch, int steps,
                              const OptimizerConfig& config) {
   ReferenceRun run;
   run.params = widen(initial);
   ReferenceOptimizer opt(shape.params(), config);
+  const bool sgd = config.kind == OptimizerKind::sgd;
+  const Eigen::Index n = Eigen::Index(shape.params());
+  if (sgd) {
+    run.drift.rounding.setZero(n);
+    run.drift.gradient.setZero(n);
+  }
   Eigen::VectorXd grad;
   for (int k = 0; k < steps; ++k) {
-    const std::size_t first = std::size_t(k) * batch;
-    const RowMatrix x = widen(teacher.inputs(first, batch), batch, shape.in());
-    const RowMatrix t = widen(teacher.targets(first, batch), batch, shape.out());
-    run.losses.push_back(reference_loss(shape, run.params, x, t, &grad));
+    const ReferenceBatch b = reference_batch(shape, teacher, batch, k);
+    run.losses.push_back(reference_loss(shape, run.params, b.x, b.t, &grad));
     opt.step(run.params, grad);
+    if (!sgd) continue;
+    const double lr = config.lr;
+    for (std::size_t l = 0; l < shape.layers(); ++l) {
+      const Eigen::Index begin = Eigen::Index(shape.weight_offset(l));
+      const Eigen::Index end = Eigen::Index(shape.bias_offset(l) + shape.dims[l + 1]);
+      const double largest = grad.segment(begin, end - begin).cwiseAbs().maxCoeff();
+      for (Eigen::Index i = begin; i < end; ++i) {
+        const double update = std::fabs(lr * grad[i]);
+        // float32's rounding of the product and of the new weight, and this run's own of the
+        // new weight (2^-53 of it: a weight of 1e-3 moved by 5e-20 moves by 0 or 1.1e-19 here).
+        run.drift.rounding[i] += 0x1p-24 * update +
+                                 std::min(half_float_ulp(run.params[i]), update) +
+                                 0x1p-53 * std::fabs(run.params[i]);
+        run.drift.gradient[i] += lr * largest;
+      }
+    }
   }
   return run;
 }

@@ -42,15 +42,45 @@ class ReferenceOptimizer {
   int t_ = 0;
 };
 
+// How far a float32 run of SGD may part from this float64 one, weight by weight, summed over the
+// steps: the terms of the bound the lessons check their weights with. u = 2^-24, float32's
+// rounding of one operation. A step is w <- w - lr g:
+//   rounding: the product's rounding, u |lr g|, and the new weight's: half a float32 unit of it,
+//     or the whole update where that is less (float32 keeps a weight it cannot move: a weight
+//     of 1 moved by 1e-9 a step does not move at all, while float64's moves); and this run's
+//     own rounding of the new weight, 2^-53 of it (float64 is not exact either: where the
+//     updates vanish, 1e-19 on weights of 1e-3 in deep pipelines, it is all that is left);
+//   gradient: lr x the largest |g| of the weight's layer; a lesson multiplies it by its float32
+//     gradient's error relative to that largest element (the bound it checks step 1's with).
+// Neither term follows an error through the later steps' gradients (a weight off by e moves the
+// next gradient by about H e, H the loss's curvature): the lessons leave room for that, and
+// past the steps where it may matter they check each step from their own weights of the step
+// before, which has no such term (lesson 11 does; its README derives both).
+struct Float32Drift {
+  Eigen::VectorXd rounding, gradient;
+};
+
 // Training on one device: step k takes samples [k * batch, (k + 1) * batch) of the teacher's
 // dataset, computes the loss and gradient of the whole batch, and steps the optimizer.
 struct ReferenceRun {
   Eigen::VectorXd params;      // after the last step
   std::vector<double> losses;  // losses[k]: step k's loss, before its update
+  Float32Drift drift;          // SGD's, after the last step (Adam: empty)
 };
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
                              const std::vector<float>& initial, std::size_t batch, int steps,
                              const OptimizerConfig& config);
+
+// The samples step `step` (0-based) trains on: the teacher's [step batch, (step + 1) batch).
+struct ReferenceBatch {
+  RowMatrix x, t;
+};
+ReferenceBatch reference_batch(const MlpShape& shape, const Teacher& teacher, std::size_t batch,
+                               int step);
+
+// Half a float32 unit in the last place of a value of magnitude |x| (the larger unit at a power
+// of two): the most rounding x to float32 can change it by, where float32's range is normal.
+double half_float_ulp(double x);
 
 // Helpers: floats to float64 (a vector, or a (rows, cols) row-major matrix).
 Eigen::VectorXd widen(const std::vector<float>& v);
