@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/ops/ops.hpp"
 #include "core/training/model.hpp"
 #include "core/training/model_reference.hpp"
 #include "ops_testing.hpp"
@@ -317,6 +318,53 @@ TEST_CASE("Float32Drift bounds a float32 SGD run's distance from the reference",
   const ReferenceRun adam =
       reference_train(s, teacher, p0, B, 2, OptimizerConfig{OptimizerKind::adam, 0.01f});
   CHECK(adam.drift.rounding.size() == 0);
+}
+
+// adam_step_bound against ops::adam_step itself, one element at a time: from float32 states that
+// Adam reached (w, m, v after a few steps of gradients of every scale), a float32 gradient
+// anywhere in [g - dg, g + dg] must land the weight inside [lo, hi]; with dg = 0 the interval is
+// a few float32 units wide, and where dg reaches |g| it is about 2 lr wide (the sign's doubt).
+TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the interval", "[mlp]") {
+  const OptimizerConfig config{OptimizerKind::adam, 0.01f};
+  const ops::AdamConfig adam{config.lr, config.beta1, config.beta2, config.eps, 0.0f};
+  std::uint64_t state = 12345;
+  const auto uniform = [&] {  // in [-1, 1), a fixed sequence
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) * 0x1p-52 - 1.0;
+  };
+  int tight = 0, sign_doubt = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    // A state Adam reached: t - 1 steps of gradients of scale 10^[-12, 1].
+    const int t = 1 + trial % 7;
+    float w = float(uniform()), m = 0, v = 0;
+    const double scale = std::pow(10.0, -12 + 13 * (uniform() + 1) / 2);
+    for (int k = 1; k < t; ++k) {
+      float g = float(scale * uniform());
+      ops::adam_step(View<float>{&w, 1, Device::cpu}, View<const float>{&g, 1, Device::cpu},
+                     View<float>{&m, 1, Device::cpu}, View<float>{&v, 1, Device::cpu}, adam, k);
+    }
+    const double g = scale * uniform();
+    const double dg = trial % 3 == 0 ? 0.0 : std::fabs(g) * std::pow(10.0, 2 * uniform());
+    const AdamStepBound b = adam_step_bound(w, m, v, g, dg, config, t);
+    for (const double at : {-1.0, -0.5, 0.0, 0.7, 1.0}) {
+      float w1 = w, m1 = m, v1 = v;
+      float g32 = float(g + at * dg);
+      if (dg == 0 && g32 != g) continue;  // g not a float: only the interval's own holds it
+      if (std::fabs(double(g32) - g) > dg) g32 = std::nextafter(g32, float(g));
+      ops::adam_step(View<float>{&w1, 1, Device::cpu}, View<const float>{&g32, 1, Device::cpu},
+                     View<float>{&m1, 1, Device::cpu}, View<float>{&v1, 1, Device::cpu}, adam, t);
+      INFO("trial " << trial << " t " << t << " w " << w << " m " << m << " v " << v << " g " << g
+                    << " dg " << dg << " got " << w1 << " in [" << b.lo << ", " << b.hi << "]");
+      CHECK(b.lo <= double(w1));
+      CHECK(double(w1) <= b.hi);
+    }
+    if (dg == 0 && b.hi - b.lo <= 8 * 2 * half_float_ulp(b.want) + 1e-6 * config.lr) ++tight;
+    if (dg >= 2 * std::fabs(g) && t == 1 && b.hi - b.lo >= 1.9 * config.lr) ++sign_doubt;
+    CHECK(b.lo <= b.want);
+    CHECK(b.want <= b.hi);
+  }
+  CHECK(tight > 500);      // without the gradient's doubt, a handful of units
+  CHECK(sign_doubt > 20);  // at step 1 a doubtful sign spans both steps, w - lr and w + lr
 }
 
 TEST_CASE(

@@ -117,6 +117,52 @@ double half_float_ulp(double x) {
   return 0.5 * (double(std::nextafter(f, INFINITY)) - double(f));
 }
 
+AdamStepBound adam_step_bound(double w, double m, double v, double g, double dg,
+                              const OptimizerConfig& config, int t) {
+  constexpr double u = 0x1p-24;
+  const double b1 = config.beta1, b2 = config.beta2, eps = config.eps, lr = config.lr;
+  const double c1 = 1.0 / (1.0 - std::pow(b1, t)), c2 = 1.0 / (1.0 - std::pow(b2, t));
+  dg = std::fabs(dg);
+  // The moments over the gradient's interval: m' rises with g; v' with g^2, whose least value
+  // is 0 where the interval holds 0.
+  const double g_lo = g - dg, g_hi = g + dg;
+  const double sq_hi = std::max(g_lo * g_lo, g_hi * g_hi);
+  const double sq_lo = (g_lo <= 0 && g_hi >= 0) ? 0.0 : std::min(g_lo * g_lo, g_hi * g_hi);
+  const auto quotient_at = [&](double m1, double v1) {
+    return (m1 * c1) / (std::sqrt(v1 * c2) + eps);
+  };
+  const double want_q = quotient_at(b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g);
+  const auto corners = [&](double extra_m, double extra_v, double& q_lo, double& q_hi) {
+    const double m_lo = b1 * m + (1 - b1) * g_lo - extra_m,
+                 m_hi = b1 * m + (1 - b1) * g_hi + extra_m;
+    const double v_lo = std::max(0.0, b2 * v + (1 - b2) * sq_lo - extra_v);
+    const double v_hi = b2 * v + (1 - b2) * sq_hi + extra_v;
+    q_lo = std::min(quotient_at(m_lo, v_lo), quotient_at(m_lo, v_hi));
+    q_hi = std::max(quotient_at(m_hi, v_lo), quotient_at(m_hi, v_hi));
+  };
+  double q_lo = 0, q_hi = 0;
+  corners(0, 0, q_lo, q_hi);  // the gradient's interval alone
+  // float32's roundings: m' takes three (two products, a sum), v' four; then c1, c2 (rounded
+  // to float), the products by them, the square root, + eps and the quotient: 16 u of it.
+  const double g_abs = std::max(std::fabs(g_lo), std::fabs(g_hi));
+  const double extra_m = 3 * u * (std::fabs(b1 * m) + (1 - b1) * g_abs);
+  const double extra_v = 4 * u * (b2 * v + (1 - b2) * sq_hi);
+  double r_lo = 0, r_hi = 0;
+  corners(extra_m, extra_v, r_lo, r_hi);
+  const double q_abs = std::max(std::fabs(r_lo), std::fabs(r_hi));
+  r_lo -= 16 * u * q_abs;
+  r_hi += 16 * u * q_abs;
+  AdamStepBound b;
+  b.want = w - lr * want_q;
+  b.gradient = lr * std::max(want_q - q_lo, q_hi - want_q);
+  const double widest = lr * std::max(want_q - r_lo, r_hi - want_q);
+  b.rounding = (widest - b.gradient) + u * lr * q_abs + half_float_ulp(std::fabs(b.want) + widest) +
+               0x1p-149;
+  b.lo = b.want - b.gradient - b.rounding;
+  b.hi = b.want + b.gradient + b.rounding;
+  return b;
+}
+
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
                              const std::vector<float>& initial, std::size_t batch, int steps,
                              const OptimizerConfig& config) {

@@ -60,6 +60,23 @@ struct Float32Drift {
   Eigen::VectorXd rounding, gradient;
 };
 
+// Where float32's Adam step (ops::adam_step's arithmetic) from the state (w, m, v) at step t can
+// put a weight, for any gradient within [g - dg, g + dg]: [lo, hi] holds float64's result for
+// every such gradient (interval arithmetic: the moments' intervals, then the quotient's at its
+// corners), widened by float32's roundings (2^-24 of each operation, 16 of them on the quotient,
+// one on lr times it, and half a float32 unit of the new weight). `gradient` is how far the
+// gradient's interval alone moves the result from float64's at g, `rounding` what float32's
+// roundings add: the two terms of a check's bound. Adam's quotient m^ / (sqrt(v^) + eps) turns a
+// gradient float32 cannot tell from zero into a step of up to lr either way: where dg reaches
+// |g| the interval is about 2 lr wide, elsewhere dg / |g| of lr.
+struct AdamStepBound {
+  double lo = 0, hi = 0;              // the weight after the step
+  double gradient = 0, rounding = 0;  // the bound's terms, from float64's weight at g
+  double want = 0;                    // float64's weight after the step, at g
+};
+AdamStepBound adam_step_bound(double w, double m, double v, double g, double dg,
+                              const OptimizerConfig& config, int t);
+
 // Training on one device: step k takes samples [k * batch, (k + 1) * batch) of the teacher's
 // dataset, computes the loss and gradient of the whole batch, and steps the optimizer.
 struct ReferenceRun {
