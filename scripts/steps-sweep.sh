@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# steps-sweep.sh [--quick] [--lessons "11 ..."] [--build DIR]
+# steps-sweep.sh [--quick] [--lessons "05 11 ..."] [--build DIR]
 #   The training lessons' weight checks at any number of steps: each lesson at 1 step, its
 #   default, 20, 100 and 300, on 2, 3, 4 and 8 ranks with three seeds (lesson 11: every schedule,
 #   interleaved at 2 virtual stages), with --work-us 0 where the lesson has it. Every run must
@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-quick=0 lessons="11" build=build/release
+quick=0 lessons="05 11" build=build/release
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -39,6 +39,13 @@ binary() {  # binary NN: the lesson's program in the build
 # settings NN RANKS: the lesson's settings at that rank count, one per line ("" is its defaults).
 settings() {
   case "$1" in
+    05)
+      echo "--mode allreduce --optimizer sgd"
+      echo "--mode allreduce --optimizer adam"
+      echo "--mode ps --optimizer sgd"
+      echo "--mode ps --optimizer adam"
+      (($2 >= 3)) && echo "--mode ps --servers 2 --optimizer adam"
+      ;;
     11)
       local p=$2
       echo "--schedule naive"

@@ -86,7 +86,7 @@ TEST_CASE("sum_tolerance grows with the number of terms and covers float32 round
   CHECK(std::fabs(bwd - exact) <= sum_tolerance(8) * (1 + std::fabs(exact)));
 }
 
-TEST_CASE("ErrorBound: each element within its own bound; the worst share is named", "[verify]") {
+TEST_CASE("ErrorBound: each element within its own bound, and the worst share named", "[verify]") {
   ErrorBound b;
   b.add(0.5, {1.0, 0.0});   // half its bound
   b.add(-0.9, {0.5, 0.5});  // 0.9 of it: the worst so far, and a negative error counts by size

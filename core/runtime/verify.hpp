@@ -99,6 +99,7 @@ class ErrorBound {
     ++n_;
   }
   bool ok() const { return over_ == 0; }
+  double worst_share() const { return share_; }  // the worst element's |error| / bound
   std::string detail(const char* first, const char* second) const {
     if (n_ == 0) return "empty";
     return fmt::format(

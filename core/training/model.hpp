@@ -143,6 +143,9 @@ class Optimizer {
     DL_FAIL("SGD takes f32 gradients; mixed precision here is Adam's");
   }
   int steps() const { return t_; }
+  // Adam's moments (empty for SGD), for the checks that restart a step from them.
+  View<const float> m() const { return m_.view(); }
+  View<const float> v() const { return v_.view(); }
 
  private:
   ops::AdamConfig adam_config() const {

@@ -117,8 +117,8 @@ double half_float_ulp(double x) {
   return 0.5 * (double(std::nextafter(f, INFINITY)) - double(f));
 }
 
-AdamStepBound adam_step_bound(double w, double m, double v, double g, double dg,
-                              const OptimizerConfig& config, int t) {
+StepBound adam_step_bound(double w, double m, double v, double g, double dg,
+                          const OptimizerConfig& config, int t) {
   constexpr double u = 0x1p-24;
   const double b1 = config.beta1, b2 = config.beta2, eps = config.eps, lr = config.lr;
   const double c1 = 1.0 / (1.0 - std::pow(b1, t)), c2 = 1.0 / (1.0 - std::pow(b2, t));
@@ -152,26 +152,45 @@ AdamStepBound adam_step_bound(double w, double m, double v, double g, double dg,
   const double q_abs = std::max(std::fabs(r_lo), std::fabs(r_hi));
   r_lo -= 16 * u * q_abs;
   r_hi += 16 * u * q_abs;
-  AdamStepBound b;
+  StepBound b;
   b.want = w - lr * want_q;
   b.gradient = lr * std::max(want_q - q_lo, q_hi - want_q);
   const double widest = lr * std::max(want_q - r_lo, r_hi - want_q);
   b.rounding = (widest - b.gradient) + u * lr * q_abs + half_float_ulp(std::fabs(b.want) + widest) +
-               0x1p-149;
+               0x1p-53 * std::fabs(b.want) + 0x1p-149;
   b.lo = b.want - b.gradient - b.rounding;
   b.hi = b.want + b.gradient + b.rounding;
   return b;
 }
 
+StepBound sgd_step_bound(double w, double g, double dg, double lr) {
+  StepBound b;
+  b.want = w - lr * g;
+  const double update = std::fabs(lr * g);
+  b.gradient = lr * std::fabs(dg);
+  b.rounding =
+      0x1p-24 * update +
+      std::min(half_float_ulp(std::fabs(b.want) + b.gradient + update), update + b.gradient) +
+      0x1p-53 * std::fabs(b.want) + 0x1p-149;
+  b.lo = b.want - b.gradient - b.rounding;
+  b.hi = b.want + b.gradient + b.rounding;
+  return b;
+}
+
+StepBound step_bound(const OptimizerConfig& config, double w, double m, double v, double g,
+                     double dg, int t) {
+  return config.kind == OptimizerKind::sgd ? sgd_step_bound(w, g, dg, config.lr)
+                                           : adam_step_bound(w, m, v, g, dg, config, t);
+}
+
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
                              const std::vector<float>& initial, std::size_t batch, int steps,
-                             const OptimizerConfig& config) {
+                             const OptimizerConfig& config, const GradientError& gradient_error) {
   ReferenceRun run;
   run.params = widen(initial);
   ReferenceOptimizer opt(shape.params(), config);
-  const bool sgd = config.kind == OptimizerKind::sgd;
   const Eigen::Index n = Eigen::Index(shape.params());
-  if (sgd) {
+  if (gradient_error) {
     run.drift.rounding.setZero(n);
     run.drift.gradient.setZero(n);
   }
@@ -179,23 +198,19 @@ ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
   for (int k = 0; k < steps; ++k) {
     const ReferenceBatch b = reference_batch(shape, teacher, batch, k);
     run.losses.push_back(reference_loss(shape, run.params, b.x, b.t, &grad));
-    opt.step(run.params, grad);
-    if (!sgd) continue;
-    const double lr = config.lr;
-    for (std::size_t l = 0; l < shape.layers(); ++l) {
-      const Eigen::Index begin = Eigen::Index(shape.weight_offset(l));
-      const Eigen::Index end = Eigen::Index(shape.bias_offset(l) + shape.dims[l + 1]);
-      const double largest = grad.segment(begin, end - begin).cwiseAbs().maxCoeff();
-      for (Eigen::Index i = begin; i < end; ++i) {
-        const double update = std::fabs(lr * grad[i]);
-        // float32's rounding of the product and of the new weight, and this run's own of the
-        // new weight (2^-53 of it: a weight of 1e-3 moved by 5e-20 moves by 0 or 1.1e-19 here).
-        run.drift.rounding[i] += 0x1p-24 * update +
-                                 std::min(half_float_ulp(run.params[i]), update) +
-                                 0x1p-53 * std::fabs(run.params[i]);
-        run.drift.gradient[i] += lr * largest;
+    if (gradient_error)  // each step's bound at this run's state, before the step moves it
+      for (std::size_t l = 0; l < shape.layers(); ++l) {
+        const Eigen::Index begin = Eigen::Index(shape.weight_offset(l));
+        const Eigen::Index end = Eigen::Index(shape.bias_offset(l) + shape.dims[l + 1]);
+        const double largest = grad.segment(begin, end - begin).cwiseAbs().maxCoeff();
+        for (Eigen::Index i = begin; i < end; ++i) {
+          const StepBound sb = step_bound(config, run.params[i], opt.m()[i], opt.v()[i], grad[i],
+                                          gradient_error(grad[i], largest), k + 1);
+          run.drift.rounding[i] += sb.rounding;
+          run.drift.gradient[i] += sb.gradient;
+        }
       }
-    }
+    opt.step(run.params, grad);
   }
   return run;
 }

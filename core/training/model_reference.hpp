@@ -8,6 +8,7 @@
 
 #include <Eigen/Core>
 
+#include <functional>
 #include <vector>
 
 #include "core/training/model.hpp"
@@ -35,6 +36,9 @@ class ReferenceOptimizer {
  public:
   ReferenceOptimizer(std::size_t n, OptimizerConfig config);
   void step(Eigen::VectorXd& params, const Eigen::VectorXd& grad);
+  const Eigen::VectorXd& m() const { return m_; }  // Adam's moments (zeros for SGD)
+  const Eigen::VectorXd& v() const { return v_; }
+  int steps() const { return t_; }
 
  private:
   OptimizerConfig config_;
@@ -42,51 +46,57 @@ class ReferenceOptimizer {
   int t_ = 0;
 };
 
-// How far a float32 run of SGD may part from this float64 one, weight by weight, summed over the
-// steps: the terms of the bound the lessons check their weights with. u = 2^-24, float32's
-// rounding of one operation. A step is w <- w - lr g:
-//   rounding: the product's rounding, u |lr g|, and the new weight's: half a float32 unit of it,
-//     or the whole update where that is less (float32 keeps a weight it cannot move: a weight
-//     of 1 moved by 1e-9 a step does not move at all, while float64's moves); and this run's
-//     own rounding of the new weight, 2^-53 of it (float64 is not exact either: where the
-//     updates vanish, 1e-19 on weights of 1e-3 in deep pipelines, it is all that is left);
-//   gradient: lr x the largest |g| of the weight's layer; a lesson multiplies it by its float32
-//     gradient's error relative to that largest element (the bound it checks step 1's with).
-// Neither term follows an error through the later steps' gradients (a weight off by e moves the
-// next gradient by about H e, H the loss's curvature): the lessons leave room for that, and
-// past the steps where it may matter they check each step from their own weights of the step
-// before, which has no such term (lesson 11 does; its README derives both).
-struct Float32Drift {
-  Eigen::VectorXd rounding, gradient;
-};
-
-// Where float32's Adam step (ops::adam_step's arithmetic) from the state (w, m, v) at step t can
-// put a weight, for any gradient within [g - dg, g + dg]: [lo, hi] holds float64's result for
-// every such gradient (interval arithmetic: the moments' intervals, then the quotient's at its
-// corners), widened by float32's roundings (2^-24 of each operation, 16 of them on the quotient,
-// one on lr times it, and half a float32 unit of the new weight). `gradient` is how far the
-// gradient's interval alone moves the result from float64's at g, `rounding` what float32's
-// roundings add: the two terms of a check's bound. Adam's quotient m^ / (sqrt(v^) + eps) turns a
-// gradient float32 cannot tell from zero into a step of up to lr either way: where dg reaches
-// |g| the interval is about 2 lr wide, elsewhere dg / |g| of lr.
-struct AdamStepBound {
+// Where float32's optimizer step can put a weight, for any gradient within [g - dg, g + dg], from
+// the same state (w, and Adam's m and v, float32 values): [lo, hi] holds float64's result for
+// every such gradient, widened by float32's roundings (u = 2^-24 of each operation). `gradient`
+// is how far the gradient's interval alone moves the result from float64's at g, `rounding`
+// what float32's roundings add (and float64's own of the new weight, 2^-53 of it: where the
+// updates vanish, 1e-19 on weights of 1e-3 in deep pipelines, it is all that is left): the two
+// terms of a check's bound.
+//   SGD, w - lr g: lr dg; the product's rounding, u |lr g|, and the new weight's, half a float32
+//     unit of it (or the whole update where that is less: float32 keeps a weight it cannot
+//     move, while float64's moves).
+//   Adam (ops::adam_step's arithmetic): interval arithmetic on the moments, then the quotient
+//     m^ / (sqrt(v^) + eps) at its corners; 16 u on the quotient, u on lr times it, half a unit
+//     of the new weight. A gradient float32 cannot tell from zero steps up to lr either way:
+//     where dg reaches |g| the interval is about 2 lr wide, elsewhere dg / |g| of lr.
+struct StepBound {
   double lo = 0, hi = 0;              // the weight after the step
   double gradient = 0, rounding = 0;  // the bound's terms, from float64's weight at g
   double want = 0;                    // float64's weight after the step, at g
 };
-AdamStepBound adam_step_bound(double w, double m, double v, double g, double dg,
-                              const OptimizerConfig& config, int t);
+StepBound sgd_step_bound(double w, double g, double dg, double lr);
+StepBound adam_step_bound(double w, double m, double v, double g, double dg,
+                          const OptimizerConfig& config, int t);
+// t: the step's number, from 1 (Adam's bias correction); m and v are ignored by SGD.
+StepBound step_bound(const OptimizerConfig& config, double w, double m, double v, double g,
+                     double dg, int t);
+
+// A float32 gradient's error bound for an element g whose layer's largest |g| is `largest`: each
+// lesson's, the one it checks step 1's gradient with.
+using GradientError = std::function<double(double g, double largest)>;
+
+// How far a float32 run may part from this float64 one, weight by weight, summed over the steps:
+// each step's StepBound terms at this run's state, with the gradient's error from the lesson's
+// GradientError. Neither term follows an error through the later steps (a weight off by e moves
+// the next gradients by H e, H the loss's curvature, and that compounds): the lessons leave
+// room for it over a bounded number of steps, and check the last step from their own weights
+// before it, which has no such term (lessons 05 and 11's READMEs derive both).
+struct Float32Drift {
+  Eigen::VectorXd rounding, gradient;
+};
 
 // Training on one device: step k takes samples [k * batch, (k + 1) * batch) of the teacher's
 // dataset, computes the loss and gradient of the whole batch, and steps the optimizer.
 struct ReferenceRun {
   Eigen::VectorXd params;      // after the last step
   std::vector<double> losses;  // losses[k]: step k's loss, before its update
-  Float32Drift drift;          // SGD's, after the last step (Adam: empty)
+  Float32Drift drift;          // after the last step (empty without a GradientError)
 };
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
                              const std::vector<float>& initial, std::size_t batch, int steps,
-                             const OptimizerConfig& config);
+                             const OptimizerConfig& config,
+                             const GradientError& gradient_error = {});
 
 // The samples step `step` (0-based) trains on: the teacher's [step batch, (step + 1) batch).
 struct ReferenceBatch {

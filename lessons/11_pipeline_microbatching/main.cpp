@@ -348,8 +348,16 @@ void train(Comm& comm, const Setup& s) {
   Eigen::VectorXd first_grad_want;
   reference_loss(s.shape, widen(initial), widen(teacher.inputs(0, s.batch), s.batch, s.shape.in()),
                  widen(teacher.targets(0, s.batch), s.batch, s.shape.out()), &first_grad_want);
+  // Float32's gradient is the float64 one's within kGradientError of its largest element, plus
+  // the underflow term (derived with the checks, below).
+  std::size_t widest = 0;
+  for (const std::size_t d : s.shape.dims) widest = std::max(widest, d);
+  const double grad_underflow = double(s.batch + widest) * 0x1p-150;
+  const auto gradient_error = [&](double, double largest) {
+    return kGradientError * largest + grad_underflow;
+  };
   const ReferenceRun ref =
-      reference_train(s.shape, teacher, initial, s.batch, drift_steps, s.optimizer);
+      reference_train(s.shape, teacher, initial, s.batch, drift_steps, s.optimizer, gradient_error);
 
   // STEP 2: my order of work, the schedule's (core/base/pipeline.cpp, order_of): GPipe every
   // forward then every backward; 1F1B P - r - 1 forwards, then one forward and one backward in
@@ -533,16 +541,11 @@ void train(Comm& comm, const Setup& s) {
   //  - the last step, from my own weights before it: its gradient and its update against
   //    float64's from the same weights. Its error is one step's rounding at any step count;
   //  - the weights after step min(S, kDriftSteps) against float64's run, within float32's drift.
-  // Float32's gradient is the float64 one's within kGradientError of its largest element.
   // Deep pipelines (64 stages) can shrink the first stages' gradients below float32's normal
   // range (1.2e-38). There each operation may also be off by half the smallest subnormal,
   // 2^-150, whatever its operands (the underflow term of the float32 model): a gradient takes
   // one such rounding per term of its sums (the batch, and the width of the layer after it);
   // a weight two per step (lr g, then the subtraction) and its gradient's, scaled by lr.
-  std::size_t widest = 0;
-  for (const std::size_t d : s.shape.dims) widest = std::max(widest, d);
-  const double grad_underflow = double(s.batch + widest) * 0x1p-150;
-  const double lr = s.optimizer.lr;
   const std::vector<float> model_before_last =
       gather_model(comm, s.shape, layers, before_last, kTagCheck);
   Eigen::VectorXd last_grad_want;
@@ -569,26 +572,20 @@ void train(Comm& comm, const Setup& s) {
       check_gradient(fmt::format("step {}'s gradient at my weights before it", s.steps),
                      last_grads[std::size_t(c)], last_want);
 
-    // The last update, w - lr g from my own weights w before it, with float64's g: float32's g
-    // is off by lr x (its gradient's error), the product rounds by u of it, the new weight by
-    // half a float32 unit (and twice the underflow's 2^-150 where it is subnormal).
+    // The last update, w - lr g from my own weights w before it, with float64's g (StepBound:
+    // float32's g is off by lr x its gradient's error, the product rounds by u of it, the new
+    // weight by half a float32 unit, or by 2^-149 where it is subnormal).
     const std::vector<float> got = to_host(View<const float>(k.params.view()));
-    const double gradient_term =
-        lr * (kGradientError * last_want.cwiseAbs().maxCoeff() + grad_underflow);
+    const double dg = gradient_error(0, last_want.cwiseAbs().maxCoeff());
     ErrorBound one_step;
     for (Eigen::Index i = 0; i < count; ++i) {
-      const double w = double(before_last[std::size_t(c)][std::size_t(i)]);
-      const double g = last_want[i], want = w - lr * g;
-      const double other = 0x1p-24 * std::fabs(lr * g) + gradient_term + 0x1p-149;
-      one_step.add(double(got[std::size_t(i)]) - want,
-                   {half_float_ulp(std::fabs(want) + other), other});
+      const StepBound b = sgd_step_bound(before_last[std::size_t(c)][std::size_t(i)], last_want[i],
+                                         dg, s.optimizer.lr);
+      one_step.add(double(got[std::size_t(i)]) - b.want, {b.rounding, b.gradient});
     }
     comm.check(fmt::format("{}: step {}'s update from my weights before it equals float64's", what,
                            s.steps),
-               one_step.ok(),
-               one_step.detail("the new weight's half unit",
-                               "lr x the gradient's "
-                               "error, the product's rounding"));
+               one_step.ok(), one_step.detail("rounding", "gradient error"));
 
     // The run's first drift_steps steps against float64's: float32's drift from the reference's
     // trajectory (Float32Drift: each step's rounding, and lr x each step's gradient error),
@@ -599,9 +596,7 @@ void train(Comm& comm, const Setup& s) {
     for (Eigen::Index i = 0; i < count; ++i) {
       const Eigen::Index j = first_param + i;
       const double err = double(drifted[std::size_t(i)]) - ref.params[j];
-      const double gradient = ref.drift.gradient[j] * kGradientError +
-                              double(drift_steps) * (2 * 0x1p-150 + lr * grad_underflow);
-      run.add(err, {kDriftRoom * ref.drift.rounding[j], kDriftRoom * gradient});
+      run.add(err, {kDriftRoom * ref.drift.rounding[j], kDriftRoom * ref.drift.gradient[j]});
     }
     comm.check(fmt::format("{}: its layers' weights after {} step{} equal the reference's "
                            "(within float32's drift)",
