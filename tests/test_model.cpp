@@ -354,14 +354,14 @@ TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the i
       ops::adam_step(View<float>{&w1, 1, Device::cpu}, View<const float>{&g32, 1, Device::cpu},
                      View<float>{&m1, 1, Device::cpu}, View<float>{&v1, 1, Device::cpu}, adam, t);
       INFO("trial " << trial << " t " << t << " w " << w << " m " << m << " v " << v << " g " << g
-                    << " dg " << dg << " got " << w1 << " in [" << b.lo << ", " << b.hi << "]");
-      CHECK(b.lo <= double(w1));
-      CHECK(double(w1) <= b.hi);
+                    << " dg " << dg << " got " << w1 << " in [" << b.lo() << ", " << b.hi() << "]");
+      CHECK(b.lo() <= double(w1));
+      CHECK(double(w1) <= b.hi());
     }
-    if (dg == 0 && b.hi - b.lo <= 8 * 2 * half_float_ulp(b.want) + 1e-6 * config.lr) ++tight;
-    if (dg >= 2 * std::fabs(g) && t == 1 && b.hi - b.lo >= 1.9 * config.lr) ++sign_doubt;
-    CHECK(b.lo <= b.want);
-    CHECK(b.want <= b.hi);
+    if (dg == 0 && b.hi() - b.lo() <= 8 * 2 * half_float_ulp(b.want) + 1e-6 * config.lr) ++tight;
+    if (dg >= 2 * std::fabs(g) && t == 1 && b.hi() - b.lo() >= 1.9 * config.lr) ++sign_doubt;
+    CHECK(b.lo() <= b.want);
+    CHECK(b.want <= b.hi());
   }
   CHECK(tight > 500);      // without the gradient's doubt, a handful of units
   CHECK(sign_doubt > 20);  // at step 1 a doubtful sign spans both steps, w - lr and w + lr

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -89,6 +90,7 @@ class ErrorBound {
   void add(double error, Terms bound) {
     const double e = std::fabs(error), limit = bound.first + bound.second;
     if (!(e <= limit)) ++over_;
+    max_error_ = std::isnan(e) ? INFINITY : std::max(max_error_, e);
     const double share = e == 0 ? 0 : limit > 0 ? e / limit : INFINITY;
     if (n_ == 0 || !(share <= share_)) {  // a NaN's share is the worst
       share_ = share;
@@ -99,7 +101,8 @@ class ErrorBound {
     ++n_;
   }
   bool ok() const { return over_ == 0; }
-  double worst_share() const { return share_; }  // the worst element's |error| / bound
+  double worst_share() const { return share_; }    // the worst element's |error| / bound
+  double max_error() const { return max_error_; }  // the largest |error| (NaN: infinity)
   std::string detail(const char* first, const char* second) const {
     if (n_ == 0) return "empty";
     return fmt::format(
@@ -111,7 +114,7 @@ class ErrorBound {
 
  private:
   std::size_t n_ = 0, over_ = 0, worst_ = 0;
-  double share_ = 0, error_ = 0;
+  double share_ = 0, error_ = 0, max_error_ = 0;
   Terms terms_;
 };
 

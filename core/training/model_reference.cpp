@@ -158,8 +158,6 @@ StepBound adam_step_bound(double w, double m, double v, double g, double dg,
   const double widest = lr * std::max(want_q - r_lo, r_hi - want_q);
   b.rounding = (widest - b.gradient) + u * lr * q_abs + half_float_ulp(std::fabs(b.want) + widest) +
                0x1p-53 * std::fabs(b.want) + 0x1p-149;
-  b.lo = b.want - b.gradient - b.rounding;
-  b.hi = b.want + b.gradient + b.rounding;
   return b;
 }
 
@@ -172,8 +170,6 @@ StepBound sgd_step_bound(double w, double g, double dg, double lr) {
       0x1p-24 * update +
       std::min(half_float_ulp(std::fabs(b.want) + b.gradient + update), update + b.gradient) +
       0x1p-53 * std::fabs(b.want) + 0x1p-149;
-  b.lo = b.want - b.gradient - b.rounding;
-  b.hi = b.want + b.gradient + b.rounding;
   return b;
 }
 
@@ -213,6 +209,16 @@ ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
     opt.step(run.params, grad);
   }
   return run;
+}
+
+ErrorBound drift_bound(const ReferenceRun& ref, const std::vector<float>& got, std::size_t first) {
+  ErrorBound bound;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const Eigen::Index j = Eigen::Index(first + i);
+    bound.add(double(got[i]) - ref.params[j],
+              {kDriftRoom * ref.drift.rounding[j], kDriftRoom * ref.drift.gradient[j]});
+  }
+  return bound;
 }
 
 Eigen::VectorXd widen(const std::vector<float>& v) {

@@ -60,12 +60,6 @@ constexpr int kTagPull = 1500;
 constexpr int kTagPush = 1510;
 constexpr int kTagLoss = 1520;
 constexpr int kTagCheck = 1530;  // the weights before the last iteration, to the servers' checks
-// The whole-run comparison with float64 covers the first kDriftSteps iterations, with kDriftRoom
-// over the drift's sum for its feedback (lesson 11's argument: the feedback compounds with the
-// square of the steps where the sum grows with them); the last iteration is checked from each
-// rank's own state before it at any step count.
-constexpr int kDriftSteps = 100;
-constexpr double kDriftRoom = 4;
 
 enum class TrainMode { ps, allreduce };
 
@@ -385,14 +379,7 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
   // The weights after drift_steps iterations against the reference's, within kDriftRoom x the
   // drift (Float32Drift: each iteration's rounding, and what its gradient's error moves).
   const std::vector<float>& drifted = drift_steps == s.steps ? got : at_drift_steps;
-  ErrorBound run;
-  double max_error = 0;
-  for (std::size_t i = 0; i < mine; ++i) {
-    const Eigen::Index j = Eigen::Index(begin + i);
-    const double err = double(drifted[i]) - ref.params[j];
-    max_error = std::isnan(err) ? INFINITY : std::max(max_error, std::fabs(err));
-    run.add(err, {kDriftRoom * ref.drift.rounding[j], kDriftRoom * ref.drift.gradient[j]});
-  }
+  const ErrorBound run = drift_bound(ref, drifted, begin);
   comm.check(fmt::format("{} after {} iteration{} equal{} the reference's (within float32's drift)",
                          server ? "as a server: my shard of the weights" : "the weights I hold",
                          drift_steps, drift_steps == 1 ? "" : "s", server ? "s" : ""),
@@ -438,7 +425,7 @@ void train(Comm& comm, const Setup& s, Outcome* outcome) {
                step.ok(), step.detail("rounding", "gradient error"));
   }
   if (me == 0 && outcome) {
-    outcome->max_error = max_error;
+    outcome->max_error = run.max_error();
     outcome->drift_share = run.worst_share();
     outcome->reference_losses = ref.losses;
     // Iteration 1's loss, from the same weights as the reference's, and the last iteration's

@@ -71,15 +71,6 @@ constexpr int kTagCheck = 0;  // the weights before the last step, gathered for 
 // largest element: sums of up to a few thousand float32 terms (the batch, the layers' widths)
 // round at about 2^-24 each, and their errors add like a random walk, far under 1e-5.
 constexpr double kGradientError = 1e-5;
-// Room over Float32Drift's sum of the steps' roundings for what it leaves out: a weight off by e
-// moves the later gradients by lr H e (H the loss's curvature), and those errors are themselves
-// carried on, so the feedback grows like lr |H| S^2 where the sum grows like S. The whole-run
-// comparison therefore covers the first kDriftSteps steps only, where the feedback stays a small
-// part of the sum (at most 1.5 times it in scripts/steps-sweep.sh at 100 steps; 2.6 times at
-// 300 and 5 at 1000 on 3 stages interleaved, where 4 would no longer hold). Past them the last
-// step is checked from the stage's own weights, which has no feedback at any step count.
-constexpr double kDriftRoom = 4;
-constexpr int kDriftSteps = 100;
 
 // The schedules' orders of work and the ideal machine that replays them live in
 // core/base/pipeline.hpp (the viewer draws the same ones). An op is a pass over micro-batch m of
@@ -592,12 +583,7 @@ void train(Comm& comm, const Setup& s) {
     // times kDriftRoom for the drift's own feedback through the later gradients.
     const std::vector<float>& drifted =
         drift_steps == s.steps ? got : at_drift_steps[std::size_t(c)];
-    ErrorBound run;
-    for (Eigen::Index i = 0; i < count; ++i) {
-      const Eigen::Index j = first_param + i;
-      const double err = double(drifted[std::size_t(i)]) - ref.params[j];
-      run.add(err, {kDriftRoom * ref.drift.rounding[j], kDriftRoom * ref.drift.gradient[j]});
-    }
+    const ErrorBound run = drift_bound(ref, drifted, k.first_param);
     comm.check(fmt::format("{}: its layers' weights after {} step{} equal the reference's "
                            "(within float32's drift)",
                            what, drift_steps, drift_steps == 1 ? "" : "s"),
