@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # steps-sweep.sh [--quick] [--lessons "05 11 ..."] [--build DIR]
 #   The training lessons' weight checks at any number of steps: each lesson at 1 step, its
-#   default, 20, 100 and 300, on 2, 3, 4 and 8 ranks with three seeds (lesson 11: every schedule,
-#   interleaved at 2 virtual stages), with --work-us 0 where the lesson has it. Every run must
+#   default, 20, 100 and 300 (14 and 16, whose runs take longer: to 100), on 2, 3, 4 and 8 ranks
+#   with three seeds (lesson 11: every schedule, interleaved at 2 virtual stages; 08-10: with and
+#   without --deterministic; 14: with and without ZeRO-1), with --work-us 0 where the lesson has
+#   it. Every run must
 #   verify. Then every --break of those lessons at 1 step and at its default: every one must
 #   fail on the check tests/breaks.sh names for it. Prints one row per setting and step count:
 #   runs, verified, the slowest wall, and how close the bounded checks came to their bounds (the
 #   largest share of its bound a check's worst element took, from --checks): "drift" for the
-#   checks against the reference's whole run, "1-step" for the others. Exits 1 when a run
+#   checks against the reference's whole run, "1-step" for the others (the checks of a step from
+#   the rank's own state: the last one, or every one in 08-10 and 16). Exits 1 when a run
 #   verified wrongly (a clean run that failed, or a break that verified).
 #   --quick   CI's slice: one seed, 8 ranks, 20 and 100 steps, and the breaks at 1 step
 #   --lessons the lessons to sweep (default: every one whose checks hold at any step count)
@@ -15,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-quick=0 lessons="05 11" build=build/release
+quick=0 lessons="05 08 09 10 11 14 16" build=build/release
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -26,8 +29,17 @@ while (($#)); do
   esac
 done
 
-steps=(1 default 20 100 300) ranks=(2 3 4 8) seeds=(5 11 17)
-((quick)) && steps=(20 100) ranks=(8) seeds=(11)
+ranks=(2 3 4 8) seeds=(5 11 17)
+((quick)) && ranks=(8) seeds=(11)
+lesson_steps() {  # lesson_steps NN: the step counts it runs, in REPLY (an array)
+  if ((quick)); then
+    REPLY=(20 100)
+  elif [[ $1 == 14 || $1 == 16 ]]; then
+    REPLY=(1 default 20 100)
+  else
+    REPLY=(1 default 20 100 300)
+  fi
+}
 
 binary() {  # binary NN: the lesson's program in the build
   local b
@@ -54,11 +66,21 @@ settings() {
       echo "--schedule interleaved --virtual-stages 2 --microbatches $((2 * p)) --batch $((16 * p))"
       echo "--schedule zb-h1 --microbatches $((p + 4)) --batch $((8 * (p + 4)))"
       ;;
+    08 | 09 | 10)
+      echo ""
+      echo "--deterministic"
+      ;;
+    14)
+      echo ""
+      echo "--zero 1"
+      ;;
+    16) echo "" ;;
   esac
 }
 extra() {  # extra NN: what every run of the lesson adds (no pauses, no side table)
   case "$1" in
     11) echo "--work-us 0 --sample-us 0 --no-sweep" ;;
+    16) echo "--work-us 0" ;;
   esac
 }
 
@@ -78,6 +100,8 @@ printf '%-8s %-80s %7s %5s %9s %9s %6s %6s\n' lesson setting steps runs verified
 for nn in $lessons; do
   binary "$nn"
   bin=$REPLY
+  lesson_steps "$nn"
+  steps=("${REPLY[@]}")
   for p in "${ranks[@]}"; do
     while IFS= read -r setting; do
       for s in "${steps[@]}"; do

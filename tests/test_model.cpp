@@ -323,7 +323,8 @@ TEST_CASE("Float32Drift bounds a float32 SGD run's distance from the reference",
 // adam_step_bound against ops::adam_step itself, one element at a time: from float32 states that
 // Adam reached (w, m, v after a few steps of gradients of every scale), a float32 gradient
 // anywhere in [g - dg, g + dg] must land the weight inside [lo, hi]; with dg = 0 the interval is
-// a few float32 units wide, and where dg reaches |g| it is about 2 lr wide (the sign's doubt).
+// a few float32 units wide, where dg reaches |g| it is about 2 lr wide (the sign's doubt), and at
+// step 1 with a sure sign next to 0 wide.
 TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the interval", "[mlp]") {
   const OptimizerConfig config{OptimizerKind::adam, 0.01f};
   const ops::AdamConfig adam{config.lr, config.beta1, config.beta2, config.eps, 0.0f};
@@ -332,7 +333,7 @@ TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the i
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return double(state >> 11) * 0x1p-52 - 1.0;
   };
-  int tight = 0, sign_doubt = 0;
+  int tight = 0, sign_doubt = 0, sure_sign = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     // A state Adam reached: t - 1 steps of gradients of scale 10^[-12, 1].
     const int t = 1 + trial % 7;
@@ -346,7 +347,8 @@ TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the i
     const double g = scale * uniform();
     const double dg = trial % 3 == 0 ? 0.0 : std::fabs(g) * std::pow(10.0, 2 * uniform());
     const StepBound b = adam_step_bound(w, m, v, g, dg, config, t);
-    for (const double at : {-1.0, -0.5, 0.0, 0.7, 1.0}) {
+    for (int step = 0; step <= 20; ++step) {  // the quotient's extremes may lie inside
+      const double at = -1.0 + step / 10.0;
       float w1 = w, m1 = m, v1 = v;
       float g32 = float(g + at * dg);
       if (dg == 0 && g32 != g) continue;  // g not a float: only the interval's own holds it
@@ -360,11 +362,18 @@ TEST_CASE("adam_step_bound holds float32's Adam step for every gradient in the i
     }
     if (dg == 0 && b.hi() - b.lo() <= 8 * 2 * half_float_ulp(b.want) + 1e-6 * config.lr) ++tight;
     if (dg >= 2 * std::fabs(g) && t == 1 && b.hi() - b.lo() >= 1.9 * config.lr) ++sign_doubt;
+    // At step 1 Adam's step is lr sign(g) (eps aside): a gradient whose sign is sure moves it by
+    // next to nothing, however wide its interval. Taking m' and v' apart would allow 4 dg / |g|.
+    if (t == 1 && dg > 0 && dg <= std::fabs(g) / 2 && std::fabs(g) > 1e-4) {
+      ++sure_sign;
+      CHECK(b.gradient <= 1e-3 * config.lr);
+    }
     CHECK(b.lo() <= b.want);
     CHECK(b.want <= b.hi());
   }
   CHECK(tight > 500);      // without the gradient's doubt, a handful of units
   CHECK(sign_doubt > 20);  // at step 1 a doubtful sign spans both steps, w - lr and w + lr
+  CHECK(sure_sign > 20);
 }
 
 TEST_CASE(

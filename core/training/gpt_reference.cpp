@@ -211,20 +211,36 @@ double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_term
   return terms * depth * 0x1p-24;
 }
 
+void reference_batch(const Config& c, const Corpus& corpus, int step, std::size_t global,
+                     std::vector<std::int32_t>& ids, std::vector<std::int32_t>& targets) {
+  ids.clear();
+  targets.clear();
+  for (std::size_t i = 0; i < global; ++i)
+    corpus.sequence(std::uint64_t(step) * global + i, c.seq, ids, targets);
+}
+
 ReferenceRun reference_train(const Config& c, const Corpus& corpus,
                              const std::vector<float>& initial, int steps, std::size_t global,
-                             const model::OptimizerConfig& optimizer) {
+                             const model::OptimizerConfig& optimizer,
+                             const model::GradientError& gradient_error) {
   ReferenceRun run;
-  run.params.resize(Eigen::Index(initial.size()));
+  const Eigen::Index n = Eigen::Index(initial.size());
+  run.params.resize(n);
   for (std::size_t i = 0; i < initial.size(); ++i) run.params[Eigen::Index(i)] = initial[i];
   model::ReferenceOptimizer opt(initial.size(), optimizer);
+  if (gradient_error) {
+    run.drift.rounding.setZero(n);
+    run.drift.gradient.setZero(n);
+  }
   Eigen::VectorXd grad;
+  std::vector<std::int32_t> ids, targets;
   for (int k = 0; k < steps; ++k) {
-    std::vector<std::int32_t> ids, targets;
-    for (std::size_t i = 0; i < global; ++i)
-      corpus.sequence(std::uint64_t(k) * global + i, c.seq, ids, targets);
+    reference_batch(c, corpus, k, global, ids, targets);
     run.losses.push_back(reference_loss(c, run.params, ids, targets, &grad));
     if (k == 0) run.first_gradient = grad;
+    if (gradient_error)  // each step's bound at this run's state, before the step moves it
+      model::add_step_drift(run.drift, optimizer, run.params, opt, grad, gradient_error,
+                            grad.cwiseAbs().maxCoeff(), 0, n, k + 1);
     opt.step(run.params, grad);
   }
   return run;

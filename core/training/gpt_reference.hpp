@@ -14,6 +14,7 @@
 #include "core/training/corpus.hpp"
 #include "core/training/gpt.hpp"
 #include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
 
 namespace distlab::gpt {
 
@@ -30,16 +31,23 @@ double reference_loss(const Config& c, const Eigen::VectorXd& params,
 // replicas); each sum is off by its terms x u_f32 of the magnitudes it adds.
 double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_terms = 0);
 
-// Training on one device: step k takes the corpus's sequences [k global, (k + 1) global)
-// (sequence_index's order), the mean loss over their tokens and its gradient, and an optimizer
-// step (model_reference.hpp's float64 SGD or Adam).
+// Step k's sequences (global of them: sequence_index's order), ids and targets row by row.
+void reference_batch(const Config& c, const Corpus& corpus, int step, std::size_t global,
+                     std::vector<std::int32_t>& ids, std::vector<std::int32_t>& targets);
+
+// Training on one device: step k takes reference_batch(k), the mean loss over its tokens and its
+// gradient, and an optimizer step (model_reference.hpp's float64 SGD or Adam). With a
+// GradientError (`largest`: the whole model's largest |g|), float32's drift from this run
+// (model::Float32Drift) over the steps.
 struct ReferenceRun {
   Eigen::VectorXd params;      // after the last step
   std::vector<double> losses;  // losses[k]: step k's loss, before its update
   Eigen::VectorXd first_gradient;
+  model::Float32Drift drift;
 };
 ReferenceRun reference_train(const Config& c, const Corpus& corpus,
                              const std::vector<float>& initial, int steps, std::size_t global,
-                             const model::OptimizerConfig& optimizer);
+                             const model::OptimizerConfig& optimizer,
+                             const model::GradientError& gradient_error = {});
 
 }  // namespace distlab::gpt

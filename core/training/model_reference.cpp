@@ -117,48 +117,94 @@ double half_float_ulp(double x) {
   return 0.5 * (double(std::nextafter(f, INFINITY)) - double(f));
 }
 
+namespace {
+
+// The range of Adam's quotient q(x) = c1 (b1 m + (1 - b1) x) / (sqrt(c2 (b2 v + (1 - b2) x^2)) +
+// eps) over the gradients x in [lo, hi], exactly: m' and v' move together with x, so their
+// intervals taken apart (m' at one end, v' at the other) would overstate it, without limit where
+// v' can reach 0 (q up to dg / eps). With N(x) = a + b x and D(x) = sqrt(C + E x^2), q' has the
+// sign of h(x) = b C - a E x + b eps D(x) (q' (D + eps)^2 D = h), which is convex (D is, and
+// b eps > 0): q is monotone wherever h keeps its sign, and h changes sign at most twice, found by
+// bisection on either side of h's least value. The extremes are at the ends or those zeros.
+struct Quotient {
+  double a, b, C, E, eps;
+  double q(double x) const { return (a + b * x) / (std::sqrt(C + E * x * x) + eps); }
+  double h(double x) const { return b * C - a * E * x + b * eps * std::sqrt(C + E * x * x); }
+  void range(double lo, double hi, double& q_lo, double& q_hi) const {
+    q_lo = std::min(q(lo), q(hi));
+    q_hi = std::max(q(lo), q(hi));
+    // h's least value on [lo, hi]: where h' = -a E + b eps E x / D(x) = 0, x / D(x) = a / (b eps)
+    // (x / D rises from -1/sqrt(E) to 1/sqrt(E)); else at an end.
+    double x_min = h(lo) <= h(hi) ? lo : hi;
+    const double k = a / (b * eps);
+    if (E > 0 && k * k * E < 1) {
+      const double x = (k < 0 ? -1 : 1) * std::sqrt(k * k * C / (1 - k * k * E));
+      if (x > lo && x < hi && h(x) < h(x_min)) x_min = x;
+    }
+    if (h(x_min) >= 0) return;  // h >= 0 throughout: q rises, its range is the ends'
+    const auto zero = [&](double from, double to) {  // h changes sign once on [from, to]
+      const bool rising = h(to) > h(from);
+      for (int i = 0; i < 200 && from < to; ++i) {
+        const double mid = from + (to - from) / 2;
+        if (mid <= from || mid >= to) break;
+        ((h(mid) < 0) == rising ? from : to) = mid;
+      }
+      for (const double x : {from, to}) q_lo = std::min(q_lo, q(x)), q_hi = std::max(q_hi, q(x));
+    };
+    if (h(lo) > 0) zero(lo, x_min);
+    if (h(hi) > 0) zero(x_min, hi);
+  }
+};
+
+}  // namespace
+
 StepBound adam_step_bound(double w, double m, double v, double g, double dg,
                           const OptimizerConfig& config, int t) {
   constexpr double u = 0x1p-24;
   const double b1 = config.beta1, b2 = config.beta2, eps = config.eps, lr = config.lr;
   const double c1 = 1.0 / (1.0 - std::pow(b1, t)), c2 = 1.0 / (1.0 - std::pow(b2, t));
   dg = std::fabs(dg);
-  // The moments over the gradient's interval: m' rises with g; v' with g^2, whose least value
-  // is 0 where the interval holds 0.
+  const Quotient quotient{c1 * b1 * m, c1 * (1 - b1), c2 * b2 * v, c2 * (1 - b2), eps};
   const double g_lo = g - dg, g_hi = g + dg;
-  const double sq_hi = std::max(g_lo * g_lo, g_hi * g_hi);
-  const double sq_lo = (g_lo <= 0 && g_hi >= 0) ? 0.0 : std::min(g_lo * g_lo, g_hi * g_hi);
-  const auto quotient_at = [&](double m1, double v1) {
-    return (m1 * c1) / (std::sqrt(v1 * c2) + eps);
-  };
-  const double want_q = quotient_at(b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g);
-  const auto corners = [&](double extra_m, double extra_v, double& q_lo, double& q_hi) {
-    const double m_lo = b1 * m + (1 - b1) * g_lo - extra_m,
-                 m_hi = b1 * m + (1 - b1) * g_hi + extra_m;
-    const double v_lo = std::max(0.0, b2 * v + (1 - b2) * sq_lo - extra_v);
-    const double v_hi = b2 * v + (1 - b2) * sq_hi + extra_v;
-    q_lo = std::min(quotient_at(m_lo, v_lo), quotient_at(m_lo, v_hi));
-    q_hi = std::max(quotient_at(m_hi, v_lo), quotient_at(m_hi, v_hi));
-  };
-  double q_lo = 0, q_hi = 0;
-  corners(0, 0, q_lo, q_hi);  // the gradient's interval alone
-  // float32's roundings: m' takes three (two products, a sum), v' four; then c1, c2 (rounded
-  // to float), the products by them, the square root, + eps and the quotient: 16 u of it.
+  const double want_q = quotient.q(g);
+  double q_lo = want_q, q_hi = want_q;
+  quotient.range(g_lo, g_hi, q_lo, q_hi);  // the gradient's interval alone
+  // float32's roundings, at any gradient of the interval: m' takes three (two products, a sum),
+  // off by up to extra_m, which moves q by c1 extra_m over q's least denominator; v' four, all of
+  // terms >= 0, so 4 u of itself, and its square root 2 u; c1 and c2 (rounded to float), the
+  // products by them, + eps and the quotient: 16 u of q in all.
   const double g_abs = std::max(std::fabs(g_lo), std::fabs(g_hi));
   const double extra_m = 3 * u * (std::fabs(b1 * m) + (1 - b1) * g_abs);
-  const double extra_v = 4 * u * (b2 * v + (1 - b2) * sq_hi);
-  double r_lo = 0, r_hi = 0;
-  corners(extra_m, extra_v, r_lo, r_hi);
-  const double q_abs = std::max(std::fabs(r_lo), std::fabs(r_hi));
-  r_lo -= 16 * u * q_abs;
-  r_hi += 16 * u * q_abs;
+  const double sq_lo = (g_lo <= 0 && g_hi >= 0) ? 0.0 : std::min(g_lo * g_lo, g_hi * g_hi);
+  const double least_denominator = std::sqrt(c2 * (b2 * v + (1 - b2) * sq_lo)) + eps;
+  const double q_abs = std::max(std::fabs(q_lo), std::fabs(q_hi));
+  const double dq = c1 * extra_m / least_denominator + 16 * u * q_abs;
   StepBound b;
   b.want = w - lr * want_q;
   b.gradient = lr * std::max(want_q - q_lo, q_hi - want_q);
-  const double widest = lr * std::max(want_q - r_lo, r_hi - want_q);
-  b.rounding = (widest - b.gradient) + u * lr * q_abs + half_float_ulp(std::fabs(b.want) + widest) +
+  const double widest = b.gradient + lr * dq;
+  b.rounding = lr * dq + u * lr * (q_abs + dq) + half_float_ulp(std::fabs(b.want) + widest) +
                0x1p-53 * std::fabs(b.want) + 0x1p-149;
   return b;
+}
+
+MomentBounds adam_moment_bounds(double m, double v, double g, double dg,
+                                const OptimizerConfig& config) {
+  constexpr double u = 0x1p-24;
+  const double b1 = config.beta1, b2 = config.beta2;
+  dg = std::fabs(dg);
+  const double g_abs = std::fabs(g) + dg;
+  const double sq_hi = g_abs * g_abs;
+  const double sq_lo = dg >= std::fabs(g) ? 0.0 : (std::fabs(g) - dg) * (std::fabs(g) - dg);
+  MomentBounds out;
+  out.m.want = b1 * m + (1 - b1) * g;
+  out.m.gradient = (1 - b1) * dg;
+  out.m.rounding =
+      3 * u * (std::fabs(b1 * m) + (1 - b1) * g_abs) + 0x1p-53 * std::fabs(out.m.want) + 0x1p-149;
+  out.v.want = b2 * v + (1 - b2) * g * g;
+  out.v.gradient = (1 - b2) * std::max(sq_hi - g * g, g * g - sq_lo);
+  out.v.rounding = 4 * u * (b2 * v + (1 - b2) * sq_hi) + 0x1p-53 * out.v.want + 0x1p-147;
+  return out;
 }
 
 StepBound sgd_step_bound(double w, double g, double dg, double lr) {
@@ -177,6 +223,18 @@ StepBound step_bound(const OptimizerConfig& config, double w, double m, double v
                      double dg, int t) {
   return config.kind == OptimizerKind::sgd ? sgd_step_bound(w, g, dg, config.lr)
                                            : adam_step_bound(w, m, v, g, dg, config, t);
+}
+
+void add_step_drift(Float32Drift& drift, const OptimizerConfig& config,
+                    const Eigen::VectorXd& params, const ReferenceOptimizer& opt,
+                    const Eigen::VectorXd& grad, const GradientError& gradient_error,
+                    double largest, Eigen::Index begin, Eigen::Index end, int t) {
+  for (Eigen::Index i = begin; i < end; ++i) {
+    const StepBound sb = step_bound(config, params[i], opt.m()[i], opt.v()[i], grad[i],
+                                    gradient_error(grad[i], largest), t);
+    drift.rounding[i] += sb.rounding;
+    drift.gradient[i] += sb.gradient;
+  }
 }
 
 ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
@@ -199,12 +257,8 @@ ReferenceRun reference_train(const MlpShape& shape, const Teacher& teacher,
         const Eigen::Index begin = Eigen::Index(shape.weight_offset(l));
         const Eigen::Index end = Eigen::Index(shape.bias_offset(l) + shape.dims[l + 1]);
         const double largest = grad.segment(begin, end - begin).cwiseAbs().maxCoeff();
-        for (Eigen::Index i = begin; i < end; ++i) {
-          const StepBound sb = step_bound(config, run.params[i], opt.m()[i], opt.v()[i], grad[i],
-                                          gradient_error(grad[i], largest), k + 1);
-          run.drift.rounding[i] += sb.rounding;
-          run.drift.gradient[i] += sb.gradient;
-        }
+        add_step_drift(run.drift, config, run.params, opt, grad, gradient_error, largest, begin,
+                       end, k + 1);
       }
     opt.step(run.params, grad);
   }

@@ -56,10 +56,12 @@ class ReferenceOptimizer {
 //   SGD, w - lr g: lr dg; the product's rounding, u |lr g|, and the new weight's, half a float32
 //     unit of it (or the whole update where that is less: float32 keeps a weight it cannot
 //     move, while float64's moves).
-//   Adam (ops::adam_step's arithmetic): interval arithmetic on the moments, then the quotient
-//     m^ / (sqrt(v^) + eps) at its corners; 16 u on the quotient, u on lr times it, half a unit
-//     of the new weight. A gradient float32 cannot tell from zero steps up to lr either way:
-//     where dg reaches |g| the interval is about 2 lr wide, elsewhere dg / |g| of lr.
+//   Adam (ops::adam_step's arithmetic): the quotient m^ / (sqrt(v^) + eps) over the gradient's
+//     interval exactly (m' and v' move together with g; its extremes are at the ends or where its
+//     derivative, of a convex function's sign, is 0); float32's roundings of m' through q's least
+//     denominator, 16 u on the quotient, u on lr times it, half a unit of the new weight. A
+//     gradient float32 cannot tell from zero steps up to about lr either way; where dg is well
+//     under |g| the step hardly moves (q is about m / sqrt(v) whatever g's size).
 struct StepBound {
   double gradient = 0, rounding = 0;  // the bound's terms, from float64's weight at g
   double want = 0;                    // float64's weight after the step, at g
@@ -72,6 +74,15 @@ StepBound adam_step_bound(double w, double m, double v, double g, double dg,
 // t: the step's number, from 1 (Adam's bias correction); m and v are ignored by SGD.
 StepBound step_bound(const OptimizerConfig& config, double w, double m, double v, double g,
                      double dg, int t);
+
+// Where float32's Adam puts the moments, m' = b1 m + (1 - b1) g and v' = b2 v + (1 - b2) g^2, for
+// any gradient within [g - dg, g + dg] from the same float32 m and v: the gradient's interval
+// through each, and float32's roundings (three of m', four of v', and the product g g's underflow).
+struct MomentBounds {
+  StepBound m, v;
+};
+MomentBounds adam_moment_bounds(double m, double v, double g, double dg,
+                                const OptimizerConfig& config);
 
 // A float32 gradient's error bound for an element g whose layer's largest |g| is `largest`: each
 // lesson's, the one it checks step 1's gradient with.
@@ -86,6 +97,14 @@ using GradientError = std::function<double(double g, double largest)>;
 struct Float32Drift {
   Eigen::VectorXd rounding, gradient;
 };
+
+// Adds one step's StepBound terms to `drift`, for elements [begin, end) of a run at `params` and
+// `opt`'s moments (before the step), `grad` its gradient, each element's error
+// gradient_error(g, largest), and t the step's number (from 1).
+void add_step_drift(Float32Drift& drift, const OptimizerConfig& config,
+                    const Eigen::VectorXd& params, const ReferenceOptimizer& opt,
+                    const Eigen::VectorXd& grad, const GradientError& gradient_error,
+                    double largest, Eigen::Index begin, Eigen::Index end, int t);
 
 // The whole-run check the training lessons make: their weights after min(S, kDriftSteps) steps
 // against the reference's, within kDriftRoom x the drift. The room is for the feedback the drift

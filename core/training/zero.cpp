@@ -393,13 +393,22 @@ Replica::Fetch Replica::gather_async(std::size_t l) {
 }
 
 void Replica::adam(View<const BFloat16> my_grads) {
-  if (adam_steps_++ == 0) {  // step 1's gradient, for the lesson's check
-    const std::vector<BFloat16> g = to_host(my_grads);
-    first_gradient_.clear();
-    for (const BFloat16 x : g) first_gradient_.push_back(float(x));
+  const int step = ++adam_steps_;
+  if (step == 1 || keep_before_) {  // for the lesson's checks
+    std::vector<float> g;
+    for (const BFloat16 x : to_host(my_grads)) g.push_back(float(x));
+    if (step == 1) first_gradient_ = g;
+    if (keep_before_) {
+      before_ = state();
+      before_.gradient = std::move(g);
+    }
   }
   auto phase = comm_.phase("Adam");
   adam_->step(master_.view(), my_grads);
+}
+
+StepState Replica::state() {
+  return {to_host(View<const float>(master_.view())), to_host(adam_->m()), to_host(adam_->v()), {}};
 }
 
 void Replica::hold(Buffer<BFloat16> buffer) {
@@ -425,7 +434,8 @@ void dp_step(Replica& rep, int k) {
   ops::cast(rep.params(0), rep.master(0));  // every rank holds all of it: no gather
 }
 
-Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
+Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
+          const StepCheck& check) {
   DL_CHECK(config.batch >= std::size_t(comm.size()),
            "zero::train: a batch of {} leaves some of {} ranks no sample", config.batch,
            comm.size());
@@ -435,6 +445,7 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
   Ledger& charged = ledger ? *ledger : comm.ledger();
   const int me = comm.rank();
   Replica rep(comm, config, charged);
+  rep.keep_before(bool(check));
   Buffer<float> loss_sum(charged, Category::data, me == 0 ? 1 : 0, comm.device());
   PhaseArgs train_step;  // marks each iteration: the viewer starts its shards over at each
   train_step.op = kTrainStepOp;
@@ -453,6 +464,12 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger) {
     }
     run.exchange.push_back({first, last});
     run.step_seconds.push_back((now_us() - t0) * 1e-6);
+    if (check) {
+      const bool tracing = comm.recorder().enabled();
+      comm.recorder().set_enabled(false);
+      check(k, rep.before(), rep.state(), me == 0 ? run.losses.back() : NAN);
+      comm.recorder().set_enabled(tracing);
+    }
   }
   run.state = {std::uint64_t(charged.current(Category::params)),
                std::uint64_t(charged.current(Category::grads)),
@@ -472,39 +489,33 @@ double to_bf16(double x) {
 }
 }  // namespace
 
-Reference reference(const Config& c, int n) {
+ErrorBound::Terms gradient_error(int n, double magnitude) {
+  return {2.0 * n * 0x1p-8 * magnitude, n * 0x1p-133};
+}
+
+StepGradient reference_gradient(const Config& c, int n, const std::vector<double>& master,
+                                int step) {
   const MlpShape& s = c.shape;
   const model::Teacher teacher(s, c.seed);
-  const std::vector<float> initial = model::initial_params(s, c.seed);
-  Eigen::VectorXd master = model::widen(initial);
-  model::ReferenceOptimizer adam(s.params(), c.adam);
+  Eigen::VectorXd w(Eigen::Index(master.size()));
+  for (std::size_t i = 0; i < master.size(); ++i) w[Eigen::Index(i)] = to_bf16(master[i]);
   const Partition share{c.batch, n};
-  Reference out;
-  for (int k = 0; k < c.steps; ++k) {
-    const Eigen::VectorXd w = master.unaryExpr([](double x) { return to_bf16(x); });
-    Eigen::VectorXd sum = Eigen::VectorXd::Zero(master.size()), magnitude = sum, g;
-    double loss = 0;
-    for (int r = 0; r < n; ++r) {
-      const std::size_t first = std::size_t(k) * c.batch + share.begin(r), count = share.size(r);
-      const model::RowMatrix x = model::widen(teacher.inputs(first, count), count, s.in());
-      const model::RowMatrix t = model::widen(teacher.targets(first, count), count, s.out());
-      const double weight = double(count) / double(c.batch);  // normalised by the whole batch
-      loss += weight * model::reference_loss(s, w, x, t, &g);
-      for (Eigen::Index i = 0; i < g.size(); ++i) {
-        const double g16 = to_bf16(weight * g[i]);
-        sum[i] =
-            r == 0 ? g16 : double(float(BFloat16(float(sum[i]) + float(g16))));  // one bf16 add
-        magnitude[i] += std::fabs(g16);
-      }
+  StepGradient out;
+  out.sum.assign(master.size(), 0.0);
+  out.magnitude.assign(master.size(), 0.0);
+  Eigen::VectorXd g;
+  for (int r = 0; r < n; ++r) {
+    const std::size_t first = std::size_t(step) * c.batch + share.begin(r), count = share.size(r);
+    const model::RowMatrix x = model::widen(teacher.inputs(first, count), count, s.in());
+    const model::RowMatrix t = model::widen(teacher.targets(first, count), count, s.out());
+    const double weight = double(count) / double(c.batch);  // normalised by the whole batch
+    out.loss += weight * model::reference_loss(s, w, x, t, &g);
+    for (std::size_t i = 0; i < master.size(); ++i) {
+      const double g16 = to_bf16(weight * g[Eigen::Index(i)]);
+      out.sum[i] = r == 0 ? g16 : double(float(BFloat16(float(out.sum[i]) + float(g16))));
+      out.magnitude[i] += std::fabs(g16);
     }
-    if (k == 0) {
-      out.first_gradient.assign(sum.data(), sum.data() + sum.size());
-      out.first_gradient_magnitude.assign(magnitude.data(), magnitude.data() + magnitude.size());
-    }
-    out.losses.push_back(loss);
-    adam.step(master, sum);
   }
-  out.master.assign(master.data(), master.data() + master.size());
   return out;
 }
 

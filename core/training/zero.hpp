@@ -47,6 +47,7 @@
 #include "core/comm/comm.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/training/model.hpp"
+#include "core/training/model_reference.hpp"
 #include "core/training/teacher.hpp"
 
 namespace distlab::zero {
@@ -91,6 +92,12 @@ std::string step_bytes_formula(Stage stage);  // "2 Psi": what ZeRO's paper coun
 // reduce-scatter per layer. Not `deterministic`'s sums in rank order.
 Cost step_cost(Stage stage, const model::MlpShape& shape, int n);
 std::string step_cost_formula(Stage stage);  // in words, for the report
+
+// A rank's optimizer state, in Run::master's layout: my part of the master weights and Adam's
+// moments, and (before an update) the summed bf16 gradient, widened, that the update uses.
+struct StepState {
+  std::vector<float> master, m, v, gradient;
+};
 
 // What one rank saw in a run.
 struct Run {
@@ -173,7 +180,8 @@ class Replica {
   Fetch gather_async(std::size_t l);
 
   // Adam on my part of the master weights with `my_grads`, the summed gradients in the same
-  // layout (phase "Adam"). The first call keeps its gradients for the lessons' check.
+  // layout (phase "Adam"). The first call keeps its gradients for the lessons' check; every call
+  // keeps the state it started from, and its gradients (before()), for train()'s StepCheck.
   void adam(View<const BFloat16> my_grads);
   // Keeps a buffer that should have been freed to the end of the run (a --break's memory bug).
   void hold(Buffer<BFloat16> buffer);
@@ -181,6 +189,9 @@ class Replica {
   View<const float> loss_value() { return View<const float>(loss_.view()); }
   View<float> loss_buffer() { return loss_.view(); }
   const std::vector<float>& first_gradient() const { return first_gradient_; }
+  const StepState& before() const { return before_; }
+  void keep_before(bool on) { keep_before_ = on; }
+  StepState state();  // my optimizer state now (no gradient)
 
  private:
   template <class T>
@@ -210,6 +221,8 @@ class Replica {
   View<const float> dz_;  // the backward's dL/dz, from the top layer down
   int adam_steps_ = 0;
   std::vector<float> first_gradient_;
+  StepState before_;
+  bool keep_before_ = false;
   std::vector<Buffer<BFloat16>> held_;
 };
 
@@ -220,10 +233,16 @@ using Step = std::function<void(Replica& replica, int k)>;
 // in rank order + all-gather with config.deterministic), Adam on all of them, round to bf16.
 void dp_step(Replica& replica, int k);
 
+// Called after step k (0-based) of a run, outside its timing and off the trace: my optimizer state
+// before the step's update (with its gradient) and after it, and the step's loss on rank 0.
+using StepCheck =
+    std::function<void(int k, const StepState& before, const StepState& after, double loss)>;
+
 // Trains `config.steps` steps of `step` on this rank's replica of `config.stage`, each followed
-// by a reduce of the loss onto rank 0 (its own steps); every buffer on the rank's ledger (or on
-// `ledger`: a comparison run that must not disturb the rank's figures).
-Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger = nullptr);
+// by a reduce of the loss onto rank 0 (its own steps) and by `check`; every buffer on the rank's
+// ledger (or on `ledger`: a comparison run that must not disturb the rank's figures).
+Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger = nullptr,
+          const StepCheck& check = {});
 
 // My part of the master weights (the padded units' shards, or everything for dp) as positions
 // in the flat parameter vector: element i of Run::master is parameter positions()[i], or a
@@ -231,19 +250,30 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger = n
 std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& shape, int n,
                                            int rank);
 
-// The single-device float64 twin: the same mixed-precision Adam on the whole batches. Each
-// step the weights are rounded to bf16 for the forward, each of the N ranks' shares of the
-// gradient is computed in float64 and rounded to bf16, the N are summed in rank order with a
-// bf16 rounding after each add, and Adam updates float64 master weights. With
-// config.deterministic the sharded runs sum in that order too and match it closely; otherwise
-// their ring order rounds differently and the match is looser (the lessons state by how much).
-struct Reference {
-  std::vector<double> master;  // the flat parameters after the last step
-  std::vector<double> losses;
-  // Step 1's summed gradient (the ranks' bf16 shares in rank order), and the sum of the shares'
-  // magnitudes, element by element: what its rounding error is measured against.
-  std::vector<double> first_gradient, first_gradient_magnitude;
+// The single-device float64 twin, one step at a time: the same mixed-precision recipe on the
+// whole batch. The weights are rounded to bf16 for the forward, each of the N ranks' shares of the
+// gradient is computed in float64 and rounded to bf16, and the N are summed in rank order with a
+// bf16 rounding after each add. The lessons restart it from the weights the ranks held before each
+// step, and check that step's gradient, Adam's update and moments from the rank's own state: one
+// step's error, which does not accumulate (zero_lesson.hpp).
+//
+// The sharded run's summed gradient against this one's, at the same weights: each bf16 rounding
+// is off by at most 2^-8 of its result; each share is rounded once (from float32 there, from
+// float64 here: they may land one bf16 unit, 2 x 2^-8 of it, apart) and the N are summed with
+// N - 1 rounding adds in another order (the ring's). So element by element
+//   |error| <= 2 N 2^-8 x the sum of the shares' magnitudes          (gradient_error)
+// plus N of bf16's least subnormal (2^-133) where every share underflows. With the sums in rank
+// order (--deterministic) the adds round as here, but a share that lands one unit apart changes
+// every sum after it, so the bound is the same.
+ErrorBound::Terms gradient_error(int n, double magnitude);  // {2N 2^-8 magnitude, N 2^-133}
+
+// Step `step`'s (0-based) summed gradient of the recipe at the master weights `master` (the whole
+// flat vector), the sum of its shares' magnitudes element by element, and the batch's loss.
+struct StepGradient {
+  std::vector<double> sum, magnitude;
+  double loss = 0;
 };
-Reference reference(const Config& config, int n);
+StepGradient reference_gradient(const Config& config, int n, const std::vector<double>& master,
+                                int step);
 
 }  // namespace distlab::zero

@@ -8,8 +8,8 @@
 //   - the model state on the ledger after the last step equals the stage's formula, exactly
 //     (with the padding of zero.hpp), category by category;
 //   - ZeRO-3: the peak of the parameters is my shards plus one layer's full weights;
-//   - my part of the master weights equals plain data parallel's (bit for bit with
-//     --deterministic) and the float64 reference's (zero::reference).
+//   - every step from my own state against the float64 recipe (StepChecks below), and my master
+//     weights against plain data parallel's bit for bit with --deterministic.
 // On rank 0, the report: memory per rank and category next to the formula, bytes per
 // parameter, the largest model that fits in --gpu-memory, communication per step against
 // 2 Psi or 3 Psi (counted from the trace, exactly), and the lecture's table at N = 64.
@@ -33,21 +33,38 @@ struct LessonText {
   std::vector<std::pair<std::string, std::string>> breaks;
 };
 
-// How far my part of the master weights is from another run's whole flat vector (`want`):
-// element i of `mine` is parameter positions[i] (zero::master_positions; -1: padding).
-struct Distance {
-  double err2 = 0, moved2 = 0;  // sum of (mine - want)^2 and of (want - initial)^2 over my part
-  double max_abs = 0;           // max |mine - want|, for the record
-  bool padding_zero = true;
-  double relative() const;  // sqrt(err2 / moved2): the error over the size of the update
+// Every step of a run checked from the rank's own state, against the float64 recipe restarted
+// there (zero::reference_gradient): train()'s StepCheck. After step k it puts together the master
+// weights every rank held before it (off the trace), and adds to its element-by-element bounds
+//   - my part of the step's summed gradient, within gradient_error (zero.hpp);
+//   - Adam's update of my master weights, from them and my moments before it with any gradient
+//     within that bound (model::adam_step_bound), and the moments after it
+//     (model::adam_moment_bounds);
+//   - rank 0: the step's loss within kLossFloat32 of float64's at the same bf16 weights.
+// One step's error, which does not accumulate: by induction from the initial weights (checked
+// too) the checks cover a run of any length, where a float64 run beside it would part from it
+// (Adam on bf16 gradients amplifies one bf16 unit; lesson 08's README measures it).
+// finish() makes the checks, named after `what` (a variant's name, or ""), with step 1's gradient
+// against the recipe's from the initial weights, and returns the worst share of its bound each
+// kind of check took (rank 0's, for the report).
+inline constexpr double kLossFloat32 = 1e-3;
+struct StepReport {
+  double gradient = 0, update = 0, moments = 0, loss = 0;
 };
-Distance distance(const std::vector<float>& mine, const std::vector<std::int64_t>& positions,
-                  const std::vector<double>& want, const std::vector<float>& initial);
+class StepChecks {
+ public:
+  StepChecks(Comm& comm, const Config& config);
+  void operator()(int k, const StepState& before, const StepState& after, double loss);
+  StepReport finish(const Run& run, const std::string& what);
 
-// Tolerances against the float64 reference, as a fraction of its update (2-norms; the ZeRO
-// lessons' READMEs derive them): the bf16 gradient sums in the reference's order
-// (--deterministic), or in the ring's.
-inline constexpr double kTolReference = 0.1, kTolReferenceDeterministic = 2e-3, kTolDp = 0.1;
+ private:
+  Comm& comm_;
+  const Config& config_;
+  std::vector<std::int64_t> positions_;  // my part's place in the flat vector (-1: padding)
+  ErrorBound gradient_, update_, moments_, losses_;
+  int steps_ = 0;
+  bool starts_ok_ = true, complete_ = true;
+};
 
 // `step` is the stage's step, from the lesson's main.cpp.
 int run_lesson(int argc, char** argv, Stage stage, const std::string& number,
