@@ -191,23 +191,23 @@ TEST_CASE("zero: every step's summed gradient is the float64 recipe's at the wei
     std::vector<Run> runs(std::size_t{n});
     std::mutex m;
     run_in_process(n, [&](Comm& comm) {
-      runs[std::size_t(comm.rank())] =
-          train(comm, c, dp_step, nullptr,
-                [&](int k, const StepState& before, const StepState&, double loss) {
-                  if (comm.rank() != 0) return;
-                  const std::vector<double> w(before.master.begin(), before.master.end());
-                  const StepGradient want = reference_gradient(c, n, w, k);
-                  const StepGradient other = reference_gradient(c, n, w, k + 1);
-                  const std::lock_guard<std::mutex> lock(m);
-                  for (std::size_t i = 0; i < w.size(); ++i, ++elements) {
-                    const ErrorBound::Terms e = gradient_error(n, want.magnitude[i]);
-                    const double got = before.gradient[i];
-                    if (!(std::fabs(got - want.sum[i]) <= e.first + e.second)) ++over;
-                    const ErrorBound::Terms o = gradient_error(n, other.magnitude[i]);
-                    if (!(std::fabs(got - other.sum[i]) <= o.first + o.second)) ++other_over;
-                  }
-                  if (!(std::fabs(loss - want.loss) <= 1e-3 * want.loss)) ++losses_over;
-                });
+      runs[std::size_t(comm.rank())] = train(
+          comm, c, dp_step, nullptr,
+          [&](int k, const StepState& before, const StepState&, double loss) {
+            if (comm.rank() != 0) return;
+            const std::vector<double> w(before.master.begin(), before.master.end());
+            const StepGradient want = reference_gradient(c, n, w, k);
+            const StepGradient other = reference_gradient(c, n, w, k + 1);
+            const std::lock_guard<std::mutex> lock(m);
+            for (std::size_t i = 0; i < w.size(); ++i, ++elements) {
+              const ErrorBound::Terms e = gradient_error(n, want.magnitude[i], want.float32[i]);
+              const double got = before.gradient[i];
+              if (!(std::fabs(got - want.sum[i]) <= e.first + e.second)) ++over;
+              const ErrorBound::Terms o = gradient_error(n, other.magnitude[i], other.float32[i]);
+              if (!(std::fabs(got - other.sum[i]) <= o.first + o.second)) ++other_over;
+            }
+            if (!(std::fabs(loss - want.loss) <= 1e-3 * want.loss)) ++losses_over;
+          });
     });
     CHECK(elements == std::size_t(c.steps) * c.shape.params());
     CHECK(over == 0);
@@ -216,8 +216,10 @@ TEST_CASE("zero: every step's summed gradient is the float64 recipe's at the wei
   }
 }
 
-TEST_CASE("zero: gradient_error is 2N 2^-8 of the shares' magnitude, plus N subnormals", "[zero]") {
-  CHECK(gradient_error(4, 1.0).first == 8.0 / 256);
-  CHECK(gradient_error(4, 1.0).second == 4 * std::ldexp(1.0, -133));
-  CHECK(gradient_error(1, 0.0).first == 0.0);
+TEST_CASE("zero: gradient_error is 2N 2^-8 of the shares' magnitude, and their float32 terms",
+          "[zero]") {
+  const ErrorBound::Terms e = gradient_error(4, 1.0, 0.5);
+  CHECK(e.first == 8.0 / 256);
+  CHECK(e.second == (1 + 4.0 / 128) * 0.5 + 4 * std::ldexp(1.0, -133));
+  CHECK(gradient_error(1, 0.0, 0.0).first == 0.0);
 }

@@ -394,17 +394,19 @@ Replica::Fetch Replica::gather_async(std::size_t l) {
 
 void Replica::adam(View<const BFloat16> my_grads) {
   const int step = ++adam_steps_;
-  if (step == 1 || keep_before_) {  // for the lesson's checks
+  if (step == 1 || (recording_ && before_.gradient.empty())) {  // for the lesson's checks
     std::vector<float> g;
     for (const BFloat16 x : to_host(my_grads)) g.push_back(float(x));
     if (step == 1) first_gradient_ = g;
-    if (keep_before_) {
-      before_ = state();
-      before_.gradient = std::move(g);
-    }
+    if (recording_ && before_.gradient.empty()) before_.gradient = std::move(g);
   }
   auto phase = comm_.phase("Adam");
   adam_->step(master_.view(), my_grads);
+}
+
+void Replica::record_before() {
+  before_ = state();
+  recording_ = true;
 }
 
 StepState Replica::state() {
@@ -445,12 +447,12 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
   Ledger& charged = ledger ? *ledger : comm.ledger();
   const int me = comm.rank();
   Replica rep(comm, config, charged);
-  rep.keep_before(bool(check));
   Buffer<float> loss_sum(charged, Category::data, me == 0 ? 1 : 0, comm.device());
   PhaseArgs train_step;  // marks each iteration: the viewer starts its shards over at each
   train_step.op = kTrainStepOp;
   for (int k = 0; k < config.steps; ++k) {
     auto iteration = comm.phase(fmt::format("step {}", k + 1), train_step);
+    if (check) rep.record_before();  // the state the step starts from, for its check
     const double t0 = now_us();
     const int first = comm.next_steps(0);
     step(rep, k);
@@ -489,8 +491,8 @@ double to_bf16(double x) {
 }
 }  // namespace
 
-ErrorBound::Terms gradient_error(int n, double magnitude) {
-  return {2.0 * n * 0x1p-8 * magnitude, n * 0x1p-133};
+ErrorBound::Terms gradient_error(int n, double magnitude, double float32) {
+  return {2.0 * n * 0x1p-8 * magnitude, (1 + n * 0x1p-7) * float32 + n * 0x1p-133};
 }
 
 StepGradient reference_gradient(const Config& c, int n, const std::vector<double>& master,
@@ -500,9 +502,11 @@ StepGradient reference_gradient(const Config& c, int n, const std::vector<double
   Eigen::VectorXd w(Eigen::Index(master.size()));
   for (std::size_t i = 0; i < master.size(); ++i) w[Eigen::Index(i)] = to_bf16(master[i]);
   const Partition share{c.batch, n};
+  const std::size_t widest = *std::max_element(s.dims.begin(), s.dims.end());
   StepGradient out;
   out.sum.assign(master.size(), 0.0);
   out.magnitude.assign(master.size(), 0.0);
+  out.float32.assign(master.size(), 0.0);
   Eigen::VectorXd g;
   for (int r = 0; r < n; ++r) {
     const std::size_t first = std::size_t(step) * c.batch + share.begin(r), count = share.size(r);
@@ -510,10 +514,18 @@ StepGradient reference_gradient(const Config& c, int n, const std::vector<double
     const model::RowMatrix t = model::widen(teacher.targets(first, count), count, s.out());
     const double weight = double(count) / double(c.batch);  // normalised by the whole batch
     out.loss += weight * model::reference_loss(s, w, x, t, &g);
+    g *= weight;
     for (std::size_t i = 0; i < master.size(); ++i) {
-      const double g16 = to_bf16(weight * g[Eigen::Index(i)]);
+      const double g16 = to_bf16(g[Eigen::Index(i)]);
       out.sum[i] = r == 0 ? g16 : double(float(BFloat16(float(out.sum[i]) + float(g16))));
       out.magnitude[i] += std::fabs(g16);
+    }
+    const double gamma = 4 * 0x1p-24 * double(count + widest);  // float32's, per layer
+    for (std::size_t l = 0; l < s.layers(); ++l) {
+      const Eigen::Index begin = Eigen::Index(s.weight_offset(l));
+      const Eigen::Index end = Eigen::Index(s.bias_offset(l) + s.dims[l + 1]);
+      const double term = gamma * g.segment(begin, end - begin).cwiseAbs().maxCoeff();
+      for (Eigen::Index i = begin; i < end; ++i) out.float32[std::size_t(i)] += term;
     }
   }
   return out;

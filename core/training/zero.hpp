@@ -181,7 +181,7 @@ class Replica {
 
   // Adam on my part of the master weights with `my_grads`, the summed gradients in the same
   // layout (phase "Adam"). The first call keeps its gradients for the lessons' check; every call
-  // keeps the state it started from, and its gradients (before()), for train()'s StepCheck.
+  // after record_before() keeps the first gradients it is given, for train()'s StepCheck.
   void adam(View<const BFloat16> my_grads);
   // Keeps a buffer that should have been freed to the end of the run (a --break's memory bug).
   void hold(Buffer<BFloat16> buffer);
@@ -189,9 +189,11 @@ class Replica {
   View<const float> loss_value() { return View<const float>(loss_.view()); }
   View<float> loss_buffer() { return loss_.view(); }
   const std::vector<float>& first_gradient() const { return first_gradient_; }
+  // My optimizer state now (no gradient); record_before() keeps it as before(), whose gradient
+  // the next adam() call fills in (train(): at the start of every step, when a check is given).
+  StepState state();
+  void record_before();
   const StepState& before() const { return before_; }
-  void keep_before(bool on) { keep_before_ = on; }
-  StepState state();  // my optimizer state now (no gradient)
 
  private:
   template <class T>
@@ -222,7 +224,7 @@ class Replica {
   int adam_steps_ = 0;
   std::vector<float> first_gradient_;
   StepState before_;
-  bool keep_before_ = false;
+  bool recording_ = false;  // record_before() was called: adam() fills in before_'s gradient
   std::vector<Buffer<BFloat16>> held_;
 };
 
@@ -257,23 +259,31 @@ std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& s
 // step, and check that step's gradient, Adam's update and moments from the rank's own state: one
 // step's error, which does not accumulate (zero_lesson.hpp).
 //
-// The sharded run's summed gradient against this one's, at the same weights: each bf16 rounding
-// is off by at most 2^-8 of its result; each share is rounded once (from float32 there, from
-// float64 here: they may land one bf16 unit, 2 x 2^-8 of it, apart) and the N are summed with
-// N - 1 rounding adds in another order (the ring's). So element by element
-//   |error| <= 2 N 2^-8 x the sum of the shares' magnitudes          (gradient_error)
-// plus N of bf16's least subnormal (2^-133) where every share underflows. With the sums in rank
-// order (--deterministic) the adds round as here, but a share that lands one unit apart changes
-// every sum after it, so the bound is the same.
-ErrorBound::Terms gradient_error(int n, double magnitude);  // {2N 2^-8 magnitude, N 2^-133}
+// The sharded run's summed gradient against this one's, at the same weights. Each share is computed
+// in float32 there and in float64 here: a float32 forward and backward is off by about 2^-24 per
+// term of its sums (the share's samples and the widest layer), 4 x 2^-24 x (samples + widest) of
+// the layer's largest |share| for gradients of that size (lesson 05's model, per layer), and
+// where a share is a sum that cancels that is more than bf16's unit of its result. Each share is
+// then rounded to bf16, off by at most 2^-8 of its result, so the two may land one bf16 unit
+// (2 x 2^-8 of it) apart beside their float32 difference; and the N are summed with N - 1 bf16
+// rounding adds in another order (the ring's), each off by 2^-8 of its partial sum. So element by
+// element (gradient_error)
+//   |error| <= 2 N 2^-8 x the sum of the shares' magnitudes                      (bf16 roundings)
+//            + (1 + N 2^-7) x the sum of the shares' float32 terms + N 2^-133    (float32)
+// the last for bf16's least subnormal, where every share underflows. With the sums in rank order
+// (--deterministic) the adds round as here, but a share that lands one unit apart changes every
+// sum after it, so the bound is the same.
 
 // Step `step`'s (0-based) summed gradient of the recipe at the master weights `master` (the whole
-// flat vector), the sum of its shares' magnitudes element by element, and the batch's loss.
+// flat vector), and element by element the sum of its shares' magnitudes and of their float32
+// terms (above), and the batch's loss.
 struct StepGradient {
-  std::vector<double> sum, magnitude;
+  std::vector<double> sum, magnitude, float32;
   double loss = 0;
 };
 StepGradient reference_gradient(const Config& config, int n, const std::vector<double>& master,
                                 int step);
+// The bound above's two terms for an element: {bf16 roundings, float32}.
+ErrorBound::Terms gradient_error(int n, double magnitude, double float32);
 
 }  // namespace distlab::zero
