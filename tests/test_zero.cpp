@@ -188,7 +188,7 @@ TEST_CASE("zero: every step's summed gradient is the float64 recipe's at the wei
     const Config c = test_config(Stage::dp, deterministic);
     const int n = 3;
     std::size_t over = 0, elements = 0, other_over = 0, losses_over = 0;
-    std::vector<Run> runs(std::size_t{n});
+    std::vector<Run> runs(static_cast<std::size_t>(n));
     std::mutex m;
     run_in_process(n, [&](Comm& comm) {
       runs[std::size_t(comm.rank())] = train(

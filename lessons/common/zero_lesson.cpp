@@ -384,7 +384,7 @@ std::vector<double> step_reference(Comm& comm, const Config& config, int k,
     comm.recv(View<double>{out.data(), out.size(), Device::cpu}, 0, kTagWeights);
     return out;
   }
-  std::vector<std::vector<std::int64_t>> at(std::size_t{unsigned(n)});
+  std::vector<std::vector<std::int64_t>> at(static_cast<std::size_t>(n));
   std::vector<double> whole(config.shape.params(), 0.0);
   std::vector<float> part;
   for (int r = 0; r < n; ++r) {
