@@ -5,11 +5,13 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,9 @@
 namespace distlab {
 
 namespace {
+
+// How long the other ranks under mpirun leave rank 0 to print a usage error (Lesson::run).
+constexpr std::chrono::seconds kUsageGrace{5};
 
 // A value as JSON: booleans and numbers in JSON's own grammar as they are ("-0.5", "1e9");
 // anything else as a string, including numbers JSON cannot spell (".5", "+2", "007", "inf").
@@ -253,8 +258,14 @@ int Lesson::run(int argc, char** argv, const std::function<void(Comm&)>& body) {
                         : launched_by_distlab() ? Mode::gloo
                                                 : Mode::threads;
   const bool speaker = launched == Mode::threads || launcher_rank() == 0;
+  // A usage error: every rank reaches the same verdict, and rank 0 says it. mpirun may end the job
+  // as soon as any rank exits (Open MPI 5 does), which can be before rank 0 has printed; so under
+  // mpirun the others give it kUsageGrace to say it and end the job, and say it themselves if the
+  // job is still running then. distlab's launcher waits for every rank of a usage error.
   auto usage = [&](const std::string& message) {
-    if (speaker) fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, message);
+    if (!speaker && launched == Mode::mpi) std::this_thread::sleep_for(kUsageGrace);
+    if (speaker || launched == Mode::mpi)
+      fmt::print(stderr, "distlab lesson {}: {}\n", info_.number, message);
     return 2;
   };
   try {
