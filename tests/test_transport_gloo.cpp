@@ -259,3 +259,19 @@ TEST_CASE("gloo: a wait on a rank that died throws, naming it", "[gloo]") {
   CHECK(out[0].code == kThrewError);
   CHECK(out[0].err.find("r1 has ended or closed it") != std::string::npos);
 }
+
+// The same when the receive is posted after the pair broke (Gloo throws at the post, not in the
+// wait): rank 0 gives rank 1 time to go first. Either way the error names the rank that ended.
+TEST_CASE("gloo: a message posted to a rank that died throws, naming it", "[gloo]") {
+  const auto out = run_ranks(2, 30, [](GlooTransport& t) {
+    if (t.rank() == 1) ::_exit(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    int v = 0;
+    Request r = t.irecv({&v, sizeof v}, 1, 3, 0);
+    t.wait(*r);
+    return true;
+  });
+  CHECK(out[1].code == 1);
+  CHECK(out[0].code == kThrewError);
+  CHECK(out[0].err.find("r1 has ended or closed it") != std::string::npos);
+}

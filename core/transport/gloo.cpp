@@ -50,6 +50,15 @@ std::string hang_marker(const std::string& store) {
   return store + "/distlab.deadlock";
 }
 
+// The error of a message whose pair broke, when it was posted or waited for: the peer has ended
+// or closed the connection (Gloo says which way in `what`).
+Error broken_pair(int rank, bool is_send, int peer, int tag, std::size_t bytes, const char* what) {
+  return Error(fmt::format(
+      "r{}: the {} {} r{} (tag {}, {} B) failed: the connection broke ({}); r{} has ended or "
+      "closed it",
+      rank, is_send ? "send" : "receive", is_send ? "to" : "from", peer, tag, bytes, what, peer));
+}
+
 // One posted message: Gloo's buffer over the caller's memory, and, once test() asked about it,
 // the thread that waits for it.
 struct GlooReq : RequestState {
@@ -63,11 +72,7 @@ struct GlooReq : RequestState {
     try {
       return is_send ? buffer->waitSend(nullptr, kForever) : buffer->waitRecv(nullptr, kForever);
     } catch (const std::exception& e) {
-      throw Error(
-          fmt::format("r{}: the {} {} r{} (tag {}, {} B) failed: the connection broke ({}); "
-                      "r{} has ended or closed it",
-                      rank, is_send ? "send" : "receive", is_send ? "to" : "from", peer, tag,
-                      mem.bytes, e.what(), peer));
+      throw broken_pair(rank, is_send, peer, tag, mem.bytes, e.what());
     }
   }
   ~GlooReq() override {
@@ -347,6 +352,8 @@ Request GlooTransport::post(bool is_send, const MemRef& mem, int peer, int tag, 
       req->buffer->send(peer, slot(key, tag, mem.bytes));
     else
       req->buffer->recv(peer, slot(key, tag, mem.bytes));
+  } catch (const gloo::IoException& e) {  // the pair broke before the message was posted
+    throw broken_pair(rank(), is_send, peer, tag, mem.bytes, e.what());
   } catch (const std::exception& e) {
     throw Error(fmt::format("r{}: Gloo could not post the {} {} r{} (tag {}): {}", rank(),
                             is_send ? "send" : "receive", is_send ? "to" : "from", peer, tag,
