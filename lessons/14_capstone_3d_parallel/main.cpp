@@ -57,9 +57,9 @@ constexpr int kTagCheck = 17000;     // off the trace: the weights before the la
                                      // the float64 gradient there
 // The whole-run comparison with one device's float64 run covers the first min(S, kWholeRunSteps)
 // steps. Adam's float32 and float64 runs of this model part fast: the drift's own feedback through
-// attention, which its bound leaves to kDriftRoom, took 0.05 of the bound at 10 steps over seeds
-// 1-6 and 11 (scripts/steps-sweep.sh), 0.26 at 15 steps and 0.84 at 100 with seed 11. Past
-// kWholeRunSteps the check of the last step from each rank's own state carries a longer run.
+// attention, which its bound leaves to kDriftRoom, took at most 0.05 of the bound at 10 steps
+// (seeds 1, 2, 5, 11, 17 on 2-8 ranks: scripts/steps-sweep.sh), 0.26 at 15 and 0.84 at 100 steps
+// with seed 11. Past kWholeRunSteps the last step's check from each rank's state carries a run.
 constexpr int kWholeRunSteps = 10;
 
 struct Setup {
