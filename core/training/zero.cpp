@@ -393,13 +393,8 @@ Replica::Fetch Replica::gather_async(std::size_t l) {
 }
 
 void Replica::adam(View<const BFloat16> my_grads) {
-  const int step = ++adam_steps_;
-  if (step == 1 || (recording_ && before_.gradient.empty())) {  // for the lesson's checks
-    std::vector<float> g;
-    for (const BFloat16 x : to_host(my_grads)) g.push_back(float(x));
-    if (step == 1) first_gradient_ = g;
-    if (recording_ && before_.gradient.empty()) before_.gradient = std::move(g);
-  }
+  if (recording_ && before_.gradient.empty())  // for the step's check
+    for (const BFloat16 x : to_host(my_grads)) before_.gradient.push_back(float(x));
   auto phase = comm_.phase("Adam");
   adam_->step(master_.view(), my_grads);
 }
@@ -479,7 +474,6 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
   run.params_peak = std::uint64_t(charged.peak(Category::params));
   run.activations_peak = std::uint64_t(charged.peak(Category::activations));
   run.master = to_host(View<const float>(rep.all_master()));
-  run.first_gradient = rep.first_gradient();
   return run;
 }
 

@@ -46,8 +46,8 @@
 #include "core/base/partition.hpp"
 #include "core/comm/comm.hpp"
 #include "core/cost/cost_model.hpp"
+#include "core/runtime/verify.hpp"
 #include "core/training/model.hpp"
-#include "core/training/model_reference.hpp"
 #include "core/training/teacher.hpp"
 
 namespace distlab::zero {
@@ -107,7 +107,6 @@ struct Run {
   std::uint64_t params_peak = 0;              // the ledger's peak of Category::params
   std::uint64_t activations_peak = 0;         // and of Category::activations (ZeRO shards none)
   std::vector<float> master;                  // my part of the f32 master weights (padded units)
-  std::vector<float> first_gradient;  // step 1: the summed bf16 gradient of my part, as master
   // Each step's time on this rank's clock (seconds). On a simulated cluster computation takes no
   // time, so this is the step's communication (its collectives and the loss's reduce).
   std::vector<double> step_seconds;
@@ -180,15 +179,14 @@ class Replica {
   Fetch gather_async(std::size_t l);
 
   // Adam on my part of the master weights with `my_grads`, the summed gradients in the same
-  // layout (phase "Adam"). The first call keeps its gradients for the lessons' check; every call
-  // after record_before() keeps the first gradients it is given, for train()'s StepCheck.
+  // layout (phase "Adam"). The first call after record_before() keeps its gradients, for
+  // train()'s StepCheck.
   void adam(View<const BFloat16> my_grads);
   // Keeps a buffer that should have been freed to the end of the run (a --break's memory bug).
   void hold(Buffer<BFloat16> buffer);
 
   View<const float> loss_value() { return View<const float>(loss_.view()); }
   View<float> loss_buffer() { return loss_.view(); }
-  const std::vector<float>& first_gradient() const { return first_gradient_; }
   // My optimizer state now (no gradient); record_before() keeps it as before(), whose gradient
   // the next adam() call fills in (train(): at the start of every step, when a check is given).
   StepState state();
@@ -221,8 +219,6 @@ class Replica {
   Buffer<float> ws_w_, ws_g_, x_, t_, dy_;
   Buffer<float> loss_{ledger_, Category::data, 1, comm_.device()};
   View<const float> dz_;  // the backward's dL/dz, from the top layer down
-  int adam_steps_ = 0;
-  std::vector<float> first_gradient_;
   StepState before_;
   bool recording_ = false;  // record_before() was called: adam() fills in before_'s gradient
   std::vector<Buffer<BFloat16>> held_;

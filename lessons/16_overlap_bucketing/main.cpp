@@ -500,7 +500,7 @@ int main(int argc, char** argv) {
         m->params_peak = run.params_peak;
         m->shards = run.state.params;
       }
-      checks.finish(run, var.name);
+      checks.finish(var.name);
       const std::vector<std::int64_t> positions =
           master_positions(c.stage, c.shape, comm.size(), me);
       if (v == 0) {

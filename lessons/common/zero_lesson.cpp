@@ -13,6 +13,7 @@
 #include "core/base/units.hpp"
 #include "core/cost/cost_model.hpp"
 #include "core/runtime/trace_counts.hpp"
+#include "core/training/model_reference.hpp"
 #include "core/training/teacher.hpp"
 #include "lessons/common/mlp_options.hpp"
 
@@ -431,6 +432,7 @@ void StepChecks::operator()(int k, const StepState& before, const StepState& giv
   const std::vector<double> want = step_reference(comm_, config_, k, before.master);
   const std::size_t len = positions_.size();
   if (k == 0) {  // the weights before step 1 are the initial ones, from the seed alone
+    first_gradient_ = before.gradient;
     const std::vector<float> initial = model::initial_params(config_.shape, config_.seed);
     for (std::size_t i = 0; i < len && i < before.master.size(); ++i)
       starts_ok_ =
@@ -463,7 +465,7 @@ void StepChecks::operator()(int k, const StepState& before, const StepState& giv
   ++steps_;
 }
 
-StepReport StepChecks::finish(const Run& run, const std::string& what) {
+StepReport StepChecks::finish(const std::string& what) {
   const int n = comm_.size();
   const std::string prefix = what.empty() ? "" : what + ": ";
   comm_.check(prefix + "my master weights start at the initial weights", starts_ok_);
@@ -474,7 +476,7 @@ StepReport StepChecks::finish(const Run& run, const std::string& what) {
   for (std::size_t i = 0; i < positions_.size(); ++i) {
     if (positions_[i] < 0) continue;
     const std::size_t p = std::size_t(positions_[i]);
-    step1.add(i < run.first_gradient.size() ? double(run.first_gradient[i]) - first.sum[p] : NAN,
+    step1.add(i < first_gradient_.size() ? double(first_gradient_[i]) - first.sum[p] : NAN,
               gradient_error(n, first.magnitude[p], first.float32[p]));
   }
   comm_.check(prefix +
@@ -549,7 +551,7 @@ void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome
   if (config.deterministic)
     comm.check("my master weights equal plain data parallel's bit for bit", from_dp == 0.0,
                fmt::format("max |error| {:.3g}", from_dp));
-  const StepReport w = checks.finish(run, "");
+  const StepReport w = checks.finish("");
   if (me != 0) return;
   outcome.steps = w;
   outcome.from_dp = from_dp;

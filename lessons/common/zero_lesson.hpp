@@ -55,7 +55,7 @@ class StepChecks {
  public:
   StepChecks(Comm& comm, const Config& config);
   void operator()(int k, const StepState& before, const StepState& after, double loss);
-  StepReport finish(const Run& run, const std::string& what);
+  StepReport finish(const std::string& what);
 
  private:
   Comm& comm_;
@@ -63,6 +63,7 @@ class StepChecks {
   std::vector<std::int64_t> positions_;  // my part's place in the flat vector (-1: padding)
   ErrorBound gradient_, update_, moments_, losses_;
   int steps_ = 0;
+  std::vector<float> first_gradient_;  // step 1's summed gradient, my part
   bool starts_ok_ = true, complete_ = true;
 };
 
