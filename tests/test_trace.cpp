@@ -793,6 +793,25 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "trace (schema 3): no slice nests in another message's post or deliver slice, so two "
+    "receives posted in one nanosecond keep their own flows",
+    "[trace]") {
+  // Two receives posted at 5 us, both done within a deliver slice's 0.5 us: each deliver slice
+  // covers its whole receive and starts at 5 us. Nested, the shorter receive's deliver slice
+  // would be the deepest slice at 5 us, and the longer one's flow would bind to it. The same
+  // for two sends posted at once and their post slices.
+  const LoadedTrace t = messages_trace(
+      {message_spans(0, 0, 1.0, 1.5, 5.0, 5.4), message_spans(1, 0, 2.0, 2.5, 5.0, 5.3),
+       message_spans(2, 0, 8.0, 8.4, 9.0, 9.5), message_spans(3, 0, 8.0, 8.3, 9.0, 9.6)});
+  for (const auto& f : t.flows) {
+    const TraceSpan* b = bound_slice(t, f);
+    REQUIRE(b);
+    CHECK(b->msg == static_cast<std::int64_t>(f.id));
+    CHECK(b->cat == (f.start ? "post" : "deliver"));
+  }
+}
+
+TEST_CASE(
     "trace (schema 3): memory parts in one counter, the total in another, a flat "
     "metadata object, each rank's own steps",
     "[trace]") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -63,20 +64,31 @@ const char* lane_name(Lane lane) {
 
 // Places slices of one lane on sub-lanes so that on each sub-lane they nest strictly:
 // first fit over sub-lanes, each a stack of open end times; a post or deliver slice tries its
-// parent's sub-lane first. Sorted by start, the outermost first; a slice and its post or
-// deliver slice over the same interval stay parent first (a tie std::sort would write in
-// either order, and a flow's finish would then bind to the receive instead of its deliver).
+// parent's sub-lane first. Post and deliver slices are leaves: a flow event binds to the
+// deepest slice open at its ts, so a slice nested in another message's post or deliver slice
+// that starts where it starts would take its flow. Sorted by start, the outermost first; a post
+// or deliver slice that starts with its send or receive comes right after it, so that no other
+// slice starting there lands between them (a tie std::sort would write in either order, and a
+// flow's finish would then bind to the receive instead of its deliver).
 int assign_sub_lanes(std::vector<Slice*>& slices, Lane lane) {
-  std::stable_sort(slices.begin(), slices.end(), [](const Slice* a, const Slice* b) {
+  // The slice a post or deliver slice is ordered with: its parent, where they start together.
+  auto anchor = [](const Slice* s) { return s->parent && s->parent->t0 == s->t0 ? s->parent : s; };
+  std::stable_sort(slices.begin(), slices.end(), [&](const Slice* a, const Slice* b) {
     if (a->t0 != b->t0) return a->t0 < b->t0;
-    if (a->t1 != b->t1) return a->t1 > b->t1;
+    const Slice *pa = anchor(a), *pb = anchor(b);
+    if (pa->t1 != pb->t1) return pa->t1 > pb->t1;
+    if (pa != pb) return std::less<const Slice*>()(pa, pb);  // pushed in order: parents first
     return (a->role != Role::span) < (b->role != Role::span);
   });
-  std::vector<std::vector<double>> stacks;
+  struct Open {
+    double end;
+    bool leaf;
+  };
+  std::vector<std::vector<Open>> stacks;
   auto fits = [&](std::size_t k, const Slice* s) {
     auto& st = stacks[k];
-    while (!st.empty() && st.back() <= s->t0) st.pop_back();
-    return st.empty() || s->t1 <= st.back();
+    while (!st.empty() && st.back().end <= s->t0) st.pop_back();
+    return st.empty() || (!st.back().leaf && s->t1 <= st.back().end);
   };
   for (Slice* s : slices) {
     std::size_t k = 0;
@@ -86,7 +98,7 @@ int assign_sub_lanes(std::vector<Slice*>& slices, Lane lane) {
     else
       while (k < stacks.size() && !fits(k, s)) ++k;
     if (k == stacks.size()) stacks.emplace_back();
-    stacks[k].push_back(s->t1);
+    stacks[k].push_back({s->t1, s->role != Role::span});
     s->sub = static_cast<int>(k);
     s->tid = sub_lane_tid(lane, s->sub);
   }
