@@ -38,6 +38,7 @@ table=(
   "17_context_parallel|zigzag-drop-block|--causal|the split holds every token exactly once"
   "17_context_parallel|grads-one-hop-short||dK of my tokens equals the unsplit layer's"
   "18_expert_parallel|combine-skips-gate||Y (my 32 tokens) equals the single-device MoE's"
+  "18_expert_parallel|router-bottom-k|--top-k 2|each of my tokens went to its top 2 experts by the float64 gates"
   "18_expert_parallel|router-ignores-gate|--top-k 2|router dW_r (all-reduced) equals the single-device MoE's"
   "18_expert_parallel|slots-by-token|--top-k 2|from each rank, each expert keeps its first cap choices, first choices first"
 )

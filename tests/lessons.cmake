@@ -777,8 +777,9 @@ if(TARGET 00_why_distributed)
   set_tests_properties(lesson.output-width PROPERTIES TIMEOUT 900 LABELS lesson RUN_SERIAL ON)
 endif()
 
-# Lesson 18 (expert parallelism): Y, dX, the router's and every expert's gradients against the
-# float64 MoE on one device with the same routing, for N = 1, 2, 4, top-1 and top-2, by both
+# Lesson 18 (expert parallelism): every token's choice against the float64 gates' top k; Y, dX,
+# the router's and every expert's gradients against the float64 MoE on one device with the same
+# routing, for N = 1, 2, 4, top-1 and top-2, both gatings, by both
 # all-to-alls, under mpiexec -n 2 as well (each run also checks the capacity rule and every
 # all-to-all's bytes from the trace); experts that do not split over the ranks, or a top-k past
 # them, are one sentence.
@@ -794,6 +795,10 @@ if(TARGET 18_expert_parallel)
   distlab_lesson_test(lesson.${l18}.n3-e9-c0.5 ${l18} verified 3 0 --ranks 3 --experts 9 --capacity-factor 0.5
                       --tokens 17 --top-k 2)
   distlab_lesson_test(lesson.${l18}.n4-c8 ${l18} verified 4 0 --ranks 4 --capacity-factor 8 --alltoall bruck)
+  # The chosen gates renormalised (GShard's top-2, Mixtral's top-k softmax), with drops and without.
+  distlab_lesson_test(lesson.${l18}.n4-top2-gating-topk ${l18} verified 4 0 --ranks 4 --top-k 2 --gating topk)
+  distlab_lesson_test(lesson.${l18}.n3-top3-gating-topk-c0.5 ${l18} verified 3 0 --ranks 3 --experts 9 --top-k 3
+                      --gating topk --capacity-factor 0.5 --tokens 17)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.${l18}.mpi2 ${l18} verified 2 2)
     distlab_lesson_test(lesson.${l18}.mpi2-top2-bruck ${l18} verified 2 2 --top-k 2 --alltoall bruck)

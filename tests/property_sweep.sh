@@ -105,6 +105,7 @@ settings() {
       pick 1 48 && add --hidden
       pick 1 64 && add --ffn
       one_of pairwise bruck && add --alltoall
+      one_of softmax topk && add --gating
       ;;
     *)
       echo "property_sweep: no generator for lesson $lesson" >&2

@@ -6,7 +6,10 @@
 // (Shazeer et al. 2017; GShard, Lepikhin et al. 2020; Switch, Fedus et al. 2021):
 //   gates  p = softmax(x W_r)                 over the E experts, per token
 //   top-k  the k experts with the largest p   (ties: the lower expert number)
-//   y      = sum over its kept experts e of p_e Expert_e(x)
+//   y      = sum over its kept experts e of g_e Expert_e(x)
+// with g_e = p_e (--gating softmax: Shazeer's and Switch's weights, the softmax over all E), or
+// g_e = p_e / (sum of p over its k chosen) (--gating topk: GShard's top-2 weights, normalised by
+// their sum, and Mixtral's softmax over the top-k logits, which is the same function).
 // Expert parallelism puts E/N whole experts on each of N ranks; every rank also holds T tokens
 // of its own (data parallel over tokens) and the router, replicated. A token's expert is
 // usually on another rank, so one layer is four steps per direction:
@@ -73,6 +76,7 @@ struct Shape {
   double C = 1.25;                      // capacity factor
   std::size_t cap = 0;                  // tokens per expert from each rank: ceil(C T k / E)
   bool bruck = false;                   // --alltoall bruck
+  bool topk = false;                    // --gating topk: the chosen gates renormalised
   std::size_t block() const { return local * cap * h; }  // floats per all-to-all block
 };
 
@@ -108,6 +112,7 @@ Routing route(const std::vector<float>& gates, const Shape& s) {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       return gates[t * E + std::size_t(a)] > gates[t * E + std::size_t(b)];
     });
+    if (broken("router-bottom-k")) std::reverse(order.begin(), order.end());  // --break
     for (std::size_t j = 0; j < k; ++j) r.expert[t * k + j] = order[j];
   }
   std::vector<std::size_t> used(E, 0);
@@ -125,6 +130,21 @@ Routing route(const std::vector<float>& gates, const Shape& s) {
     }
   }
   return r;
+}
+
+// STEP 3's weights: choice i's g, the gate it is weighted by (softmax: its p; topk: its p over
+// the sum of its token's k chosen p, dropped ones included, as GShard normalises before capacity).
+std::vector<float> weights(const std::vector<float>& gates, const Routing& r, const Shape& s) {
+  std::vector<float> g(r.expert.size());
+  for (std::size_t i = 0; i < g.size(); ++i)
+    g[i] = gates[(i / s.k) * s.E + std::size_t(r.expert[i])];
+  if (s.topk)
+    for (std::size_t t = 0; t * s.k < g.size(); ++t) {
+      float sum = 0;
+      for (std::size_t j = 0; j < s.k; ++j) sum += g[t * s.k + j];
+      for (std::size_t j = 0; j < s.k; ++j) g[t * s.k + j] /= sum;
+    }
+  return g;
 }
 
 // Where token slot (expert e, slot) sits in an all-to-all buffer: block of e's owner (sending)
@@ -167,7 +187,9 @@ struct Reference {
 // L the largest sum of |x_i| |W_r,ie|: so a gate is off by at most (2 h L + E) eps of itself.
 // The magnitudes below are the layer's formulas on absolute values (gates as they are), and an
 // element may be off by kBoundFactor K eps of its magnitude, K = h + f + N T k + E + N + 2 h L;
-// the factor 2 covers GeLU's and exp's own roundings. A bug (a token at the wrong expert or
+// the factor 2 covers GeLU's and exp's own roundings. With --gating topk a weight p_a / P
+// carries its gate's error and its sum's (k gates and k + 1 roundings): K gains 2 h L + E + k + 1.
+// A bug (a token at the wrong expert or
 // slot, a gate left out, a missing sum) is off by the size of the values themselves.
 constexpr double kEps32 = 0x1p-24;
 constexpr double kBoundFactor = 2;
@@ -178,20 +200,41 @@ struct Inputs {  // the float32 inputs, widened
   std::vector<RowMatrix> w1, b1, w2, b2;
 };
 
+// The gates of all N T tokens in float64: the softmax of the float64 logits x W_r, row by row.
+RowMatrix reference_gates(const Inputs& in) {
+  RowMatrix p = in.x * in.wr;
+  for (Eigen::Index t = 0; t < p.rows(); ++t) {
+    p.row(t).array() = (p.row(t).array() - p.row(t).maxCoeff()).exp();
+    p.row(t) /= p.row(t).sum();
+  }
+  return p;
+}
+
 // The MoE forward and backward for all N T tokens with the given routing (every rank's). With
 // `magnitudes` the same formulas on absolute values: the error model's bounds.
 Reference moe_reference(const Inputs& in, const std::vector<Routing>& routing, const Shape& s,
                         bool magnitudes) {
   const auto A = [&](const RowMatrix& m) { return magnitudes ? RowMatrix(m.cwiseAbs()) : m; };
   const RowMatrix x = A(in.x), dy = A(in.dy), wr = A(in.wr);
-  // The gates are values in both: the softmax of the float64 logits.
-  RowMatrix p = in.x * in.wr;
-  for (Eigen::Index t = 0; t < p.rows(); ++t) {
-    p.row(t).array() = (p.row(t).array() - p.row(t).maxCoeff()).exp();
-    p.row(t) /= p.row(t).sum();
-  }
+  // The gates are values in both; the weights g too: p at each token's chosen experts, with
+  // --gating topk divided by their sum over the chosen (P, per token).
+  const RowMatrix p = reference_gates(in);
   Reference r;
   const auto rows = Eigen::Index(std::size_t(s.n) * s.T);
+  RowMatrix g = RowMatrix::Zero(rows, Eigen::Index(s.E));
+  std::vector<std::vector<Eigen::Index>> chosen(static_cast<std::size_t>(rows));
+  for (int src = 0; src < s.n; ++src)
+    for (std::size_t i = 0; i < routing[std::size_t(src)].expert.size(); ++i) {
+      const auto t = Eigen::Index(std::size_t(src) * s.T + i / s.k);
+      const auto e = Eigen::Index(routing[std::size_t(src)].expert[std::size_t(i)]);
+      g(t, e) = p(t, e);
+      chosen[std::size_t(t)].push_back(e);
+    }
+  Eigen::VectorXd P = Eigen::VectorXd::Ones(rows);
+  if (s.topk) {
+    P = g.rowwise().sum();
+    g = P.cwiseInverse().asDiagonal() * g;
+  }
   r.y = RowMatrix::Zero(rows, Eigen::Index(s.h));
   r.dx = r.y;
   RowMatrix dp = RowMatrix::Zero(rows, Eigen::Index(s.E));
@@ -207,7 +250,7 @@ Reference moe_reference(const Inputs& in, const std::vector<Routing>& routing, c
     }
     const RowMatrix w1 = A(in.w1[e]), b1 = A(in.b1[e]), w2 = A(in.w2[e]), b2 = A(in.b2[e]);
     const RowMatrix xe = x(at, Eigen::all), dye = dy(at, Eigen::all);
-    const Eigen::VectorXd gate = p(at, Eigen::Index(e));
+    const Eigen::VectorXd gate = g(at, Eigen::Index(e));
     const RowMatrix z = (xe * w1).rowwise() + b1.row(0);
     const RowMatrix hid =
         magnitudes ? RowMatrix(kGeluSlope * z) : RowMatrix(z.unaryExpr(&model::reference_gelu));
@@ -223,21 +266,76 @@ Reference moe_reference(const Inputs& in, const std::vector<Routing>& routing, c
     const RowMatrix dxe = dz * w1.transpose();
     const Eigen::VectorXd dgate = dye.cwiseProduct(out).rowwise().sum();  // d p_e = <dY, out>
     for (std::size_t i = 0; i < at.size(); ++i) {  // a token is kept at most once per expert
-      const Eigen::Index g = at[i], row = Eigen::Index(i);
-      r.y.row(g) += gate[row] * out.row(row);
-      r.dx.row(g) += dxe.row(row);
-      dp(g, Eigen::Index(e)) = dgate[row];
+      const Eigen::Index t = at[i], row = Eigen::Index(i);
+      r.y.row(t) += gate[row] * out.row(row);
+      r.dx.row(t) += dxe.row(row);
+      dp(t, Eigen::Index(e)) = dgate[row];
     }
   }
+  // With --gating topk, d g to d p: g_a = p_a / P over the chosen, so d p_a = (d g_a - <g, d g>)
+  // / P for a chosen, 0 otherwise; on magnitudes (|d g_a| + <g, |d g|>) / P.
+  if (s.topk)
+    for (Eigen::Index t = 0; t < rows; ++t) {
+      const double dot = g.row(t).dot(dp.row(t));
+      for (const Eigen::Index e : chosen[std::size_t(t)])
+        dp(t, e) = (dp(t, e) + (magnitudes ? dot : -dot)) / P[t];
+    }
   // Softmax's backward: dl = p (dp - <p, dp>); on magnitudes p (|dp| + <p, |dp|>).
   RowMatrix dl(rows, Eigen::Index(s.E));
-  for (Eigen::Index g = 0; g < rows; ++g) {
-    const double dot = p.row(g).dot(dp.row(g));
-    dl.row(g) = p.row(g).array() * (dp.row(g).array() + (magnitudes ? dot : -dot));
+  for (Eigen::Index t = 0; t < rows; ++t) {
+    const double dot = p.row(t).dot(dp.row(t));
+    dl.row(t) = p.row(t).array() * (dp.row(t).array() + (magnitudes ? dot : -dot));
   }
   r.dwr = x.transpose() * dl;
   r.dx += dl * wr.transpose();
   return r;
+}
+
+// The router's choice against the float64 gates p64 (reference_gates: not the ranks' softmax nor
+// their sort): each of rank me's tokens' k choices are distinct experts, in order of gate, and
+// no expert left out has a larger gate than one chosen. The ranks choose by float32 gates, each
+// within rel of itself (the error model's kBoundFactor (2 h L + E) eps), so two gates nearer
+// than their two bounds are a tie either way may take. closest: the smallest gap between a
+// token's last choice and the best expert it left out, in units of their two bounds (below 1:
+// a near tie).
+struct RouterCheck {
+  std::string wrong;  // the first token that breaks the rule; empty: none
+  double closest = INFINITY;
+};
+RouterCheck check_routing(const RowMatrix& p64, const Routing& mine, const Shape& s, int me,
+                          double rel) {
+  RouterCheck c;
+  const std::size_t k = s.k, E = s.E;
+  for (std::size_t t = 0; t < s.T && c.wrong.empty(); ++t) {
+    const auto row = Eigen::Index(std::size_t(me) * s.T + t);
+    const auto gate = [&](std::size_t e) { return p64(row, Eigen::Index(e)); };
+    const auto gap = [&](std::size_t a, std::size_t b) {  // a's gate over b's, in bounds
+      return (gate(a) - gate(b)) / (rel * (gate(a) + gate(b)));
+    };
+    std::vector<bool> taken(E, false);
+    for (std::size_t j = 0; j < k && c.wrong.empty(); ++j) {
+      const int e = mine.expert[t * k + j];
+      if (e < 0 || std::size_t(e) >= E || taken[std::size_t(e)])
+        c.wrong = fmt::format("token {}'s choice {} is expert {}: not a new expert", t, j + 1, e);
+      else if (j > 0 && gap(std::size_t(mine.expert[t * k + j - 1]), std::size_t(e)) < -1)
+        c.wrong =
+            fmt::format("token {}'s choice {} (expert {}, gate {:.6g}) is above its choice {}", t,
+                        j + 1, e, gate(std::size_t(e)), j);
+      else
+        taken[std::size_t(e)] = true;
+    }
+    const auto last = std::size_t(mine.expert[t * k + k - 1]);
+    for (std::size_t other = 0; other < E && c.wrong.empty(); ++other) {
+      if (taken[other]) continue;
+      c.closest = std::min(c.closest, gap(last, other));
+      if (gap(last, other) < -1)
+        c.wrong = fmt::format(
+            "token {} left out expert {} (gate {:.6g}), above its choice {} (expert {}, gate "
+            "{:.6g})",
+            t, other, gate(other), k, last, gate(last));
+    }
+  }
+  return c;
 }
 
 // One tensor against the reference, element by element within its bound: the worst
@@ -270,6 +368,7 @@ struct Outcome {
   std::vector<Routing> routing;  // every rank's, gathered
   std::vector<Compared> compared;
   std::string measure;
+  double router_closest = INFINITY;  // rank 0's check_routing
 };
 
 }  // namespace
@@ -314,6 +413,13 @@ int main(int argc, char** argv) {
   app.add_option("--ffn", s.f, "f, an expert's hidden width (h -> f -> h)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{16384}))
       ->capture_default_str();
+  std::string gating = "softmax";
+  app.add_option("--gating", gating,
+                 "a kept expert's weight: softmax, its gate p as it is (Switch); topk, p over the "
+                 "sum of the token's k chosen p (GShard's top-2, Mixtral's softmax over the top-k "
+                 "logits)")
+      ->check(CLI::IsMember({"softmax", "topk"}))
+      ->capture_default_str();
   app.add_option("--alltoall", algo, "the all-to-all: pairwise exchange or Bruck's")
       ->check(CLI::IsMember({"pairwise", "bruck"}))
       ->capture_default_str();
@@ -324,6 +430,9 @@ int main(int argc, char** argv) {
                    "the capacity's slots go token by token, each token's choices in turn: a "
                    "token's second choice can take the place of a later token's first (main.cpp, "
                    "route)");
+  lesson.add_break("router-bottom-k",
+                   "the router takes each token's k experts with the smallest gates, worst first "
+                   "(main.cpp, route)");
   lesson.add_break("router-ignores-gate",
                    "the router's gradient ignores the gates: they are taken as constants, so d p "
                    "= 0 and the router never learns (main.cpp, STEP 10)");
@@ -332,6 +441,7 @@ int main(int argc, char** argv) {
     s.n = w.size;
     s.E = experts > 0 ? experts : 2 * std::size_t(w.size);
     s.bruck = algo == "bruck";
+    s.topk = gating == "topk";
     if (s.E % std::size_t(w.size) != 0)
       throw UsageError(fmt::format(
           "--experts {} do not split over {} ranks: each rank holds E/N whole experts; use a "
@@ -345,8 +455,10 @@ int main(int argc, char** argv) {
           "two orders agree): add --top-k 2");
     s.local = s.E / std::size_t(w.size);
     s.cap = std::size_t(std::ceil(s.C * double(s.T * s.k) / double(s.E)));
-    lesson.set_algorithm(fmt::format("MoE, {} experts over {} ranks, top-{}, all-to-all {}", s.E,
-                                     w.size, s.k, algo));
+    lesson.set_algorithm(
+        fmt::format("MoE, {} experts over {} ranks, top-{}, {} gating, "
+                    "all-to-all {}",
+                    s.E, w.size, s.k, gating, algo));
   });
   // Memory: every rank makes every rank's tokens and every expert (float32), and the float64
   // reference and its magnitudes over all of them (twice, with the widened inputs); its own
@@ -495,6 +607,12 @@ int main(int argc, char** argv) {
     r.check("the router's all-reduce: 2(N-1) h E floats over all ranks",
             rc.all_links == router_bytes, fmt::format("{} B", rc.all_links));
 
+    if (s.k < s.E)
+      fmt::print(
+          "\nrouting against the float64 gates: rank 0's closest call, its last choice's gate over "
+          "the best\nexpert it left out, is {:.3g} times the two gates' error bounds (below 1: a "
+          "near tie)\n",
+          outcome.router_closest);
     fmt::print("\nagainst the single-device MoE in float64, rank 0's tensors\n({}):\n",
                outcome.measure);
     for (const Compared& c : outcome.compared)
@@ -543,7 +661,9 @@ int main(int argc, char** argv) {
     const std::vector<float> p = to_host(gates.view());
 
     // STEP 3: top-k and capacity: each choice gets a slot in its expert's block, or is dropped.
+    // Each choice's weight g: its gate, or (--gating topk) its gate over its token's k chosen.
     const Routing mine = route(p, s);
+    const std::vector<float> weight = weights(p, mine, s);
     std::size_t dropped = 0;
     for (int slot : mine.slot) dropped += slot < 0 ? 1 : 0;
     comm.recorder().value("tokens I dropped", double(dropped));
@@ -622,9 +742,7 @@ int main(int argc, char** argv) {
       const auto e = std::size_t(mine.expert[i]);
       return at(s, e / s.local, e % s.local, std::size_t(mine.slot[i]));
     };
-    const auto gate_of = [&](std::size_t i) {
-      return p[(i / k) * E + std::size_t(mine.expert[i])];
-    };
+    const auto gate_of = [&](std::size_t i) { return weight[i]; };
     {
       auto phase = comm.phase("combine: weight by the gates",
                               {.op = "forward", .text = "y = sum of p_e Expert_e(x)"});
@@ -637,19 +755,30 @@ int main(int argc, char** argv) {
     }
     Buffer<float> Y = comm.alloc_from(y, Category::activations);
 
-    // STEP 7: backward from dY. Combine's backward: the gate's gradient d p_tj = <dY_t, out_tj>
-    // stays here (for the router); p_tj dY_t goes back to its expert's slot by all-to-all.
+    // STEP 7: backward from dY. Combine's backward: the weight's gradient d g_tj = <dY_t, out_tj>
+    // stays here (for the router); g_tj dY_t goes back to its expert's slot by all-to-all. The
+    // router needs d p: d g itself (softmax gating), or with topk, g_a = p_a / P over the chosen,
+    // d p_a = (d g_a - <g, d g>) / P (a dropped choice has d g = 0 but still shares P).
     const std::vector<float> dy = to_host(dY.view());
-    std::vector<float> dgate(T * E, 0.0f), dout(whole, 0.0f);
+    std::vector<float> dg(T * k, 0.0f), dgate(T * E, 0.0f), dout(whole, 0.0f);
     for (std::size_t i = 0; i < T * k; ++i) {
       if (mine.slot[i] < 0) continue;
       const std::size_t t = i / k;
-      float dot = 0;
       for (std::size_t c = 0; c < h; ++c) {
-        dot += dy[t * h + c] * outs[slot_of(i) + c];
+        dg[i] += dy[t * h + c] * outs[slot_of(i) + c];
         dout[slot_of(i) + c] = gate_of(i) * dy[t * h + c];
       }
-      dgate[t * E + std::size_t(mine.expert[i])] = dot;
+    }
+    for (std::size_t t = 0; t < T; ++t) {
+      float P = 1, dot = 0;
+      if (s.topk) {
+        P = 0;
+        for (std::size_t j = 0; j < k; ++j)
+          P += p[t * E + std::size_t(mine.expert[t * k + j])],
+              dot += weight[t * k + j] * dg[t * k + j];
+      }
+      for (std::size_t j = 0; j < k; ++j)
+        dgate[t * E + std::size_t(mine.expert[t * k + j])] = (dg[t * k + j] - dot) / P;
     }
     Buffer<float> dsend = comm.alloc_from(dout, Category::activations);
     Buffer<float> dgot = comm.alloc<float>(whole, Category::activations);
@@ -757,8 +886,19 @@ int main(int argc, char** argv) {
     const Reference mag = moe_reference(in, routing, s, true);
     // L: the largest sum of |x_i| |W_r,ie| over tokens and experts (the logits' size).
     const double L = (in.x.cwiseAbs() * in.wr.cwiseAbs()).maxCoeff();
-    const double chain =
-        double(h + f + std::size_t(n) * T * k + E + std::size_t(n)) + 2 * double(h) * L;
+    // With topk, a weight p_a / P carries the error of its gate and of P's (a sum of k gates):
+    // the gates' term twice, and k + 1 roundings more.
+    const double gate_terms = 2 * double(h) * L + double(E);
+    const double chain = double(h + f + std::size_t(n) * T * k + std::size_t(n)) + gate_terms +
+                         (s.topk ? gate_terms + double(k + 1) : 0);
+
+    // The router's choice, against the float64 gates (check_routing).
+    const RouterCheck router =
+        check_routing(reference_gates(in), mine, s, me, kBoundFactor * gate_terms * kEps32);
+    comm.check(fmt::format("each of my tokens went to its top {} experts by the float64 gates, "
+                           "best first (ties within the gates' error bound)",
+                           k),
+               router.wrong.empty(), router.wrong);
     const double per = kBoundFactor * chain * kEps32;
     if (comm.inject_fault()) inject_fault_into(dX.view());
     const auto mine_rows = [&](const RowMatrix& m) {
@@ -782,6 +922,7 @@ int main(int argc, char** argv) {
     if (me == 0) {
       local.routing = routing;
       local.compared = compared;
+      local.router_closest = router.closest;
       local.measure =
           fmt::format("worst |error| / its bound {:.0f} x {:.0f} terms x eps x |terms|, at most 1",
                       kBoundFactor, chain);
