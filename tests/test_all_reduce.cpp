@@ -221,10 +221,11 @@ std::ostream& operator<<(std::ostream& os, const Wrong& w) {
 
 // --- the formulas ---------------------------------------------------------------------------
 
-// The in-order binary tree over positions 1..n, built from its definition (independently of
-// tree.hpp's climbing): the root of positions [lo, hi] is the one with the most trailing zeros;
-// the positions below it form its left subtree, those above its right. Returns, per rank (tree
-// t places rank r at position (r + t) mod n + 1), how many tree edges it has.
+// NCCL's binary tree (ncclGetBtree), built from its definition (independently of tree.hpp's
+// climbing): role 0 is the root, over the in-order binary tree of roles 1..n-1, whose root of
+// roles [lo, hi] is the one with the most trailing zeros, the roles below it its left subtree,
+// those above its right. Returns, per rank, how many tree edges it has: tree 0 gives rank r the
+// role r; tree 1 (ncclGetDtree) the role n-1-r for even n, r-1 (mod n) for odd n.
 void inorder_edges(int lo, int hi, int parent, std::vector<int>& edges) {
   if (lo > hi) return;
   int root = lo;
@@ -234,17 +235,23 @@ void inorder_edges(int lo, int hi, int parent, std::vector<int>& edges) {
   inorder_edges(lo, root - 1, root, edges);
   inorder_edges(root + 1, hi, root, edges);
 }
-std::vector<std::uint64_t> inorder_links(int n, int t) {
-  std::vector<int> by_position(std::size_t(n) + 1, 0);
-  inorder_edges(1, n, 0, by_position);
+std::vector<std::uint64_t> nccl_tree_links(int n, int t) {
+  std::vector<int> by_role(std::size_t(n), 0);
+  if (n >= 2) {
+    inorder_edges(1, n - 1, 0, by_role);
+    ++by_role[0], ++by_role[std::size_t(floor_power_of_two(n - 1))];  // role 0 over the top
+  }
   std::vector<std::uint64_t> out(static_cast<std::size_t>(n), 0);
-  for (int r = 0; r < n; ++r)
-    out[std::size_t(r)] = std::uint64_t(by_position[std::size_t((r + t) % n + 1)]);
+  for (int r = 0; r < n; ++r) {
+    const int role = t == 0 ? r : n % 2 == 0 ? n - 1 - r : (r - 1 + n) % n;
+    out[std::size_t(r)] = std::uint64_t(by_role[std::size_t(role)]);
+  }
   return out;
 }
-// The tree's height: the root's trailing zeros, the largest power of two <= n.
-int inorder_height(int n) {
-  return std::countr_zero(unsigned(floor_power_of_two(n)));
+// The tree's height: role 0 over the in-order tree of 1..n-1, whose top is the largest power of
+// two <= n-1 at height log2 of it: ceil(lg n).
+int nccl_tree_height(int n) {
+  return n < 2 ? 0 : 1 + std::countr_zero(unsigned(floor_power_of_two(n - 1)));
 }
 // Bytes of half t of a buffer of `length` elements cut into 2G chunks (chunks t G .. t G + G - 1).
 std::uint64_t block2(std::size_t length, std::size_t elem, int G, int t) {
@@ -344,15 +351,14 @@ Expected expected(AllReduceAlgo algo, int n, std::size_t length, std::size_t ele
         break;
       }
       case AllReduceAlgo::double_binary_tree: {
-        // Two in-order binary trees over positions 1..N (tree 2: rank r at position r + 2,
-        // wrapped), each carrying half t of the buffer in kTreeSegments segments up and down each
-        // edge.
+        // NCCL's two binary trees (tree 2 mirrored for even N, shifted by one for odd), each
+        // carrying half t of the buffer in kTreeSegments segments up and down each edge.
         const int G = coll::kTreeSegments;
         const std::uint64_t half[2] = {block2(length, elem, G, 0), block2(length, elem, G, 1)};
         int top = 0;
         for (int t = 0; t < 2; ++t) {
-          const auto links = inorder_links(n, t);  // per rank: edges to parent and children
-          top = std::max(top, inorder_height(n));
+          const auto links = nccl_tree_links(n, t);  // per rank: edges to parent and children
+          top = std::max(top, nccl_tree_height(n));
           c.bytes_sent += half[t] * links[std::size_t(r)];
           c.msgs_sent += std::uint64_t(G) * links[std::size_t(r)];
         }

@@ -1,19 +1,23 @@
 // all_reduce_double_binary_tree.hpp — NCCL's double binary tree: two trees, half the data each.
 //
 // A binary tree all-reduce (reduce up, broadcast down) has log2 N latency, but its leaves only
-// send and half its links idle. NCCL runs two in-order binary trees at once (tree.hpp): the
-// second is the first shifted by one rank, so every rank (every rank but one, for odd N) is a
-// leaf in one tree and an inner node in the other, and the two trees' traffic is balanced. Tree
+// send and half its links idle. NCCL runs two binary trees at once (tree.hpp, ncclGetDtree): the
+// second is the first mirrored (even N) or shifted by one rank (odd N), so every rank (every rank
+// but rank 0, for odd N) is a leaf in one tree and an inner node in the other, and the two trees'
+// traffic is balanced. Tree
 // t reduces and broadcasts half t of the buffer, cut into kTreeSegments segments that follow each
 // other up and down the tree (a pipeline, as NCCL's chunks):
 //   reduce     a rank of height h sends segment s of half t to its parent at step s + h, after
 //              adding its children's segment s (leaves, height 0, send at once)
 //   broadcast  the root of tree t holds each summed segment; a rank of height h sends segment
 //              s down to its children at step R + s + (H - h), R = S + H - 1 the reduce's steps
-// S segments, H the taller tree's height (floor(log2 N)): 2(S + H - 1) steps. An inner rank sends
+// S segments, H the trees' height (ceil(log2 N)): 2(S + H - 1) steps. An inner rank sends
 // and receives about a half buffer per child each way; a leaf one half buffer each way.
 //   cost: 2(S + H - 1) (alpha + n/S beta) + n gamma for n bytes (an inner rank moves a segment
 //         of n/2S to or from each of two children a step; cost_model.cpp)
+// Each tree has its own tag (NCCL gives them channels of their own): the two trees can join the
+// same two ranks (at N = 3, ranks 0 and 2 in both), and one tag would match tree 2's segment to a
+// receive posted for tree 1's.
 // Each segment is summed once, at its tree's root, and copied down: every rank ends with the
 // same bits.
 #pragma once
@@ -39,7 +43,7 @@ template <class T>
 void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& buffer = "data") {
   const int n = comm.size(), me = comm.rank(), S = kTreeSegments;
   if (n == 1) return;
-  const std::array<InOrderTree, 2> trees = {first_tree(n), second_tree(n)};
+  const std::array<BinaryTree, 2> trees = {first_tree(n), second_tree(n)};
   const int H = std::max(trees[0].top, trees[1].top), R = S + H - 1;
   const int first_step = comm.next_steps(double_tree_steps(n));
   const Partition part{data.size(), 2 * S};  // chunk t S + s: segment s of half t
@@ -64,7 +68,7 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
   std::array<std::vector<Buffer<T>>, 2> incoming;
   std::array<std::vector<Request>, 2> from_child, to_parent;
   for (int t = 0; t < 2; ++t) {
-    const InOrderTree& tree = trees[std::size_t(t)];
+    const BinaryTree& tree = trees[std::size_t(t)];
     const auto& kids = tree.children[std::size_t(me)];
     for (std::size_t c = 0; c < kids.size(); ++c) {
       incoming[std::size_t(t)].push_back(
@@ -74,7 +78,7 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
         View<T> into = incoming[std::size_t(t)][c].view().sub(
             part.begin(t * S + s) - part.begin(t * S), part.size(t * S + s));
         from_child[std::size_t(t)].push_back(
-            comm.irecv(into, kids[c], kTagDoubleTree,
+            comm.irecv(into, kids[c], kTagDoubleTree + t,
                        meta(first_step + s + h, buffer, t * S + s, t * S + s + 1, Apply::reduce,
                             subtree(t, kids[c]))));
       }
@@ -83,7 +87,7 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
   for (int s = 0; s < S; ++s)
     for (int t = 0; t < 2; ++t) {
       // step s + h: segment s of half t, my children's added, on to my parent
-      const InOrderTree& tree = trees[std::size_t(t)];
+      const BinaryTree& tree = trees[std::size_t(t)];
       const auto& kids = tree.children[std::size_t(me)];
       const int h = tree.height[std::size_t(me)];
       for (std::size_t c = 0; c < kids.size(); ++c) {
@@ -97,7 +101,7 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
       if (parent >= 0) {
         comm.mark_step(first_step + s + h);
         to_parent[std::size_t(t)].push_back(
-            comm.isend(cview(segment(t, s)), parent, kTagDoubleTree,
+            comm.isend(cview(segment(t, s)), parent, kTagDoubleTree + t,
                        meta(first_step + s + h, buffer, t * S + s, t * S + s + 1, Apply::reduce,
                             subtree(t, me))));
       }
@@ -107,12 +111,12 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
   std::vector<Request> down;
   for (int s = 0; s < S; ++s)
     for (int t = 0; t < 2; ++t) {
-      const InOrderTree& tree = trees[std::size_t(t)];
+      const BinaryTree& tree = trees[std::size_t(t)];
       const int parent = tree.parent[std::size_t(me)];
       if (parent >= 0) {
         comm.wait(to_parent[std::size_t(t)][std::size_t(s)]);
         const int step = first_step + R + s + (H - tree.height[std::size_t(parent)]);
-        comm.recv(segment(t, s), parent, kTagDoubleTree,
+        comm.recv(segment(t, s), parent, kTagDoubleTree + t,
                   meta(step, buffer, t * S + s, t * S + s + 1, Apply::copy, all_ranks(n)));
       }
       // step R + s + (H - h): segment s of half t, summed, down to my children
@@ -120,7 +124,7 @@ void all_reduce_double_binary_tree(Comm& comm, View<T> data, const std::string& 
       for (int child : tree.children[std::size_t(me)]) {
         comm.mark_step(step);
         down.push_back(
-            comm.isend(cview(segment(t, s)), child, kTagDoubleTree,
+            comm.isend(cview(segment(t, s)), child, kTagDoubleTree + t,
                        meta(step, buffer, t * S + s, t * S + s + 1, Apply::copy, all_ranks(n))));
       }
     }

@@ -12,14 +12,24 @@
 //   round 1:  0<----2         4<----6
 //   round 2:  0<------------4
 //
-// In-order binary tree (the two trees of NCCL's double binary tree), over positions 1 .. N:
-// position i with lowest set bit b sits at height log2 b; its parent is i + b when bit 2b of i
-// is clear, else i - b, climbing on past N; the root is the largest power of two <= N.
-// Positions with an odd number (half of them) are the leaves.
+// NCCL's binary tree (ncclGetBtree, src/graph/trees.cc), over roles 0 .. N-1: role 0 is the
+// root and has one child; below it, roles 1 .. N-1 form the in-order binary tree of those
+// positions: role i with lowest set bit b sits at height log2 b; its parent is i + b when bit 2b
+// of i is clear, else i - b, climbing on past N-1; the top is the largest power of two <= N-1,
+// role 0's child. The odd roles (half of them) are the leaves; the tree is ceil(lg N) high.
 //
-//   position:  1   2   3   4   5   6   7       height 2:  4
-//              .   .   .   .   .   .   .       height 1:  2, 6
+//   role:  0   1   2   3   4   5   6   7       height 3:  0 (root, one child)
+//                                              height 2:  4
+//                                              height 1:  2, 6
 //                                              height 0:  1, 3, 5, 7  (leaves)
+//
+// NCCL's second tree (ncclGetDtree) gives rank r the role N-1-r (the first mirrored) when N is
+// even, and (r - 1) mod N (shifted by one rank) when N is odd, as Sanders, Speck and Traeff
+// (2009) build their two trees. Mirrored, an even N turns every odd role (a leaf) into an even
+// one (inner), and back: every rank is a leaf in one tree and inner in the other. Shifted, an
+// odd N does the same for every rank but rank 0, inner in both (tree 1's root, with one child,
+// and tree 2's role N-1). NCCL's trees join nodes (a chain of GPUs inside each node); here
+// every rank is a node.
 #pragma once
 
 #include <bit>
@@ -59,49 +69,57 @@ inline std::vector<int> binomial_subtree(int v, int rounds, int n) {
   return out;
 }
 
-// An in-order binary tree over n ranks, rank r at position pos(r) = (r + shift) mod n, + 1.
-struct InOrderTree {
+// A binary tree over n ranks as NCCL builds it, rank r in the role role_of(r) of the layout
+// above (a permutation of 0 .. n-1).
+struct BinaryTree {
   int n = 1;
-  int shift = 0;
   std::vector<int> parent;                 // per rank; -1 for the root
-  std::vector<std::vector<int>> children;  // per rank, lower position first
+  std::vector<std::vector<int>> children;  // per rank, lower role first
   std::vector<int> height;                 // per rank: 0 for a leaf
   int root = 0, top = 0;                   // the root's rank, and its height
 
-  InOrderTree(int ranks, int shift_by) : n(ranks), shift(shift_by) {
+  template <class RoleOf>
+  BinaryTree(int ranks, RoleOf role_of) : n(ranks) {
     DL_CHECK(n >= 1, "a tree needs a rank, not {}", n);
     parent.assign(std::size_t(n), -1);
     children.assign(std::size_t(n), {});
     height.assign(std::size_t(n), 0);
-    const auto rank_at = [&](int pos) { return ((pos - 1 - shift) % n + n) % n; };
-    for (int pos = 1; pos <= n; ++pos) {
-      const int r = rank_at(pos);
+    std::vector<int> rank_at(std::size_t(n), -1);  // role -> rank
+    for (int r = 0; r < n; ++r) {
+      const int role = role_of(r);
+      DL_CHECK(role >= 0 && role < n && rank_at[std::size_t(role)] < 0,
+               "role {} of rank {} is not a new role of 0 .. {}", role, r, n - 1);
+      rank_at[std::size_t(role)] = r;
+    }
+    const int below = n - 1;  // roles 1 .. n-1, in order under role 0
+    for (int pos = 1; pos <= below; ++pos) {
+      const int r = rank_at[std::size_t(pos)];
       height[std::size_t(r)] = std::countr_zero(unsigned(pos));
       int b = pos & -pos, up = pos;
-      do {  // climb until the parent is inside 1 .. n (or there is none: the root)
+      do {  // climb until the parent is inside 1 .. n-1 (or there is none: under role 0)
         up = (up & (2 * b)) ? up - b : up + b;
         b *= 2;
-      } while (up > n && b <= 2 * n);
-      if (up >= 1 && up <= n && up != pos) parent[std::size_t(r)] = rank_at(up);
+      } while (up > below && b <= 2 * below);
+      parent[std::size_t(r)] = rank_at[std::size_t(up >= 1 && up <= below && up != pos ? up : 0)];
     }
-    for (int pos = 1; pos <= n; ++pos) {
-      const int r = rank_at(pos);
-      if (parent[std::size_t(r)] >= 0)
-        children[std::size_t(parent[std::size_t(r)])].push_back(r);
-      else
-        root = r, top = height[std::size_t(r)];
+    root = rank_at[0];
+    top = n >= 2 ? std::bit_width(unsigned(below)) : 0;  // one above the in-order top
+    height[std::size_t(root)] = top;
+    for (int pos = 1; pos <= below; ++pos) {
+      const int r = rank_at[std::size_t(pos)];
+      children[std::size_t(parent[std::size_t(r)])].push_back(r);
     }
   }
 };
 
-// NCCL's pair of trees: the second is the first shifted by one rank, so that (for even n) every
-// rank is a leaf in one tree and an inner node in the other; for odd n one rank is a leaf in
-// both.
-inline InOrderTree first_tree(int n) {
-  return InOrderTree(n, 0);
+// NCCL's pair of trees (ncclGetDtree): the second is the first mirrored (rank r takes role
+// N-1-r) for even n, shifted by one rank (role (r - 1) mod n) for odd n.
+inline BinaryTree first_tree(int n) {
+  return BinaryTree(n, [](int r) { return r; });
 }
-inline InOrderTree second_tree(int n) {
-  return InOrderTree(n, 1);
+inline BinaryTree second_tree(int n) {
+  if (n % 2 == 0) return BinaryTree(n, [n](int r) { return n - 1 - r; });
+  return BinaryTree(n, [n](int r) { return (r - 1 + n) % n; });
 }
 
 }  // namespace distlab::coll

@@ -104,11 +104,13 @@ Cost predict_all_reduce(coll::AllReduceAlgo algo, int p, double n, int ranks_per
               (g - 1) / g * n + (m - 1) / p * n};
     }
     case A::double_binary_tree: {
-      // Two trees of height H = floor(lg p), each reducing and broadcasting half the buffer in
-      // G segments of n / 2G that follow each other: 2(G + H - 1) steps. In each, an inner rank
-      // takes (or sends) a segment from (to) each of its two children on its one link: 2 n / 2G
-      // bytes a step; it adds its children's n / 2 (two halves of n / 2) in all.
-      const double G = coll::kTreeSegments, H = log2_floor(p), steps = 2 * (G + H - 1);
+      // Two trees of height H = ceil(lg p) (NCCL's: a root over an in-order tree), each reducing
+      // and broadcasting half the buffer in G segments of n / 2G that follow each other: 2(G + H -
+      // 1) steps. In each, an inner rank takes (or sends) a segment from (to) each of its two
+      // children on its one link: 2 n / 2G bytes a step; it adds its children's n / 2 (two halves
+      // of n / 2) in all.
+      const double G = coll::kTreeSegments, H = std::ceil(std::log2(double(p))),
+                   steps = 2 * (G + H - 1);
       return {steps, steps * n / G, n};
     }
     case A::recursive_halving: {

@@ -4,10 +4,11 @@
 // in how many steps they take (each step pays the latency alpha) and in where the bytes go.
 //   tree                binomial reduce to rank 0, then broadcast: 2 ceil(lg N) steps, but the
 //                       whole buffer on every edge, so the root's link carries lg N S each way
-//   double_binary_tree  NCCL's pair of in-order binary trees, half the buffer each, cut into
-//                       segments that follow each other up and down: about 2 lg N steps, and
-//                       (N even) every rank is a leaf in one tree, inner in the other: no rank
-//                       sends more than 2 S
+//   double_binary_tree  NCCL's pair of binary trees, half the buffer each, cut into segments
+//                       that follow each other up and down: about 2 lg N steps; the second tree
+//                       mirrors the first (N even) or shifts it by one rank (N odd), so every
+//                       rank (but rank 0, for odd N) is a leaf in one tree and inner in the
+//                       other: no rank sends more than 2 S
 //   hierarchical        nodes of G ranks: reduce-scatter inside the node, all-reduce across the
 //                       nodes between ranks of the same local index, all-gather inside the node:
 //                       only 2(M-1)/N S per rank crosses between the M nodes
@@ -19,11 +20,11 @@
 // ceil(lg N) with each block hopping along the bits of its distance.
 // Every rank holds its own input of L float32, S = 4L bytes.
 //
-// Cost, counted from the trace and checked against these formulas (H = floor(lg N), k = 4
+// Cost, counted from the trace and checked against these formulas (H = ceil(lg N), k = 4
 // segments, G ranks per node, M = N/G nodes):
 //                       steps            one rank sends at most    all links
 //   tree                2 ceil(lg N)     ceil(lg N) S (the root)   2(N-1) S
-//   double_binary_tree  2(k + H - 1)     2 S (N even)              2(N-1) S
+//   double_binary_tree  2(k + H - 1)     2 S                       2(N-1) S
 //   hierarchical        2(G-1)+2(M-1)    2(N-1)/N S                2(N-1) S
 //   ring_chunked        2(N-1)           2(N-1)/N S                2(N-1) S
 //
@@ -78,9 +79,54 @@ const std::vector<AllReduceAlgo> kSweep = {AllReduceAlgo::tree, AllReduceAlgo::d
 int ceil_lg(int n) {  // ceil(log2 n), 0 for n <= 1: a binomial tree's rounds
   return coll::binomial_rounds(n);
 }
-int floor_lg(int n) {
-  return n < 1 ? 0 : std::bit_width(unsigned(n)) - 1;
+// NCCL's trees (ncclGetBtree, ncclGetDtree in src/graph/trees.cc), written out for the checks
+// (tree.hpp builds them by climbing): rank r plays role r in tree 1; in tree 2, role N-1-r for
+// even N (the mirror), (r - 1) mod N for odd N (a shift by one).
+int role_in(int tree, int r, int n) {
+  return tree == 0 ? r : n % 2 == 0 ? n - 1 - r : (r - 1 + n) % n;
 }
+// The edges (to the parent and the children) of role i: role 0 is the root with one child; an
+// odd role is a leaf; an even role i >= 2, with lowest set bit b, has the child i - b/2 and, when
+// any role follows it (i + 1 <= N-1), a second in (i, i + b).
+int role_edges(int i, int n) {
+  if (n < 2) return 0;
+  if (i == 0) return 1;
+  return i % 2 == 1 ? 1 : 2 + (i + 1 <= n - 1 ? 1 : 0);
+}
+// Tree `tree` (0 or 1) of the double binary tree, as tree.hpp built it, against NCCL's layout
+// written out above: one root, rank r's role 0 there; every other rank under a parent that lists
+// it, at most two children each; every rank reaches the root, at most ceil(lg N) edges down; a
+// rank is a leaf exactly when its role is odd. Returns the first thing that differs ("": none).
+std::string tree_problem(const coll::BinaryTree& t, int tree, int n) {
+  const std::string name = fmt::format("tree {}", tree + 1);
+  int roots = 0, depth = 0;
+  for (int r = 0; r < n; ++r) {
+    const auto& kids = t.children[std::size_t(r)];
+    const int p = t.parent[std::size_t(r)], role = role_in(tree, r, n);
+    if (kids.size() > 2) return fmt::format("{}: r{} has {} children", name, r, kids.size());
+    if (n >= 2 && kids.empty() != (role % 2 == 1))
+      return fmt::format("{}: r{} (role {}) is {}", name, r, role,
+                         kids.empty() ? "a leaf" : "inner");
+    if (p < 0) {
+      ++roots;
+      if (role != 0) return fmt::format("{}: the root r{} has role {}, not 0", name, r, role);
+      continue;
+    }
+    if (p >= n ||
+        std::count(t.children[std::size_t(p)].begin(), t.children[std::size_t(p)].end(), r) != 1)
+      return fmt::format("{}: r{}'s parent r{} does not list it once", name, r, p);
+    int up = r, d = 0;
+    while (t.parent[std::size_t(up)] >= 0 && d <= n) up = t.parent[std::size_t(up)], ++d;
+    if (d > n) return fmt::format("{}: r{} never reaches a root", name, r);
+    depth = std::max(depth, d);
+  }
+  if (roots != 1) return fmt::format("{}: {} roots", name, roots);
+  if (depth != ceil_lg(n))
+    return fmt::format("{}: {} edges from the root to the deepest leaf, not ceil(lg N) = {}", name,
+                       depth, ceil_lg(n));
+  return "";
+}
+
 // Elements of chunk k (mod parts) of a buffer of L cut into `parts`.
 std::uint64_t chunk(std::uint64_t L, int parts, int k) {
   return Partition{L, parts}.size(((k % parts) + parts) % parts);
@@ -120,11 +166,9 @@ Traffic formula_rank(AllReduceAlgo a, int k, int n, int g, std::uint64_t L) {
       // each of k's edges in that tree.
       const int s = coll::kTreeSegments;
       for (int tr = 0; tr < 2; ++tr) {
-        const coll::InOrderTree tree = tr == 0 ? coll::first_tree(n) : coll::second_tree(n);
         std::uint64_t half = 0;
         for (int c = tr * s; c < tr * s + s; ++c) half += chunk(L, 2 * s, c);
-        const std::uint64_t edges =
-            tree.children[std::size_t(k)].size() + (tree.parent[std::size_t(k)] >= 0 ? 1 : 0);
+        const auto edges = std::uint64_t(role_edges(role_in(tr, k, n), n));
         t.sent += half * edges, t.msgs_sent += std::uint64_t(s) * edges;
       }
       t.recv = t.sent, t.msgs_recv = t.msgs_sent;
@@ -166,8 +210,8 @@ int formula_steps(AllReduceAlgo a, int n, int g) {
   switch (a) {
     case AllReduceAlgo::tree:
       return 2 * ceil_lg(n);
-    case AllReduceAlgo::double_binary_tree:  // both trees have the in-order tree's height
-      return 2 * (coll::kTreeSegments + floor_lg(n) - 1);
+    case AllReduceAlgo::double_binary_tree:  // a root over an in-order tree: ceil(lg N) high
+      return 2 * (coll::kTreeSegments + ceil_lg(n) - 1);
     case AllReduceAlgo::hierarchical:
       return 2 * (g - 1) + 2 * (n / g - 1);
     case AllReduceAlgo::ring_chunked:
@@ -547,11 +591,12 @@ int main(int argc, char** argv) {
         "  every algorithm moves 2(N-1) S over all links together; they differ in steps\n"
         "  (alpha each) and in which ranks and links carry the bytes\n");
 
-    // The two trees: who is a leaf where. NCCL shifts the second tree by one rank so that (N
-    // even) every inner rank of one tree is a leaf of the other: each sends at most 2 S.
+    // The two trees: who is a leaf where. NCCL mirrors the second tree (N even) or shifts it by
+    // one rank (N odd) so that every inner rank of one tree is a leaf of the other (rank 0, for
+    // odd N, is inner in both, the first tree's root with one child): each sends at most 2 S.
     if (has(AllReduceAlgo::double_binary_tree) && n >= 2) {
-      const coll::InOrderTree t1 = coll::first_tree(n), t2 = coll::second_tree(n);
-      const auto role = [](const coll::InOrderTree& t, int k) {
+      const coll::BinaryTree t1 = coll::first_tree(n), t2 = coll::second_tree(n);
+      const auto role = [](const coll::BinaryTree& t, int k) {
         const auto& kids = t.children[std::size_t(k)];
         std::string up = t.parent[std::size_t(k)] < 0
                              ? std::string("root")
@@ -561,15 +606,34 @@ int main(int argc, char** argv) {
         for (int c : kids) below += fmt::format("{}r{}", below.empty() ? "" : ",", c);
         return fmt::format("inner {}, over {}", up, below);
       };
-      fmt::print("\nthe two trees (double_binary_tree; tree 2 is tree 1 shifted by one rank):\n");
-      int both_inner = 0;
+      fmt::print("\nthe two trees (double_binary_tree; tree 2 is tree 1 {}):\n",
+                 n % 2 == 0 ? "mirrored, rank r in rank N-1-r's place"
+                            : "shifted by one rank, rank r in rank r-1's place");
+      std::string both;  // ranks inner in both trees, or a leaf in both
       for (int k = 0; k < n; ++k) {
         const bool i1 = !t1.children[std::size_t(k)].empty(),
                    i2 = !t2.children[std::size_t(k)].empty();
-        both_inner += i1 && i2 ? 1 : 0;
+        if (i1 == i2 && !(n % 2 == 1 && k == 0 && i1))
+          both += fmt::format(" r{} ({} in both)", k, i1 ? "inner" : "leaf");
         if (n <= 16)
           fmt::print("  r{:<3} tree 1: {:<26} tree 2: {}\n", k, role(t1, k), role(t2, k));
       }
+      r.check(
+          "double_binary_tree: each tree is NCCL's (one root with one child, at most two "
+          "children, ceil(lg N) high, the odd roles its leaves)",
+          tree_problem(t1, 0, n).empty() && tree_problem(t2, 1, n).empty(),
+          tree_problem(t1, 0, n) + tree_problem(t2, 1, n));
+      if (n > 2)
+        r.check(
+            "double_binary_tree: every rank (but rank 0 for odd N) is a leaf in one tree and "
+            "inner in the other",
+            both.empty(), both);
+      // Each rank sends its half of each tree to each of its edges there: at most 3 edges in one
+      // tree and 1 in the other, so at most 3 h_max + h_min bytes, 2 S when the halves are equal.
+      std::uint64_t half[2] = {0, 0};
+      for (int c = 0; c < 2 * coll::kTreeSegments; ++c)
+        half[c / coll::kTreeSegments] += chunk(L, 2 * coll::kTreeSegments, c) * e;
+      const std::uint64_t hi = std::max(half[0], half[1]), lo = std::min(half[0], half[1]);
       const std::uint64_t busiest = meas[index(AllReduceAlgo::double_binary_tree)].max_sent;
       fmt::print(
           "  busiest rank sends {} = {:.2f} S; one binary tree carrying all of S would make\n"
@@ -579,9 +643,16 @@ int main(int argc, char** argv) {
               ? fmt::format("; the binomial tree's root sends {}",
                             format_bytes(double(meas[index(AllReduceAlgo::tree)].max_sent)))
               : "");
-      if (n % 2 == 0 && n > 2)
-        r.check("double_binary_tree: N even, no rank is inner in both trees", both_inner == 0,
-                fmt::format("{} ranks are", both_inner));
+      if (hi != lo)
+        fmt::print(
+            "  (the halves are {} and {} elements: L = {} does not split evenly into {} "
+            "segments,\n  so the bound is 3 h_max + h_min = {}, not 2 S)\n",
+            half[0] / e, half[1] / e, L, 2 * coll::kTreeSegments,
+            format_bytes(double(3 * hi + lo)));
+      r.check(fmt::format("double_binary_tree: no rank sends more than 3 h_max + h_min = {} B "
+                          "(2 S with equal halves)",
+                          3 * hi + lo),
+              busiest <= 3 * hi + lo, fmt::format("the busiest sends {} B", busiest));
     }
 
     // The nodes: what crosses between them.
