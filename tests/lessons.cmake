@@ -46,7 +46,7 @@ endfunction()
 # finds both ended at once (stand-in ranks, no lesson).
 add_test(NAME lesson.launcher-blames-signal COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/procs_blame.sh
                                                     ${CMAKE_SOURCE_DIR}/scripts/procs.sh)
-set_tests_properties(lesson.launcher-blames-signal PROPERTIES TIMEOUT 60 LABELS lesson)
+set_tests_properties(lesson.launcher-blames-signal PROPERTIES TIMEOUT 300 LABELS lesson)
 
 # distlab's launcher (scripts/procs.sh) when a rank is killed, and when every rank refuses its
 # options: the others stopped, the rank and its status named, nothing left behind.

@@ -24,18 +24,29 @@ esac
 RANK
 chmod +x "$dir/rank.sh"
 state() { awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null; }
-until_zombie() {  # PID: waits (10 s at most) until it has ended and is not reaped (its parent stopped)
-  for _ in $(seq 1 1000); do [[ "$(state "$1")" == Z ]] && return 0; sleep 0.01; done
-  fail "process $1 did not end"
+# until_state PID PATTERN WHAT: waits until PID's state matches PATTERN (60 s at most: a loaded
+# machine is slow, never wrong).
+until_state() {
+  local deadline=$((SECONDS + 60))
+  until [[ "$(state "$1")" == $2 ]]; do
+    ((SECONDS < deadline)) || fail "$3 (process $1, state '$(state "$1")')"
+    sleep 0.01
+  done
+}
+until_zombie() {  # PID: it has ended and is not reaped (its parent, the launcher, is stopped)
+  until_state "$1" Z "process $1 did not end, or was reaped"
 }
 
 RANKS=$dir bash "$procs" 4 "$dir/rank.sh" >"$dir/log" 2>&1 &
 launcher=$!
 for r in 0 1 2 3; do
-  for _ in $(seq 1 1000); do [[ -s $dir/pid.$r ]] && break; sleep 0.01; done
+  for _ in $(seq 1 6000); do [[ -s $dir/pid.$r ]] && break; sleep 0.01; done
   [[ -s $dir/pid.$r ]] || fail "rank $r never started"
 done
 kill -STOP "$launcher"
+# Stopped for sure before rank 2 dies: a SIGSTOP still pending while the launcher sits in wait
+# would let it reap rank 2 first (the kernel finishes the wait, then stops it).
+until_state "$launcher" "[tT]" "the launcher did not stop"
 touch "$dir/kill"
 until_zombie "$(cat "$dir/pid.2")"
 touch "$dir/fail"
