@@ -18,7 +18,8 @@ bash "$procs" 4 "$exe" --transport gloo --no-trace --size 4M --algo ring_chunked
 launcher=$!
 # Rank 2's process: the one whose environment says DISTLAB_RANK=2 (the launcher's children).
 victim="" ranks=()
-for _ in $(seq 1 200); do
+deadline=$((SECONDS + 60))  # a loaded machine starts them slowly, never wrongly
+while ((SECONDS < deadline)); do
   mapfile -t ranks < <(pgrep -P "$launcher" 2>/dev/null)
   for pid in "${ranks[@]}"; do
     tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "DISTLAB_RANK=2" && victim=$pid
