@@ -38,7 +38,7 @@ struct Config {
   // Throws UsageError (one sentence) unless the sizes fit a split over tp and pp ranks.
   void check(int tp, int pp) const;
   std::string describe()
-      const;  // "vocab 64, d 64, 4 heads, 4 layers, context 32 (204,800 parameters)"
+      const;  // "vocab 64, d 64, 4 heads, 4 layers, context 32 (208,000 parameters)"
 };
 
 // How a tensor is split over the tensor-parallel ranks.

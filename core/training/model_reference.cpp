@@ -112,6 +112,16 @@ ReferenceBatch reference_batch(const MlpShape& shape, const Teacher& teacher, st
           widen(teacher.targets(first, batch), batch, shape.out())};
 }
 
+double round_to_bf16(double x) {
+  if (!std::isfinite(x) || x == 0) return x;
+  int e = 0;
+  (void)std::frexp(x, &e);                 // |x| = f 2^e, 1/2 <= f < 1: 8 bits are 2^(e-8) apart
+  const int unit = std::max(e - 8, -133);  // the last kept bit's weight, subnormals' at most
+  const double kept = std::nearbyint(std::ldexp(x, -unit));  // ties to even: the default mode
+  const double y = std::ldexp(kept, unit);
+  return std::fabs(y) > 0x1.FEp127 ? std::copysign(INFINITY, x) : y;
+}
+
 double half_float_ulp(double x) {
   const float f = float(std::fabs(x));
   return 0.5 * (double(std::nextafter(f, INFINITY)) - double(f));

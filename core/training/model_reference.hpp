@@ -137,6 +137,11 @@ struct ReferenceBatch {
 ReferenceBatch reference_batch(const MlpShape& shape, const Teacher& teacher, std::size_t batch,
                                int step);
 
+// x rounded to bfloat16, written out for the references (not half.hpp's bit arithmetic, the code
+// under test): the nearest value with 8 significant bits, ties to even; below 2^-126 on
+// bfloat16's subnormal grid of 2^-133; past its largest finite value, infinity.
+double round_to_bf16(double x);
+
 // Half a float32 unit in the last place of a value of magnitude |x| (the larger unit at a power
 // of two): the most rounding x to float32 can change it by, where float32's range is normal.
 double half_float_ulp(double x);

@@ -399,6 +399,16 @@ void Replica::adam(View<const BFloat16> my_grads) {
   adam_->step(master_.view(), my_grads);
 }
 
+std::vector<float> Replica::my_weights16() {
+  std::vector<float> out;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    View<BFloat16> w = params(u);
+    if (c_.stage != Stage::dp && !sharded_params()) w = mine(w, u);
+    for (const BFloat16 x : to_host(View<const BFloat16>(w))) out.push_back(float(x));
+  }
+  return out;
+}
+
 void Replica::record_before() {
   before_ = state();
   recording_ = true;
@@ -452,6 +462,7 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
     const int first = comm.next_steps(0);
     step(rep, k);
     const int last = comm.next_steps(0) - 1;
+    const double share = check ? double(to_host(rep.loss_value())[0]) : NAN;
     // The step's loss on rank 0 (its own steps, left out of the byte counts).
     coll::reduce(comm, rep.loss_value(), me == 0 ? loss_sum.view() : rep.loss_buffer(), 0, "loss");
     if (me == 0) {
@@ -464,7 +475,9 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
     if (check) {
       const bool tracing = comm.recorder().enabled();
       comm.recorder().set_enabled(false);
-      check(k, rep.before(), rep.state(), me == 0 ? run.losses.back() : NAN);
+      StepState after = rep.state();
+      after.loss = share;
+      check(k, rep.before(), after, me == 0 ? run.losses.back() : NAN);
       comm.recorder().set_enabled(tracing);
     }
   }
@@ -474,16 +487,11 @@ Run train(Comm& comm, const Config& config, const Step& step, Ledger* ledger,
   run.params_peak = std::uint64_t(charged.peak(Category::params));
   run.activations_peak = std::uint64_t(charged.peak(Category::activations));
   run.master = to_host(View<const float>(rep.all_master()));
+  run.weights16 = rep.my_weights16();
   return run;
 }
 
 // --- the float64 reference -------------------------------------------------------------------
-
-namespace {
-double to_bf16(double x) {
-  return double(float(BFloat16(float(x))));
-}
-}  // namespace
 
 ErrorBound::Terms gradient_error(int n, double magnitude, double float32) {
   return {2.0 * n * 0x1p-8 * magnitude, (1 + n * 0x1p-7) * float32 + n * 0x1p-133};
@@ -494,7 +502,9 @@ StepGradient reference_gradient(const Config& c, int n, const std::vector<double
   const MlpShape& s = c.shape;
   const model::Teacher teacher(s, c.seed);
   Eigen::VectorXd w(Eigen::Index(master.size()));
-  for (std::size_t i = 0; i < master.size(); ++i) w[Eigen::Index(i)] = to_bf16(master[i]);
+  // bf16 rounding by the reference's own code (model::round_to_bf16), not BFloat16's.
+  for (std::size_t i = 0; i < master.size(); ++i)
+    w[Eigen::Index(i)] = model::round_to_bf16(master[i]);
   const Partition share{c.batch, n};
   const std::size_t widest = *std::max_element(s.dims.begin(), s.dims.end());
   StepGradient out;
@@ -507,11 +517,12 @@ StepGradient reference_gradient(const Config& c, int n, const std::vector<double
     const model::RowMatrix x = model::widen(teacher.inputs(first, count), count, s.in());
     const model::RowMatrix t = model::widen(teacher.targets(first, count), count, s.out());
     const double weight = double(count) / double(c.batch);  // normalised by the whole batch
-    out.loss += weight * model::reference_loss(s, w, x, t, &g);
+    out.shares.push_back(weight * model::reference_loss(s, w, x, t, &g));
+    out.loss += out.shares.back();
     g *= weight;
     for (std::size_t i = 0; i < master.size(); ++i) {
-      const double g16 = to_bf16(g[Eigen::Index(i)]);
-      out.sum[i] = r == 0 ? g16 : double(float(BFloat16(float(out.sum[i]) + float(g16))));
+      const double g16 = model::round_to_bf16(double(float(g[Eigen::Index(i)])));
+      out.sum[i] = r == 0 ? g16 : model::round_to_bf16(out.sum[i] + g16);
       out.magnitude[i] += std::fabs(g16);
     }
     const double gamma = 4 * 0x1p-24 * double(count + widest);  // float32's, per layer

@@ -36,6 +36,7 @@
 // all-reduce); zero3 3 Psi (two all-gathers and a reduce-scatter).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -95,8 +96,11 @@ std::string step_cost_formula(Stage stage);  // in words, for the report
 
 // A rank's optimizer state, in Run::master's layout: my part of the master weights and Adam's
 // moments, and (before an update) the summed bf16 gradient, widened, that the update uses.
+// After a step, loss is my share of its loss: my samples' squared errors over the whole batch's
+// count (train() fills it in before the losses are summed).
 struct StepState {
   std::vector<float> master, m, v, gradient;
+  double loss = NAN;
 };
 
 // What one rank saw in a run.
@@ -107,6 +111,7 @@ struct Run {
   std::uint64_t params_peak = 0;              // the ledger's peak of Category::params
   std::uint64_t activations_peak = 0;         // and of Category::activations (ZeRO shards none)
   std::vector<float> master;                  // my part of the f32 master weights (padded units)
+  std::vector<float> weights16;               // the bf16 weights there, widened, in master's layout
   // Each step's time on this rank's clock (seconds). On a simulated cluster computation takes no
   // time, so this is the step's communication (its collectives and the loss's reduce).
   std::vector<double> step_seconds;
@@ -153,6 +158,8 @@ class Replica {
   View<BFloat16> all_params() { return w16_.view(); }  // every unit's, one after the other
   View<BFloat16> all_grads() { return g16_.view(); }
   View<const float> all_master() { return View<const float>(master_.view()); }
+  // The bf16 weights at my master weights' places (all of them for dp), widened.
+  std::vector<float> my_weights16();
 
   // A whole unit u, padded to a multiple of N with zeros, charged to `category`.
   Buffer<BFloat16> whole(std::size_t u, Category category);
@@ -276,6 +283,7 @@ std::vector<std::int64_t> master_positions(Stage stage, const model::MlpShape& s
 struct StepGradient {
   std::vector<double> sum, magnitude, float32;
   double loss = 0;
+  std::vector<double> shares;  // each rank's share of the loss (they sum to loss)
 };
 StepGradient reference_gradient(const Config& config, int n, const std::vector<double>& master,
                                 int step);

@@ -231,7 +231,8 @@ void check_communication(RunResult& r, const Config& config, const Outcome& outc
         "trace:\n");
     fmt::print(
         "  r0 sent {} = {:.3f} x Psi x 2 bytes; formula {} x (N-1)/N = {:.3f}\n"
-        "  (ZeRO's paper counts {} per step, in parameters: sent and received)\n",
+        "  (ZeRO's paper, section 7, counts {} per step, in parameters: Psi per reduce-scatter and\n"
+        "  per all-gather, what each rank sends, (N-1)/N rounded to 1)\n",
         format_bytes(double(t[0].bytes_sent)), double(t[0].bytes_sent) / psi_bytes,
         step_bytes_formula(stage), (stage == Stage::zero3 ? 3.0 : 2.0) * (n - 1) / n,
         step_bytes_formula(stage));
@@ -346,12 +347,44 @@ void print_lecture_table(RunResult& r, Stage stage, double measured) {
                kLectureRanks);
 }
 
+// The model state's bytes per rank written out from the sharding rule (not zero::units, the
+// layout under test): a unit of Psi_u parameters (the whole vector for dp and ZeRO-1, each
+// layer's W and b for ZeRO-2 and -3) leaves each rank ceil(Psi_u / N) of them, N times that in
+// all once padded; bf16 weights and gradients take 2 bytes each, whole or sharded as the stage
+// says, the master weights and Adam's m and v 12 bytes of each sharded one.
+StateBytes expected_state(Stage stage, const MlpShape& s, int n) {
+  std::vector<std::uint64_t> counts;
+  if (stage == Stage::dp || stage == Stage::zero1)
+    counts.push_back(s.params());
+  else
+    for (std::size_t l = 0; l < s.layers(); ++l)
+      counts.push_back(s.dims[l] * s.dims[l + 1] + s.dims[l + 1]);
+  const auto N = std::uint64_t(n);
+  std::uint64_t whole = 0, share = 0;
+  for (const std::uint64_t c : counts) {
+    const std::uint64_t ceil = (c + N - 1) / N;
+    whole += stage == Stage::dp ? c : N * ceil;
+    share += stage == Stage::dp ? c : ceil;
+  }
+  const bool grads_sharded = stage == Stage::zero2 || stage == Stage::zero3;
+  return {2 * (stage == Stage::zero3 ? share : whole), 2 * (grads_sharded ? share : whole),
+          12 * share};
+}
+
 // On every rank, after training: the model state on the ledger against the formula.
 void check_state(Comm& comm, const Config& config, const Run& run) {
   const int n = comm.size();
   const MlpShape& s = config.shape;
+  // Each unit's padding: to a multiple of N, by less than N.
+  std::string padding;
+  for (const Unit& u : units(config.stage, s, n))
+    if (config.stage != Stage::dp && (u.padded < u.count || u.padded - u.count >= std::size_t(n) ||
+                                      u.shard * std::size_t(n) != u.padded))
+      padding = fmt::format("{} parameters padded to {}, shards of {}", u.count, u.padded, u.shard);
+  comm.check("each unit is padded to N equal shards by fewer than N elements", padding.empty(),
+             padding);
   // The model state on the ledger equals the formula, category by category.
-  const StateBytes want = state_bytes(config.stage, s, n);
+  const StateBytes want = expected_state(config.stage, s, n);
   comm.check(
       fmt::format("model state after a step = {} bytes per parameter (with padding), by category",
                   bytes_per_param_formula(config.stage)),
@@ -374,12 +407,12 @@ void check_state(Comm& comm, const Config& config, const Run& run) {
 // every rank holds (`mine`, my part). Every rank sends rank 0 its part; rank 0 puts the model
 // together, computes the step's summed gradient there with its bound's inputs
 // (reference_gradient), and sends each rank its part of them: [sum, magnitude, float32] in my
-// part's layout, then the loss.
+// part's layout, then my share of the loss, then the loss.
 std::vector<double> step_reference(Comm& comm, const Config& config, int k,
                                    const std::vector<float>& mine) {
   const int n = comm.size(), me = comm.rank();
   const std::size_t len = mine.size();
-  std::vector<double> out(3 * len + 1, 0.0);
+  std::vector<double> out(3 * len + 2, 0.0);
   if (me != 0) {
     comm.send(View<const float>{mine.data(), len, Device::cpu}, 0, kTagWeights);
     comm.recv(View<double>{out.data(), out.size(), Device::cpu}, 0, kTagWeights);
@@ -401,13 +434,14 @@ std::vector<double> step_reference(Comm& comm, const Config& config, int k,
   const StepGradient g = reference_gradient(config, n, whole, k);
   for (int r = n - 1; r >= 0; --r) {  // rank 0's last: it is `out`
     const std::vector<std::int64_t>& pos = at[std::size_t(r)];
-    std::vector<double> theirs(3 * pos.size() + 1, 0.0);
+    std::vector<double> theirs(3 * pos.size() + 2, 0.0);
     for (std::size_t i = 0; i < pos.size(); ++i)
       if (pos[i] >= 0) {
         theirs[i] = g.sum[std::size_t(pos[i])];
         theirs[pos.size() + i] = g.magnitude[std::size_t(pos[i])];
         theirs[2 * pos.size() + i] = g.float32[std::size_t(pos[i])];
       }
+    theirs[3 * pos.size()] = g.shares[std::size_t(r)];
     theirs.back() = g.loss;
     if (r == 0)
       out = std::move(theirs);
@@ -462,6 +496,10 @@ void StepChecks::operator()(int k, const StepState& before, const StepState& giv
   // kLossFloat32 = 1e-3 leaves a factor of 50 over that.
   if (comm_.rank() == 0)
     losses_.add(loss - want.back(), {kLossFloat32 * std::fabs(want.back()), 0});
+  // Every rank, its own share of the loss, with the same model: a wrong count in its mean (its own
+  // samples', say, where the whole batch's belongs) shows here even where the shares' errors
+  // cancel in the sum.
+  shares_.add(given.loss - want[3 * len], {kLossFloat32 * std::fabs(want[3 * len]), 0});
   ++steps_;
 }
 
@@ -500,6 +538,10 @@ StepReport StepChecks::finish(const std::string& what) {
                             "error <= {})",
                             every, kLossFloat32),
                 losses_.ok() && steps_ == config_.steps, losses_.detail("float32 forward", "-"));
+  comm_.check(fmt::format("{}: my share of its loss (my samples' squared errors over the whole "
+                          "batch's count) equals float64's (relative error <= {})",
+                          every, kLossFloat32),
+              shares_.ok() && steps_ == config_.steps, shares_.detail("float32 forward", "-"));
   return {gradient_.worst_share(), update_.worst_share(), moments_.worst_share(),
           losses_.worst_share()};
 }
@@ -545,12 +587,30 @@ void train_and_check(Comm& comm, const Config& config, const Step& step, Outcome
     from_dp = std::isnan(d) ? INFINITY : std::max(from_dp, d);
   }
   comm.check("my master weights' padding stays 0", padding_zero);
+  // My bf16 weights after the last step: my master weights rounded, by the reference's own
+  // rounding (model::round_to_bf16, not BFloat16's).
+  std::string unrounded = run.weights16.size() == run.master.size()
+                              ? ""
+                              : fmt::format("{} bf16 weights for {} master weights",
+                                            run.weights16.size(), run.master.size());
+  for (std::size_t i = 0; i < run.master.size() && unrounded.empty(); ++i)
+    if (double(run.weights16[i]) != model::round_to_bf16(run.master[i]))
+      unrounded = fmt::format("element {}: master {:.9g}, bf16 {:.9g}, rounded {:.9g}", i,
+                              run.master[i], run.weights16[i], model::round_to_bf16(run.master[i]));
+  comm.check(
+      "my bf16 weights are my master weights rounded to nearest (ties to even), bit for "
+      "bit",
+      unrounded.empty(), unrounded);
   comm.check("activations are not sharded: my activation peak equals plain data parallel's",
              run.activations_peak == dp.activations_peak,
              fmt::format("{} B against {} B", run.activations_peak, dp.activations_peak));
+  // Plain data parallel here is dp_step on the same Replica: this compares the sharding with
+  // no sharding, not the recipe (the step checks above hold that to float64's).
   if (config.deterministic)
-    comm.check("my master weights equal plain data parallel's bit for bit", from_dp == 0.0,
-               fmt::format("max |error| {:.3g}", from_dp));
+    comm.check(
+        "my master weights equal plain data parallel's bit for bit (the same replica "
+        "unsharded: the sharding alone)",
+        from_dp == 0.0, fmt::format("max |error| {:.3g}", from_dp));
   const StepReport w = checks.finish("");
   if (me != 0) return;
   outcome.steps = w;

@@ -61,7 +61,7 @@ class StepChecks {
   Comm& comm_;
   const Config& config_;
   std::vector<std::int64_t> positions_;  // my part's place in the flat vector (-1: padding)
-  ErrorBound gradient_, update_, moments_, losses_;
+  ErrorBound gradient_, update_, moments_, losses_, shares_;
   int steps_ = 0;
   std::vector<float> first_gradient_;  // step 1's summed gradient, my part
   bool starts_ok_ = true, complete_ = true;
