@@ -231,7 +231,8 @@ void check_communication(RunResult& r, const Config& config, const Outcome& outc
         "trace:\n");
     fmt::print(
         "  r0 sent {} = {:.3f} x Psi x 2 bytes; formula {} x (N-1)/N = {:.3f}\n"
-        "  (ZeRO's paper, section 7, counts {} per step, in parameters: Psi per reduce-scatter and\n"
+        "  (ZeRO's paper, section 7, counts {} per step, in parameters: Psi per reduce-scatter "
+        "and\n"
         "  per all-gather, what each rank sends, (N-1)/N rounded to 1)\n",
         format_bytes(double(t[0].bytes_sent)), double(t[0].bytes_sent) / psi_bytes,
         step_bytes_formula(stage), (stage == Stage::zero3 ? 3.0 : 2.0) * (n - 1) / n,
