@@ -237,6 +237,10 @@ if(TARGET 11_pipeline_microbatching)
                         --no-sweep)
     distlab_lesson_test(lesson.${l11}.mpi2-zb-h1 ${l11} verified 2 2 --schedule zb-h1 --microbatches 4 --no-sweep)
   endif()
+  # Each schedule's trace against its paper's order, listed by hand at P = 4, M = 8.
+  add_test(NAME lesson.${l11}.paper-orders COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson11_paper.sh
+           $<TARGET_FILE:${l11}>)
+  set_tests_properties(lesson.${l11}.paper-orders PROPERTIES LABELS lesson TIMEOUT 120)
   add_test(NAME lesson.${l11}.trace-order COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson11_trace.sh
            $<TARGET_FILE:${l11}> ${out}/lesson11-order)
   set_tests_properties(lesson.${l11}.trace-order PROPERTIES LABELS lesson TIMEOUT 120)

@@ -16,7 +16,9 @@
 //                before waits for) and W (the weights', which nobody waits for); the
 //                W's fill the bubble                                                 3M/(3M+P-1)
 // 57% at P = 4, M = 4 under GPipe and 1F1B; 73% interleaved with v = 2; 80% zero bubble.
-// GPipe keeps the activations of all M micro-batches until their backward; 1F1B at most P - r at
+// GPipe as run here keeps the activations of all M micro-batches until their backward (the GPipe
+// paper re-materialises by default: each stage keeps only its input per micro-batch and reruns
+// its forward in the backward, trading a forward's compute for the memory); 1F1B at most P - r at
 // stage r, so it needs less memory for the same bubble; zero bubble P on every stage (1F1B's
 // peak) and the gradients each I keeps for its W; interleaving more, for its v-times bubble.
 // Smaller micro-batches shrink the bubble but each costs a fixed overhead (a kernel launch, a
@@ -106,6 +108,72 @@ std::string letters(const std::vector<Op>& ops, int chunks, std::size_t most) {
   }
   if (ops.size() > most) out += " ...";
   return out;
+}
+
+// The papers' orders at P = 4 stages and M = 8 micro-batches (interleaved: v = 2 chunks; naive:
+// M = 1), written out by hand from each paper's rule, not from pipeline.cpp's generator (which
+// drives the run):
+//   GPipe (Huang et al. 2019, fig. 2c): every forward, then the backwards last micro-batch first.
+//   1F1B (PipeDream-Flush, Narayanan et al. 2021, fig. 4): stage r runs P - r - 1 forwards, then
+//     a forward and a backward in turn, then the backwards left.
+//   interleaved (ibid., fig. 4; Megatron's schedule): forwards in groups of P micro-batches per
+//     chunk, chunk 0 then chunk 1; backwards the same groups, the last chunk first; stage r warms
+//     up with 2(P - r - 1) + (v - 1)P forwards, then 1F1B.
+//   ZB-H1 (Qi et al. 2023, fig. 3): stage r runs P - r forwards, then I (the input's gradient),
+//     the W held back r places, and a forward in turn; the W's left at the end.
+struct PaperOrders {
+  Schedule schedule;
+  int P, M, v;
+  std::vector<const char*> stages;  // stage r's order in letters()'s notation
+};
+const std::vector<PaperOrders>& paper_orders() {
+  static const std::vector<PaperOrders> all = {
+      {Schedule::naive, 4, 1, 1, {"F0 B0", "F0 B0", "F0 B0", "F0 B0"}},
+      {Schedule::gpipe,
+       4,
+       8,
+       1,
+       {"F0 F1 F2 F3 F4 F5 F6 F7 B7 B6 B5 B4 B3 B2 B1 B0",
+        "F0 F1 F2 F3 F4 F5 F6 F7 B7 B6 B5 B4 B3 B2 B1 B0",
+        "F0 F1 F2 F3 F4 F5 F6 F7 B7 B6 B5 B4 B3 B2 B1 B0",
+        "F0 F1 F2 F3 F4 F5 F6 F7 B7 B6 B5 B4 B3 B2 B1 B0"}},
+      {Schedule::one_f_one_b,
+       4,
+       8,
+       1,
+       {"F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
+        "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
+        "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+        "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"}},
+      {Schedule::interleaved,
+       4,
+       8,
+       2,
+       {"F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 F6.0 B0.1 F7.0 B1.1 F4.1 B2.1 "
+        "F5.1 B3.1 F6.1 B0.0 F7.1 B1.0 B2.0 B3.0 B4.1 B5.1 B6.1 B7.1 B4.0 B5.0 B6.0 B7.0",
+        "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 B0.1 F5.0 B1.1 F6.0 B2.1 F7.0 B3.1 "
+        "F4.1 B0.0 F5.1 B1.0 F6.1 B2.0 F7.1 B3.0 B4.1 B5.1 B6.1 B7.1 B4.0 B5.0 B6.0 B7.0",
+        "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 B0.1 F3.1 B1.1 F4.0 B2.1 F5.0 B3.1 F6.0 B0.0 "
+        "F7.0 B1.0 F4.1 B2.0 F5.1 B3.0 F6.1 B4.1 F7.1 B5.1 B6.1 B7.1 B4.0 B5.0 B6.0 B7.0",
+        "F0.0 F1.0 F2.0 F3.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 F3.1 B3.1 F4.0 B0.0 F5.0 B1.0 "
+        "F6.0 B2.0 F7.0 B3.0 F4.1 B4.1 F5.1 B5.1 F6.1 B6.1 F7.1 B7.1 B4.0 B5.0 B6.0 B7.0"}},
+      {Schedule::zb_h1,
+       4,
+       8,
+       1,
+       {"F0 F1 F2 F3 I0 W0 F4 I1 W1 F5 I2 W2 F6 I3 W3 F7 I4 W4 I5 W5 I6 W6 I7 W7",
+        "F0 F1 F2 I0 F3 I1 W0 F4 I2 W1 F5 I3 W2 F6 I4 W3 F7 I5 W4 I6 W5 I7 W6 W7",
+        "F0 F1 I0 F2 I1 F3 I2 W0 F4 I3 W1 F5 I4 W2 F6 I5 W3 F7 I6 W4 I7 W5 W6 W7",
+        "F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 F5 I5 W2 F6 I6 W3 F7 I7 W4 W5 W6 W7"}},
+  };
+  return all;
+}
+// The hand-listed orders for this run's schedule, P, M and v; nullptr where none is listed.
+const PaperOrders* paper_orders_for(const Shape& pipe, int P) {
+  for (const PaperOrders& o : paper_orders())
+    if (o.schedule == pipe.schedule && o.P == P && o.M == pipe.micro && o.v == pipe.chunks)
+      return &o;
+  return nullptr;
 }
 
 struct Setup {
@@ -599,8 +667,8 @@ int main(int argc, char** argv) {
   lesson.set_text(
       "Pipeline parallelism cuts the model's layers into P stages, one per rank. Naively only one "
       "stage works at a time (utilisation 1/P). With M micro-batches the stages overlap: "
-      "M/(M+P-1). GPipe runs all forwards then all backwards and holds M micro-batches' "
-      "activations; 1F1B alternates after a warm-up and holds at most P. Interleaving v model "
+      "M/(M+P-1). GPipe runs all forwards then all backwards and, without recomputation, holds M "
+      "micro-batches' activations; 1F1B alternates after a warm-up and holds at most P. Interleaving v model "
       "chunks per rank shrinks the bubble v times; zero bubble splits each backward into the "
       "input's gradient and the weights', and fills the bubble with the weights'.",
       "Timeline: the forward and backward spans form the pipeline diagram; the gaps are the "
@@ -786,7 +854,26 @@ int main(int argc, char** argv) {
           v > 1 ? ", F3.1: through chunk 1" : "");
       for (const std::string& line : orders) fmt::print("{}\n", line);
     }
-    r.check("every stage ran its schedule's passes in order (from the trace)", orders_ok);
+    // The trace's orders against the generator's (pipeline::order_of, which drove the run: a wrong
+    // schedule there passes this), and where the papers' orders are listed by hand (P = 4, M = 8;
+    // paper_orders), against those.
+    r.check(
+        "every stage ran the passes order_of gives, in order (from the trace; the run's own "
+        "generator)",
+        orders_ok);
+    if (const PaperOrders* paper = paper_orders_for(pipe, P)) {
+      std::string differs;
+      for (int k = 0; k < P && differs.empty(); ++k) {
+        const std::string seen = letters(f.order[std::size_t(k)], v, std::size_t(-1));
+        if (seen != paper->stages[std::size_t(k)])
+          differs = fmt::format("stage {}: the trace ran {}, the paper's is {}", k, seen,
+                                paper->stages[std::size_t(k)]);
+      }
+      r.check(fmt::format("every stage ran {}'s order from its paper, listed by hand for P = {}, "
+                          "M = {} (from the trace)",
+                          to_string(pipe.schedule), P, M),
+              differs.empty(), differs);
+    }
     r.check(
         "every stage's activation peak = its order walked with each micro-batch's activations "
         "(and the gradients an I keeps for its W)",
