@@ -668,7 +668,8 @@ int main(int argc, char** argv) {
       "Pipeline parallelism cuts the model's layers into P stages, one per rank. Naively only one "
       "stage works at a time (utilisation 1/P). With M micro-batches the stages overlap: "
       "M/(M+P-1). GPipe runs all forwards then all backwards and, without recomputation, holds M "
-      "micro-batches' activations; 1F1B alternates after a warm-up and holds at most P. Interleaving v model "
+      "micro-batches' activations; 1F1B alternates after a warm-up and holds at most P. "
+      "Interleaving v model "
       "chunks per rank shrinks the bubble v times; zero bubble splits each backward into the "
       "input's gradient and the weights', and fills the bubble with the weights'.",
       "Timeline: the forward and backward spans form the pipeline diagram; the gaps are the "
