@@ -147,17 +147,20 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
              "backward sent", "formula each");
   const auto fwd = r.traffic(o.forward.first, o.forward.last),
              bwd = r.traffic(o.backward.first, o.backward.last);
-  bool one_each = true, bytes_ok = true;
+  bool one_each = true, bytes_ok = true, nothing_else = true;
   for (int k = 0; k < n; ++k) {
     int g = 0, f = 0;
+    std::uint64_t sent = 0;  // every message of the whole run, whatever its step or phase
     for (const SpanEvent& e : r.logs[std::size_t(k)].spans) {
       g += e.kind == SpanEvent::Kind::plain && e.name == kGPhase;
       f += e.kind == SpanEvent::Kind::plain && e.name == kFPhase;
+      if (e.kind == SpanEvent::Kind::send) sent += e.bytes;
     }
     const std::uint64_t want = coll::ring_chunked_traffic(k, n, elements).sent * sizeof(float);
     one_each = one_each && g == 1 && f == 1;
     bytes_ok = bytes_ok && fwd[std::size_t(k)].bytes_sent == want &&
                bwd[std::size_t(k)].bytes_sent == want;
+    nothing_else = nothing_else && sent == 2 * want;
     fmt::print("  {:>4}  {:>4}  {:>4}  {:>14}  {:>14}  {:>14}\n", fmt::format("r{}", k), g, f,
                format_bytes(double(fwd[std::size_t(k)].bytes_sent)),
                format_bytes(double(bwd[std::size_t(k)].bytes_sent)), format_bytes(double(want)));
@@ -170,6 +173,12 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
       "exactly one all-reduce in forward (g) and one in backward (f) on every rank, from the trace",
       one_each);
   r.check("every rank's bytes in forward and in backward equal one ring all-reduce's", bytes_ok);
+  // The phases' names count the collectives the code meant; the messages count what it sent: a
+  // collective outside g and f (an extra all-reduce, a gather) adds bytes here.
+  r.check(
+      "every rank's whole run sends those two all-reduces' bytes and nothing else (every "
+      "message in the trace)",
+      nothing_else);
 
   // Weights: 1/N of the unsplit layer's (plus what is replicated) on every rank's ledger.
   const std::uint64_t split = unsplit_bytes - replicated_bytes;
