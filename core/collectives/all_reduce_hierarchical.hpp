@@ -11,7 +11,9 @@
 // Each rank sends 2(N-1)/N S in all, as the flat chunked ring, but only 2(M-1)/N S of it between
 // nodes, in 2(M-1) steps, where the flat ring's last rank of each node sends its whole 2(N-1)/N S
 // to the next node, in 2(N-1) steps: (N-1)/(M-1) times the bytes and the steps on that link.
-// NCCL and MPI libraries do this on multi-node machines.
+// MPI libraries (Open MPI's HAN, MPICH's and MVAPICH2's SMP-aware all-reduce) and Horovod's
+// hierarchical all-reduce do this on multi-node machines; NCCL's defaults are the ring and its
+// double tree, whose rings and trees cross each node in a chain of its GPUs instead.
 //   cost: 2(G-1) + 2(M-1) steps; 2(G-1)/G S + 2(M-1)/N S moved; (G-1)/G S + (M-1)/N S added
 // The buffer is cut into N fine chunks (Partition): chunk l of the node's ring is the fine chunks
 // [l M, (l + 1) M), and the cross-node ring's chunk j of local index l is fine chunk l M + j.

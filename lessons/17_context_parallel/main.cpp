@@ -122,8 +122,9 @@ struct Reference {
 
 // The error model. A float32 dot product of K terms is off by at most K eps of the sum of its
 // terms' absolute values if every rounding goes the same way; independent roundings add up like
-// a random walk: beyond lambda sqrt(K) eps only with a probability below 2 exp(-lambda^2 / 2)
-// (Higham and Mary, 2019), below 1e-13 per element for lambda = 8. In units of eps:
+// a random walk: beyond lambda sqrt(K) eps only with a probability below
+// 2K exp(-lambda^2 (1-u)^2 / 2) (Higham and Mary, 2019, theorem 2.4: u = eps, the unit
+// roundoff), about 2.5e-14 K per element for lambda = 8. In units of eps:
 //   E(A B) = sqrt(K) |A| |B| + E(A) |B| + |A| E(B)                (Q, K, V, dO exact: E = 0)
 // Scores s: E(s) = sqrt(d) |Q| |K|^T / sqrt(d) + 2 |s| (the product, and 1/sqrt(d) in float32).
 // Online softmax: each term exp(s - m_t) is rescaled by up to C (chunks) factors exp(m_t - m'),
@@ -512,9 +513,11 @@ int main(int argc, char** argv) {
         }
         return double(top) * n / double(sum);
       };
+      // 2N/(N+1) where N blocks of B tokens divide S evenly; uneven blocks are off it.
       fmt::print(
-          "  busiest rank / average (formula): contiguous {:.2f} = 2N/(N+1), zig-zag {:.2f}\n",
-          balance(false), balance(true));
+          "  busiest rank / average (formula): contiguous {:.2f} ({} = {:.2f} with N equal "
+          "blocks), zig-zag {:.2f}\n",
+          balance(false), "2N/(N+1)", 2.0 * n / (n + 1), balance(true));
       fmt::print("  this run: the busiest rank computes {}, the least busy {}\n", most, least);
       // Every step ends when its busiest rank does (the next block comes from it), so a pass
       // takes the sum over the steps of the busiest rank's work. Contiguous: step 0 is every
