@@ -758,6 +758,14 @@ if(TARGET 17_context_parallel)
   set_tests_properties(usage.17.seq PROPERTIES LABELS lesson)
 endif()
 
+# The mutation sweep's list still applies to the code, three of its mutations are killed, and a
+# survivor fails the sweep (tests/mutate_smoke.sh; the whole sweep is scripts/mutate.sh, not CI's).
+if(TARGET 03_reduce_broadcast)
+  add_test(NAME mutate.smoke COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mutate_smoke.sh ${CMAKE_BINARY_DIR}
+                                     ${CMAKE_BINARY_DIR}/mutate-smoke)
+  set_tests_properties(mutate.smoke PROPERTIES LABELS lesson TIMEOUT 900 COST 40)
+endif()
+
 # --break: every lesson's classic bugs, each caught by the lesson's own checks (tests/breaks.sh
 # holds the table of variants and the check that must fail for each), and one under mpiexec,
 # where every process switches the bug on from its own arguments.
