@@ -123,7 +123,7 @@ struct Reference {
 // The error model. A float32 dot product of K terms is off by at most K eps of the sum of its
 // terms' absolute values if every rounding goes the same way; independent roundings add up like
 // a random walk: beyond lambda sqrt(K) eps only with a probability below
-// 2K exp(-lambda^2 (1-u)^2 / 2) (Higham and Mary, 2019, theorem 2.4: u = eps, the unit
+// 2K exp(-lambda^2 (1-u)^2 / 2) (Higham and Mary, 2019; u = eps, the unit
 // roundoff), about 2.5e-14 K per element for lambda = 8. In units of eps:
 //   E(A B) = sqrt(K) |A| |B| + E(A) |B| + |A| E(B)                (Q, K, V, dO exact: E = 0)
 // Scores s: E(s) = sqrt(d) |Q| |K|^T / sqrt(d) + 2 |s| (the product, and 1/sqrt(d) in float32).
