@@ -547,10 +547,11 @@ int main(int argc, char** argv) {
     const int unit = int(c.layers) / P * 2 * 2 * (s.mesh.tp - 1) + 1;
     // A step's summed gradient, my 1/dp of my stage's (`got`), against one device's at the same
     // weights (`want`, the whole flat vector), each tensor within gradient_bound() of its own
-    // largest |g| (tensor_bounds): a small tensor's error is not hidden under the model's largest.
+    // largest |g| (`bounds`, tensor_bounds): a small tensor's error is not hidden under the
+    // model's largest.
     const auto check_gradient = [&](int step, const std::vector<float>& got,
-                                    const Eigen::VectorXd& want) {
-      const std::vector<double> bounds = tensor_bounds(layout, want, gradient_bound(s));
+                                    const Eigen::VectorXd& want,
+                                    const std::vector<double>& bounds) {
       double worst = 0, at_bound = 0;  // the worst |error| / its tensor's bound, and that bound
       std::string where = "-";
       for (std::size_t t = 0; t < layout.parts().size(); ++t) {
@@ -662,7 +663,9 @@ int main(int argc, char** argv) {
       View<float> my_params = params.view().sub(shard.begin(mine), shard.size(mine));
       View<float> my_grads = grads.view().sub(shard.begin(mine), shard.size(mine));
       // Step 1's gradient, summed over dp and the micro-batches, against one device's.
-      if (k == 0) check_gradient(1, to_host(View<const float>(my_grads)), ref->first_gradient);
+      if (k == 0)
+        check_gradient(1, to_host(View<const float>(my_grads)), ref->first_gradient,
+                       tensor_bounds(layout, ref->first_gradient, gradient_bound(s)));
       if (k + 1 == s.steps) {
         last_grads = to_host(View<const float>(my_grads));
         m_before = to_host(adam.m());
@@ -771,7 +774,9 @@ int main(int argc, char** argv) {
     }
     world.recorder().set_enabled(tracing);
     const Eigen::Map<const Eigen::VectorXd> want_g(last_g.data(), Eigen::Index(total));
-    if (s.steps > 1) check_gradient(s.steps, last_grads, want_g);
+    // Each tensor's bound on the last step's gradient error: the gradient check's and Adam's.
+    const std::vector<double> dgs = tensor_bounds(layout, want_g, gradient_bound(s));
+    if (s.steps > 1) check_gradient(s.steps, last_grads, want_g, dgs);
     if (layout.last_stage()) {  // the loss there: one float32 forward at the same weights
       const double want = last_g[total];
       world.check(fmt::format("dp {} pp {} tp {}: step {}'s loss equals one device's at the "
@@ -783,7 +788,6 @@ int main(int argc, char** argv) {
     // Adam's update of my 1/dp, from my weights and moments before it with one device's gradient
     // there (model::adam_step_bound: the gradient's interval through the step, and float32's
     // roundings).
-    const std::vector<double> dgs = tensor_bounds(layout, want_g, gradient_bound(s));
     const std::vector<float> m_after = to_host(adam.m()), v_after = to_host(adam.v());
     ErrorBound update, moments;
     for (std::size_t t = 0; t < layout.parts().size(); ++t) {
