@@ -317,8 +317,10 @@ void draw_real_run(const TraceModel& m, const RealRun& run) {
                       : "in the order the files were given (no distributedInfo)");
     std::string_view from = in.extra_json("collectives_from");
     if (from.size() >= 2) from = from.substr(1, from.size() - 2);
-    fact("collectives", fmt::format("{} matched by order in their group, from {}; {} with sizes",
-                                    run.calls.size(), from, run.sized_calls));
+    fact("collectives",
+         fmt::format("{} matched by content within their group, from {}; {} with sizes",
+                     run.calls.size(), from, run.sized_calls));
+    if (!in.files_note.empty()) fact("files", in.files_note);
     std::string offsets;
     for (std::size_t r = 0; r < in.clock_offset_us.size(); ++r)
       offsets += fmt::format("{}r{} {:+.1f} us", r ? ", " : "", r, in.clock_offset_us[r]);
@@ -328,9 +330,37 @@ void draw_real_run(const TraceModel& m, const RealRun& run) {
                        : std::string("not aligned: a rank shares no collective with rank 0"));
     ImGui::EndTable();
   }
-  if (run.disagreeing_calls)
-    ImGui::TextColored(kBad, "%d calls where ranks ran different collectives (a hang starts there)",
-                       run.disagreeing_calls);
+  if (run.hang_calls)
+    ImGui::TextColored(kBad,
+                       "%d calls some rank never made while its trace ran on past them: a hang "
+                       "would start at the first",
+                       run.hang_calls);
+  if (run.partial_calls)
+    ImGui::TextDisabled("%d calls outside some rank's window or dropped from its trace (no hang)",
+                        run.partial_calls);
+  if (run.no_kernel_calls)
+    ImGui::TextDisabled("%d calls with no kernel in some rank's window, kept from the CPU side",
+                        run.no_kernel_calls);
+  ImGui::TextDisabled("per phase: calls, bytes, the ranks' mean time in them, of it exposed");
+  if (ImGui::BeginTable("phases", 5, kTable)) {
+    for (const char* h : {"phase", "calls", "bytes", "time", "exposed"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const PhaseStats& p : run.phases) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(p.name.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", p.calls);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(p.sized_calls ? bytes_text(static_cast<double>(p.bytes)).c_str()
+                                           : "?");
+      for (double v : {p.time_us, p.exposed_us}) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(us_text(v).c_str());
+      }
+    }
+    ImGui::EndTable();
+  }
   if (run.slowest_rank >= 0) {
     const RankRunStats& slow = run.ranks[static_cast<std::size_t>(run.slowest_rank)];
     ImGui::TextColored(kBad, "slowest rank: rank %d, last at %d of %zu calls; the others waited %s",
@@ -338,9 +368,9 @@ void draw_real_run(const TraceModel& m, const RealRun& run) {
                        us_text(slow.caused_us).c_str());
   }
   ImGui::TextDisabled("worst collectives: the others' wait for the last rank");
-  if (ImGui::BeginTable("worst", 8, kTable)) {
-    for (const char* h :
-         {"collective", "size S", "last", "late", "waits", "transfer", "algbw", "busbw"})
+  if (ImGui::BeginTable("worst", 10, kTable)) {
+    for (const char* h : {"collective", "size S", "last", "late", "waits", "transfer", "algbw",
+                          "busbw", "phase", "size from"})
       ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
     const std::vector<int> worst = worst_calls(run);
@@ -366,11 +396,16 @@ void draw_real_run(const TraceModel& m, const RealRun& run) {
       ImGui::TextUnformatted(bandwidth_text(c.algbw).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(bandwidth_text(c.busbw).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(std::string(call.phase ? m.str(call.phase) : "other").c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(call.bytes >= 0 ? std::string(m.str(call.size_from)).c_str() : "-");
     }
     ImGui::EndTable();
   }
   if (run.sized_calls == 0)
-    ImGui::TextDisabled("no sizes in this trace (PyTorch 1.x records none): no bandwidth");
+    ImGui::TextDisabled(
+        "no sizes in this trace (no comms args, no Input Dims with a dtype): no bandwidth");
   ImGui::TextDisabled("per rank: communication %s", run.gpu ? "vs computation on its GPU streams"
                                                             : "vs computation on its CPU threads");
   if (ImGui::BeginTable("real ranks", 8, kTable)) {

@@ -42,11 +42,14 @@ namespace distlab::viewer {
 // distlab::Error naming the file that did not load.
 TraceModel parse_trace_set(const std::vector<std::string_view>& texts,
                            const std::vector<std::string>& names);
-// Each path a file, or a folder of .json files (trace_files).
+// Each path a file, or a folder of .json and .json.gz files (trace_files); a file may be
+// gzipped.
 TraceModel load_trace_set(const std::vector<std::string>& paths);
-// The files a path names: itself, or a folder's .json files in natural order (rank2 before
-// rank10); throws when a folder holds none.
-std::vector<std::string> trace_files(const std::string& path);
+// The files a path names: itself, or a folder's .json and .json.gz files in natural order
+// (rank2 before rank10); throws when a folder holds none. A folder of several runs' files
+// (some rank's distributedInfo in more than one) gives the last file of each rank by name
+// (Kineto's names end in the time they were written), and `note` says which it took.
+std::vector<std::string> trace_files(const std::string& path, std::string* note = nullptr);
 
 // What a command line's trace paths open, one entry per document: a distlab (or other Chrome)
 // trace alone; PyTorch profiler traces given one after another together, as one run; a folder

@@ -48,6 +48,16 @@ struct CallStats {
   double max_wait_us = 0;         // the longest wait: the straggler's lateness
   double transfer_us = 0;         // the straggler's time in the call
   double algbw = -1, busbw = -1;  // bytes per second; -1 when S is unknown
+  double exposed_us = 0;          // the ranks' mean time in the call not under computation
+};
+
+// The calls of one phase (pytorch_trace.hpp "phase": forward, backward, optimizer, other).
+struct PhaseStats {
+  std::string name;
+  int calls = 0, sized_calls = 0;
+  std::int64_t bytes = 0;  // S summed over the calls whose size is known
+  double time_us = 0;      // summed over calls: the ranks' mean time in each
+  double exposed_us = 0;   // summed over calls: the mean part of that not under computation
 };
 
 struct RankRunStats {
@@ -62,10 +72,13 @@ struct RealRun {
   bool present = false;          // a PyTorch run (info.source), with at least one matched call
   std::vector<CallStats> calls;  // in model.collectives' order
   std::vector<RankRunStats> ranks;
-  int slowest_rank = -1;      // the rank that caused the most waiting; -1 when none did
-  int sized_calls = 0;        // calls whose size the trace gives
-  int disagreeing_calls = 0;  // calls whose ranks ran different collectives
-  bool gpu = false;           // computation read from GPU streams
+  int slowest_rank = -1;    // the rank that caused the most waiting; -1 when none did
+  int sized_calls = 0;      // calls whose size the trace gives
+  int hang_calls = 0;       // calls some rank never made while its trace ran on past them
+  int partial_calls = 0;    // calls missing from some rank's window or dropped from its trace
+  int no_kernel_calls = 0;  // calls some rank kept from its CPU side: no kernel in the window
+  std::vector<PhaseStats> phases;  // in order of first appearance
+  bool gpu = false;                // computation read from GPU streams
 };
 
 RealRun analyze_real_run(const TraceModel& model);

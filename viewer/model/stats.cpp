@@ -156,6 +156,8 @@ const char* to_string(Pattern p) {
       return "scatter";
     case Pattern::all_to_all:
       return "all-to-all";
+    case Pattern::send_recv:
+      return "send-recv";
   }
   return "?";
 }
@@ -165,9 +167,9 @@ Pattern parse_pattern(std::string_view name) {
   for (char c : name)
     if (c != '_' && c != '-' && c != ' ')
       s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (Pattern p :
-       {Pattern::all_reduce, Pattern::reduce_scatter, Pattern::all_gather, Pattern::reduce,
-        Pattern::broadcast, Pattern::gather, Pattern::scatter, Pattern::all_to_all}) {
+  for (Pattern p : {Pattern::all_reduce, Pattern::reduce_scatter, Pattern::all_gather,
+                    Pattern::reduce, Pattern::broadcast, Pattern::gather, Pattern::scatter,
+                    Pattern::all_to_all, Pattern::send_recv}) {
     std::string n;
     for (const char* c = to_string(p); *c; ++c)
       if (*c != '-') n += *c;
@@ -190,6 +192,7 @@ double bus_factor(Pattern p, int ranks) {
       return (n - 1) / n;
     case Pattern::reduce:
     case Pattern::broadcast:
+    case Pattern::send_recv:  // nccl-tests' sendrecv: busbw = algbw
       return 1;
     case Pattern::unknown:
       return 0;

@@ -83,7 +83,8 @@ enum class Pattern : std::uint8_t {
   broadcast,
   gather,
   scatter,
-  all_to_all  // a real run's (pytorch_trace.hpp); a lesson's buffers are never classified so
+  all_to_all,  // a real run's (pytorch_trace.hpp); a lesson's buffers are never classified so
+  send_recv    // a real run's matched send and receive (pipeline parallelism)
 };
 const char* to_string(Pattern p);              // "all-reduce", ...; "?" for unknown
 Pattern parse_pattern(std::string_view name);  // "allreduce", "all_reduce", "all-reduce", ...

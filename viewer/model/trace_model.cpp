@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "core/base/check.hpp"
 #include "core/trace/format.hpp"
+#include "viewer/model/gzip.hpp"
 #include "viewer/model/pytorch_trace.hpp"
 
 namespace distlab::viewer {
@@ -134,6 +136,67 @@ int clamp_int(std::int64_t v) {
   return static_cast<int>(std::clamp<std::int64_t>(v, INT32_MIN, INT32_MAX));
 }
 
+// An integer written as a number or as text ("337"); nullopt otherwise.
+std::optional<std::int64_t> as_int_or_text(od::value v) {
+  if (auto s = as_string(v)) {
+    const std::string text(*s);
+    char* end = nullptr;
+    const long long i = std::strtoll(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end) return std::nullopt;
+    return i;
+  }
+  return as_int(v);
+}
+
+// A value's text: a string's contents, else its JSON ("[0, 1]" either way).
+std::string_view as_text(od::value v) {
+  if (auto s = as_string(v)) return *s;
+  std::string_view raw;
+  if (simdjson::to_json_string(v).get(raw)) return {};
+  return raw;
+}
+
+// The elements of one "Input Dims" entry (OpInputs::elems): a tensor's dims multiply, a list
+// of tensors' elements add up; -1 for anything else, a negative dim or an overflow.
+std::int64_t dims_elems(od::array dims, int depth) {
+  std::int64_t product = 1, sum = 0;
+  bool numbers = false, lists = false, bad = false;
+  for (auto item : dims) {
+    od::value v;
+    if (other_type(item.get(v))) {
+      bad = true;
+      continue;
+    }
+    od::array inner;
+    if (v.type() == od::json_type::number) {
+      numbers = true;
+      const std::optional<std::int64_t> d = as_int(v);
+      if (!d || *d < 0 || __builtin_mul_overflow(product, *d, &product)) bad = true;
+    } else if (depth < 4 && !other_type(v.get_array().get(inner))) {
+      lists = true;
+      const std::int64_t e = dims_elems(inner, depth + 1);
+      if (e < 0 || __builtin_add_overflow(sum, e, &sum)) bad = true;
+    } else {
+      bad = true;
+    }
+  }
+  if (bad || (numbers && lists)) return -1;
+  return lists ? sum : product;
+}
+
+// Whether an op's recorded inputs are worth keeping: c10d's collectives, record_param_comms
+// and the backends' annotations (nccl:all_reduce, gloo:broadcast).
+bool is_collective_op(std::string_view name) {
+  return name.starts_with("c10d::") || name.starts_with("nccl:") || name.starts_with("gloo:") ||
+         name == "record_param_comms";
+}
+
+// Whether a span's "correlation" is worth keeping: an NCCL kernel's, or a launch's (the
+// kernel's CPU side: cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernelEx).
+bool keeps_correlation(std::string_view name) {
+  return name.starts_with("nccl") || name.find("aunch") != std::string_view::npos;
+}
+
 // ---- 2. Builder -----------------------------------------------------------------------------
 
 // Everything one event may carry, whatever order its fields come in.
@@ -150,6 +213,8 @@ struct EventFields {
   bool message_args = false;
   bool phase_args = false;  // op, micro, stage, chunk or text: kept on a compute span too
   bool comms_args = false;  // a PyTorch collective's args: kept too
+  OpInputs inputs;          // a collective op's recorded inputs (kept for those only)
+  bool has_inputs = false;
   std::string_view arg_name;
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
@@ -335,7 +400,21 @@ class Builder {
         a.group_size = clamp_int(as_int(v).value_or(-1));
       else if (key == "Process Group Name")
         a.group = intern(as_string(v).value_or(""));
-      else if (key == "sort_index")
+      else if (key == "Process Group Ranks")
+        a.group_ranks = intern(as_text(v));
+      else if (key == "In split size")
+        a.in_split = intern(as_text(v));
+      else if (key == "Out split size")
+        a.out_split = intern(as_text(v));
+      else if (key == "Seq")
+        a.seq = as_int_or_text(v).value_or(-1);
+      else if (key == "Src Rank" || key == "Dst Rank")
+        a.peer = clamp_int(as_int_or_text(v).value_or(-1));
+      else if (key == "correlation")
+        a.correlation = as_int(v).value_or(-1);
+      else if (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs") {
+        if (f.name.empty() || is_collective_op(f.name)) read_inputs(key, v, f);
+      } else if (key == "sort_index")
         f.sort_index = as_int(v);
       else if (key == "total_bytes")
         f.mem_total = as_int(v).value_or(0);
@@ -346,6 +425,34 @@ class Builder {
       }
     }
     if (f.step) a.step = clamp_int(*f.step);
+  }
+
+  // One of a collective op's "Input Dims", "Input type" or "Concrete Inputs" (OpInputs).
+  void read_inputs(std::string_view key, od::value v, EventFields& f) {
+    od::array list;
+    if (other_type(v.get_array().get(list))) return;
+    f.has_inputs = true;
+    OpInputs& in = f.inputs;
+    if (key == "Input Dims") {
+      for (auto item : list) {
+        od::value iv;
+        od::array dims;
+        if (other_type(item.get(iv)) || other_type(iv.get_array().get(dims)))
+          in.elems.push_back(-1);
+        else
+          in.elems.push_back(dims_elems(dims, 0));
+      }
+    } else {
+      for (auto item : list) {
+        od::value iv;
+        std::string_view text;
+        if (!other_type(item.get(iv))) text = as_string(iv).value_or("");
+        if (key == "Input type")
+          in.types.push_back(intern(text));
+        else
+          in.concrete.emplace_back(text);
+      }
+    }
   }
 
   std::uint32_t lane_of(int pid, int tid) {
@@ -369,10 +476,17 @@ class Builder {
     s.lane = lane_of(pid, tid);
     s.name = name;
     s.kind = kind;
-    if (f && (f->message_args || f->phase_args || f->comms_args || f->margs.msg ||
-              kind != SpanKind::compute)) {
+    const bool inputs = f && f->has_inputs && is_collective_op(f->name);
+    const bool correlation = f && f->margs.correlation >= 0 && keeps_correlation(f->name);
+    if (f && (f->message_args || f->phase_args || f->comms_args || f->margs.msg || inputs ||
+              correlation || kind != SpanKind::compute)) {
       s.args = static_cast<std::int32_t>(m.span_args.size());
       m.span_args.push_back(f->margs);
+      if (!correlation) m.span_args.back().correlation = -1;
+      if (inputs) {
+        m.span_args.back().inputs = static_cast<std::int32_t>(m.op_inputs.size());
+        m.op_inputs.push_back(f->inputs);
+      }
     }
     m.spans.push_back(s);
   }
@@ -862,6 +976,11 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
         } else if (key == "otherData") {
           od::object other;
           if (!other_type(field.value().get_object().get(other))) b.read_other(other);
+        } else if (key == "baseTimeNanoseconds") {
+          // Newer Kineto writes ts relative to this (the host's clock at the start, in ns).
+          std::string_view raw;
+          if (!simdjson::to_json_string(field.value()).get(raw))
+            b.m.info.extra["base_time_ns"] = std::string(raw);
         } else if (key == "distributedInfo") {
           od::object dist;
           if (!other_type(field.value().get_object().get(dist))) read_distributed_info(dist, b.m);
@@ -882,6 +1001,26 @@ void read_trace(simdjson::padded_string_view json, Builder& b) {
                     b.m.info.schema_version, kTraceSchemaVersion));
 }
 
+// A gzipped file inflated into simdjson's padded buffer, sized from the gzip trailer (one copy
+// more when that length is wrong: several members, or past 4 GiB).
+simdjson::padded_string read_gzip_file(const std::string& path) {
+  simdjson::padded_string text;
+  std::size_t used = 0;
+  std::string spill;
+  const std::size_t total = gunzip_file(
+      path, [&](std::size_t n) { text = simdjson::padded_string(n); },
+      [&](const char* d, std::size_t n) {
+        const std::size_t fit = used < text.size() ? std::min(n, text.size() - used) : 0;
+        std::memcpy(text.data() + used, d, fit);
+        used += fit;
+        if (fit < n) spill.append(d + fit, n - fit);
+      });
+  if (total == text.size()) return text;
+  std::string whole(text.data(), used);
+  whole += spill;
+  return simdjson::padded_string(whole);
+}
+
 // Reads and finishes one text (or file): a distlab or Chrome trace, or one rank's file.
 TraceModel finish_model(Builder& b) {
   if (b.one_rank) b.name_rank_lanes();
@@ -900,12 +1039,16 @@ TraceModel parse_with(std::string_view json, bool one_rank) {
 // Memory (target: a peak of at most 3x the file): the file is read once, straight into simdjson's
 // padded buffer, and that buffer and the parser's structural index (4 bytes per JSON token,
 // about as large as the file again) are freed before finish() builds messages and sorts.
+// A gzipped file (tensorboard_trace_handler(use_gzip=True): *.pt.trace.json.gz) is inflated
+// into that buffer instead.
 TraceModel load_with(const std::string& path, bool one_rank) {
   Builder b;
   b.one_rank = one_rank;
   {
     simdjson::padded_string text;
-    if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS)
+    if (is_gzip_file(path))
+      text = read_gzip_file(path);
+    else if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS)
       throw Error(fmt::format("cannot open trace {}: no such file, or not readable", path));
     try {
       read_trace(text, b);
@@ -916,8 +1059,9 @@ TraceModel load_with(const std::string& path, bool one_rank) {
   return finish_model(b);
 }
 
-// The first bytes of a file, for looks_like_pytorch.
+// The first bytes of a file, for looks_like_pytorch (of a gzipped file, the first inflated).
 std::string file_head(const std::string& path) {
+  if (is_gzip_file(path)) return gzip_file_head(path, 64 * 1024);
   std::ifstream in(path, std::ios::binary);
   std::string head(64 * 1024, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
@@ -936,16 +1080,28 @@ bool looks_like_pytorch(std::string_view head) {
   return false;
 }
 
+std::string file_head_text(const std::string& path) {
+  return file_head(path);
+}
+
 bool file_looks_like_pytorch(const std::string& path) {
   return looks_like_pytorch(file_head(path));
 }
 
 TraceModel parse_trace_model(std::string_view json) {
+  if (is_gzip(json)) {
+    const std::string text = gunzip(json);
+    return parse_trace_model(text);
+  }
   if (looks_like_pytorch(json.substr(0, 64 * 1024))) return parse_trace_set({json}, {"trace"});
   return parse_with(json, false);
 }
 
 TraceModel parse_rank_file(std::string_view json) {
+  if (is_gzip(json)) {
+    const std::string text = gunzip(json);
+    return parse_with(text, true);
+  }
   return parse_with(json, true);
 }
 

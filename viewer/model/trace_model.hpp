@@ -63,6 +63,29 @@ struct SpanArgs {
   std::uint32_t dtype = 0;       // string table index: "Float", "BFloat16", ...
   std::int32_t group_size = -1;
   std::int64_t in_elems = -1, out_elems = -1;
+  // Newer PyTorch's comms args: "Seq" (the call's number in its group), "Process Group Ranks"
+  // ("[0, 1]"), "In split size" / "Out split size" ("[2, 6]"); a send's "Dst Rank" and a
+  // recv's "Src Rank" are `peer`. 0 / -1 when absent.
+  std::int64_t seq = -1;
+  std::uint32_t group_ranks = 0, in_split = 0, out_split = 0;  // string table indices
+  // A kernel's and its launch's "correlation" (Kineto pairs a cudaLaunchKernel with the kernel
+  // it launched by it); kept on NCCL's kernels and on launches only. -1 when absent.
+  std::int64_t correlation = -1;
+  std::int32_t inputs = -1;  // a collective op's recorded inputs: TraceModel::op_inputs
+};
+
+// What PyTorch's profiler recorded of a collective op's inputs (record_shapes; kept for
+// c10d's ops, record_param_comms and the nccl:/gloo: annotations only), one entry per position:
+//   elems     the elements of the tensor or tensor list there ("Input Dims": [4, 2048, 4096] is
+//             one tensor of 33554432, [[2, 3], [4]] a list of two, summed: 10; [] a 0-d tensor:
+//             1); -1 where the position holds no tensor
+//   types     "Input type" (string table): a dtype ("c10::Half", "float"), "TensorList",
+//             "Scalar", "ScalarList", or ""
+//   concrete  "Concrete Inputs": a scalar's value as text ("337", "[2, 6]"), "" for others
+struct OpInputs {
+  std::vector<std::int64_t> elems;
+  std::vector<std::uint32_t> types;
+  std::vector<std::string> concrete;
 };
 
 // 32 bytes; the args of message spans live beside, in TraceModel::span_args.
@@ -167,6 +190,7 @@ struct TraceMeta {
   std::string source;  // "pytorch" for profiler traces, else ""
   std::vector<std::string> rank_files;
   std::string rank_origin;
+  std::string files_note;  // a folder of several runs' files: which it took, and why
   std::vector<double> clock_offset_us;
   double clock_error_us = -1;  // -1: the clocks were not aligned (no collective in common)
   // extra[key], or "" when the trace has no such field.
@@ -176,17 +200,41 @@ struct TraceMeta {
   }
 };
 
-// One collective of a real run, matched across the ranks of its group (real_run.hpp): the
-// k-th call of its process group on every rank that has one.
+// Why a rank has no span in a matched call (pytorch_trace.hpp "matching").
+enum class Absence : std::uint8_t {
+  present,         // it has one
+  not_member,      // it is not in the call's group (or not the pair of a send/recv)
+  outside_window,  // the call lies before the start or after the end of the rank's trace
+  dropped,         // the rank called the group's later collectives: this one is missing from
+                   // its trace (a sampled window), not a hang
+  not_called,      // the rank's trace runs on past the call and it never called it nor any
+                   // later collective of the group: where a hang would start
+};
+const char* to_string(Absence a);
+
+// One collective of a real run, matched across the ranks of its group (pytorch_trace.hpp).
 struct CollectiveCall {
-  std::uint32_t name = 0;   // string table index: the collective ("all-reduce", "barrier")
+  std::uint32_t name = 0;   // string table index: "all-reduce", "all-to-all", "send-recv", ...
   std::uint32_t group = 0;  // string table index: its process group, 0 = the default one
   int index = 0;            // its order within the group, from 0
-  // Per rank (index into ranks): the call's span, -1 when the rank has none in this group.
-  std::vector<std::int32_t> spans;
-  std::int64_t bytes = -1;  // S, nccl-tests' message size; -1 when the trace gives no sizes
-  int group_size = 0;       // the ranks that called it
-  bool names_agree = true;  // every rank's k-th call is the same collective
+  // Per rank (index into ranks): the call's timed span (its NCCL kernel or gloo span when the
+  // window has one, else its CPU side), -1 when the rank has none; its CPU side (the c10d op,
+  // record_param_comms or nccl: annotation), -1 when none; and why a span is missing.
+  std::vector<std::int32_t> spans, cpu_spans;
+  std::vector<Absence> absent;
+  std::int64_t bytes = -1;      // S, nccl-tests' message size; -1 when the trace gives no sizes
+  std::uint32_t size_from = 0;  // string table index: where S came from ("comms args",
+                                // "shapes of nccl:all_reduce"); 0 when unknown
+  int group_size = 0;           // the group's ranks (from the args, else those that called it)
+  std::uint32_t group_size_from = 0;  // string table index: "Group size", "Process Group
+                                      // Ranks", "record_param_comms" or 0 (the ranks present)
+  int present = 0;                    // ranks with a span
+  std::int64_t seq = -1;              // PyTorch's sequence number in its group; -1 when none
+  std::uint32_t splits = 0;           // string table index: an all-to-all's split sizes, as given
+  std::uint32_t phase = 0;  // string table index: "forward", "backward", "optimizer", "other"
+  int profiler_step = -1;   // N of the ProfilerStep#N it ran in; -1 when none
+  int no_kernel = 0;        // ranks whose call has no kernel in the window (kept from the CPU)
+  int missing(Absence why) const;  // ranks absent for that reason
 };
 
 struct TraceModel {
@@ -196,6 +244,7 @@ struct TraceModel {
   std::vector<Lane> lanes;
   std::vector<Span> spans;
   std::vector<SpanArgs> span_args;
+  std::vector<OpInputs> op_inputs;                // SpanArgs::inputs indexes it
   std::vector<Message> messages;                  // by send time
   std::vector<StepFrame> steps;                   // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
@@ -238,6 +287,8 @@ TraceModel load_trace_model(const std::string& path);
 // (pytorch_trace.hpp loads those: one file per rank, collectives matched, clocks aligned).
 bool looks_like_pytorch(std::string_view head);
 bool file_looks_like_pytorch(const std::string& path);  // its first 64 KiB do
+// A file's first 64 KiB (inflated when it is gzipped).
+std::string file_head_text(const std::string& path);
 
 // One rank's file of a run traced one file per rank: every process and thread in it becomes a
 // lane of a single rank (pid 1; string pids such as PyTorch's "CPU functions" included), flow
