@@ -58,7 +58,8 @@ Alignment band_align(const std::vector<AlignCall>& a, const std::vector<AlignCal
       Cell& c = at(i, j);
       if (i > 0 && j > 0 && inside(i - 1, j - 1)) {
         const Cell& p = at(i - 1, j - 1);
-        const AlignCall &x = a[static_cast<std::size_t>(i - 1)], &y = b[static_cast<std::size_t>(j - 1)];
+        const AlignCall &x = a[static_cast<std::size_t>(i - 1)],
+                        &y = b[static_cast<std::size_t>(j - 1)];
         if (p.gaps != std::numeric_limits<int>::max() && compatible(x, y)) {
           const double t = std::min(0.5, std::abs(x.time - (y.time + offset)) / scale);
           if (better(p.gaps, p.cost + t, c)) c = Cell{p.gaps, p.cost + t, 1};
@@ -112,7 +113,8 @@ Alignment seq_align(const std::vector<AlignCall>& a, const std::vector<AlignCall
   int j = 0;  // b's calls before j are placed
   for (std::size_t i = 0; i < a.size(); ++i) {
     auto it = in_b.find(a[i].seq);
-    if (it != in_b.end() && it->second >= j && compatible(a[i], b[static_cast<std::size_t>(it->second)])) {
+    if (it != in_b.end() && it->second >= j &&
+        compatible(a[i], b[static_cast<std::size_t>(it->second)])) {
       for (; j < it->second; ++j) out.path.push_back({-1, j}), ++out.gaps;
       out.path.push_back({static_cast<int>(i), j++});
     } else {
@@ -128,7 +130,8 @@ double pair_offset(const std::vector<AlignCall>& a, const std::vector<AlignCall>
                    const Alignment& al, double fallback) {
   std::vector<double> d;
   for (const auto& [i, j] : al.path)
-    if (i >= 0 && j >= 0) d.push_back(a[static_cast<std::size_t>(i)].time - b[static_cast<std::size_t>(j)].time);
+    if (i >= 0 && j >= 0)
+      d.push_back(a[static_cast<std::size_t>(i)].time - b[static_cast<std::size_t>(j)].time);
   return d.empty() ? fallback : median(std::move(d));
 }
 

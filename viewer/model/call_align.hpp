@@ -39,8 +39,8 @@ bool compatible(const AlignCall& a, const AlignCall& b);
 struct Alignment {
   // The path: (i, j) a pair, (i, -1) a's call alone, (-1, j) b's call alone; in order.
   std::vector<std::pair<int, int>> path;
-  int gaps = 0;         // calls alone, both sides
-  double offset = 0;    // ta - tb: the median over pairs (prior when there are none)
+  int gaps = 0;       // calls alone, both sides
+  double offset = 0;  // ta - tb: the median over pairs (prior when there are none)
 };
 
 Alignment align_calls(const std::vector<AlignCall>& a, const std::vector<AlignCall>& b,

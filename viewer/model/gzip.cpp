@@ -40,12 +40,14 @@ std::size_t inflate_all(std::string_view in, std::size_t limit, const std::strin
       rc = inflate(&z, Z_NO_FLUSH);
       if (rc == Z_BUF_ERROR && z.avail_in == 0 && pos + z.total_in < in.size()) {
         z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + pos + z.total_in));
-        z.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size() - pos - z.total_in, 1u << 30));
+        z.avail_in =
+            static_cast<uInt>(std::min<std::size_t>(in.size() - pos - z.total_in, 1u << 30));
         continue;
       }
       if (rc != Z_OK && rc != Z_STREAM_END)
-        throw Error(fmt::format("{} is not a whole gzip stream ({}); it may be cut short", what,
-                                z.msg ? z.msg : (rc == Z_BUF_ERROR ? "it ends early" : "zlib error")));
+        throw Error(
+            fmt::format("{} is not a whole gzip stream ({}); it may be cut short", what,
+                        z.msg ? z.msg : (rc == Z_BUF_ERROR ? "it ends early" : "zlib error")));
       const std::size_t out = buf.size() - z.avail_out;
       total += out;
       if (total > limit)
@@ -82,8 +84,9 @@ bool is_gzip_file(const std::string& path) {
 
 std::string gunzip(std::string_view bytes, std::size_t limit) {
   std::string out;
-  inflate_all(bytes, limit, "the trace",
-              [&](const unsigned char* d, std::size_t n) { out.append(reinterpret_cast<const char*>(d), n); });
+  inflate_all(bytes, limit, "the trace", [&](const unsigned char* d, std::size_t n) {
+    out.append(reinterpret_cast<const char*>(d), n);
+  });
   return out;
 }
 
@@ -110,7 +113,8 @@ std::string gzip_file_head(const std::string& path, std::size_t bytes) {
 
 std::string gzip(std::string_view text) {
   z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
     throw Error("zlib could not start deflating");
   std::string out(deflateBound(&z, static_cast<uLong>(text.size())) + 64, '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));

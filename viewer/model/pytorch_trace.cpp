@@ -189,17 +189,18 @@ void append_rank(TraceModel& run, TraceModel&& part, int rank, const std::string
     s->name = map[s->name];
     if (s->args >= 0) s->args += args0;
   }
-  const auto inputs0 = static_cast<std::int32_t>(run.op_inputs.size());
+  const auto torch0 = static_cast<std::int32_t>(run.torch_args.size());
   run.span_args.insert(run.span_args.end(), part.span_args.begin(), part.span_args.end());
   for (auto a = run.span_args.begin() + args0; a != run.span_args.end(); ++a) {
-    for (std::uint32_t* field : {&a->buffer, &a->group, &a->op, &a->text, &a->collective, &a->dtype,
-                                 &a->group_ranks, &a->in_split, &a->out_split})
+    for (std::uint32_t* field :
+         {&a->buffer, &a->group, &a->op, &a->text, &a->collective, &a->dtype})
       *field = map[*field];
-    if (a->inputs >= 0) a->inputs += inputs0;
+    if (a->torch >= 0) a->torch += torch0;
   }
-  for (OpInputs& in : part.op_inputs) {
-    for (std::uint32_t& t : in.types) t = map[t];
-    run.op_inputs.push_back(std::move(in));
+  for (TorchArgs& t : part.torch_args) {
+    for (std::uint32_t* field : {&t.group_ranks, &t.in_split, &t.out_split}) *field = map[*field];
+    for (std::uint32_t& type : t.types) type = map[type];
+    run.torch_args.push_back(std::move(t));
   }
   run.events += part.events;  // the extent comes after alignment (align_clocks)
   part = TraceModel{};        // its memory back before the next rank's is copied

@@ -52,11 +52,12 @@ int kernel_dtype_bytes(std::string_view kernel) {
   // NCCL's names: ncclDevKernel_AllReduce_Sum_f16_RING_LL (2.19 on), and
   // ncclKernel_AllReduce_RING_LL_Sum_float (before): the dtype is one '_'-separated word.
   static const std::map<std::string_view, int> sizes = {
-      {"i8", 1},     {"u8", 1},      {"int8_t", 1},   {"uint8_t", 1},  {"i32", 4},
-      {"u32", 4},    {"int32_t", 4}, {"uint32_t", 4}, {"i64", 8},      {"u64", 8},
-      {"int64_t", 8}, {"uint64_t", 8}, {"f16", 2},   {"half", 2},     {"bf16", 2},
-      {"__nv_bfloat16", 2}, {"f32", 4}, {"float", 4}, {"f64", 8},     {"double", 8},
-      {"f8e4m3", 1}, {"f8e5m2", 1},   {"__nv_fp8_e4m3", 1}, {"__nv_fp8_e5m2", 1}};
+      {"i8", 1},     {"u8", 1},     {"int8_t", 1},        {"uint8_t", 1},
+      {"i32", 4},    {"u32", 4},    {"int32_t", 4},       {"uint32_t", 4},
+      {"i64", 8},    {"u64", 8},    {"int64_t", 8},       {"uint64_t", 8},
+      {"f16", 2},    {"half", 2},   {"bf16", 2},          {"__nv_bfloat16", 2},
+      {"f32", 4},    {"float", 4},  {"f64", 8},           {"double", 8},
+      {"f8e4m3", 1}, {"f8e5m2", 1}, {"__nv_fp8_e4m3", 1}, {"__nv_fp8_e5m2", 1}};
   std::size_t pos = 0;
   while (pos < kernel.size()) {
     std::size_t end = kernel.find('_', pos);
@@ -135,12 +136,13 @@ std::vector<int> int_list(std::string_view text) {
 
 // What the spans of one call record, before sizes and groups are worked out (section 3).
 struct Gathered {
-  std::string op;            // c10d's op without "c10d::" and underscores: "allgatherbase"
-  std::string collective;    // canonical
+  std::string op;                   // c10d's op without "c10d::" and underscores: "allgatherbase"
+  std::string collective;           // canonical
   const SpanArgs* comms = nullptr;  // record_param_comms' (or a kernel's) comms args
-  const OpInputs* op_inputs = nullptr;     // the c10d op's
-  const OpInputs* param_inputs = nullptr;  // record_param_comms'
-  const OpInputs* annotation = nullptr;    // nccl:... / gloo:...'s
+  const TorchArgs* comms_torch = nullptr;   // and the rest of them
+  const TorchArgs* op_inputs = nullptr;     // the c10d op's
+  const TorchArgs* param_inputs = nullptr;  // record_param_comms'
+  const TorchArgs* annotation = nullptr;    // nccl:... / gloo:...'s
   std::string annotation_name;
   std::vector<std::int64_t> launches;  // correlations of the launches inside
 };
@@ -185,17 +187,17 @@ bool root_candidate(const TraceModel& m, const Span& s, std::string& collective)
 void gather(const TraceModel& m, const Span& s, Gathered& g) {
   const std::string_view name = m.str(s.name);
   const SpanArgs* a = m.args(s);
-  const OpInputs* in =
-      a && a->inputs >= 0 ? &m.op_inputs[static_cast<std::size_t>(a->inputs)] : nullptr;
+  const TorchArgs* in = m.torch(s);
   if (name.starts_with("c10d::")) {
     if (g.op.empty()) g.op = squeeze(name.substr(6)), g.op_inputs = in;
   } else if (name == "record_param_comms") {
-    if (a && (a->in_elems >= 0 || a->out_elems >= 0 || a->collective) && !g.comms) g.comms = a;
+    if (a && (a->in_elems >= 0 || a->out_elems >= 0 || a->collective) && !g.comms)
+      g.comms = a, g.comms_torch = in;
     if (in && !g.param_inputs) g.param_inputs = in;
   } else if (name.starts_with("nccl:") || name.starts_with("gloo:")) {
     if (!g.annotation) g.annotation = in, g.annotation_name = std::string(name);
   }
-  if (a && a->correlation >= 0 && !is_nccl_kernel(name)) g.launches.push_back(a->correlation);
+  if (in && in->correlation >= 0 && !is_nccl_kernel(name)) g.launches.push_back(in->correlation);
 }
 
 // ---- 3. sizes, groups and peers ------------------------------------------------------------
@@ -204,10 +206,10 @@ void gather(const TraceModel& m, const Span& s, Gathered& g) {
 struct ParamPositions {
   int seq, pg, rank, in_split, out_split, world, start = -1, stride = -1;
 };
-std::optional<ParamPositions> param_positions(const TraceModel& m, const OpInputs& in) {
-  const bool tensors = !in.elems.empty() && in.elems[0] >= 0 && !in.types.empty() &&
-                       (m.str(in.types[0]).find("Tensor") != std::string_view::npos ||
-                        is_dtype(m.str(in.types[0])));
+std::optional<ParamPositions> param_positions(const TraceModel& m, const TorchArgs& in) {
+  const bool tensors =
+      !in.elems.empty() && in.elems[0] >= 0 && !in.types.empty() &&
+      (m.str(in.types[0]).find("Tensor") != std::string_view::npos || is_dtype(m.str(in.types[0])));
   const int o = tensors ? 1 : 0, k = static_cast<int>(in.concrete.size()) - o;
   if (k == 7) return ParamPositions{o, o + 1, o + 2, o + 4, o + 5, o + 6};
   if (k == 9 || k == 10) return ParamPositions{o, o + 1, o + 2, o + 4, o + 5, o + 8, o + 6, o + 7};
@@ -240,8 +242,12 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
   const std::string collective(m.str(call.name));
   // The group: comms args, else record_param_comms' Concrete Inputs.
   const SpanArgs* comms = g.comms;
+  const TorchArgs* more = g.comms_torch;
   const SpanArgs* kargs = kernel ? m.args(*kernel) : nullptr;
-  if (!comms && kargs && (kargs->in_elems >= 0 || kargs->out_elems >= 0)) comms = kargs;
+  if (!comms && kargs && (kargs->in_elems >= 0 || kargs->out_elems >= 0))
+    comms = kargs, more = m.torch(*kernel);
+  static const TorchArgs none;
+  if (!more) more = &none;
   std::optional<ParamPositions> pos;
   if (g.param_inputs) pos = param_positions(m, *g.param_inputs);
   const std::vector<std::string>* concrete = g.param_inputs ? &g.param_inputs->concrete : nullptr;
@@ -255,15 +261,16 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
     call.group = comms->group;
     if (comms->group_size > 0)
       call.group_size = comms->group_size, call.group_size_from = intern(m, ids, "Group size");
-    call.group_ranks = int_list(m.str(comms->group_ranks));
+    call.group_ranks = int_list(m.str(more->group_ranks));
     if (call.group_size <= 0 && !call.group_ranks.empty())
       call.group_size = static_cast<int>(call.group_ranks.size()),
       call.group_size_from = intern(m, ids, "Process Group Ranks");
-    call.seq = comms->seq;
+    call.seq = more->seq;
     if (comms->peer >= 0) call.peer = comms->peer;  // Src / Dst Rank: global already
-    if (comms->in_split || comms->out_split)
-      call.splits = intern(m, ids, fmt::format("in {} out {}", m.str(comms->in_split),
-                                               m.str(comms->out_split)));
+    auto given = [&](std::uint32_t id) { return id && m.str(id) != "[]"; };
+    if (given(more->in_split) || given(more->out_split))
+      call.splits = intern(
+          m, ids, fmt::format("in {} out {}", m.str(more->in_split), m.str(more->out_split)));
   }
   if (pos) {
     if (call.seq < 0) call.seq = to_int(concrete_at(pos->seq)).value_or(-1);
@@ -275,17 +282,19 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
       if (!pg.empty() && call.group_size > 0) {
         auto [it, fresh] = keys.ordinal.try_emplace(pg, 0);
         if (fresh) it->second = keys.next[call.group_size]++;
-        call.group = intern(m, ids, call.group_size == 1
-                                        ? fmt::format("1-rank #{} of rank {}", it->second, rank)
+        call.group =
+            intern(m, ids,
+                   call.group_size == 1 ? fmt::format("1-rank #{} of rank {}", it->second, rank)
                                         : fmt::format("{}-rank #{}", call.group_size, it->second));
       }
     }
-    if (is_point_to_point(collective))
+    if (is_point_to_point(collective))  // the c10d op's own dst / src argument comes first
       peer_in_group = static_cast<int>(to_int(concrete_at(pos->rank)).value_or(-1));
     const std::int64_t start = to_int(concrete_at(pos->start)).value_or(-1),
                        stride = to_int(concrete_at(pos->stride)).value_or(-1);
     if (call.group_ranks.empty() && start >= 0 && stride > 0 && world > 0)
-      for (int i = 0; i < world; ++i) call.group_ranks.push_back(static_cast<int>(start + i * stride));
+      for (int i = 0; i < world; ++i)
+        call.group_ranks.push_back(static_cast<int>(start + i * stride));
     const std::string_view in = concrete_at(pos->in_split), out = concrete_at(pos->out_split);
     if (!call.splits && ((!in.empty() && in != "[]") || (!out.empty() && out != "[]")))
       call.splits = intern(m, ids, fmt::format("in {} out {}", in, out));
@@ -294,10 +303,10 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
   // an all-to-all's split sizes.
   if (g.op_inputs) {
     const auto& c = g.op_inputs->concrete;
-    if (is_point_to_point(collective) && peer_in_group < 0 && c.size() > 2)
-      peer_in_group = static_cast<int>(to_int(c[2]).value_or(-1));
-    if (g.op == "alltoallbase" && c.size() > 4 && !call.splits &&
-        (c[3] != "[]" || c[4] != "[]") && !c[3].empty())
+    if (is_point_to_point(collective) && c.size() > 2 && to_int(c[2]))
+      peer_in_group = static_cast<int>(*to_int(c[2]));
+    if (g.op == "alltoallbase" && c.size() > 4 && !call.splits && (c[3] != "[]" || c[4] != "[]") &&
+        !c[3].empty())
       call.splits = intern(m, ids, fmt::format("in {} out {}", c[4], c[3]));
   }
   if (call.peer < 0 && peer_in_group >= 0)
@@ -319,8 +328,11 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
   std::string from;
   if (g.op_inputs) {
     const auto [o, i] = op_positions(g.op);
-    const OpInputs& x = *g.op_inputs;
-    auto elems_at = [&](int p) { return p >= 0 && p < static_cast<int>(x.elems.size()) ? x.elems[static_cast<std::size_t>(p)] : -1; };
+    const TorchArgs& x = *g.op_inputs;
+    auto elems_at = [&](int p) {
+      return p >= 0 && p < static_cast<int>(x.elems.size()) ? x.elems[static_cast<std::size_t>(p)]
+                                                            : -1;
+    };
     in = elems_at(i), out = elems_at(o);
     for (int p : {i, o})
       if (p >= 0 && p < static_cast<int>(x.types.size()) && !element)
@@ -342,8 +354,10 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
         if (!first) first = dtype_bytes(m.str(g.annotation->types[p]));
       }
     if (!element && first) element = first;
-    if (in < 0 && out < 0 && any) in = sum, from = g.annotation_name;
-    else if (any && !from.empty() && from != g.annotation_name) from += " and " + g.annotation_name;
+    if (in < 0 && out < 0 && any)
+      in = sum, from = g.annotation_name;
+    else if (any && !from.empty() && from != g.annotation_name)
+      from += " and " + g.annotation_name;
   }
   // A reducing kernel's name holds the dtype (a copying one's is int8_t: bytes).
   if (!element && kernel &&
@@ -391,7 +405,7 @@ RankTorchCalls find_torch_calls(TraceModel& m, int rank, StringIds& ids) {
         const std::string_view c = a ? m.str(a->collective) : std::string_view{};
         kernels.push_back({static_cast<std::int32_t>(i),
                            c.empty() ? kernel_collective(name) : canonical_collective(c),
-                           a ? a->correlation : -1});
+                           m.torch(s) ? m.torch(s)->correlation : -1});
       } else if (name.starts_with("gloo:")) {
         gloo.push_back({static_cast<std::int32_t>(i), canonical_collective(name.substr(5)), -1});
       }
@@ -454,8 +468,7 @@ RankTorchCalls find_torch_calls(TraceModel& m, int rank, StringIds& ids) {
       if (calls[c].device >= 0) continue;
       const std::string want = kind(gathered[c].collective);
       std::size_t& k = next[want];
-      while (k < devices.size() && (devices[k].claimed || kind(devices[k].collective) != want))
-        ++k;
+      while (k < devices.size() && (devices[k].claimed || kind(devices[k].collective) != want)) ++k;
       if (k < devices.size()) devices[k].claimed = true, calls[c].device = devices[k++].span;
     }
   };
@@ -479,9 +492,11 @@ RankTorchCalls find_torch_calls(TraceModel& m, int rank, StringIds& ids) {
   GroupKeys keys;
   for (std::size_t c = 0; c < calls.size(); ++c) {
     TorchCall& call = calls[c];
-    const Span* kernel = call.device >= 0 && is_nccl_kernel(m.str(m.spans[static_cast<std::size_t>(call.device)].name))
-                             ? &m.spans[static_cast<std::size_t>(call.device)]
-                             : nullptr;
+    const Span* kernel =
+        call.device >= 0 &&
+                is_nccl_kernel(m.str(m.spans[static_cast<std::size_t>(call.device)].name))
+            ? &m.spans[static_cast<std::size_t>(call.device)]
+            : nullptr;
     resolve(m, ids, rank, gathered[c], kernel, keys, call);
     const Span& t = m.spans[static_cast<std::size_t>(call.timed())];
     call.start_time = t.start, call.end_time = t.end();

@@ -65,7 +65,7 @@ struct TorchCall {
   std::int64_t bytes = -1;
   std::uint32_t size_from = 0;
   std::int64_t seq = -1;
-  int peer = -1;            // a send's destination or a recv's source, as a global rank
+  int peer = -1;             // a send's destination or a recv's source, as a global rank
   std::uint32_t splits = 0;  // an all-to-all's split sizes, as the trace gives them
   std::uint32_t phase = 0;
   int step = -1;

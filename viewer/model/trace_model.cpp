@@ -213,8 +213,8 @@ struct EventFields {
   bool message_args = false;
   bool phase_args = false;  // op, micro, stage, chunk or text: kept on a compute span too
   bool comms_args = false;  // a PyTorch collective's args: kept too
-  OpInputs inputs;          // a collective op's recorded inputs (kept for those only)
-  bool has_inputs = false;
+  TorchArgs torch;          // PyTorch's other args (kept for collectives and launches only)
+  bool has_torch = false;
   std::string_view arg_name;
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
@@ -401,17 +401,17 @@ class Builder {
       else if (key == "Process Group Name")
         a.group = intern(as_string(v).value_or(""));
       else if (key == "Process Group Ranks")
-        a.group_ranks = intern(as_text(v));
+        f.torch.group_ranks = intern(as_text(v)), f.has_torch = true;
       else if (key == "In split size")
-        a.in_split = intern(as_text(v));
+        f.torch.in_split = intern(as_text(v)), f.has_torch = true;
       else if (key == "Out split size")
-        a.out_split = intern(as_text(v));
+        f.torch.out_split = intern(as_text(v)), f.has_torch = true;
       else if (key == "Seq")
-        a.seq = as_int_or_text(v).value_or(-1);
+        f.torch.seq = as_int_or_text(v).value_or(-1), f.has_torch = true;
       else if (key == "Src Rank" || key == "Dst Rank")
         a.peer = clamp_int(as_int_or_text(v).value_or(-1));
       else if (key == "correlation")
-        a.correlation = as_int(v).value_or(-1);
+        f.torch.correlation = as_int(v).value_or(-1), f.has_torch = true;
       else if (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs") {
         if (f.name.empty() || is_collective_op(f.name)) read_inputs(key, v, f);
       } else if (key == "sort_index")
@@ -427,12 +427,12 @@ class Builder {
     if (f.step) a.step = clamp_int(*f.step);
   }
 
-  // One of a collective op's "Input Dims", "Input type" or "Concrete Inputs" (OpInputs).
+  // One of a collective op's "Input Dims", "Input type" or "Concrete Inputs" (TorchArgs).
   void read_inputs(std::string_view key, od::value v, EventFields& f) {
     od::array list;
     if (other_type(v.get_array().get(list))) return;
-    f.has_inputs = true;
-    OpInputs& in = f.inputs;
+    f.has_torch = true;
+    TorchArgs& in = f.torch;
     if (key == "Input Dims") {
       for (auto item : list) {
         od::value iv;
@@ -476,16 +476,16 @@ class Builder {
     s.lane = lane_of(pid, tid);
     s.name = name;
     s.kind = kind;
-    const bool inputs = f && f->has_inputs && is_collective_op(f->name);
-    const bool correlation = f && f->margs.correlation >= 0 && keeps_correlation(f->name);
-    if (f && (f->message_args || f->phase_args || f->comms_args || f->margs.msg || inputs ||
-              correlation || kind != SpanKind::compute)) {
+    const bool torch =
+        f && f->has_torch &&
+        (is_collective_op(f->name) || (f->torch.correlation >= 0 && keeps_correlation(f->name)));
+    if (f && (f->message_args || f->phase_args || f->comms_args || f->margs.msg || torch ||
+              kind != SpanKind::compute)) {
       s.args = static_cast<std::int32_t>(m.span_args.size());
       m.span_args.push_back(f->margs);
-      if (!correlation) m.span_args.back().correlation = -1;
-      if (inputs) {
-        m.span_args.back().inputs = static_cast<std::int32_t>(m.op_inputs.size());
-        m.op_inputs.push_back(f->inputs);
+      if (torch) {
+        m.span_args.back().torch = static_cast<std::int32_t>(m.torch_args.size());
+        m.torch_args.push_back(f->torch);
       }
     }
     m.spans.push_back(s);

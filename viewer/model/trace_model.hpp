@@ -63,26 +63,28 @@ struct SpanArgs {
   std::uint32_t dtype = 0;       // string table index: "Float", "BFloat16", ...
   std::int32_t group_size = -1;
   std::int64_t in_elems = -1, out_elems = -1;
-  // Newer PyTorch's comms args: "Seq" (the call's number in its group), "Process Group Ranks"
-  // ("[0, 1]"), "In split size" / "Out split size" ("[2, 6]"); a send's "Dst Rank" and a
-  // recv's "Src Rank" are `peer`. 0 / -1 when absent.
-  std::int64_t seq = -1;
-  std::uint32_t group_ranks = 0, in_split = 0, out_split = 0;  // string table indices
-  // A kernel's and its launch's "correlation" (Kineto pairs a cudaLaunchKernel with the kernel
-  // it launched by it); kept on NCCL's kernels and on launches only. -1 when absent.
-  std::int64_t correlation = -1;
-  std::int32_t inputs = -1;  // a collective op's recorded inputs: TraceModel::op_inputs
+  std::int32_t torch = -1;  // PyTorch's other args of a collective or launch: torch_args
 };
 
-// What PyTorch's profiler recorded of a collective op's inputs (record_shapes; kept for
-// c10d's ops, record_param_comms and the nccl:/gloo: annotations only), one entry per position:
-//   elems     the elements of the tensor or tensor list there ("Input Dims": [4, 2048, 4096] is
-//             one tensor of 33554432, [[2, 3], [4]] a list of two, summed: 10; [] a 0-d tensor:
-//             1); -1 where the position holds no tensor
-//   types     "Input type" (string table): a dtype ("c10::Half", "float"), "TensorList",
-//             "Scalar", "ScalarList", or ""
-//   concrete  "Concrete Inputs": a scalar's value as text ("337", "[2, 6]"), "" for others
-struct OpInputs {
+// The rest of what PyTorch's profiler records of a collective (kept beside SpanArgs, for the
+// collective ops, record_param_comms, the nccl:/gloo: annotations, NCCL's kernels and the
+// launches only): 0 / -1 / empty when absent.
+//   seq, group_ranks, in_split, out_split   newer PyTorch's comms args: "Seq" (the call's
+//             number in its group), "Process Group Ranks" ("[0, 1]"), "In split size" and
+//             "Out split size" ("[2, 6]"), as text in the string table (a send's "Dst Rank" and
+//             a recv's "Src Rank" are SpanArgs::peer)
+//   correlation  a kernel's and its launch's "correlation" (Kineto pairs a cudaLaunchKernel
+//             with the kernel it launched by it)
+//   record_shapes' inputs, one entry per position:
+//     elems     the elements of the tensor or tensor list there ("Input Dims": [4, 2048, 4096]
+//               is one tensor of 33554432, [[2, 3], [4]] a list of two, summed: 10; [] a 0-d
+//               tensor: 1); -1 where the position holds no tensor
+//     types     "Input type" (string table): a dtype ("c10::Half", "float"), "TensorList",
+//               "Scalar", "ScalarList", or ""
+//     concrete  "Concrete Inputs": a scalar's value as text ("337", "[2, 6]"), "" for others
+struct TorchArgs {
+  std::int64_t seq = -1, correlation = -1;
+  std::uint32_t group_ranks = 0, in_split = 0, out_split = 0;
   std::vector<std::int64_t> elems;
   std::vector<std::uint32_t> types;
   std::vector<std::string> concrete;
@@ -244,7 +246,7 @@ struct TraceModel {
   std::vector<Lane> lanes;
   std::vector<Span> spans;
   std::vector<SpanArgs> span_args;
-  std::vector<OpInputs> op_inputs;                // SpanArgs::inputs indexes it
+  std::vector<TorchArgs> torch_args;              // SpanArgs::torch indexes it
   std::vector<Message> messages;                  // by send time
   std::vector<StepFrame> steps;                   // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
@@ -272,6 +274,10 @@ struct TraceModel {
   int rank_of_pid(int pid) const;  // -1 when no rank has that pid
   int max_step() const;            // the last step any message or frame names, 0 when none
   const SpanArgs* args(const Span& s) const { return s.args >= 0 ? &span_args[s.args] : nullptr; }
+  const TorchArgs* torch(const Span& s) const {
+    const SpanArgs* a = args(s);
+    return a && a->torch >= 0 ? &torch_args[static_cast<std::size_t>(a->torch)] : nullptr;
+  }
 };
 
 // Fills step_ids and beat_times from messages, steps and the extent (the loader calls it; a
