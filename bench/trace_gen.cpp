@@ -25,7 +25,10 @@
 // Each rank's clock is its own (rank r's times are r x 1000.25 us ahead), and rank k mod R
 // arrives 5 us late at step k's all-reduce.
 //   distlab_trace_gen --pytorch --events 1000000 --ranks 4 -o DIR
+// --gzip writes them gzipped (rank<R>.pt.trace.json.gz), as tensorboard_trace_handler does with
+// use_gzip=True.
 #include <fmt/format.h>
+#include <zlib.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -194,9 +197,18 @@ struct TorchGen {
 
   static constexpr double kStepUs = 1000.0, kMmUs = 60.0, kReduceUs = 400.0;
 
+  bool gzip = false;  // write rank<R>.pt.trace.json.gz, as tensorboard_trace_handler(use_gzip)
+
   bool write_rank(const std::string& path, int r) {
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    if (!out) return false;
+    std::FILE* out = gzip ? nullptr : std::fopen(path.c_str(), "wb");
+    gzFile zout = gzip ? gzopen(path.c_str(), "wb") : nullptr;
+    if (!out && !zout) return false;
+    auto put = [&](const char* data, std::size_t n) {
+      if (zout)
+        gzwrite(zout, data, static_cast<unsigned>(n));
+      else
+        std::fwrite(data, 1, n, out);
+    };
     fmt::memory_buffer buf;
     bool first = true;
     auto event = [&](std::string_view text) {
@@ -204,7 +216,7 @@ struct TorchGen {
       first = false;
       buf.append(text);
       ++events;
-      if (buf.size() > (1 << 20)) std::fwrite(buf.data(), 1, buf.size(), out), buf.clear();
+      if (buf.size() > (1 << 20)) put(buf.data(), buf.size()), buf.clear();
     };
     fmt::format_to(std::back_inserter(buf),
                    R"({{"schemaVersion":1,"distributedInfo":{{"backend":"nccl","rank":{},)"
@@ -247,8 +259,8 @@ struct TorchGen {
           reduce + late, kReduceUs - late, comms));
     }
     buf.append(std::string_view("\n]}\n"));
-    std::fwrite(buf.data(), 1, buf.size(), out);
-    return std::fclose(out) == 0;
+    put(buf.data(), buf.size());
+    return zout ? gzclose(zout) == Z_OK : std::fclose(out) == 0;
   }
 };
 
@@ -274,10 +286,19 @@ int main(int argc, char** argv) {
   app.add_flag("--pytorch", pytorch,
                "write a real run instead: one PyTorch 2.x profiler trace per rank, rank<R>.json "
                "in the folder -o names");
+  bool gzip = false;
+  app.add_flag("--gzip", gzip,
+               "with --pytorch: gzip each rank's file, rank<R>.pt.trace.json.gz, as "
+               "tensorboard_trace_handler(use_gzip=True) writes them");
   CLI11_PARSE(app, argc, argv);
+  if (gzip && !pytorch) {
+    fmt::print(stderr, "distlab_trace_gen: --gzip goes with --pytorch\n");
+    return 2;
+  }
 
   if (pytorch) {
     TorchGen t;
+    t.gzip = gzip;
     t.ranks = g.ranks;
     t.size = g.size;
     t.steps = std::max<std::int64_t>(1, (events / g.ranks - 3 + 14) / 15);
@@ -285,7 +306,9 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(path, ec);
     for (int r = 0; r < t.ranks; ++r) {
       const std::string file =
-          (std::filesystem::path(path) / fmt::format("rank{}.json", r)).string();
+          (std::filesystem::path(path) /
+           (gzip ? fmt::format("rank{}.pt.trace.json.gz", r) : fmt::format("rank{}.json", r)))
+              .string();
       if (!t.write_rank(file, r)) {
         fmt::print(stderr, "distlab_trace_gen: cannot write {}; give a writable folder\n", file);
         return 2;

@@ -167,3 +167,17 @@ add_test(NAME viewer.torch.describe.pt2
                  -- ${viewer} --describe ${torch}/pt2-comms)
 set_tests_properties(viewer.torch.png.ddp4 viewer.torch.png.files viewer.torch.describe.slow
                      viewer.torch.describe.pt2 PROPERTIES LABELS viewer)
+# The real traces others recorded, opened in place (../shared/real-traces beside the checkout;
+# skipped, saying so, without it): Megatron-LM's 8 ranks described at its first call, HTA's
+# gzipped rank drawn.
+set(real ${CMAKE_SOURCE_DIR}/../shared/real-traces)
+add_test(NAME viewer.real.describe.megatron
+         COMMAND bash ${expect_failure} 0 60
+                 "^caption: step 1 of 92, all-reduce: all-reduce #0 \\(group 8-rank #0\\): rank 0 arrives last.*64.0 MiB \\(shapes of c10d::allreduce and nccl:all_reduce\\), busbw [0-9.]+ GB/s; forward, ProfilerStep#3$"
+                 "^  forward +84 calls"
+                 -- bash -c "test -d '${real}' || { echo 'skipped: no ${real}'; exit 77; }; exec '${viewer}' --describe --step 1 '${real}/astrasim-megatron-tp8'")
+add_test(NAME viewer.real.png.hta-gz
+         COMMAND bash ${expect_failure} 0 60 "wrote .*real-hta.png \\(800x600, step 3.00 of 21"
+                 -- bash -c "test -d '${real}' || { echo 'skipped: no ${real}'; exit 77; }; exec '${viewer}' --png '${out}/real-hta.png' --step 3 --width 800 --height 600 '${real}/hta-single-rank'")
+set_tests_properties(viewer.real.describe.megatron viewer.real.png.hta-gz PROPERTIES
+                     SKIP_RETURN_CODE 77 LABELS viewer)

@@ -329,9 +329,14 @@ void resolve(TraceModel& m, StringIds& ids, int rank, const Gathered& g, const S
   if (g.op_inputs) {
     const auto [o, i] = op_positions(g.op);
     const TorchArgs& x = *g.op_inputs;
-    auto elems_at = [&](int p) {
-      return p >= 0 && p < static_cast<int>(x.elems.size()) ? x.elems[static_cast<std::size_t>(p)]
-                                                            : -1;
+    // A position's elements when it holds a tensor: its Input type a dtype or a TensorList.
+    auto elems_at = [&](int p) -> std::int64_t {
+      if (p < 0 || p >= static_cast<int>(x.elems.size())) return -1;
+      if (p < static_cast<int>(x.types.size())) {
+        const std::string_view t = m.str(x.types[static_cast<std::size_t>(p)]);
+        if (!is_dtype(t) && t.find("Tensor") == std::string_view::npos) return -1;
+      }
+      return x.elems[static_cast<std::size_t>(p)];
     };
     in = elems_at(i), out = elems_at(o);
     for (int p : {i, o})
@@ -442,6 +447,8 @@ RankTorchCalls find_torch_calls(TraceModel& m, int rank, StringIds& ids) {
       open.push_back(i);
     }
   }
+  std::sort(steps.begin(), steps.end(),
+            [](const StepSpan& a, const StepSpan& b) { return a.start < b.start; });
   out.has_kernels = !kernels.empty();
   out.has_cpu_calls = !calls.empty();
 
@@ -500,9 +507,11 @@ RankTorchCalls find_torch_calls(TraceModel& m, int rank, StringIds& ids) {
     resolve(m, ids, rank, gathered[c], kernel, keys, call);
     const Span& t = m.spans[static_cast<std::size_t>(call.timed())];
     call.start_time = t.start, call.end_time = t.end();
+    // The ProfilerStep# span around it: the last to start at or before it (steps do not nest).
     const double at = call.cpu >= 0 ? m.spans[static_cast<std::size_t>(call.cpu)].start : t.start;
-    for (const StepSpan& st : steps)
-      if (at >= st.start && at < st.end) call.step = st.step;
+    auto it = std::upper_bound(steps.begin(), steps.end(), at,
+                               [](double v, const StepSpan& st) { return v < st.start; });
+    if (it != steps.begin() && at < std::prev(it)->end) call.step = std::prev(it)->step;
   }
   std::vector<std::size_t> order(calls.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
