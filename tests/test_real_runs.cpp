@@ -383,3 +383,30 @@ TEST_CASE("real traces: HTA's gzipped rank, comms args and phases", "[.real-trac
   CHECK(forward == 6);    // DDP's broadcasts, in DistributedDataParallel.forward
   CHECK(run.sized_calls == 21);
 }
+
+TEST_CASE("real runs: overlap counts kernels as computation, never copies, fills or waits",
+          "[pytorch]") {
+  // One rank: its all-reduce kernel runs 1000-1100 us (45 us after the call's start at 955);
+  // a GEMM on stream 9 covers its first 40 us, a Memcpy and a Memset its last 60: 40 us hidden,
+  // 60 exposed.
+  std::vector<std::string> ev;
+  long long corr = 0;
+  Call c;
+  c.at = 955;
+  c.world = 1;
+  add_call(ev, c, corr, "Optimizer.step#SGD.step");
+  ev.push_back(
+      R"({"ph": "M", "name": "thread_name", "pid": 0, "tid": 9, "args": {"name": "stream 9"}})");
+  ev.push_back(x("ampere_sgemm_128x64_nn", 960, 80, 0, 9, "kernel"));
+  ev.push_back(x("Memcpy DtoD (Device -> Device)", 1040, 30, 0, 9, "gpu_memcpy"));
+  ev.push_back(x("Memset (Device)", 1070, 30, 0, 9, "gpu_memset"));
+  const TraceModel m = parse_trace_set({file(0, 1, ev)}, {"r0"});
+  const RealRun run = analyze_real_run(m);
+  REQUIRE(run.calls.size() == 1);
+  CHECK(run.calls[0].exposed_us == Approx(60));
+  CHECK(run.ranks[0].hidden_us == Approx(40));
+  REQUIRE(run.phases.size() == 1);
+  CHECK(run.phases[0].name == "optimizer");
+  CHECK(run.phases[0].time_us == Approx(100));
+  CHECK(run.phases[0].exposed_us == Approx(60));
+}
