@@ -117,6 +117,27 @@ TEST_CASE("real runs: calls align by content, so a missing call costs only itsel
   d[4].bytes = 128;  // b's fifth is a's sixth
   const Alignment al2 = align_calls(c, d);
   CHECK(al2.gaps == 1);
+  // Sizes decide where time would mislead: b's clock is one call (1000 us) behind and its
+  // window starts a call late; by time alone b's calls pair with a's first three.
+  const std::vector<AlignCall> e{
+      {1, 64, -1, 0}, {1, 128, -1, 1000}, {1, 64, -1, 2000}, {1, 128, -1, 3000}},
+      f{{1, 128, -1, 0}, {1, 64, -1, 1000}, {1, 128, -1, 2000}};
+  const Alignment al5 = align_calls(e, f);
+  CHECK(al5.gaps == 1);
+  CHECK(al5.path[0] == std::pair<int, int>{0, -1});
+  CHECK(al5.offset == Approx(1000));
+  // Far off the diagonal: 20 calls only b has, 20 both have, 20 only a has. The best
+  // alignment pairs the 20 at a distance of 20 from the diagonal, past the first band's 16.
+  std::vector<AlignCall> g, h;
+  for (int k = 0; k < 20; ++k) h.push_back({2, -1, -1, 10.0 * k});
+  for (int k = 0; k < 20; ++k)
+    g.push_back({1, -1, -1, 1000.0 + k}), h.push_back({1, -1, -1, 1000.0 + k});
+  for (int k = 0; k < 20; ++k) g.push_back({3, -1, -1, 5000.0 + k});
+  const Alignment al6 = align_calls(g, h);
+  CHECK(al6.gaps == 40);
+  int pairs = 0;
+  for (const auto& [i, j] : al6.path) pairs += i >= 0 && j >= 0;
+  CHECK(pairs == 20);
   // Sequence numbers decide alone when every call has one.
   std::vector<AlignCall> s1{{1, -1, 10, 0}, {1, -1, 11, 5}, {1, -1, 12, 9}},
       s2{{1, -1, 11, 500}, {1, -1, 12, 900}};
@@ -147,18 +168,21 @@ TEST_CASE("real runs: sizes from shapes, the group from Concrete Inputs, phases 
     add_call(ev, c, corr, "_ReduceFromModelParallelRegion");
     c.seq = 338;
     c.at = 3000;
-    add_call(ev, c, corr, "autograd::engine::evaluate_function: AddmmBackward0");
+    add_call(ev, c, corr, "## backward ##");
     c.seq = 339;
     c.at = 6000;
     c.dims = "[[1024], [1024]]";  // a list of two tensors: elements add up
     c.type = "float";
     c.kernel = "AllReduce_Sum_f32_RING_LL";
     add_call(ev, c, corr, "Optimizer.step#AdamW.step");
+    c.seq = 340;
+    c.at = 8000;
+    add_call(ev, c, corr, "autograd::engine::evaluate_function: AddmmBackward0");
     texts.push_back(file(r, 2, ev));
   }
   const TraceModel m = parse_trace_set({texts[0], texts[1]}, {"r0", "r1"});
   const RealRun run = analyze_real_run(m);
-  REQUIRE(m.collectives.size() == 3);
+  REQUIRE(m.collectives.size() == 4);
   const CollectiveCall& c0 = m.collectives[0];
   CHECK(c0.bytes == 64ll << 20);
   CHECK(std::string(m.str(c0.size_from)) == "shapes of c10d::allreduce and nccl:all_reduce");
@@ -169,6 +193,7 @@ TEST_CASE("real runs: sizes from shapes, the group from Concrete Inputs, phases 
   CHECK(c0.profiler_step == 3);
   CHECK(std::string(m.str(m.collectives[1].phase)) == "backward");
   CHECK(std::string(m.str(m.collectives[2].phase)) == "optimizer");
+  CHECK(std::string(m.str(m.collectives[3].phase)) == "backward");
   CHECK(m.collectives[2].bytes == 2048 * 4);
   // Timed by the kernel each launched (correlation), not by the CPU side.
   for (const CollectiveCall& c : m.collectives)
@@ -180,7 +205,7 @@ TEST_CASE("real runs: sizes from shapes, the group from Concrete Inputs, phases 
     }
   // busbw = S / t x 2 (n - 1) / n, the kernel's 100 us.
   CHECK(run.calls[0].busbw == Approx((64 << 20) / 100e-6 * 2 * 1 / 2));
-  REQUIRE(run.phases.size() == 3);
+  REQUIRE(run.phases.size() == 3);  // forward, backward (twice), optimizer
   CHECK(run.phases[0].name == "forward");
   CHECK(run.phases[0].bytes == 64ll << 20);
   CHECK_THAT(describe_real_run(m, run), Contains("forward"));
@@ -409,4 +434,25 @@ TEST_CASE("real runs: overlap counts kernels as computation, never copies, fills
   CHECK(run.phases[0].name == "optimizer");
   CHECK(run.phases[0].time_us == Approx(100));
   CHECK(run.phases[0].exposed_us == Approx(60));
+}
+
+TEST_CASE("real runs: a position that holds no tensor gives no size", "[pytorch]") {
+  // An all-to-all whose op recorded its output at 0 and nothing it calls a tensor at 1 (Input
+  // Dims [], Input type ""): the size is the output's (8 x 1024 bfloat16 = 16 KiB), not the
+  // empty position read as one element.
+  std::vector<std::string> ev;
+  long long corr = 0;
+  Call c;
+  c.op = "alltoall_base_";
+  c.annotation = "all_to_all";
+  c.kernel = "SendRecv";
+  c.dims = "[[8, 1024]]";
+  c.type = "c10::BFloat16";
+  c.world = 1;
+  add_call(ev, c, corr);
+  const TraceModel m = parse_trace_set({file(0, 1, ev)}, {"r0"});
+  REQUIRE(m.collectives.size() == 1);
+  CHECK(m.collectives[0].bytes == 8 * 1024 * 2);
+  CHECK(std::string(m.str(m.collectives[0].size_from)) ==
+        "shapes of c10d::alltoallbase and nccl:all_to_all");
 }
