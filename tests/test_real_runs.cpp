@@ -456,3 +456,34 @@ TEST_CASE("real runs: a position that holds no tensor gives no size", "[pytorch]
   CHECK(std::string(m.str(m.collectives[0].size_from)) ==
         "shapes of c10d::alltoallbase and nccl:all_to_all");
 }
+
+TEST_CASE("real runs: groups of one size that the trace does not tell apart are said to mix",
+          "[pytorch]") {
+  // Four ranks in two groups of 2 (Concrete Inputs' world size 2, a pointer per process):
+  // nothing names which ranks share a group, so both fall under "2-rank #0".
+  std::vector<std::string> texts;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::string> ev;
+    long long corr = 0;
+    Call c;
+    c.seq = 1;
+    c.at = 1000;
+    add_call(ev, c, corr);
+    texts.push_back(file(r, 4, ev));
+  }
+  const TraceModel m =
+      parse_trace_set({texts[0], texts[1], texts[2], texts[3]}, {"r0", "r1", "r2", "r3"});
+  const RealRun run = analyze_real_run(m);
+  REQUIRE(m.collectives.size() == 1);
+  CHECK(m.collectives[0].group_size == 2);
+  CHECK(m.collectives[0].present == 4);
+  CHECK(run.merged_group_calls == 1);
+  CHECK_THAT(describe_real_run(m, run), Contains("groups of one size were taken as one"));
+  // The same call on the group's own two ranks: as many ranks as the group holds, nothing mixed.
+  const TraceModel pair = parse_trace_set({texts[0], texts[1]}, {"r0", "r1"});
+  const RealRun one = analyze_real_run(pair);
+  REQUIRE(pair.collectives.size() == 1);
+  CHECK(pair.collectives[0].present == 2);
+  CHECK(one.merged_group_calls == 0);
+  CHECK_THAT(describe_real_run(pair, one), !Contains("groups of one size"));
+}

@@ -338,6 +338,11 @@ void draw_real_run(const TraceModel& m, const RealRun& run) {
   if (run.partial_calls)
     ImGui::TextDisabled("%d calls outside some rank's window or dropped from its trace (no hang)",
                         run.partial_calls);
+  if (run.merged_group_calls)
+    ImGui::TextColored(kBad,
+                       "%d calls matched more ranks than their group holds: groups of one size "
+                       "taken as one (the trace names neither the groups nor their ranks)",
+                       run.merged_group_calls);
   if (run.no_kernel_calls)
     ImGui::TextDisabled("%d calls with no kernel in some rank's window, kept from the CPU side",
                         run.no_kernel_calls);

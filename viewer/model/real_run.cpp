@@ -120,6 +120,7 @@ RealRun analyze_real_run(const TraceModel& m) {
       ++run.sized_calls;
     }
     if (c.missing(Absence::not_called)) ++run.hang_calls;
+    if (c.present > c.group_size) ++run.merged_group_calls;
     if (c.missing(Absence::dropped) || c.missing(Absence::outside_window)) ++run.partial_calls;
     if (c.no_kernel) ++run.no_kernel_calls;
     // Its phase's figures: the ranks' mean time in it, and the mean of what was exposed.
@@ -309,6 +310,11 @@ std::string describe_real_run(const TraceModel& m, const RealRun& run) {
         "  {} call{} outside some rank's window or dropped from its trace (partial or sampled "
         "windows; no hang)\n",
         run.partial_calls, run.partial_calls == 1 ? "" : "s");
+  if (run.merged_group_calls)
+    out += fmt::format(
+        "  {} call{} matched more ranks than the group holds: the trace names neither the groups "
+        "nor their ranks, so groups of one size were taken as one (their waits mix)\n",
+        run.merged_group_calls, run.merged_group_calls == 1 ? "" : "s");
   if (run.no_kernel_calls)
     out += fmt::format("  {} call{} with no kernel in some rank's window, kept from the CPU side\n",
                        run.no_kernel_calls, run.no_kernel_calls == 1 ? "" : "s");

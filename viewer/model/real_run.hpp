@@ -77,6 +77,10 @@ struct RealRun {
   int hang_calls = 0;       // calls some rank never made while its trace ran on past them
   int partial_calls = 0;    // calls missing from some rank's window or dropped from its trace
   int no_kernel_calls = 0;  // calls some rank kept from its CPU side: no kernel in the window
+  // Calls with more ranks than their group's size: groups the trace neither names nor lists
+  // (record_param_comms' pointers only) are keyed by size, and two groups of one size (tensor
+  // parallel 4 x data parallel 2) fall together.
+  int merged_group_calls = 0;
   std::vector<PhaseStats> phases;  // in order of first appearance
   bool gpu = false;                // computation read from GPU streams
 };
