@@ -18,7 +18,7 @@ table=(
   "06_allreduce_sequential_ring_parallel|ring-one-step-short|--algo ring_chunked|ring_chunked: I hold the sum over every rank"
   "07_recursive_halving|doubling-one-step-short|--algo recursive_doubling|recursive_doubling: I hold the sum over every rank"
   "08_zero1|skip-gradient-reduce-scatter||step 1: my part of the summed gradient is the reference's"
-  "09_zero2|keep-full-gradients||model state after a step = 2 + 14/N bytes per parameter"
+  "09_zero2|keep-full-gradients||model state after the last step = 2 + 14/N bytes per parameter"
   "10_zero3_fsdp|skip-backward-gather||step 1: my part of the summed gradient is the reference's"
   "10_zero3_fsdp|keep-gathered-weights||peak of the parameters = my shards + one layer's gathered weights"
   "11_pipeline_microbatching|no-grad-accumulation|--no-sweep|step 1's gradient (summed over 4 micro-batches) equals the reference's"

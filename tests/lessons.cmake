@@ -13,6 +13,12 @@ file(MAKE_DIRECTORY ${out})
 # reads OMPI_MCA_rmaps_base_oversubscribe, Open MPI 5's (PRRTE) the mapping policy's modifier
 # PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe (docs.open-mpi.org, "MCA parameter changes
 # between Open MPI 4.x and 5.x"). Both read OMPI_ALLOW_RUN_AS_ROOT*.
+# The exercises' runner (tests/exercises.py): ./distlab test installs python3 with the tests'
+# packages; without it the exercises.NN tests are not defined, and configure says so.
+find_program(DISTLAB_PYTHON3 python3)
+if(NOT DISTLAB_PYTHON3)
+  message(STATUS "distlab: no python3: the exercises.NN tests are left out")
+endif()
 set(mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe;OMPI_MCA_mpi_yield_when_idle=1")
 
 # distlab_lesson_test(NAME LESSON EXPECT WORLD MPI_PROCS [lesson args...])
@@ -69,6 +75,20 @@ foreach(lesson ${DISTLAB_LESSONS})
     add_test(NAME lesson.${lesson}.readme-steps
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/readme_steps.sh ${CMAKE_SOURCE_DIR}/lessons/${lesson})
     set_tests_properties(lesson.${lesson}.readme-steps PROPERTIES LABELS lesson)
+  endif()
+  # Its exercises run as written, each answer's figures found in the output (tests/exercises.py;
+  # the long tier: a hundred lesson runs).
+  file(STRINGS ${CMAKE_SOURCE_DIR}/lessons/${lesson}/README.md exercises_heading REGEX "^## Exercises")
+  if(exercises_heading AND DISTLAB_PYTHON3)
+    string(SUBSTRING ${lesson} 0 2 nn)
+    add_test(NAME exercises.${nn}
+             COMMAND ${DISTLAB_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/exercises.py
+                     ${CMAKE_SOURCE_DIR}/lessons/${lesson}/README.md --build ${CMAKE_BINARY_DIR})
+    file(READ ${CMAKE_SOURCE_DIR}/lessons/${lesson}/README.md readme_text)
+    if(readme_text MATCHES "`./distlab lesson [0-9]+[^`]*--mpi")
+      set_tests_properties(exercises.${nn} PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON)
+    endif()
+    set_tests_properties(exercises.${nn} PROPERTIES TIMEOUT 600 LABELS lesson)
   endif()
   set(tiny 7)  # chunks of 3, 2, 2 elements on 3 ranks
   set(small 64)

@@ -70,7 +70,13 @@ file(WRITE ${out}/truncated.json "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"ti
 file(WRITE ${out}/foreign.json "[{\"ph\":\"X\",\"name\":\"work\",\"pid\":7,\"tid\":3,\"ts\":5,\"dur\":10},\
 {\"ph\":\"s\",\"id\":1,\"pid\":7,\"tid\":3,\"ts\":6},{\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":9,\"tid\":1,\"ts\":12}]")
 add_test(NAME viewer.bad.missing COMMAND bash ${expect_failure} 1 20 "cannot open trace .*nope.json"
+         "no trace loaded: nothing to draw, nothing written"
          -- ${viewer} --png ${out}/x.png ${out}/nope.json)
+# A file that is no trace at all: exit 1 and no picture (an empty one would pass for a drawing).
+file(WRITE ${out}/words.json "root:x:0:0:root:/root:/bin/bash\n")
+add_test(NAME viewer.bad.not-a-trace COMMAND bash ${expect_failure} 1 20 "not a JSON object or array"
+         "nothing written" "no picture"
+         -- bash -c "rm -f ${out}/words.png; ${viewer} --png ${out}/words.png ${out}/words.json; rc=\$?; [[ -e ${out}/words.png ]] || echo 'no picture'; exit \$rc")
 add_test(NAME viewer.bad.empty COMMAND bash ${expect_failure} 1 20 "the trace is empty"
          -- ${viewer} --png ${out}/empty-out.png ${out}/empty.json)
 add_test(NAME viewer.bad.truncated COMMAND bash ${expect_failure} 1 20 "not valid JSON.*truncated"

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
        "the "
        "grads bar is 1/N, with a short peak of one layer's full gradient.",
        {{"keep-full-gradients",
-         "each layer's full gradient is kept after its reduce-scatter, not freed: 2 Psi bytes "
-         "of gradients stay, not 2 Psi/N (main.cpp, STEP 2)"}}},
+         "each layer's full gradient is kept after its reduce-scatter and never freed: 2 Psi "
+         "bytes more of gradients every step, on top of the 2 Psi/N shards (main.cpp, STEP 2)"}}},
       zero2_step);
 }

@@ -148,7 +148,8 @@ double print_state(const RunResult& r, const Setup& setup) {
   const double gpu_memory_gb = setup.gpu_memory_gb;
   // Memory: the model state after the last step (each rank's ledger), and the peaks.
   fmt::print(
-      "\nmodel state per rank after a step (bytes; the ledger) against {} bytes per parameter:\n",
+      "\nmodel state per rank after the last step (bytes; the ledger) against {} bytes per "
+      "parameter:\n",
       bytes_per_param_formula(stage));
   fmt::print("  {:>4}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}  {:>8}  {:>8}\n", "rank", "params",
              "grads", "optimizer", "total", "B/param", "formula", "padded");
@@ -387,8 +388,9 @@ void check_state(Comm& comm, const Config& config, const Run& run) {
   // The model state on the ledger equals the formula, category by category.
   const StateBytes want = expected_state(config.stage, s, n);
   comm.check(
-      fmt::format("model state after a step = {} bytes per parameter (with padding), by category",
-                  bytes_per_param_formula(config.stage)),
+      fmt::format(
+          "model state after the last step = {} bytes per parameter (with padding), by category",
+          bytes_per_param_formula(config.stage)),
       run.state.params == want.params && run.state.grads == want.grads &&
           run.state.optimizer == want.optimizer,
       fmt::format("params {} grads {} optimizer {}, formula {} {} {}", run.state.params,

@@ -332,6 +332,10 @@ int main(int argc, char** argv) {
   view.open_all(a.traces);
   if (a.compare) view.set_compare(1);
   const int failed = report_load_errors(view);
+  if (batch && failed == static_cast<int>(view.documents().size())) {
+    fmt::print(stderr, "distlab-viewer: no trace loaded: nothing to draw, nothing written\n");
+    return 1;
+  }
   position(view, a);
   try {
     if (a.describe) {
