@@ -8,7 +8,8 @@ The README's "## Exercises" section is a numbered list. In each exercise:
   written through ./distlab (its lesson built in --build, traces written to a scratch folder);
 - the answer (a <details> block, or the text after *Answer:*) says how the commands exit: every
   command must exit 0 or with a status the answer names ("exit 1", "exit 2"), a command with
-  --break or --inject-fault must fail, and a status the answer names must be seen;
+  --break or --inject-fault must fail unless the answer says "exit 0" (a bug that goes
+  unnoticed), and a non-zero status the answer names must be seen;
 - every code span of the answer that holds a digit and is not a command or an option is a
   figure the output must show: whitespace is squeezed on both sides, and "..." inside a span
   stands for any text between its pieces. A span followed by † is a figure that changes with
@@ -75,7 +76,7 @@ def is_figure(span):
     if not re.search(r"\d", span) or span.startswith("./distlab") or span.startswith("-"):
         return False
     # A piece of code (a file, a call, an expression of the source) is not output.
-    return not re.search(r"\.(cpp|hpp|md|json)\b|::|\(\)|^[a-z_]+\(|[;{}]|==", span)
+    return not re.search(r"\.(cpp|hpp|md|json)\b|::|\(\)|^[a-z_]+\(|[{}]|;$|==", span)
 
 
 def found(figure, output):
@@ -132,7 +133,8 @@ def main():
             head = f"{where}:{line}: exercise {number}"
             commands = [s for s, _ in spans(question) if s.startswith("./distlab lesson ")]
             figures = [(s, marked) for s, marked in spans(answer) if is_figure(s)]
-            exits = {int(x) for x in re.findall(r"\bexit(?: status)? (\d+)", answer)}
+            exits = {int(x) for x in
+                     re.findall(r"\bexit(?:s|ed)?(?:\s+with)?(?:\s+status)?\s+(\d+)", answer)}
             not_run = re.search(r"<!-- not run: (.*?) -->", question + answer, re.S)
             if figures and not commands:
                 print(f"{head}: its answer quotes {figures[0][0]!r} but the question runs no "
@@ -177,8 +179,9 @@ def main():
                 seen.add(code)
                 output += text + "\n"
                 want = "fail (--break)" if command in breaking else None
+                # A break that goes unnoticed (exit 0) must be what the answer says ("exit 0").
                 if code == "timeout" or (code != 0 and code not in exits) or (
-                        command in breaking and code == 0):
+                        command in breaking and code == 0 and 0 not in exits):
                     tail = "\n    ".join(text.strip().split("\n")[-8:])
                     print(f"{head}: `{command}` exited {code}; the answer says "
                           f"{sorted(exits | {0}) if not want else want}\n    {tail}")

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     fmt::print("\nreduce + broadcast of {} float32 ({}) per rank over {} ranks, root r{}\n", L,
                format_bytes(double(buf)), n, root);
     print_schedule(r);
-    print_traffic(r);
+    print_traffic(r,
+                  "traffic per rank, the whole run (the demo's one-value gather and reduce too)");
 
     // Step ids are handed out in call order, N - 1 per collective:
     //   demo gather 1 .. N-1, demo reduce N .. 2N-2, reduce 2N-1 .. 3N-3, broadcast 3N-2 .. 4N-4.
@@ -101,6 +102,16 @@ int main(int argc, char** argv) {
           "  every other rank sends {} in reduce and receives {} in broadcast:\n"
           "  the root moves {}x as much\n",
           format_bytes(double(buf)), format_bytes(double(buf)), n - 1);
+    // The same per rank, reduce and broadcast alone (the traffic table above adds the demo).
+    fmt::print("\nreduce + broadcast alone, per rank (the demo left out):\n");
+    fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>5}\n", "rank", "reduce out",
+               "reduce in", "bcast out", "bcast in", "steps");
+    for (int k = 0; k < n; ++k)
+      fmt::print("  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>5}\n", fmt::format("r{}", k),
+                 format_bytes(double(reduce[k].bytes_sent)),
+                 format_bytes(double(reduce[k].bytes_recv)),
+                 format_bytes(double(bcast[k].bytes_sent)),
+                 format_bytes(double(bcast[k].bytes_recv)), reduce[k].steps + bcast[k].steps);
     r.check("reduce: root receives (N-1) * L * 4 bytes", reduce[root].bytes_recv == per_peer * buf);
     r.check("broadcast: root sends (N-1) * L * 4 bytes", bcast[root].bytes_sent == per_peer * buf);
     r.check("demo gather steps = N-1", demo_gather[root].steps == n - 1);

@@ -319,6 +319,23 @@ int main(int argc, char** argv) {
       fmt::print(
           "  lg = log2; msgs: most messages one rank sends; fly: most sends one rank has in flight "
           "at once\n");
+    // The formulas above are for chunks of equal size. Where L does not divide, the chunks
+    // differ by one element, the checks count each rank's own, and "one rank" (the most any
+    // rank sends) exceeds the even formula.
+    const auto runs = [&](AllReduceAlgo a) {
+      return std::find(algos.begin(), algos.end(), a) != algos.end();
+    };
+    std::string uneven;
+    if (runs(AllReduceAlgo::recursive_halving) && L % std::uint64_t(f.p2) != 0)
+      uneven = fmt::format("N' = {} chunks (halving)", f.p2);
+    if (runs(AllReduceAlgo::ring_chunked) && L % std::uint64_t(n) != 0)
+      uneven += fmt::format("{}N = {} chunks (the ring)", uneven.empty() ? "" : " and ", n);
+    if (traced && !uneven.empty())
+      fmt::print(
+          "  uneven chunks: L = {} elements do not cut into {} of one size; they differ by\n"
+          "  one element, each rank is checked with its own, and \"one rank\" (the most any rank\n"
+          "  sends) can exceed the formula's even value\n",
+          L, uneven);
     print_times(r, algos, meas, cp, S);
 
     // The scaling table, measured: each algorithm runs again on fresh in-process worlds of

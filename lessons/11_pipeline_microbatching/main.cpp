@@ -110,6 +110,29 @@ std::string letters(const std::vector<Op>& ops, int chunks, std::size_t most) {
   return out;
 }
 
+// Where a stage's order in the trace differs from the schedule's: the trace's order, each pass
+// the schedule does not hold marked "+", then the schedule's passes the trace never ran, or, where
+// both hold the same passes, the first place the orders part.
+std::string trace_difference(const std::vector<Op>& want, const std::vector<Op>& seen, int chunks) {
+  const auto has = [](const std::vector<Op>& ops, const Op& op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  std::string out, missing;
+  const std::size_t most = 24;  // as the schedule's line: the rest is " ..."
+  for (std::size_t i = 0; i < std::min(seen.size(), most); ++i)
+    out += fmt::format("{}{}{}", i ? " " : "", has(want, seen[i]) ? "" : "+",
+                       letters({seen[i]}, chunks, 1));
+  if (seen.size() > most) out += " ...";
+  int never = 0;
+  for (const Op& op : want)
+    if (!has(seen, op) && ++never <= 8) missing += " " + letters({op}, chunks, 1);
+  if (never > 8) missing += fmt::format(" and {} more", never - 8);
+  if (!missing.empty()) return out + "  (never ran:" + missing + ")";
+  std::size_t at = 0;
+  while (at < want.size() && at < seen.size() && want[at] == seen[at]) ++at;
+  return out + fmt::format("  (the same passes, in another order from pass {} on)", at + 1);
+}
+
 // The papers' orders at P = 4 stages and M = 8 micro-batches (interleaved: v = 2 chunks; naive:
 // M = 1), written out by hand from each paper's rule, not from pipeline.cpp's generator (which
 // drives the run):
@@ -837,8 +860,8 @@ int main(int argc, char** argv) {
           peak_bytes(seen, f.act_per_micro[std::size_t(k)], f.kept_per_micro[std::size_t(k)]);
       memory_ok = memory_ok && double(f.act_peak[std::size_t(k)]) == act_want;
       formula_ok = formula_ok && flight == in_flight_formula(pipe, k);
-      orders.push_back(fmt::format("  {:>5}  {}{}", k, letters(want, v, 24),
-                                   order_ok ? "" : "  (the trace differs!)"));
+      orders.push_back(fmt::format("  {:>5}  {}", k, letters(want, v, 24)));
+      if (!order_ok) orders.push_back(fmt::format("  trace  {}", trace_difference(want, seen, v)));
       std::string held;
       for (int c = 0; c < v; ++c)
         held += fmt::format("{}{}-{}", c ? "," : "", layer_split.begin(c * P + k),
@@ -851,8 +874,11 @@ int main(int argc, char** argv) {
     if (P <= 16) {
       fmt::print(
           "  order of work (F forward, B backward, I and W its input's and weights' halves; F3: "
-          "micro-batch 3{}),\n  checked against the trace:\n",
-          v > 1 ? ", F3.1: through chunk 1" : "");
+          "micro-batch 3{}),\n  checked against the trace{}:\n",
+          v > 1 ? ", F3.1: through chunk 1" : "",
+          orders_ok ? ""
+                    : "; where a stage's trace differs, its order is printed under the\n"
+                      "  schedule's (+: a pass the schedule does not hold)");
       for (const std::string& line : orders) fmt::print("{}\n", line);
     }
     // The trace's orders against the generator's (pipeline::order_of, which drove the run: a wrong

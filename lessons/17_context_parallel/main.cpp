@@ -455,6 +455,10 @@ int main(int argc, char** argv) {
         "backward\n  (4N - 2) B W x 4 (dK, dV make the last hop home); N-1 steps forward, N "
         "backward\n",
         W);
+    if (n == 1)
+      fmt::print(
+          "  one rank: nothing travels, 0 bytes and 0+0 steps (the formulas' N backward steps and\n"
+          "  last hop home count from N = 2 on)\n");
     r.check(fmt::format("bytes sent: forward 2 (N-1) B W x 4, backward (4N - 2) B W x 4 on every "
                         "rank (from the trace)"),
             bytes_ok);

@@ -351,7 +351,10 @@ void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
     times.push_back(
         {coll::to_string(algos[j]), counts[j].seconds,
          predict_all_reduce(algos[j], n, double(bytes), run.world.ranks_per_node).seconds(cp)});
+  // What the predictions depend on first (alpha and beta: lesson 01's calibration, a ping-pong
+  // just now, or a platform), then the predictions.
   fmt::print("\ntime (the slowest rank's phase) against the alpha-beta-gamma model:\n");
+  print_model_notes(cp);
   fmt::print("  {:<18}  {:>10}  {:>10}  {:>18}\n", "algorithm", "measured", "predicted",
              "measured/predicted");
   // On a simulated cluster of one switch, from 1 MiB up, each row is a check: its verdict.
@@ -368,7 +371,6 @@ void print_times(RunResult& run, const std::vector<AllReduceAlgo>& algos,
                format_seconds(t.predicted), t.predicted > 0 ? fmt::format("{:.2f}", ratio) : "-",
                verdict);
   }
-  print_model_notes(cp);
   if (cp.network) check_simulated_times(run, algos, counts, cp, bytes);
   if (n == 1 || times.size() < 2) return;
 
