@@ -142,7 +142,7 @@ def main():
                 malformed += 1
                 continue
             breaking = [c for c in commands if re.search(r"--break (?!list)|--inject-fault", c)]
-            if breaking and not (exits - {0}):
+            if breaking and not exits:
                 print(f"{head}: `{breaking[0]}` fails on purpose, but the answer names no exit status "
                       "(\"exit 1\")")
                 malformed += 1

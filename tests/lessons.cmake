@@ -68,6 +68,15 @@ if(DISTLAB_HAVE_GLOO)
   set_tests_properties(lesson.01_send_recv.transports PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
 endif()
 
+# The exercises' checker itself, on READMEs it writes: a wrong figure, a break that passes, an
+# answer with no command each fail.
+if(DISTLAB_PYTHON3)
+  add_test(NAME lesson.exercises-checker
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exercises_checker.sh ${DISTLAB_PYTHON3}
+                   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(lesson.exercises-checker PROPERTIES TIMEOUT 120 LABELS lesson)
+endif()
+
 foreach(lesson ${DISTLAB_LESSONS})
   # A README whose table of steps links main.cpp lines: each link lands on its STEP marker.
   file(STRINGS ${CMAKE_SOURCE_DIR}/lessons/${lesson}/README.md step_links REGEX "^\\| *[0-9]+ .*main\\.cpp#L[0-9]+")
