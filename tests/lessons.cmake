@@ -68,6 +68,15 @@ if(DISTLAB_HAVE_GLOO)
   set_tests_properties(lesson.01_send_recv.transports PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
 endif()
 
+# ./distlab takes the run mode anywhere among the options (--ranks 8 --sim list as --sim list
+# --ranks 8), and one run mode at a time.
+set(front env DISTLAB_NO_DEPS=1 DISTLAB_BUILD_DIR=${CMAKE_BINARY_DIR} bash ${CMAKE_SOURCE_DIR}/distlab)
+add_test(NAME usage.front.mode-anywhere COMMAND bash ${expect_failure} 0 20 "^dgx-pair +2 nodes of 4"
+         -- ${front} lesson 15 --ranks 8 --sim list)
+add_test(NAME usage.front.two-modes COMMAND bash ${expect_failure} 2 20 "one run mode at a time: --mpi and --sim"
+         -- ${front} lesson 03 --mpi 2 --size 6 --sim dgx-pair)
+set_tests_properties(usage.front.mode-anywhere usage.front.two-modes PROPERTIES LABELS lesson)
+
 # The exercises' checker itself, on READMEs it writes: a wrong figure, a break that passes, an
 # answer with no command each fail.
 if(DISTLAB_PYTHON3)
