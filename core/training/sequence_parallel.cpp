@@ -199,13 +199,22 @@ void report_sequence_parallel(RunResult& r, const RunResult& tp_run, const NormO
       "each pass's all-gather and reduce-scatter send what tensor parallelism's all-reduce does, "
       "on every rank (from both traces)",
       bytes_ok);
+  // The replicated gradients' all-reduce: a ring's 2(N-1)/N of them on every rank.
   std::uint64_t replicated = 0;
-  if (o.replicated.last >= o.replicated.first)
-    for (const RankTraffic& t : r.traffic(o.replicated.first, o.replicated.last))
-      replicated = std::max(replicated, t.bytes_sent);
+  bool replicated_ok = true;
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t got = sent(r, o.replicated, k);
+    replicated = std::max(replicated, got);
+    replicated_ok = replicated_ok &&
+                    got == coll::ring_chunked_traffic(k, n, replicated_floats).sent * sizeof(float);
+  }
   fmt::print(
       "  and {}, whole on every rank, all-reduce their gradients ({} = {} floats): {} per rank\n",
       replicated_what, formula, replicated_floats, format_bytes(double(replicated)));
+  r.check(fmt::format("the replicated gradients' all-reduce sends a ring's 2(N-1)/N x {} floats "
+                      "on every rank (from the trace)",
+                      replicated_floats),
+          replicated_ok);
 
   // The regions' activations: my rows of X, the LayerNorm's mean and 1/std, the mask and O, and
   // dX: rows x (4h + 2) floats.
