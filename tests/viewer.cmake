@@ -72,6 +72,12 @@ file(WRITE ${out}/foreign.json "[{\"ph\":\"X\",\"name\":\"work\",\"pid\":7,\"tid
 add_test(NAME viewer.bad.missing COMMAND bash ${expect_failure} 1 20 "cannot open trace .*nope.json"
          "no trace loaded: nothing to draw, nothing written"
          -- ${viewer} --png ${out}/x.png ${out}/nope.json)
+# Through ./distlab view too: a file that is named is the trace, whatever its name ends with.
+file(WRITE ${out}/words.txt "root:x:0:0:root:/root:/bin/bash\n")
+add_test(NAME viewer.bad.not-a-trace-front COMMAND bash ${expect_failure} 1 20 "words.txt: the trace is not a JSON"
+         "nothing written"
+         -- env DISTLAB_NO_DEPS=1 DISTLAB_BUILD_DIR=${CMAKE_BINARY_DIR} bash ${CMAKE_SOURCE_DIR}/distlab
+            view --png ${out}/words-front.png ${out}/words.txt)
 # A file that is no trace at all: exit 1 and no picture (an empty one would pass for a drawing).
 file(WRITE ${out}/words.json "root:x:0:0:root:/root:/bin/bash\n")
 add_test(NAME viewer.bad.not-a-trace COMMAND bash ${expect_failure} 1 20 "not a JSON object or array"
