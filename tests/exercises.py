@@ -158,19 +158,19 @@ def main():
                 print(f"{head}: not run ({squeeze(not_run.group(1))})")
                 skipped += len(commands)
                 continue
-            output, seen, failed = "", set(), False
-            for command in commands:
+            output, seen, failed, unrun = "", set(), False, False
+            for k, command in enumerate(commands):
                 why = needs(command)
                 if why:
                     print(f"{head}: skipped: `{command}` needs {why}")
                     skipped += 1
-                    failed = None if failed is False else failed
+                    unrun = True
                     continue
-                words = command.split()[1:]
-                env["DISTLAB_TRACE_DIR"] = os.path.join(scratch, f"{number}-{len(seen)}")
+                env["DISTLAB_TRACE_DIR"] = os.path.join(scratch, f"{number}-{k}")
                 try:
-                    run = subprocess.run(["bash", os.path.join(root, "distlab"), *words], cwd=root,
-                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    run = subprocess.run(["bash", os.path.join(root, "distlab"),
+                                          *command.split()[1:]], cwd=root, env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          timeout=args.timeout)
                     text, code = run.stdout.decode("utf-8", "replace"), run.returncode
                 except subprocess.TimeoutExpired:
@@ -178,16 +178,16 @@ def main():
                 ran += 1
                 seen.add(code)
                 output += text + "\n"
-                want = "fail (--break)" if command in breaking else None
                 # A break that goes unnoticed (exit 0) must be what the answer says ("exit 0").
                 if code == "timeout" or (code != 0 and code not in exits) or (
                         command in breaking and code == 0 and 0 not in exits):
                     tail = "\n    ".join(text.strip().split("\n")[-8:])
-                    print(f"{head}: `{command}` exited {code}; the answer says "
-                          f"{sorted(exits | {0}) if not want else want}\n    {tail}")
+                    said = "a failure (--break)" if command in breaking else sorted(exits | {0})
+                    print(f"{head}: `{command}` exited {code}; the answer says {said}\n    {tail}")
                     failed = True
-            if failed is None:  # some command could not run here: its figures cannot be checked
+            if unrun:  # a command could not run here: the figures cannot be held to its output
                 print(f"{head}: figures not checked (a command was skipped)")
+                bad += failed
                 continue
             missing = sorted(exits - seen - {0})
             if missing and commands:

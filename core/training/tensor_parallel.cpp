@@ -186,18 +186,14 @@ void report(RunResult& r, const Outcome& o, std::uint64_t elements, std::uint64_
            "tp::report: {} bytes of split weights do not divide by {} ranks", split, n);
   const std::uint64_t per_rank_bytes = split / std::uint64_t(n) + replicated_bytes;
   // The split part over N, and what is replicated once on each rank (not inside the split part).
-  if (replicated_bytes > 0 && n > 1)
-    fmt::print(
-        "\nweights per rank (the ledger's params): formula {} = the unsplit layer's {}, less the\n"
-        "{} kept whole on every rank, over {} ranks, plus those {}\n",
-        format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)),
-        format_bytes(double(replicated_bytes)), n, format_bytes(double(replicated_bytes)));
-  else
-    fmt::print(
-        "\nweights per rank (the ledger's params): formula {} = the unsplit layer's {}\n"
-        "over {} rank{}\n",
-        format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), n,
-        n == 1 ? "" : "s");
+  const std::string over =
+      replicated_bytes > 0 && n > 1
+          ? fmt::format(", less the\n{} kept whole on every rank, over {} ranks, plus those {}",
+                        format_bytes(double(replicated_bytes)), n,
+                        format_bytes(double(replicated_bytes)))
+          : fmt::format("\nover {} rank{}", n, n == 1 ? "" : "s");
+  fmt::print("\nweights per rank (the ledger's params): formula {} = the unsplit layer's {}{}\n",
+             format_bytes(double(per_rank_bytes)), format_bytes(double(unsplit_bytes)), over);
   bool weights_ok = true;
   std::string line = " ";
   for (const RankLog& log : r.logs) {

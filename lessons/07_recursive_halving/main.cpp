@@ -322,13 +322,10 @@ int main(int argc, char** argv) {
     // The formulas above are for chunks of equal size. Where L does not divide, the chunks
     // differ by one element, the checks count each rank's own, and "one rank" (the most any
     // rank sends) exceeds the even formula.
-    const auto runs = [&](AllReduceAlgo a) {
-      return std::find(algos.begin(), algos.end(), a) != algos.end();
-    };
     std::string uneven;
-    if (runs(AllReduceAlgo::recursive_halving) && L % std::uint64_t(f.p2) != 0)
+    if (study_options.runs(AllReduceAlgo::recursive_halving) && L % std::uint64_t(f.p2) != 0)
       uneven = fmt::format("N' = {} chunks (halving)", f.p2);
-    if (runs(AllReduceAlgo::ring_chunked) && L % std::uint64_t(n) != 0)
+    if (study_options.runs(AllReduceAlgo::ring_chunked) && L % std::uint64_t(n) != 0)
       uneven += fmt::format("{}N = {} chunks (the ring)", uneven.empty() ? "" : " and ", n);
     if (traced && !uneven.empty())
       fmt::print(

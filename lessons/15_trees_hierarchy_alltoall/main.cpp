@@ -555,9 +555,6 @@ int main(int argc, char** argv) {
     CostParams cp = study_cost_params(r, study, calibration_path, S);
     const StudyCounts counted = count_study(r, algos, study, cp, S);
     const std::vector<StepCounts>& meas = counted.counts;
-    const auto has = [&](AllReduceAlgo a) {
-      return std::find(algos.begin(), algos.end(), a) != algos.end();
-    };
     const auto index = [&](AllReduceAlgo a) {
       return std::size_t(std::find(algos.begin(), algos.end(), a) - algos.begin());
     };
@@ -594,7 +591,7 @@ int main(int argc, char** argv) {
     // The two trees: who is a leaf where. NCCL mirrors the second tree (N even) or shifts it by
     // one rank (N odd) so that every inner rank of one tree is a leaf of the other (rank 0, for
     // odd N, is inner in both, the first tree's root with one child): each sends at most 2 S.
-    if (has(AllReduceAlgo::double_binary_tree) && n >= 2) {
+    if (study_options.runs(AllReduceAlgo::double_binary_tree) && n >= 2) {
       const coll::BinaryTree t1 = coll::first_tree(n), t2 = coll::second_tree(n);
       const auto role = [](const coll::BinaryTree& t, int k) {
         const auto& kids = t.children[std::size_t(k)];
@@ -639,7 +636,7 @@ int main(int argc, char** argv) {
           "  busiest rank sends {} = {:.2f} S; one binary tree carrying all of S would make\n"
           "  its inner ranks send 3 S (S up, S to each child){}\n",
           format_bytes(double(busiest)), S ? double(busiest) / double(S) : 0.0,
-          has(AllReduceAlgo::tree)
+          study_options.runs(AllReduceAlgo::tree)
               ? fmt::format("; the binomial tree's root sends {}",
                             format_bytes(double(meas[index(AllReduceAlgo::tree)].max_sent)))
               : "");
@@ -694,8 +691,8 @@ int main(int argc, char** argv) {
 
     // On a simulated platform with nodes: the two-level model (alpha, beta inside a node and
     // between nodes; the G ranks of a node share its one link out, as on dgx-pair).
-    if (cp.network && m > 1 && g > 1 && has(AllReduceAlgo::hierarchical) &&
-        has(AllReduceAlgo::ring_chunked)) {
+    if (cp.network && m > 1 && g > 1 && study_options.runs(AllReduceAlgo::hierarchical) &&
+        study_options.runs(AllReduceAlgo::ring_chunked)) {
       const std::vector<std::string> hosts = r.hosts();
       const auto in = simulated_route(hosts[0], hosts[1]);
       const auto out = simulated_route(hosts[0], hosts[std::size_t(g)]);

@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,6 +35,10 @@ struct StudyOptions {
   bool schedule = false;  // --schedule: every step's messages, whatever the size
   std::string calibration_path;
   std::vector<coll::AllReduceAlgo> algos;
+  // Whether this run studies `a`.
+  bool runs(coll::AllReduceAlgo a) const {
+    return std::find(algos.begin(), algos.end(), a) != algos.end();
+  }
 };
 void add_study_options(Lesson& lesson, StudyOptions& options,
                        const std::vector<coll::AllReduceAlgo>& menu);
