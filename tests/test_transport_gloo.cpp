@@ -36,7 +36,8 @@ struct Outcome {
 // 60 s are killed, so a hang fails the test instead of stopping the suite.
 // Each rank's watchdog waits deadlock_timeout_s[rank] before it looks.
 std::vector<Outcome> run_ranks(const std::vector<double>& deadlock_timeout_s,
-                               const std::function<bool(GlooTransport&)>& body) {
+                               const std::function<bool(GlooTransport&)>& body,
+                               double hang_report_delay_s = 0) {
   const int n = static_cast<int>(deadlock_timeout_s.size());
   char pattern[] = "/tmp/distlab-gloo-test.XXXXXX";
   const std::string store = ::mkdtemp(pattern);
@@ -57,6 +58,7 @@ std::vector<Outcome> run_ranks(const std::vector<double>& deadlock_timeout_s,
         setup.store = store;
         setup.deadlock_timeout_s = deadlock_timeout_s[static_cast<std::size_t>(rank)];
         setup.rendezvous_timeout_s = 20;
+        setup.hang_report_delay_s = hang_report_delay_s;
         GlooTransport t(setup);
         code = body(t) ? 0 : kCheckFailed;
         t.finished();
@@ -213,6 +215,7 @@ TEST_CASE("gloo: a deadlock ends every rank with exit 3 and one report of who wa
     return true;
   });
   const std::string report = hang_report(out);
+  INFO("what the ranks printed:\n" << report);
   CHECK(report.find("deadlock or hang") != std::string::npos);
   CHECK(report.find("r0 waits in recv from r1 (tag 9") != std::string::npos);
   CHECK(report.find("r1 waits in recv from r0 (tag 9") != std::string::npos);
@@ -227,8 +230,30 @@ TEST_CASE("gloo: a size mismatch never matches: the report shows both sizes", "[
     return true;
   });
   const std::string report = hang_report(out);
+  INFO("what the ranks printed:\n" << report);
   CHECK(report.find("r0 waits in send to r1 (tag 7, 32 B") != std::string::npos);
   CHECK(report.find("r1 waits in recv from r0 (tag 7, 16 B") != std::string::npos);
+}
+
+TEST_CASE("gloo: the rank that declares the hang prints its report whole, though its wait breaks",
+          "[gloo]") {
+  // Both watchdogs look after 1 s; the first makes the marker and holds its report 2 s. The other
+  // sees the marker and ends, which breaks the first rank's own wait in that window: its main
+  // thread must leave the exit to the watchdog, or the report is cut.
+  const auto out = run_ranks(
+      {1, 1},
+      [](GlooTransport& t) {
+        int v = 0;
+        Request r = t.irecv({&v, sizeof v}, 1 - t.rank(), 9, 0);
+        t.wait(*r);
+        return true;
+      },
+      2.0);
+  const std::string report = hang_report(out);
+  INFO("what the ranks printed:\n" << report);
+  CHECK(report.find("deadlock or hang") != std::string::npos);
+  CHECK(report.find("r0 waits in recv from r1 (tag 9") != std::string::npos);
+  CHECK(report.find("r1 waits in recv from r0 (tag 9") != std::string::npos);
 }
 
 TEST_CASE("gloo: a rank whose watchdog has not looked yet ends with the hang's exit 3 too",
@@ -243,6 +268,7 @@ TEST_CASE("gloo: a rank whose watchdog has not looked yet ends with the hang's e
     return true;
   });
   const std::string report = hang_report(out);
+  INFO("what the ranks printed:\n" << report);
   CHECK(report.find("deadlock or hang") != std::string::npos);
   CHECK(report.find("r1 waits in recv from r0 (tag 9") != std::string::npos);
 }

@@ -110,6 +110,7 @@ struct GlooTransport::WaitState {
   DType dtype = DType::u8;
   std::string what;
   std::atomic<double> last_progress_wall{wall_s()};
+  std::atomic<bool> declaring{false};  // this rank's watchdog ends the run: it reports, then exits
 
   std::string line(int rank) {  // under m
     if (!waiting) return fmt::format("r{} is computing (in no wait)", rank);
@@ -228,10 +229,12 @@ class GlooTransport::Watchdog {
       return;
     }
     // Stuck. One rank says so (the first to make the marker); every rank ends with exit 3.
+    t_.state_->declaring = true;  // from here this thread ends the process, after its report
     const std::string marker = hang_marker(t_.setup_.store);
     const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
     if (fd >= 0) {
       ::close(fd);
+      std::this_thread::sleep_for(std::chrono::duration<double>(t_.setup_.hang_report_delay_s));
       std::vector<std::string> lines;
       for (int r = 0; r < t_.size(); ++r)
         lines.push_back(r == t_.rank() ? my_line : peers[static_cast<std::size_t>(r)].line);
@@ -433,8 +436,11 @@ void GlooTransport::wait(RequestState& request) {
 // the run's verdict is the hang (exit 3, its report printed once, by that rank), not a failure of
 // this rank's own. Without it a rank whose own watchdog had not looked yet (under load, a tick
 // later) would end with the broken connection's error instead.
+// Where this rank's own watchdog made the marker, its report is still being written: the watchdog
+// ends the process once it is out, so this thread waits (an exit here would cut the report).
 void GlooTransport::end_if_hang_declared() const {
   if (::access(hang_marker(setup_.store).c_str(), F_OK) != 0) return;
+  while (state_->declaring) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(3);

@@ -53,6 +53,9 @@ struct GlooSetup {
   std::string host = "127.0.0.1";  // the address this rank's pairs bind to
   double deadlock_timeout_s = 10;
   double rendezvous_timeout_s = 60;  // how long to wait for every rank to join
+  // Tests only: how long a watchdog that declares the hang holds its report back after making the
+  // marker, the window in which the other ranks end and this rank's own wait breaks.
+  double hang_report_delay_s = 0;
 };
 
 class GlooTransport : public Transport {
