@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -227,4 +228,122 @@ TEST_CASE("gpt: the float64 reference learns the corpus: the loss falls from ln 
   // Small initial weights: the first logits are near 0, every class near 1/64.
   CHECK(run.losses.front() == Approx(std::log(64.0)).epsilon(0.02));
   CHECK(run.losses.back() < 0.75 * run.losses.front());
+}
+
+namespace {
+
+// One step's forward and backward of `small()` on T tensor-parallel ranks with `options`: every
+// rank's gradient, and rank 0's kept and recompute ledgers' peaks (bytes) and recompute FLOP.
+struct RecomputeRun {
+  std::vector<std::vector<float>> grads;
+  std::int64_t kept = 0, kept_after = 0, recompute = 0, recompute_after = 0;
+  std::uint64_t flops = 0;
+  bool failed = false;
+};
+RecomputeRun run_recompute(const gpt::Config& c, int T, std::size_t batch,
+                           gpt::StageOptions options) {
+  const std::size_t N = batch * c.seq;
+  const auto ids = tokens(c, N, 5), targets = tokens(c, N, 6);
+  const std::vector<float> w0 = gpt::initial_weights(c);
+  RecomputeRun out;
+  out.grads.resize(static_cast<std::size_t>(T));
+  std::mutex m;
+  auto run = run_ranks(T, [&](Comm& world) {
+    Comm tp = world.split(0, world.rank(), "tp");
+    const gpt::Layout layout(c, 0, 1, tp.rank(), T);
+    gpt::Stage stage(tp, c, layout, batch, 1, options);
+    auto params = tp.alloc_from(layout.gather(w0), Category::params);
+    auto grads = tp.alloc<float>(layout.size(), Category::grads);
+    auto in_ids = tp.alloc_from(ids, Category::data);
+    auto in_targets = tp.alloc_from(targets, Category::data);
+    stage.forward(0, View<const float>(params.view()), in_ids.view(), in_targets.view(), {},
+                  1.0f / float(N));
+    stage.backward(0, View<const float>(params.view()), grads.view(), {});
+    std::lock_guard lk(m);
+    out.grads[static_cast<std::size_t>(world.rank())] = to_host(View<const float>(grads.view()));
+    if (world.rank() != 0) return;
+    out.kept = stage.kept_ledger().peak(Category::activations);
+    out.kept_after = stage.kept_ledger().current(Category::activations);
+    out.recompute = stage.recompute_ledger().peak(Category::activations);
+    out.recompute_after = stage.recompute_ledger().current(Category::activations);
+    out.flops = stage.recompute_flops();
+  });
+  out.failed = run.failed;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "gpt: recompute none, selective and full give the same gradients bit for bit, keeping and "
+    "recomputing what their formulas say",
+    "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t B = 2, N = B * c.seq, d = c.d, S = c.seq, L = c.layers, H = c.heads;
+  for (int T : {1, 2}) {
+    for (bool per_pass : {false, true}) {
+      INFO("tp " << T << (per_pass ? ", charged per pass" : ", charged up front"));
+      const std::size_t t = std::size_t(T);
+      // Floats a layer keeps, written out: its input, LN1's output, x1 and LN2's output (4 N d);
+      // LN1's and LN2's means and 1/std (4 N); my heads' q, k, v and context (4 N d / T); my
+      // MLP columns before and after GeLU (2 N 4d / T); my heads' probabilities (H/T B S^2).
+      const std::size_t probabilities = H / t * B * S * S;
+      const std::size_t all = 4 * N * d + 4 * N + 4 * N * d / t + 8 * N * d / t + probabilities;
+      // The recomputed FLOP, per layer: selective the scores q k^T of my heads, 2 S^2 dh each
+      // head and sequence; full the block's forward, 24 N d^2 / T + 4 N S d / T.
+      const std::uint64_t selective_flops = L * 2 * N * S * d / t;
+      const std::uint64_t full_flops = L * (24 * N * d * d / t + 4 * N * S * d / t);
+      std::vector<RecomputeRun> runs;
+      for (auto r : {gpt::Recompute::none, gpt::Recompute::selective, gpt::Recompute::full}) {
+        gpt::StageOptions o;
+        o.recompute = r;
+        o.charge_per_pass = per_pass;
+        runs.push_back(run_recompute(c, T, B, o));
+        REQUIRE_FALSE(runs.back().failed);
+      }
+      CHECK(runs[0].kept == std::int64_t(4 * L * all));
+      CHECK(runs[1].kept == std::int64_t(4 * L * (all - probabilities)));
+      CHECK(runs[2].kept == std::int64_t(4 * L * N * d));
+      CHECK(runs[0].recompute == 0);
+      CHECK(runs[1].recompute == std::int64_t(4 * S * S));
+      CHECK(runs[2].recompute == std::int64_t(4 * (all - N * d)));  // one block, its input kept
+      CHECK(runs[0].flops == 0);
+      CHECK(runs[1].flops == selective_flops);
+      CHECK(runs[2].flops == full_flops);
+      if (per_pass) {  // every block's tensors released by its backward: the inputs stay
+        CHECK(runs[0].kept_after == std::int64_t(4 * L * N * d));
+        CHECK(runs[1].kept_after == std::int64_t(4 * L * N * d));
+        CHECK(runs[2].recompute_after == 0);
+      }
+      for (std::size_t k = 1; k < runs.size(); ++k)
+        for (std::size_t r = 0; r < t; ++r) {
+          INFO("recompute " << k << ", rank " << r);
+          REQUIRE(runs[k].grads[r].size() == runs[0].grads[r].size());
+          CHECK(std::memcmp(runs[k].grads[r].data(), runs[0].grads[r].data(),
+                            runs[0].grads[r].size() * sizeof(float)) == 0);
+        }
+    }
+  }
+}
+
+TEST_CASE("gpt: lesson 19's breaks, a stale input and GeLU over its input, give wrong gradients",
+          "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t B = 2, N = B * c.seq;
+  const auto ids = tokens(c, N, 5), targets = tokens(c, N, 6);
+  Eigen::VectorXd grad;
+  gpt::reference_loss(c, model::widen(gpt::initial_weights(c)), ids, targets, &grad);
+  const gpt::Layout layout(c, 0, 1, 0, 1);
+  for (int which : {0, 1, 2}) {
+    gpt::StageOptions o;
+    o.recompute = gpt::Recompute::full;
+    o.stale_input = which == 1;
+    o.gelu_in_place = which == 2;
+    INFO((which == 0 ? "no break" : which == 1 ? "stale input" : "GeLU in place"));
+    const RecomputeRun run = run_recompute(c, 1, B, o);
+    REQUIRE_FALSE(run.failed);
+    Outcome out;
+    compare_grads(layout, run.grads[0], grad, gpt::float32_bound(c, N), out, "rank 0");
+    CHECK(out.wrong.empty() == (which == 0));
+  }
 }

@@ -108,6 +108,7 @@ class Buffer {
   T* data() { return view_.ptr; }
   const T* data() const { return view_.ptr; }
   std::size_t size() const { return view_.n; }
+  bool empty() const { return view_.n == 0; }
   std::span<T> host() { return view_.host(); }
   std::span<const T> host() const { return {view_.ptr, view_.n}; }
   T& operator[](std::size_t i) { return view_.ptr[i]; }

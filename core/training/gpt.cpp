@@ -160,19 +160,41 @@ struct Stage::Block {
   std::size_t ln1g, ln1b, wq, wk, wv, wo, ln2g, ln2b, w1, w2;
 };
 
+// What a block's forward keeps for its backward, beside its input (Recompute, gpt.hpp).
+struct Stage::Kept {
+  Buffer<float> a, mean1, rstd1, q, k, v, p, ctx, x1, m, mean2, rstd2, h, gg;
+};
+
 // What forward keeps of one micro-batch for its backward.
 struct Stage::Slot {
-  struct Kept {
-    Buffer<float> a, mean1, rstd1, q, k, v, p, ctx, x1, m, mean2, rstd2, h, gg;
-  };
   std::vector<Buffer<float>> xs;  // the stage's input, then each block's output
-  std::vector<Kept> blocks;
+  std::vector<Kept> blocks;       // empty under full recompute
   Buffer<std::int32_t> ids, targets;
   Buffer<float> xf, meanf, rstdf, logits, dlogits, losses, loss;
   std::vector<Block> where;
 };
 
-Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots)
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& name) {
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    if (name == to_string(r)) return r;
+  throw UsageError(
+      fmt::format("--recompute {}: expected none, selective or full", name.empty() ? "''" : name));
+}
+
+Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots,
+             StageOptions options)
     : tp_(tp),
       c_(c),
       layout_(layout),
@@ -184,11 +206,13 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
             c.head_dim(),
             layout.local_heads(),
             layout.local_mlp(),
-            1.0f / std::sqrt(static_cast<float>(c.head_dim()))} {
+            1.0f / std::sqrt(static_cast<float>(c.head_dim()))},
+      options_(options),
+      kept_ledger_(nullptr, &tp.ledger()),
+      recompute_ledger_(nullptr, &tp.ledger()) {
   DL_CHECK(slots >= 1 && batch >= 1, "a stage needs a slot and a batch (got {} and {})", slots,
            batch);
-  const std::size_t N = tokens(), d = c.d, S = c.seq, hl = layout.local_heads(), dh = c.head_dim(),
-                    ml = layout.local_mlp();
+  const std::size_t N = tokens(), d = c.d, S = c.seq, dh = c.head_dim(), ml = layout.local_mlp();
   auto act = [&](std::size_t n) { return tp.alloc<float>(n, Category::activations); };
   std::vector<Block> where;
   for (int l = layout.first_block(); l < layout.end_block(); ++l) {
@@ -201,11 +225,15 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
   for (int k = 0; k < slots; ++k) {
     Slot& s = slots_.emplace_back();
     s.where = where;
-    for (std::size_t l = 0; l <= where.size(); ++l) s.xs.push_back(act(N * d));
+    // Each block's input is kept (on the kept ledger); the stage's output is the next one's.
     for (std::size_t l = 0; l < where.size(); ++l)
-      s.blocks.push_back({act(N * d), act(N), act(N), act(hl * N * dh), act(hl * N * dh),
-                          act(hl * N * dh), act(hl * batch * S * S), act(hl * N * dh), act(N * d),
-                          act(N * d), act(N), act(N), act(N * ml), act(N * ml)});
+      s.xs.emplace_back(kept_ledger_, Category::activations, N * d, tp.device());
+    s.xs.push_back(act(N * d));
+    if (options.recompute != Recompute::full) {
+      s.blocks.resize(where.size());
+      if (!options.charge_per_pass)
+        for (std::size_t l = 0; l < where.size(); ++l) keep(s, l);
+    }
     if (layout.first_stage()) s.ids = tp.alloc<std::int32_t>(N, Category::data);
     if (layout.last_stage()) {
       s.targets = tp.alloc<std::int32_t>(N, Category::data);
@@ -218,6 +246,12 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
       s.loss = act(1);
     }
   }
+  if (options.recompute == Recompute::full) {
+    recomputed_ = std::make_unique<Kept>();
+    if (!options.charge_per_pass) keep(slots_.front(), 0);
+  }
+  if (options.recompute == Recompute::selective)
+    scores_ = Buffer<float>(recompute_ledger_, Category::activations, S * S, tp.device());
   std::vector<float> mask(S * S, 0.0f);
   for (std::size_t r = 0; r < S; ++r)
     for (std::size_t col = r + 1; col < S; ++col) mask[r * S + col] = -INFINITY;
@@ -238,6 +272,41 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
 }
 
 Stage::~Stage() = default;
+
+Stage::Kept& Stage::kept(Slot& s, std::size_t l) {
+  return recomputed_ ? *recomputed_ : s.blocks[l];
+}
+
+void Stage::keep(Slot& s, std::size_t l) {
+  Kept& k = kept(s, l);
+  if (!k.a.empty()) return;
+  Ledger& ledger = recomputed_ ? recompute_ledger_ : kept_ledger_;
+  auto act = [&](std::size_t n) {
+    return Buffer<float>(ledger, Category::activations, n, tp_.device());
+  };
+  const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
+  k.a = act(N * d);
+  k.mean1 = act(N);
+  k.rstd1 = act(N);
+  k.q = act(hl * N * dh);
+  k.k = act(hl * N * dh);
+  k.v = act(hl * N * dh);
+  if (options_.recompute != Recompute::selective) k.p = act(hl * B * S * S);
+  k.ctx = act(hl * N * dh);
+  k.x1 = act(N * d);
+  k.m = act(N * d);
+  k.mean2 = act(N);
+  k.rstd2 = act(N);
+  k.h = act(N * ml);
+  if (!options_.gelu_in_place) k.gg = act(N * ml);
+}
+
+void Stage::scores(View<float> p, View<const float> q, View<const float> k) {
+  const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
+  ops::gemm(p, q, k, S, S, dh, false, true, scale);
+  ops::add(p, cv(mask_.view()));
+  ops::softmax_rows(p, cv(p), S, S);
+}
 
 View<float> Stage::head(Buffer<float>& m, std::size_t j) const {
   return m.view().sub(j * dims_.N * dims_.dh, dims_.N * dims_.dh);
@@ -264,7 +333,7 @@ View<const float> Stage::forward(int slot, View<const float> params, View<const 
   } else {
     ops::copy(s.xs[0].view(), x);
   }
-  for (std::size_t l = 0; l < s.blocks.size(); ++l)
+  for (std::size_t l = 0; l < s.where.size(); ++l)
     block_forward(s, static_cast<int>(l), params, s.xs[l + 1].view());
   if (!layout_.last_stage()) return s.xs.back().view();
   // The head: LayerNorm, logits = xf head, and each token's cross-entropy.
@@ -284,9 +353,11 @@ View<const float> Stage::forward(int slot, View<const float> params, View<const 
   return s.loss.view();
 }
 
-void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> out) {
+void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> out,
+                          const char* pass) {
   const auto li = static_cast<std::size_t>(l);
-  Slot::Kept& k = s.blocks[li];
+  keep(s, li);
+  Kept& k = kept(s, li);
   const Block& w = s.where[li];
   const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
   View<const float> x = s.xs[li].view();
@@ -295,7 +366,7 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
   {
     // Attention on my heads: a = LN1(x); per head Q, K, V = a Wq_j, a Wk_j, a Wv_j;
     // P = softmax(Q K^T / sqrt(dh) + causal mask) per sequence; C = P V; partial = C_i Wo_i.
-    auto phase = tp_.phase(fmt::format("block {} attention", block), op("forward"));
+    auto phase = tp_.phase(fmt::format("block {} attention", block), op(pass));
     ops::layernorm_forward(k.a.view(), k.mean1.view(), k.rstd1.view(), x, P(w.ln1g, d),
                            P(w.ln1b, d), N, d, c_.ln_eps);
     for (std::size_t j = 0; j < hl; ++j) {
@@ -303,11 +374,8 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
       ops::gemm(head(k.k, j), cv(k.a.view()), P(w.wk + j * d * dh, d * dh), N, dh, d);
       ops::gemm(head(k.v, j), cv(k.a.view()), P(w.wv + j * d * dh, d * dh), N, dh, d);
       for (std::size_t b = 0; b < B; ++b) {
-        View<float> p = k.p.view().sub((j * B + b) * S * S, S * S);
-        ops::gemm(p, cv(sequence(head(k.q, j), b, dh)), cv(sequence(head(k.k, j), b, dh)), S, S, dh,
-                  false, true, scale);
-        ops::add(p, cv(mask_.view()));
-        ops::softmax_rows(p, cv(p), S, S);
+        View<float> p = k.p.empty() ? scores_.view() : k.p.view().sub((j * B + b) * S * S, S * S);
+        scores(p, cv(sequence(head(k.q, j), b, dh)), cv(sequence(head(k.k, j), b, dh)));
         ops::gemm(sequence(head(k.ctx, j), b, dh), cv(p), cv(sequence(head(k.v, j), b, dh)), S, dh,
                   S);
       }
@@ -320,16 +388,26 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
   ops::add(k.x1.view(), cv(da_.view()));
   {
     // The MLP on my columns of W1 and rows of W2: m = LN2(x1); partial = gelu(m W1_i) W2_i.
-    auto phase = tp_.phase(fmt::format("block {} MLP", block), op("forward"));
+    auto phase = tp_.phase(fmt::format("block {} MLP", block), op(pass));
     ops::layernorm_forward(k.m.view(), k.mean2.view(), k.rstd2.view(), cv(k.x1.view()),
                            P(w.ln2g, d), P(w.ln2b, d), N, d, c_.ln_eps);
     ops::gemm(k.h.view(), cv(k.m.view()), P(w.w1, d * ml), N, ml, d);
-    ops::gelu_forward(k.gg.view(), cv(k.h.view()));
-    ops::gemm(da_.view(), cv(k.gg.view()), P(w.w2, ml * d), N, d, ml);
+    View<float> gg = options_.gelu_in_place ? k.h.view() : k.gg.view();  // --break
+    ops::gelu_forward(gg, cv(k.h.view()));
+    ops::gemm(da_.view(), cv(gg), P(w.w2, ml * d), N, d, ml);
   }
   tp::g_forward(tp_, da_.view());
   ops::copy(out, cv(k.x1.view()));
   ops::add(out, cv(da_.view()));
+  if (options_.stale_input) ops::copy(s.xs[li].view(), cv(out));  // --break: over the input
+}
+
+// Full recompute: the block's forward once more from its kept input, into the one block's
+// buffers (its output lands where forward put it: the same values).
+void Stage::recompute_block(Slot& s, int l, View<const float> params) {
+  const std::uint64_t before = ops::gemm_flops();
+  block_forward(s, l, params, s.xs[static_cast<std::size_t>(l) + 1].view(), "recompute");
+  recompute_flops_ += ops::gemm_flops() - before;
 }
 
 View<const float> Stage::backward(int slot, View<const float> params, View<float> grads,
@@ -352,8 +430,10 @@ View<const float> Stage::backward(int slot, View<const float> params, View<float
   } else {
     ops::copy(dx_.view(), dy);
   }
-  for (std::size_t l = s.blocks.size(); l-- > 0;)
+  for (std::size_t l = s.where.size(); l-- > 0;) {
+    if (recomputed_) recompute_block(s, static_cast<int>(l), params);
     block_backward(s, static_cast<int>(l), params, grads, dx_.view());
+  }
   if (!layout_.first_stage()) return dx_.view();
   auto phase = tp_.phase("embed", op("backward"));
   const auto& wte = layout_.part("wte");
@@ -366,7 +446,7 @@ View<const float> Stage::backward(int slot, View<const float> params, View<float
 void Stage::block_backward(Slot& s, int l, View<const float> params, View<float> grads,
                            View<float> dx) {
   const auto li = static_cast<std::size_t>(l);
-  Slot::Kept& k = s.blocks[li];
+  Kept& k = kept(s, li);
   const Block& w = s.where[li];
   const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
   auto P = [&](std::size_t offset, std::size_t n) { return params.sub(offset, n); };
@@ -376,7 +456,8 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
     // The MLP, from dx = dL/dx2 (g's backward is the identity: everyone has it).
     auto phase = tp_.phase(fmt::format("block {} MLP", block), op("backward"));
     ops::gemm(dh_.view(), cv(dx), P(w.w2, ml * d), N, ml, d, false, true);  // d gelu
-    ops::gemm(G(w.w2, ml * d), cv(k.gg.view()), cv(dx), ml, d, N, true, false, 1.0f, 1.0f);
+    View<const float> gg = options_.gelu_in_place ? k.h.view() : k.gg.view();
+    ops::gemm(G(w.w2, ml * d), gg, cv(dx), ml, d, N, true, false, 1.0f, 1.0f);
     ops::gelu_backward(dh_.view(), cv(dh_.view()), cv(k.h.view()));
     ops::gemm(G(w.w1, d * ml), cv(k.m.view()), cv(dh_.view()), d, ml, N, true, false, 1.0f, 1.0f);
     ops::gemm(da_.view(), cv(dh_.view()), P(w.w1, d * ml), N, d, ml, false, true);  // partial dm
@@ -392,7 +473,16 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
       ops::gemm(G(w.wo + j * dh * d, dh * d), cv(head(k.ctx, j)), cv(dx), dh, d, N, true, false,
                 1.0f, 1.0f);
       for (std::size_t b = 0; b < B; ++b) {
-        View<const float> p = k.p.view().sub((j * B + b) * S * S, S * S);
+        View<const float> p;
+        if (k.p.empty()) {  // selective: the probabilities again, from the kept q and k
+          const std::uint64_t before = ops::gemm_flops();
+          scores(scores_.view(), cv(sequence(head(k.q, j), b, dh)),
+                 cv(sequence(head(k.k, j), b, dh)));
+          recompute_flops_ += ops::gemm_flops() - before;
+          p = scores_.view();
+        } else {
+          p = k.p.view().sub((j * B + b) * S * S, S * S);
+        }
         ops::gemm(dp_.view(), cv(sequence(dc_.view(), b, dh)), cv(sequence(head(k.v, j), b, dh)), S,
                   S, dh, false, true);
         ops::gemm(sequence(dv_.view(), b, dh), p, cv(sequence(dc_.view(), b, dh)), S, dh, S, true,
@@ -423,7 +513,8 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
   ops::layernorm_backward(da_.view(), G(w.ln1g, d), G(w.ln1b, d), cv(da_.view()),
                           cv(s.xs[li].view()), cv(k.mean1.view()), cv(k.rstd1.view()), P(w.ln1g, d),
                           N, d);
-  ops::add(dx, cv(da_.view()));  // dx is dL/dx of the block's input now
+  ops::add(dx, cv(da_.view()));              // dx is dL/dx of the block's input now
+  if (options_.charge_per_pass) k = Kept{};  // read for the last time: released
 }
 
 }  // namespace distlab::gpt

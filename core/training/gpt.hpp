@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -103,13 +104,43 @@ class Layout {
   std::size_t size_ = 0;
 };
 
+// What a stage keeps of each block's forward for its backward (lesson 19; Korthikanti et al.
+// 2022, "Reducing Activation Recomputation in Large Transformer Models"):
+//   none       every tensor a backward reads: the block's input, LN1's output and statistics,
+//              my heads' q, k, v, their softmax probabilities and context, x1, LN2's output and
+//              statistics, my MLP columns before and after GeLU
+//   selective  the same but the probabilities (the (H/T) B S^2 term): backward recomputes
+//              q k^T / sqrt(dh) + mask and the softmax, per head and sequence, from the kept q, k
+//   full       each block's input only: backward reruns the block's forward (its all-reduces
+//              too) into one block's buffers, then its backward
+// The recomputation runs the forward's operations in the forward's order on the same inputs, so
+// the gradients are bit for bit those of `none`.
+enum class Recompute : std::uint8_t { none, selective, full };
+const char* to_string(Recompute r);
+// "none", "selective" or "full"; anything else is a UsageError naming the three.
+Recompute parse_recompute(const std::string& name);
+
+struct StageOptions {
+  Recompute recompute = Recompute::none;
+  // Each block's kept tensors charged when its forward makes them and released once its backward
+  // has read them (the ledger rises through the forward, falls through the backward, and full
+  // recompute's one block of buffers dips and refills); otherwise every slot's are charged once,
+  // up front, as lesson 14's memory formula counts them.
+  bool charge_per_pass = false;
+  // Lesson 19's breaks: the block's output written over its input (the input recompute starts
+  // from is stale), and GeLU written in place over the MLP's h (freed, yet backward reads it).
+  bool stale_input = false;
+  bool gelu_in_place = false;
+};
+
 // A stage of the model on one rank, for micro-batches of `batch` sequences. Forward and backward
 // run on the ops interface (CPU or GPU); the tensor-parallel group's all-reduces (g forward, f
 // backward, tensor_parallel.hpp) go over `tp`. Activations are kept per slot: a pipeline keeps
 // several micro-batches in flight (1F1B: up to P), each in its own slot until its backward.
 class Stage {
  public:
-  Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots);
+  Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch, int slots,
+        StageOptions options = {});
   ~Stage();
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
@@ -129,10 +160,25 @@ class Stage {
   View<const float> backward(int slot, View<const float> params, View<float> grads,
                              View<const float> dy);
 
+  // The blocks' kept activations (each block's input and what options.recompute keeps of it,
+  // every slot), on a ledger of their own that also charges the rank's; and the buffers only
+  // recomputation needs (selective: one S x S of probabilities; full: one block's tensors).
+  const Ledger& kept_ledger() const { return kept_ledger_; }
+  const Ledger& recompute_ledger() const { return recompute_ledger_; }
+  // The FLOP of the GEMMs that backward's recomputation ran, since the stage was made.
+  std::uint64_t recompute_flops() const { return recompute_flops_; }
+
  private:
   struct Block;
   struct Slot;
-  void block_forward(Slot& s, int l, View<const float> params, View<float> x);
+  struct Kept;
+  void block_forward(Slot& s, int l, View<const float> params, View<float> x,
+                     const char* pass = "forward");
+  void recompute_block(Slot& s, int l, View<const float> params);
+  void scores(View<float> p, View<const float> q,
+              View<const float> k);   // softmax(q k^T/√dh + mask)
+  void keep(Slot& s, std::size_t l);  // the block's kept buffers, charged now where not yet
+  Kept& kept(Slot& s, std::size_t l);
   void block_backward(Slot& s, int l, View<const float> params, View<float> grads, View<float> dx);
 
   // The sizes every block uses: tokens N, width d, context S, batch B, head width dh, my heads
@@ -149,7 +195,12 @@ class Stage {
   Layout layout_;
   std::size_t batch_;
   Dims dims_;
+  StageOptions options_;
+  Ledger kept_ledger_, recompute_ledger_;  // before the buffers charged to them
+  std::uint64_t recompute_flops_ = 0;
   std::vector<Slot> slots_;
+  std::unique_ptr<Kept> recomputed_;  // full: the one block's tensors that backward refills
+  Buffer<float> scores_;              // selective: one head and sequence's probabilities
   Buffer<float> mask_;  // (seq, seq): 0 where a token may look, -inf at the tokens after it
   Buffer<std::int32_t> positions_;  // 0 .. seq-1, batch times
   // Scratch shared by the slots' backward passes.
