@@ -175,8 +175,8 @@ class Stage {
   void block_forward(Slot& s, int l, View<const float> params, View<float> x,
                      const char* pass = "forward");
   void recompute_block(Slot& s, int l, View<const float> params);
-  void scores(View<float> p, View<const float> q,
-              View<const float> k);   // softmax(q k^T/√dh + mask)
+  // p = softmax(q k^T / sqrt(dh) + the causal mask), one head and sequence.
+  void scores(View<float> p, View<const float> q, View<const float> k);
   void keep(Slot& s, std::size_t l);  // the block's kept buffers, charged now where not yet
   Kept& kept(Slot& s, std::size_t l);
   void block_backward(Slot& s, int l, View<const float> params, View<float> grads, View<float> dx);
