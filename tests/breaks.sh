@@ -41,6 +41,8 @@ table=(
   "18_expert_parallel|router-bottom-k|--top-k 2|each of my tokens went to its top 2 experts by the float64 gates"
   "18_expert_parallel|router-ignores-gate|--top-k 2|router dW_r (all-reduced) equals the single-device MoE's"
   "18_expert_parallel|slots-by-token|--top-k 2|from each rank, each expert keeps its first cap choices, first choices first"
+  "19_activations_recompute|stale-input|--recompute full|the step's gradient equals one device's in float64"
+  "19_activations_recompute|gelu-in-place||the step's gradient equals one device's in float64"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }

@@ -301,6 +301,21 @@ void Stage::keep(Slot& s, std::size_t l) {
   if (!options_.gelu_in_place) k.gg = act(N * ml);
 }
 
+std::vector<Stage::KeptTensor> Stage::kept_tensors(int slot, int l) const {
+  const Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  const auto li = static_cast<std::size_t>(l);
+  std::vector<KeptTensor> out{{"x", s.xs.at(li).size()}};
+  if (s.blocks.empty()) return out;
+  const Kept& k = s.blocks.at(li);
+  const std::pair<const char*, const Buffer<float>*> all[] = {
+      {"a", &k.a},         {"mean1", &k.mean1}, {"rstd1", &k.rstd1}, {"q", &k.q},       {"k", &k.k},
+      {"v", &k.v},         {"p", &k.p},         {"ctx", &k.ctx},     {"x1", &k.x1},     {"m", &k.m},
+      {"mean2", &k.mean2}, {"rstd2", &k.rstd2}, {"h", &k.h},         {"gelu(h)", &k.gg}};
+  for (const auto& [name, buffer] : all)
+    if (!buffer->empty()) out.push_back({name, buffer->size()});
+  return out;
+}
+
 void Stage::scores(View<float> p, View<const float> q, View<const float> k) {
   const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
   ops::gemm(p, q, k, S, S, dh, false, true, scale);

@@ -165,6 +165,15 @@ class Stage {
   // recomputation needs (selective: one S x S of probabilities; full: one block's tensors).
   const Ledger& kept_ledger() const { return kept_ledger_; }
   const Ledger& recompute_ledger() const { return recompute_ledger_; }
+  // What block l of `slot` keeps for its backward, as allocated, between its forward and its
+  // backward: its input x, then a, mean1, rstd1, q, k, v, p, ctx, x1, m, mean2, rstd2, h and
+  // gelu(h), each with its floats (on this rank: my heads' and my MLP columns'); a tensor the
+  // setting does not keep is left out (full: x alone).
+  struct KeptTensor {
+    std::string name;
+    std::size_t floats = 0;
+  };
+  std::vector<KeptTensor> kept_tensors(int slot, int l) const;
   // The FLOP of the GEMMs that backward's recomputation ran, since the stage was made.
   std::uint64_t recompute_flops() const { return recompute_flops_; }
 

@@ -1,0 +1,504 @@
+// Lesson 19 — activation memory and recomputation
+//
+// Concept: the model state (16 bytes per parameter) is not all a training step holds. Every
+// block's forward keeps, for its backward, the inputs each backward GEMM and normalisation needs:
+// the activations. They grow with the micro-batch b and the sequence s (and the attention's
+// probabilities with s^2), not with the parameters, and they dominate once sequences grow
+// (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+// Lesson 14's block (core/training/gpt.hpp), N = b s tokens of width h over t tensor-parallel
+// ranks, keeps per layer, in floats (float32 here, 4 bytes each):
+//   x, a = LN1(x), x1, m = LN2(x1)        4 s b h         (whole on every tp rank)
+//   LN1's and LN2's mean and 1/std        4 s b
+//   q, k, v and the context of my heads   4 s b h / t
+//   h = m W1 and gelu(h), my columns      8 s b h / t
+//   P = softmax(q k^T / sqrt(h/a) + mask) a s^2 b / t      (a heads)
+// Recomputation trades FLOP for that memory (gpt::Recompute):
+//   none       keeps all of it
+//   selective  drops P and recomputes it in backward from q and k: 2 s^2 b h / t FLOP per layer
+//   full       keeps x alone and reruns the block's forward in backward: one forward more,
+//              24 s b h^2 / t + 4 s^2 b h / t FLOP per layer, 8/6 of the blocks' training FLOP
+// The recomputation runs the forward's operations in the forward's order on the same inputs, so
+// the gradients do not change by a bit.
+//
+// Verification: every kept tensor's floats against its formula, and the ledger's bytes of every
+// layer against their sum; the recompute buffers and the recomputed FLOP against theirs; the
+// forward's FLOP against its formula and the backward's against twice it plus the recomputed;
+// the gradients of the three settings equal bit for bit, and against the same batch's gradient
+// from one device in float64 (gpt_reference.hpp, each tensor within float32's bound); the peak
+// against s and b, measured, against the formula.
+//
+// Run:  ./distlab lesson 19                          2 ranks: tensor parallel 2, recompute none
+//       ./distlab lesson 19 --recompute selective    the probabilities recomputed
+//       ./distlab lesson 19 --recompute full         each layer's input alone kept
+//       ./distlab lesson 19 --ranks 4 --tp 2         two data-parallel replicas of tp 2
+//       ./distlab lesson 19 --break stale-input      recompute from an input overwritten
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/units.hpp"
+#include "core/collectives/all_reduce.hpp"
+#include "core/comm/mesh.hpp"
+#include "core/ops/ops.hpp"
+#include "core/runtime/runtime.hpp"
+#include "core/training/corpus.hpp"
+#include "core/training/gpt.hpp"
+#include "core/training/gpt_reference.hpp"
+#include "core/training/model.hpp"
+
+using namespace distlab;
+using gpt::Recompute;
+
+namespace {
+
+constexpr Recompute kSettings[] = {Recompute::none, Recompute::selective, Recompute::full};
+
+struct Setup {
+  gpt::Config model;
+  std::size_t batch = 2;  // b: sequences per replica's micro-batch
+  MeshShape mesh;
+  Recompute recompute = Recompute::none;
+  std::size_t corpus = 1 << 14;  // characters of generated text
+  std::size_t global() const { return batch * std::size_t(mesh.dp); }
+};
+
+// tp: 2 where the ranks and the heads allow, else 1; the ranks left are data-parallel replicas.
+MeshShape resolve_mesh(int tp, int ranks, std::size_t heads) {
+  if (tp == 0) tp = ranks % 2 == 0 && heads % 2 == 0 ? 2 : 1;
+  if (ranks % tp != 0)
+    throw UsageError(fmt::format(
+        "--tp {} does not divide the {} ranks (the ranks are data-parallel replicas of tp ranks "
+        "each)",
+        tp, ranks));
+  return MeshShape{ranks / tp, 1, tp};
+}
+
+// STEP 1: what one layer keeps, tensor by tensor, written out from the block's backward: which
+// tensor each backward reads, its shape, and its floats on a tp rank (s b = N tokens, h = d).
+struct KeptRow {
+  const char* name;
+  const char* shape;
+  const char* read_by;
+  const char* formula;
+  std::uint64_t floats;
+  bool selective, full;  // kept under selective, and under full, recompute
+};
+std::vector<KeptRow> kept_rows(const gpt::Config& c, std::size_t b, int tp) {
+  const std::uint64_t s = c.seq, h = c.d, a = c.heads, t = std::uint64_t(tp), N = s * b;
+  return {
+      {"x", "N x h", "LN1's backward; full's rerun", "s b h", N * h, true, true},
+      {"a", "N x h", "dWq, dWk, dWv", "s b h", N * h, true, false},
+      {"mean1", "N", "LN1's backward", "s b", N, true, false},
+      {"rstd1", "N", "LN1's backward", "s b", N, true, false},
+      {"q", "N x h/t", "dK = dS^T q", "s b h / t", N * h / t, true, false},
+      {"k", "N x h/t", "dQ = dS k", "s b h / t", N * h / t, true, false},
+      {"v", "N x h/t", "dP = dC v^T", "s b h / t", N * h / t, true, false},
+      {"p", "a/t b s x s", "dV = P^T dC; softmax'", "a s^2 b / t", a / t * b * s * s, false,
+       false},
+      {"ctx", "N x h/t", "dWo", "s b h / t", N * h / t, true, false},
+      {"x1", "N x h", "LN2's backward", "s b h", N * h, true, false},
+      {"m", "N x h", "dW1", "s b h", N * h, true, false},
+      {"mean2", "N", "LN2's backward", "s b", N, true, false},
+      {"rstd2", "N", "LN2's backward", "s b", N, true, false},
+      {"h", "N x 4h/t", "GeLU's backward", "4 s b h / t", 4 * N * h / t, true, false},
+      {"gelu(h)", "N x 4h/t", "dW2", "4 s b h / t", 4 * N * h / t, true, false},
+  };
+}
+
+// The floats one layer keeps under `r`, summed from the rows; and the recompute buffers: selective
+// one head and sequence's probabilities (s^2), full one layer's tensors but its input.
+std::uint64_t kept_floats(const std::vector<KeptRow>& rows, Recompute r) {
+  std::uint64_t n = 0;
+  for (const auto& row : rows)
+    if (r == Recompute::none || (r == Recompute::selective ? row.selective : row.full))
+      n += row.floats;
+  return n;
+}
+std::uint64_t recompute_floats(const gpt::Config& c, const std::vector<KeptRow>& rows,
+                               Recompute r) {
+  if (r == Recompute::selective) return std::uint64_t(c.seq) * c.seq;
+  if (r == Recompute::full) return kept_floats(rows, Recompute::none) - rows.front().floats;
+  return 0;
+}
+
+// The GEMM FLOP of one step on a tp rank, by the formulas. A block's forward: q, k, v and the
+// output projection 8 N h^2 / t, the MLP 16 N h^2 / t, the scores and the context 4 N s h / t;
+// the head 2 N h V. Backward twice the forward (each GEMM's two gradients), plus the recomputed.
+struct Flops {
+  std::uint64_t forward = 0, recomputed = 0;
+  std::uint64_t backward() const { return 2 * forward + recomputed; }
+};
+Flops flops_formula(const gpt::Config& c, std::size_t b, int tp, Recompute r) {
+  const std::uint64_t s = c.seq, h = c.d, t = std::uint64_t(tp), N = s * b, L = c.layers;
+  const std::uint64_t block = 24 * N * h * h / t + 4 * N * s * h / t;
+  Flops f;
+  f.forward = L * block + 2 * N * h * c.vocab;
+  if (r == Recompute::selective) f.recomputed = L * 2 * N * s * h / t;
+  if (r == Recompute::full) f.recomputed = L * block;
+  return f;
+}
+
+// What one setting's step measured on this rank.
+struct Measured {
+  std::vector<gpt::Stage::KeptTensor> tensors;  // block 0's, between forward and backward
+  std::int64_t kept = 0, recompute = 0;         // the ledgers' peaks, bytes
+  std::uint64_t forward_flops = 0, backward_flops = 0, recomputed_flops = 0;
+  std::vector<float> grads;  // this replica's, before the sum over dp
+  float loss = 0;
+};
+
+// STEP 2-3: one step's forward and backward of this replica's micro-batch under `options`, on a
+// stage of its own whose ledgers measure it.
+Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std::size_t batch,
+                  const gpt::StageOptions& options, View<const float> params,
+                  View<const std::int32_t> ids, View<const std::int32_t> targets,
+                  float loss_scale) {
+  Measured m;
+  gpt::Stage stage(tp, c, layout, batch, 1, options);
+  Buffer<float> grads = tp.alloc<float>(layout.size(), Category::grads);
+  std::uint64_t before = ops::gemm_flops();
+  {
+    auto phase = tp.phase(fmt::format("forward, recompute {}", to_string(options.recompute)));
+    m.loss = to_host(stage.forward(0, params, ids, targets, {}, loss_scale))[0];
+  }
+  m.forward_flops = ops::gemm_flops() - before;
+  m.tensors = stage.kept_tensors(0, 0);
+  before = ops::gemm_flops();
+  {
+    auto phase = tp.phase(fmt::format("backward, recompute {}", to_string(options.recompute)));
+    stage.backward(0, params, grads.view(), {});
+  }
+  m.backward_flops = ops::gemm_flops() - before;
+  m.recomputed_flops = stage.recompute_flops();
+  m.kept = stage.kept_ledger().peak(Category::activations);
+  m.recompute = stage.recompute_ledger().peak(Category::activations);
+  m.grads = to_host(View<const float>(grads.view()));
+  return m;
+}
+
+// The float32 error model of the step's gradient against float64 (gpt_reference.hpp): each
+// tensor's elements within this fraction of its own largest |g|.
+std::vector<double> tensor_bounds(const gpt::Layout& layout, const Eigen::VectorXd& want,
+                                  double fraction) {
+  std::vector<double> out;
+  for (const auto& part : layout.parts()) {
+    double largest = 0;
+    for (std::size_t j = 0; j < part.tensor.size(); ++j)
+      largest = std::max(largest, std::fabs(want[Eigen::Index(part.tensor.offset + j)]));
+    out.push_back(fraction * largest);
+  }
+  return out;
+}
+
+// The report's values, recorded by rank 0 (one tp rank's view; the others' are checked there).
+constexpr const char* kPeakValue = "peak activations";  // + " b B s S": a sweep's bytes
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Lesson lesson({"19", "activations_recompute",
+                 "activation memory and recomputation: what a layer keeps for its backward", 2,
+                 1});
+  lesson.set_text(
+      "Each layer's forward keeps the tensors its backward reads: the activations, tensor by "
+      "tensor on the ledger, against s b h (4 + 12/t) + 4 s b + a s^2 b / t floats. --recompute "
+      "selective drops the attention's probabilities and recomputes them in backward; full keeps "
+      "each layer's input alone and reruns its forward. The gradients stay the same to the bit.",
+      "Memory: the activations rise through each forward and fall through its backward, once per "
+      "setting (none, selective, full; --recompute's first); full's one layer of buffers dips and "
+      "refills in its backward.");
+  lesson.describe_size("not used: --d, --heads, --layers, --context and --batch size the run");
+  Setup s;
+  int tp = 0;
+  std::string recompute = "none";
+  auto& app = lesson.app();
+  app.add_option("--recompute", recompute,
+                 "what each layer keeps: none (everything), selective (not the attention's "
+                 "probabilities), full (its input alone)")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str();
+  app.add_option("--tp", tp, "tensor-parallel ranks (0: 2 where the ranks and heads allow)")
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--batch", s.batch, "b: sequences per replica's micro-batch")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  app.add_option("--d", s.model.d, "h: the model's width")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  app.add_option("--heads", s.model.heads, "a: attention heads (whole heads per tp rank)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+  app.add_option("--layers", s.model.layers, "L: transformer blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+  app.add_option("--context", s.model.seq, "s: tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+  lesson.add_break("stale-input",
+                   "each block's output written over its input buffer (an in-place residual): "
+                   "the input backward and full recompute read is stale (gpt.cpp, block_forward)");
+  lesson.add_break("gelu-in-place",
+                   "GeLU written over h, freed to save N 4h/t floats per layer: GeLU's backward "
+                   "reads gelu(h) where it needs h (gpt.cpp, block_forward)");
+
+  std::optional<gpt::Corpus> corpus;
+  Eigen::VectorXd want_grad;
+  double want_loss = 0;
+  lesson.on_world([&](const World& w) {
+    s.recompute = gpt::parse_recompute(recompute);
+    s.model.vocab = gpt::kVocab;
+    s.mesh = resolve_mesh(tp, w.size, s.model.heads);
+    s.model.check(s.mesh.tp, 1);
+    corpus.emplace(lesson.options().seed, s.corpus);
+    lesson.set_algorithm(fmt::format("recompute {}, {}", to_string(s.recompute),
+                                     s.mesh.to_string()));
+  });
+  lesson.needs_memory([&](const World& w) {
+    const MeshShape mesh = resolve_mesh(tp, w.size, s.model.heads);
+    const auto rows = kept_rows(s.model, s.batch, mesh.tp);
+    const double weights = double(gpt::parameter_count(s.model));
+    // Per rank: weights and gradients, the stage's kept activations (none's, the most) and its
+    // scratch; once: the float64 reference on the step's whole batch (its activations, in
+    // doubles, some twice what one device keeps for it), its weights and gradient.
+    const double act = double(kept_floats(rows, Recompute::none) * s.model.layers);
+    const double whole = double(
+        kept_floats(kept_rows(s.model, s.batch * std::size_t(mesh.dp), 1), Recompute::none) *
+        s.model.layers);
+    return MemoryNeed{4 * (3 * weights + 2 * act), 8 * (4 * weights + 2 * whole),
+                      "a smaller --d, --layers, --context or --batch"};
+  });
+
+  lesson.on_report([&](RunResult& r) {
+    const gpt::Config& c = s.model;
+    const int t = s.mesh.tp;
+    const auto rows = kept_rows(c, s.batch, t);
+    fmt::print("\nwhat one layer keeps for its backward (a tp rank of {}: s {}, b {}, h {}, a {}, "
+               "N = s b = {} tokens):\n",
+               t, c.seq, s.batch, c.d, c.heads, c.seq * s.batch);
+    fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<9} {:<9}\n", "tensor", "shape", "read by",
+               "formula", "floats", "selective", "full");
+    for (const auto& row : rows)
+      fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<9} {:<9}\n", row.name, row.shape,
+                 row.read_by, row.formula, row.floats, row.selective ? "kept" : "recomputed",
+                 row.full ? "kept" : "recomputed");
+    const std::uint64_t layer = kept_floats(rows, Recompute::none);
+    fmt::print("  one layer: s b h (4 + 12/t) + 4 s b + a s^2 b / t = {} floats = {}\n", layer,
+               format_bytes(4.0 * double(layer)));
+
+    fmt::print("\nthe three settings on rank 0 ({} layers; peak = kept + recompute buffers):\n",
+               c.layers);
+    fmt::print("  {:<10} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8}\n", "recompute", "kept",
+               "recompute", "peak", "recomputed", "step FLOP", "/ none");
+    const Flops none = flops_formula(c, s.batch, t, Recompute::none);
+    for (Recompute rc : kSettings) {
+      const Flops f = flops_formula(c, s.batch, t, rc);
+      const std::uint64_t kept = 4 * c.layers * kept_floats(rows, rc),
+                          extra = 4 * recompute_floats(c, rows, rc);
+      fmt::print("  {:<10} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8.3f}{}\n", to_string(rc),
+                 format_bytes(double(kept)), format_bytes(double(extra)),
+                 format_bytes(double(kept + extra)), f.recomputed, f.forward + f.backward(),
+                 double(f.forward + f.backward()) / double(none.forward + none.backward()),
+                 rc == s.recompute ? "  <- --recompute" : "");
+    }
+    const Flops full = flops_formula(c, s.batch, t, Recompute::full);
+    const std::uint64_t head = 2 * c.seq * s.batch * c.d * c.vocab;
+    fmt::print("  full on the blocks alone (the head not rerun): {:.4f} = 8/6\n",
+               double(full.forward + full.backward() - 3 * head) /
+                   double(none.forward + none.backward() - 3 * head));
+
+    // The peak of --recompute's setting against s and b, measured (rank 0's ledgers).
+    fmt::print("\npeak activations per rank, recompute {} (measured = formula, bytes):\n",
+               to_string(s.recompute));
+    std::vector<std::size_t> seqs = {c.seq / 2, c.seq, 2 * c.seq}, batches = {1, 2, 4};
+    seqs.erase(std::remove(seqs.begin(), seqs.end(), std::size_t{0}), seqs.end());
+    fmt::print("  {:>8}", "s \\ b");
+    for (std::size_t b : batches) fmt::print(" {:>12}", b);
+    fmt::print("\n");
+    bool sweep_ok = true;
+    for (std::size_t sq : seqs) {
+      fmt::print("  {:>8}", sq);
+      for (std::size_t b : batches) {
+        gpt::Config cs = c;
+        cs.seq = sq;
+        const auto rs = kept_rows(cs, b, t);
+        const double want = 4.0 * double(c.layers * kept_floats(rs, s.recompute) +
+                                         recompute_floats(cs, rs, s.recompute));
+        double got = -1;
+        for (const ValueEvent& v : r.logs[0].values)
+          if (v.name == fmt::format("{} b {} s {}", kPeakValue, b, sq)) got = v.value;
+        sweep_ok = sweep_ok && got == want;
+        fmt::print(" {:>12}", got == want ? format_bytes(got) : fmt::format("{} != {}", got, want));
+      }
+      fmt::print("\n");
+    }
+    r.check(fmt::format("peak activations of recompute {} at s in {{s/2, s, 2s}}, b in {{1, 2, "
+                        "4}}: L kept + recompute buffers, on the ledger",
+                        to_string(s.recompute)),
+            sweep_ok);
+  });
+
+  std::once_flag reference_once;
+  return lesson.run(argc, argv, [&](Comm& world) {
+    const gpt::Config& c = s.model;
+    // The reference once per process, by the first rank here (after the memory plan has let the
+    // run start): the step's whole batch on one device in float64.
+    std::call_once(reference_once, [&] {
+      std::vector<std::int32_t> all_ids, all_targets;
+      gpt::reference_batch(c, *corpus, 0, s.global(), all_ids, all_targets);
+      want_loss = gpt::reference_loss(c, model::widen(gpt::initial_weights(c)), all_ids,
+                                      all_targets, &want_grad);
+    });
+    Mesh mesh(world, s.mesh);
+    const MeshCoord me = mesh.coord();
+    const int T = s.mesh.tp;
+    if (world.rank() == 0)
+      world.say("{}\nthe model: {}; a micro-batch of {} sequences per replica\n", mesh.describe(),
+                c.describe(), s.batch);
+    const gpt::Layout layout(c, 0, 1, me.tp, T);
+    const std::vector<float> initial = gpt::initial_weights(c);
+    Buffer<float> params = world.alloc_from(layout.gather(initial), Category::params);
+    const View<const float> P = params.view();
+    // My replica's micro-batch: sequences [dp_i b, (dp_i + 1) b) of the step's.
+    std::vector<std::int32_t> my_ids, my_targets;
+    for (std::size_t b = 0; b < s.batch; ++b)
+      corpus->sequence(gpt::sequence_index(0, me.dp, 0, b, s.mesh.dp, 1, s.batch), c.seq, my_ids,
+                       my_targets);
+    Buffer<std::int32_t> ids = world.alloc_from(my_ids, Category::data);
+    Buffer<std::int32_t> targets = world.alloc_from(my_targets, Category::data);
+    const float loss_scale = 1.0f / float(s.global() * c.seq);  // the mean over the step's tokens
+    const auto rows = kept_rows(c, s.batch, T);
+
+    // STEP 2: one step under each setting, --recompute's first; each layer's tensors charged when
+    // its forward makes them and released once its backward has read them.
+    std::vector<Recompute> order{s.recompute};
+    for (Recompute rc : kSettings)
+      if (rc != s.recompute) order.push_back(rc);
+    std::vector<Measured> runs;
+    for (Recompute rc : order) {
+      gpt::StageOptions o;
+      o.recompute = rc;
+      o.charge_per_pass = true;
+      o.stale_input = broken("stale-input");
+      o.gelu_in_place = broken("gelu-in-place");
+      runs.push_back(run_step(mesh.tp(), c, layout, s.batch, o, P, ids.view(), targets.view(),
+                              loss_scale));
+    }
+
+    // STEP 3: what each setting kept and recomputed, against the formulas.
+    const std::string where = fmt::format("dp {} tp {}", me.dp, me.tp);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const Recompute rc = order[k];
+      const Measured& m = runs[k];
+      const char* name = to_string(rc);
+      bool tensors_ok = true;
+      std::string detail;
+      for (const auto& row : rows) {
+        const bool kept = rc == Recompute::none ||
+                          (rc == Recompute::selective ? row.selective : row.full);
+        std::uint64_t got = 0;
+        for (const auto& t : m.tensors)
+          if (t.name == row.name) got = t.floats;
+        if (got != (kept ? row.floats : 0)) {
+          tensors_ok = false;
+          detail += fmt::format("{} {} floats, formula {}; ", row.name, got, kept ? row.floats : 0);
+        }
+      }
+      world.check(fmt::format("{}: recompute {}: each tensor a layer keeps, its floats by the "
+                              "formula",
+                              where, name),
+                  tensors_ok, detail);
+      const std::uint64_t kept = 4 * c.layers * kept_floats(rows, rc),
+                          extra = 4 * recompute_floats(c, rows, rc);
+      world.check(fmt::format("{}: recompute {}: the ledger's kept activations, L layers' sum",
+                              where, name),
+                  std::uint64_t(m.kept) == kept,
+                  fmt::format("{} B, formula {} B", m.kept, kept));
+      world.check(fmt::format("{}: recompute {}: the recompute buffers on the ledger", where, name),
+                  std::uint64_t(m.recompute) == extra,
+                  fmt::format("{} B, formula {} B", m.recompute, extra));
+      const Flops f = flops_formula(c, s.batch, T, rc);
+      world.check(fmt::format("{}: recompute {}: FLOP of forward, recomputation and backward",
+                              where, name),
+                  m.forward_flops == f.forward && m.recomputed_flops == f.recomputed &&
+                      m.backward_flops == f.backward(),
+                  fmt::format("forward {} (formula {}), recomputed {} ({}), backward {} ({})",
+                              m.forward_flops, f.forward, m.recomputed_flops, f.recomputed,
+                              m.backward_flops, f.backward()));
+      if (k > 0)
+        world.check(
+            fmt::format("{}: recompute {}: the gradients equal recompute {}'s bit for bit", where,
+                        name, to_string(order[0])),
+            m.grads.size() == runs[0].grads.size() &&
+                std::memcmp(m.grads.data(), runs[0].grads.data(),
+                            m.grads.size() * sizeof(float)) == 0);
+    }
+
+    // STEP 4: the replicas' gradients summed over dp; the step's gradient against one device's.
+    Buffer<float> grads = world.alloc_from(runs[0].grads, Category::grads);
+    coll::all_reduce(mesh.dp(), grads.view(), coll::AllReduceAlgo::ring_chunked, "grads (dp)");
+    std::vector<float> got = to_host(View<const float>(grads.view()));
+    if (world.inject_fault()) got[0] += 1.0f;
+    const double fraction =
+        gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp));
+    const auto bounds = tensor_bounds(layout, want_grad, fraction);
+    double worst = 0;
+    std::string worst_at = "-";
+    for (std::size_t k = 0; k < layout.parts().size(); ++k) {
+      const auto& part = layout.parts()[k];
+      for (std::size_t i = 0; i < part.size; ++i) {
+        const double err = std::fabs(double(got[part.offset + i]) -
+                                     want_grad[Eigen::Index(layout.global_index(part, i))]);
+        const double share = bounds[k] > 0 ? err / bounds[k] : (err > 0 ? INFINITY : 0);
+        if (!(share <= worst)) {
+          worst = std::isnan(share) ? INFINITY : share;
+          worst_at = part.tensor.name;
+        }
+      }
+    }
+    world.check(fmt::format("{}: the step's gradient equals one device's in float64, each tensor "
+                            "within its own bound",
+                            where),
+                worst <= 1,
+                fmt::format("worst {:.3g} of its bound in {} (terms x depth x u x the tensor's "
+                            "max |g|)",
+                            worst, worst_at));
+    Buffer<float> loss = world.alloc_from(std::vector<float>{runs[0].loss}, Category::data);
+    coll::all_reduce(mesh.dp(), loss.view(), coll::AllReduceAlgo::ring_chunked, "loss (dp)");
+    const double loss_got = to_host(View<const float>(loss.view()))[0];
+    world.check(fmt::format("{}: the step's loss equals one device's in float64", where),
+                std::fabs(loss_got - want_loss) <=
+                    gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp)) * want_loss,
+                fmt::format("{:.7f} against {:.7f}", loss_got, want_loss));
+
+    // STEP 5: the peak against s and b: --recompute's setting on stages of those sizes, measured
+    // on their ledgers (the report puts them in a table beside the formula).
+    for (std::size_t sq : {c.seq / 2, c.seq, 2 * c.seq}) {
+      if (sq == 0) continue;
+      gpt::Config cs = c;
+      cs.seq = sq;
+      const gpt::Layout ls(cs, 0, 1, me.tp, T);
+      Buffer<float> ps = world.alloc_from(ls.gather(gpt::initial_weights(cs)), Category::params);
+      for (std::size_t b : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+        std::vector<std::int32_t> i2, t2;
+        for (std::size_t q = 0; q < b; ++q) corpus->sequence(q, sq, i2, t2);
+        Buffer<std::int32_t> bi = world.alloc_from(i2, Category::data);
+        Buffer<std::int32_t> bt = world.alloc_from(t2, Category::data);
+        gpt::StageOptions o;
+        o.recompute = s.recompute;
+        o.charge_per_pass = true;
+        const Measured m = run_step(mesh.tp(), cs, ls, b, o, ps.view(), bi.view(), bt.view(),
+                                    1.0f / float(b * sq));
+        if (world.rank() == 0)
+          world.recorder().value(fmt::format("{} b {} s {}", kPeakValue, b, sq),
+                                 double(m.kept + m.recompute));
+      }
+    }
+  });
+}
