@@ -80,7 +80,7 @@ MeshShape resolve_mesh(int tp, int ranks, std::size_t heads) {
   return MeshShape{ranks / tp, 1, tp};
 }
 
-// STEP 1: what one layer keeps, tensor by tensor, written out from the block's backward: which
+// What one layer keeps, tensor by tensor, written out from the block's backward: which
 // tensor each backward reads, its shape, and its floats on a tp rank (s b = N tokens, h = d).
 struct KeptRow {
   const char* name;
@@ -154,7 +154,7 @@ struct Measured {
   float loss = 0;
 };
 
-// STEP 2-3: one step's forward and backward of this replica's micro-batch under `options`, on a
+// One step's forward and backward of this replica's micro-batch under `options`, on a
 // stage of its own whose ledgers measure it.
 Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std::size_t batch,
                   const gpt::StageOptions& options, View<const float> params,
@@ -197,8 +197,35 @@ std::vector<double> tensor_bounds(const gpt::Layout& layout, const Eigen::Vector
   return out;
 }
 
-// The report's values, recorded by rank 0 (one tp rank's view; the others' are checked there).
-constexpr const char* kPeakValue = "peak activations";  // + " b B s S": a sweep's bytes
+// The peak activations (kept + recompute buffers, bytes) of one step of `c` under `r` for each
+// (s, b) of `shapes`, measured on the ledgers of a fresh in-process world of t ranks (off the
+// run's trace and ledgers): the tp group's rank 0's.
+std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r,
+                                  const gpt::Corpus& corpus,
+                                  const std::vector<std::pair<std::size_t, std::size_t>>& shapes) {
+  std::vector<double> peaks(shapes.size(), -1);
+  run_in_process(t, [&](Comm& world) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      gpt::Config cs = c;
+      cs.seq = shapes[k].first;
+      const std::size_t b = shapes[k].second;
+      const gpt::Layout layout(cs, 0, 1, world.rank(), t);
+      Buffer<float> params =
+          world.alloc_from(layout.gather(gpt::initial_weights(cs)), Category::params);
+      std::vector<std::int32_t> ids, targets;
+      for (std::size_t q = 0; q < b; ++q) corpus.sequence(q, cs.seq, ids, targets);
+      Buffer<std::int32_t> bi = world.alloc_from(ids, Category::data);
+      Buffer<std::int32_t> bt = world.alloc_from(targets, Category::data);
+      gpt::StageOptions o;
+      o.recompute = r;
+      o.charge_per_pass = true;
+      const Measured m = run_step(world, cs, layout, b, o, params.view(), bi.view(), bt.view(),
+                                  1.0f / float(b * cs.seq));
+      if (world.rank() == 0) peaks[k] = double(m.kept + m.recompute);
+    }
+  });
+  return peaks;
+}
 
 }  // namespace
 
@@ -313,15 +340,20 @@ int main(int argc, char** argv) {
                double(full.forward + full.backward() - 3 * head) /
                    double(none.forward + none.backward() - 3 * head));
 
-    // The peak of --recompute's setting against s and b, measured (rank 0's ledgers).
+    // STEP 5: the peak of --recompute's setting against s and b, measured on a tp group of its
+    // own in this process (off the run's trace), against the formula.
     fmt::print("\npeak activations per rank, recompute {} (measured = formula, bytes):\n",
                to_string(s.recompute));
     std::vector<std::size_t> seqs = {c.seq / 2, c.seq, 2 * c.seq}, batches = {1, 2, 4};
-    seqs.erase(std::remove(seqs.begin(), seqs.end(), std::size_t{0}), seqs.end());
+    std::vector<std::pair<std::size_t, std::size_t>> shapes;
+    for (std::size_t sq : seqs)
+      for (std::size_t b : batches) shapes.emplace_back(sq, b);
+    const std::vector<double> peaks = measure_peaks(c, t, s.recompute, *corpus, shapes);
     fmt::print("  {:>8}", "s \\ b");
     for (std::size_t b : batches) fmt::print(" {:>12}", b);
     fmt::print("\n");
     bool sweep_ok = true;
+    std::size_t at = 0;
     for (std::size_t sq : seqs) {
       fmt::print("  {:>8}", sq);
       for (std::size_t b : batches) {
@@ -330,9 +362,7 @@ int main(int argc, char** argv) {
         const auto rs = kept_rows(cs, b, t);
         const double want = 4.0 * double(c.layers * kept_floats(rs, s.recompute) +
                                          recompute_floats(cs, rs, s.recompute));
-        double got = -1;
-        for (const ValueEvent& v : r.logs[0].values)
-          if (v.name == fmt::format("{} b {} s {}", kPeakValue, b, sq)) got = v.value;
+        const double got = peaks[at++];
         sweep_ok = sweep_ok && got == want;
         fmt::print(" {:>12}", got == want ? format_bytes(got) : fmt::format("{} != {}", got, want));
       }
@@ -355,6 +385,8 @@ int main(int argc, char** argv) {
       want_loss = gpt::reference_loss(c, model::widen(gpt::initial_weights(c)), all_ids,
                                       all_targets, &want_grad);
     });
+    // STEP 1: my place (dp replica, tp rank), my heads and MLP columns of the weights, and my
+    // replica's micro-batch of the step's sequences.
     Mesh mesh(world, s.mesh);
     const MeshCoord me = mesh.coord();
     const int T = s.mesh.tp;
@@ -476,29 +508,5 @@ int main(int argc, char** argv) {
                 std::fabs(loss_got - want_loss) <=
                     gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp)) * want_loss,
                 fmt::format("{:.7f} against {:.7f}", loss_got, want_loss));
-
-    // STEP 5: the peak against s and b: --recompute's setting on stages of those sizes, measured
-    // on their ledgers (the report puts them in a table beside the formula).
-    for (std::size_t sq : {c.seq / 2, c.seq, 2 * c.seq}) {
-      if (sq == 0) continue;
-      gpt::Config cs = c;
-      cs.seq = sq;
-      const gpt::Layout ls(cs, 0, 1, me.tp, T);
-      Buffer<float> ps = world.alloc_from(ls.gather(gpt::initial_weights(cs)), Category::params);
-      for (std::size_t b : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
-        std::vector<std::int32_t> i2, t2;
-        for (std::size_t q = 0; q < b; ++q) corpus->sequence(q, sq, i2, t2);
-        Buffer<std::int32_t> bi = world.alloc_from(i2, Category::data);
-        Buffer<std::int32_t> bt = world.alloc_from(t2, Category::data);
-        gpt::StageOptions o;
-        o.recompute = s.recompute;
-        o.charge_per_pass = true;
-        const Measured m = run_step(mesh.tp(), cs, ls, b, o, ps.view(), bi.view(), bt.view(),
-                                    1.0f / float(b * sq));
-        if (world.rank() == 0)
-          world.recorder().value(fmt::format("{} b {} s {}", kPeakValue, b, sq),
-                                 double(m.kept + m.recompute));
-      }
-    }
   });
 }
