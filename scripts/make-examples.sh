@@ -47,6 +47,9 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ "$name" == 17_context_parallel ]] && args=(--ranks 4 --causal)
   # expert parallelism: --size is not used there; the default layer (8 experts over 4 ranks, top-1)
   [[ "$name" == 18_expert_parallel ]] && args=(--ranks 4)
+  # activations and recomputation: 2 replicas of tp 2, selective recompute first, 2 layers to
+  # stay under 1 MB
+  [[ "$name" == 19_activations_recompute ]] && args=(--ranks 4 --recompute selective --layers 2)
   example "$name" "$exe" "${args[@]}"
 done
 

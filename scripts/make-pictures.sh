@@ -31,6 +31,7 @@ declare -A step=(
   [16_overlap_bucketing]=18.5         # buckets of 16 KiB: bucket 2's all-gather under the backward
   [17_context_parallel]=2.5           # ring attention's forward: the K/V chunks' second hop, each rank's tiles in the captions
   [18_expert_parallel]=1.5            # the dispatch's second step: each rank's block to the rank two ahead
+  [19_activations_recompute]=7.5      # selective's forward: g's all-gather, the activations on the ledger rising
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")
