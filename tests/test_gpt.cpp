@@ -259,6 +259,7 @@ RecomputeRun run_recompute(const gpt::Config& c, int T, std::size_t batch,
     stage.forward(0, View<const float>(params.view()), in_ids.view(), in_targets.view(), {},
                   1.0f / float(N));
     stage.backward(0, View<const float>(params.view()), grads.view(), {});
+    stage.sync_replicated(grads.view());
     std::lock_guard lk(m);
     out.grads[static_cast<std::size_t>(world.rank())] = to_host(View<const float>(grads.view()));
     if (world.rank() != 0) return;
@@ -345,5 +346,49 @@ TEST_CASE("gpt: lesson 19's breaks, a stale input and GeLU over its input, give 
     Outcome out;
     compare_grads(layout, run.grads[0], grad, gpt::float32_bound(c, N), out, "rank 0");
     CHECK(out.wrong.empty() == (which == 0));
+  }
+}
+
+TEST_CASE(
+    "gpt: sequence parallelism keeps each layer's tensors on N/T rows, its gradients equal the "
+    "reference's and bit for bit across recompute none, selective and full",
+    "[gpt]") {
+  const gpt::Config c = small();
+  const std::size_t B = 2, N = B * c.seq, d = c.d, S = c.seq, L = c.layers, H = c.heads;
+  const auto ids = tokens(c, N, 5), targets = tokens(c, N, 6);
+  Eigen::VectorXd grad;
+  gpt::reference_loss(c, model::widen(gpt::initial_weights(c)), ids, targets, &grad);
+  for (int T : {2, 4}) {
+    INFO("tp " << T << ", sequence parallel");
+    const std::size_t t = std::size_t(T);
+    // Every term of a layer's floats over T: my rows of x, a, x1 and m and of the LayerNorms'
+    // statistics; my heads' q, k, v, context and probabilities; my MLP columns.
+    const std::size_t probabilities = H / t * B * S * S;
+    const std::size_t all = (4 * N * d + 4 * N) / t + 12 * N * d / t + probabilities;
+    std::vector<RecomputeRun> runs;
+    for (auto r : {gpt::Recompute::none, gpt::Recompute::selective, gpt::Recompute::full}) {
+      gpt::StageOptions o;
+      o.recompute = r;
+      o.charge_per_pass = true;
+      o.sequence_parallel = true;
+      runs.push_back(run_recompute(c, T, B, o));
+      REQUIRE_FALSE(runs.back().failed);
+    }
+    CHECK(runs[0].kept == std::int64_t(4 * L * all));
+    CHECK(runs[1].kept == std::int64_t(4 * L * (all - probabilities)));
+    CHECK(runs[2].kept == std::int64_t(4 * L * N * d / t));
+    CHECK(runs[1].recompute == std::int64_t(4 * S * S));
+    CHECK(runs[2].recompute == std::int64_t(4 * (all - N * d / t)));
+    CHECK(runs[2].flops == L * (24 * N * d * d / t + 4 * N * S * d / t));
+    for (std::size_t r = 0; r < t; ++r) {
+      INFO("rank " << r);
+      for (std::size_t k = 1; k < runs.size(); ++k)
+        CHECK(std::memcmp(runs[k].grads[r].data(), runs[0].grads[r].data(),
+                          runs[0].grads[r].size() * sizeof(float)) == 0);
+      Outcome out;
+      compare_grads(gpt::Layout(c, 0, 1, int(r), T), runs[0].grads[r], grad,
+                    gpt::float32_bound(c, N), out, fmt::format("tp rank {}", r));
+      CHECK(out.wrong == std::vector<std::string>{});
+    }
   }
 }

@@ -6,6 +6,7 @@
 
 #include "core/base/check.hpp"
 #include "core/base/units.hpp"
+#include "core/collectives/all_reduce.hpp"
 #include "core/runtime/data.hpp"
 #include "core/training/tensor_parallel.hpp"
 
@@ -170,6 +171,7 @@ struct Stage::Slot {
   std::vector<Buffer<float>> xs;  // the stage's input, then each block's output
   std::vector<Kept> blocks;       // empty under full recompute
   Buffer<std::int32_t> ids, targets;
+  Buffer<float> xlast;  // sequence parallel: the last block's output, all-gathered for the head
   Buffer<float> xf, meanf, rstdf, logits, dlogits, losses, loss;
   std::vector<Block> where;
 };
@@ -214,6 +216,13 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
            batch);
   const std::size_t N = tokens(), d = c.d, S = c.seq, dh = c.head_dim(), ml = layout.local_mlp();
   auto act = [&](std::size_t n) { return tp.alloc<float>(n, Category::activations); };
+  const bool sp = options.sequence_parallel;
+  DL_CHECK(!sp || (layout.first_stage() && layout.last_stage()),
+           "sequence parallelism here runs the whole model as one pipeline stage");
+  DL_CHECK(!sp || N % static_cast<std::size_t>(tp.size()) == 0,
+           "sequence parallelism: the {} tokens do not divide over the {} tp ranks", N, tp.size());
+  rows_ = sp ? N / static_cast<std::size_t>(tp.size()) : N;
+  row0_ = sp ? rows_ * static_cast<std::size_t>(tp.rank()) : 0;
   std::vector<Block> where;
   for (int l = layout.first_block(); l < layout.end_block(); ++l) {
     auto at = [&](const char* what) {
@@ -227,8 +236,8 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
     s.where = where;
     // Each block's input is kept (on the kept ledger); the stage's output is the next one's.
     for (std::size_t l = 0; l < where.size(); ++l)
-      s.xs.emplace_back(kept_ledger_, Category::activations, N * d, tp.device());
-    s.xs.push_back(act(N * d));
+      s.xs.emplace_back(kept_ledger_, Category::activations, rows_ * d, tp.device());
+    s.xs.push_back(act(rows_ * d));
     if (options.recompute != Recompute::full) {
       s.blocks.resize(where.size());
       if (!options.charge_per_pass)
@@ -237,6 +246,7 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
     if (layout.first_stage()) s.ids = tp.alloc<std::int32_t>(N, Category::data);
     if (layout.last_stage()) {
       s.targets = tp.alloc<std::int32_t>(N, Category::data);
+      if (sp) s.xlast = act(N * d);
       s.xf = act(N * d);
       s.meanf = act(N);
       s.rstdf = act(N);
@@ -269,6 +279,10 @@ Stage::Stage(Comm& tp, const Config& c, const Layout& layout, std::size_t batch,
   dp_ = scratch(S * S);
   dh_ = scratch(N * ml);
   dlogits_ = scratch(layout.last_stage() ? N * c.vocab : 1);
+  if (sp) {
+    gathered_ = scratch(N * d);
+    regathered_ = scratch(N * d);
+  }
 }
 
 Stage::~Stage() = default;
@@ -285,18 +299,19 @@ void Stage::keep(Slot& s, std::size_t l) {
     return Buffer<float>(ledger, Category::activations, n, tp_.device());
   };
   const auto [N, d, S, B, dh, hl, ml, scale] = dims_;
-  k.a = act(N * d);
-  k.mean1 = act(N);
-  k.rstd1 = act(N);
+  const std::size_t R = rows_;  // my rows: all N without sequence parallelism
+  k.a = act(R * d);
+  k.mean1 = act(R);
+  k.rstd1 = act(R);
   k.q = act(hl * N * dh);
   k.k = act(hl * N * dh);
   k.v = act(hl * N * dh);
   if (options_.recompute != Recompute::selective) k.p = act(hl * B * S * S);
   k.ctx = act(hl * N * dh);
-  k.x1 = act(N * d);
-  k.m = act(N * d);
-  k.mean2 = act(N);
-  k.rstd2 = act(N);
+  k.x1 = act(R * d);
+  k.m = act(R * d);
+  k.mean2 = act(R);
+  k.rstd2 = act(R);
   k.h = act(N * ml);
   if (!options_.gelu_in_place) k.gg = act(N * ml);
 }
@@ -327,6 +342,49 @@ View<float> Stage::head(Buffer<float>& m, std::size_t j) const {
   return m.view().sub(j * dims_.N * dims_.dh, dims_.N * dims_.dh);
 }
 
+View<float> Stage::mine(View<float> whole) const {
+  if (!options_.sequence_parallel) return whole;
+  return whole.sub(row0_ * c_.d, rows_ * c_.d);
+}
+
+View<const float> Stage::gather(View<const float> my, Buffer<float>& into, const char* phase_name,
+                                const char* buffer) {
+  if (!options_.sequence_parallel) return my;
+  ops::copy(mine(into.view()), my);
+  tp::sp_all_gather(tp_, into.view(), phase_name, buffer);
+  return into.view();
+}
+
+void Stage::sync_replicated(View<float> grads) {
+  if (!options_.sequence_parallel) return;
+  // Each block's LayerNorms and the embeddings: computed on my rows. The final LayerNorm and the
+  // head run on every row on every rank (after the all-gather): whole already.
+  std::vector<const Layout::Part*> parts;
+  std::size_t n = 0;
+  for (const auto& p : layout_.parts())
+    if (p.tensor.split == Split::whole &&
+        (p.tensor.block >= 0 || p.tensor.name == "wte" || p.tensor.name == "wpe")) {
+      parts.push_back(&p);
+      n += p.size;
+    }
+  Buffer<float> packed = tp_.alloc<float>(n, Category::grads);
+  std::size_t at = 0;
+  for (const auto* p : parts) {
+    ops::copy(packed.view().sub(at, p->size), cv(grads.sub(p->offset, p->size)));
+    at += p->size;
+  }
+  {
+    auto phase = tp_.phase("replicated gradients: all-reduce");
+    coll::all_reduce(tp_, packed.view(), coll::AllReduceAlgo::ring_chunked,
+                     "replicated grads (tp)");
+  }
+  at = 0;
+  for (const auto* p : parts) {
+    ops::copy(grads.sub(p->offset, p->size), cv(packed.view().sub(at, p->size)));
+    at += p->size;
+  }
+}
+
 View<float> Stage::sequence(View<float> v, std::size_t b, std::size_t width) const {
   return v.sub(b * dims_.S * width, dims_.S * width);
 }
@@ -342,9 +400,11 @@ View<const float> Stage::forward(int slot, View<const float> params, View<const 
     ops::copy(s.ids.view(), ids);
     const auto& wte = layout_.part("wte");
     const auto& wpe = layout_.part("wpe");
-    ops::gather_rows(s.xs[0].view(), params.sub(wte.offset, wte.size), ids, d);
-    ops::gather_rows(da_.view(), params.sub(wpe.offset, wpe.size), cv(positions_.view()), d);
-    ops::add(s.xs[0].view(), cv(da_.view()));
+    ops::gather_rows(s.xs[0].view(), params.sub(wte.offset, wte.size),
+                     cv(s.ids.view()).sub(row0_, rows_), d);
+    ops::gather_rows(mine(da_.view()), params.sub(wpe.offset, wpe.size),
+                     cv(positions_.view()).sub(row0_, rows_), d);
+    ops::add(s.xs[0].view(), cv(mine(da_.view())));
   } else {
     ops::copy(s.xs[0].view(), x);
   }
@@ -356,7 +416,9 @@ View<const float> Stage::forward(int slot, View<const float> params, View<const 
   const auto& g = layout_.part("lnf gain");
   const auto& b = layout_.part("lnf bias");
   const auto& head = layout_.part("head");
-  ops::layernorm_forward(s.xf.view(), s.meanf.view(), s.rstdf.view(), cv(s.xs.back().view()),
+  const View<const float> xlast =
+      gather(cv(s.xs.back().view()), s.xlast, tp::kFGatherPhase, "x (the head's)");
+  ops::layernorm_forward(s.xf.view(), s.meanf.view(), s.rstdf.view(), xlast,
                          params.sub(g.offset, g.size), params.sub(b.offset, b.size), N, d,
                          c_.ln_eps);
   ops::gemm(s.logits.view(), cv(s.xf.view()), params.sub(head.offset, head.size), N, c_.vocab, d);
@@ -383,11 +445,12 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
     // P = softmax(Q K^T / sqrt(dh) + causal mask) per sequence; C = P V; partial = C_i Wo_i.
     auto phase = tp_.phase(fmt::format("block {} attention", block), op(pass));
     ops::layernorm_forward(k.a.view(), k.mean1.view(), k.rstd1.view(), x, P(w.ln1g, d),
-                           P(w.ln1b, d), N, d, c_.ln_eps);
+                           P(w.ln1b, d), rows_, d, c_.ln_eps);
+    const View<const float> a = gather(cv(k.a.view()), gathered_, tp::kFGatherPhase, "a (f)");
     for (std::size_t j = 0; j < hl; ++j) {
-      ops::gemm(head(k.q, j), cv(k.a.view()), P(w.wq + j * d * dh, d * dh), N, dh, d);
-      ops::gemm(head(k.k, j), cv(k.a.view()), P(w.wk + j * d * dh, d * dh), N, dh, d);
-      ops::gemm(head(k.v, j), cv(k.a.view()), P(w.wv + j * d * dh, d * dh), N, dh, d);
+      ops::gemm(head(k.q, j), a, P(w.wq + j * d * dh, d * dh), N, dh, d);
+      ops::gemm(head(k.k, j), a, P(w.wk + j * d * dh, d * dh), N, dh, d);
+      ops::gemm(head(k.v, j), a, P(w.wv + j * d * dh, d * dh), N, dh, d);
       for (std::size_t b = 0; b < B; ++b) {
         View<float> p = k.p.empty() ? scores_.view() : k.p.view().sub((j * B + b) * S * S, S * S);
         scores(p, cv(sequence(head(k.q, j), b, dh)), cv(sequence(head(k.k, j), b, dh)));
@@ -398,22 +461,24 @@ void Stage::block_forward(Slot& s, int l, View<const float> params, View<float> 
                 false, 1.0f, j == 0 ? 0.0f : 1.0f);
     }
   }
-  tp::g_forward(tp_, da_.view());  // the heads of every tensor-parallel rank, summed
+  // The heads of every tensor-parallel rank, summed (sequence parallel: my rows of the sum).
+  tp::g_forward(tp_, da_.view(), options_.sequence_parallel);
   ops::copy(k.x1.view(), x);
-  ops::add(k.x1.view(), cv(da_.view()));
+  ops::add(k.x1.view(), cv(mine(da_.view())));
   {
     // The MLP on my columns of W1 and rows of W2: m = LN2(x1); partial = gelu(m W1_i) W2_i.
     auto phase = tp_.phase(fmt::format("block {} MLP", block), op(pass));
     ops::layernorm_forward(k.m.view(), k.mean2.view(), k.rstd2.view(), cv(k.x1.view()),
-                           P(w.ln2g, d), P(w.ln2b, d), N, d, c_.ln_eps);
-    ops::gemm(k.h.view(), cv(k.m.view()), P(w.w1, d * ml), N, ml, d);
+                           P(w.ln2g, d), P(w.ln2b, d), rows_, d, c_.ln_eps);
+    const View<const float> m = gather(cv(k.m.view()), gathered_, tp::kFGatherPhase, "m (f)");
+    ops::gemm(k.h.view(), m, P(w.w1, d * ml), N, ml, d);
     View<float> gg = options_.gelu_in_place ? k.h.view() : k.gg.view();  // --break
     ops::gelu_forward(gg, cv(k.h.view()));
     ops::gemm(da_.view(), cv(gg), P(w.w2, ml * d), N, d, ml);
   }
-  tp::g_forward(tp_, da_.view());
+  tp::g_forward(tp_, da_.view(), options_.sequence_parallel);
   ops::copy(out, cv(k.x1.view()));
-  ops::add(out, cv(da_.view()));
+  ops::add(out, cv(mine(da_.view())));
   if (options_.stale_input) ops::copy(s.xs[li].view(), cv(out));  // --break: over the input
 }
 
@@ -439,22 +504,26 @@ View<const float> Stage::backward(int slot, View<const float> params, View<float
               N, true, false, 1.0f, 1.0f);
     ops::gemm(dx_.view(), cv(s.dlogits.view()), params.sub(head.offset, head.size), N, d, c_.vocab,
               false, true);
+    const View<const float> xlast =
+        options_.sequence_parallel ? cv(s.xlast.view()) : cv(s.xs.back().view());
     ops::layernorm_backward(dx_.view(), grads.sub(g.offset, g.size), grads.sub(b.offset, b.size),
-                            cv(dx_.view()), cv(s.xs.back().view()), cv(s.meanf.view()),
-                            cv(s.rstdf.view()), params.sub(g.offset, g.size), N, d);
+                            cv(dx_.view()), xlast, cv(s.meanf.view()), cv(s.rstdf.view()),
+                            params.sub(g.offset, g.size), N, d);
   } else {
     ops::copy(dx_.view(), dy);
   }
   for (std::size_t l = s.where.size(); l-- > 0;) {
     if (recomputed_) recompute_block(s, static_cast<int>(l), params);
-    block_backward(s, static_cast<int>(l), params, grads, dx_.view());
+    block_backward(s, static_cast<int>(l), params, grads, mine(dx_.view()));
   }
   if (!layout_.first_stage()) return dx_.view();
   auto phase = tp_.phase("embed", op("backward"));
   const auto& wte = layout_.part("wte");
   const auto& wpe = layout_.part("wpe");
-  ops::scatter_add_rows(grads.sub(wte.offset, wte.size), cv(dx_.view()), cv(s.ids.view()), d);
-  ops::scatter_add_rows(grads.sub(wpe.offset, wpe.size), cv(dx_.view()), cv(positions_.view()), d);
+  const View<const float> dx = mine(dx_.view());
+  ops::scatter_add_rows(grads.sub(wte.offset, wte.size), dx, cv(s.ids.view()).sub(row0_, rows_), d);
+  ops::scatter_add_rows(grads.sub(wpe.offset, wpe.size), dx,
+                        cv(positions_.view()).sub(row0_, rows_), d);
   return {};
 }
 
@@ -468,25 +537,31 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
   auto G = [&](std::size_t offset, std::size_t n) { return grads.sub(offset, n); };
   const int block = layout_.first_block() + l;
   {
-    // The MLP, from dx = dL/dx2 (g's backward is the identity: everyone has it).
+    // The MLP, from dx = dL/dx2 (g's backward is the identity: everyone has it; sequence
+    // parallel: my rows, all-gathered).
+    const View<const float> dy = gather(cv(dx), gathered_, tp::kGGatherPhase, "dY (g)");
     auto phase = tp_.phase(fmt::format("block {} MLP", block), op("backward"));
-    ops::gemm(dh_.view(), cv(dx), P(w.w2, ml * d), N, ml, d, false, true);  // d gelu
+    ops::gemm(dh_.view(), dy, P(w.w2, ml * d), N, ml, d, false, true);  // d gelu
     View<const float> gg = options_.gelu_in_place ? k.h.view() : k.gg.view();
-    ops::gemm(G(w.w2, ml * d), gg, cv(dx), ml, d, N, true, false, 1.0f, 1.0f);
+    ops::gemm(G(w.w2, ml * d), gg, dy, ml, d, N, true, false, 1.0f, 1.0f);
     ops::gelu_backward(dh_.view(), cv(dh_.view()), cv(k.h.view()));
-    ops::gemm(G(w.w1, d * ml), cv(k.m.view()), cv(dh_.view()), d, ml, N, true, false, 1.0f, 1.0f);
+    const View<const float> m = gather(cv(k.m.view()), regathered_, tp::kFGatherPhase, "m (f)");
+    ops::gemm(G(w.w1, d * ml), m, cv(dh_.view()), d, ml, N, true, false, 1.0f, 1.0f);
     ops::gemm(da_.view(), cv(dh_.view()), P(w.w1, d * ml), N, d, ml, false, true);  // partial dm
   }
-  tp::f_backward(tp_, da_.view());
-  ops::layernorm_backward(da_.view(), G(w.ln2g, d), G(w.ln2b, d), cv(da_.view()), cv(k.x1.view()),
-                          cv(k.mean2.view()), cv(k.rstd2.view()), P(w.ln2g, d), N, d);
-  ops::add(dx, cv(da_.view()));  // dx is dL/dx1 now
+  tp::f_backward(tp_, da_.view(), options_.sequence_parallel);
+  ops::layernorm_backward(mine(da_.view()), G(w.ln2g, d), G(w.ln2b, d), cv(mine(da_.view())),
+                          cv(k.x1.view()), cv(k.mean2.view()), cv(k.rstd2.view()), P(w.ln2g, d),
+                          rows_, d);
+  ops::add(dx, cv(mine(da_.view())));  // dx is dL/dx1 now
   {
+    const View<const float> dy = gather(cv(dx), gathered_, tp::kGGatherPhase, "dY (g)");
     auto phase = tp_.phase(fmt::format("block {} attention", block), op("backward"));
+    const View<const float> a = gather(cv(k.a.view()), regathered_, tp::kFGatherPhase, "a (f)");
     for (std::size_t j = 0; j < hl; ++j) {
-      ops::gemm(dc_.view(), cv(dx), P(w.wo + j * dh * d, dh * d), N, dh, d, false, true);
-      ops::gemm(G(w.wo + j * dh * d, dh * d), cv(head(k.ctx, j)), cv(dx), dh, d, N, true, false,
-                1.0f, 1.0f);
+      ops::gemm(dc_.view(), dy, P(w.wo + j * dh * d, dh * d), N, dh, d, false, true);
+      ops::gemm(G(w.wo + j * dh * d, dh * d), cv(head(k.ctx, j)), dy, dh, d, N, true, false, 1.0f,
+                1.0f);
       for (std::size_t b = 0; b < B; ++b) {
         View<const float> p;
         if (k.p.empty()) {  // selective: the probabilities again, from the kept q and k
@@ -509,12 +584,9 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
                   dh, S, true, false, scale);
       }
       const std::size_t at = j * d * dh;
-      ops::gemm(G(w.wq + at, d * dh), cv(k.a.view()), cv(dq_.view()), d, dh, N, true, false, 1.0f,
-                1.0f);
-      ops::gemm(G(w.wk + at, d * dh), cv(k.a.view()), cv(dk_.view()), d, dh, N, true, false, 1.0f,
-                1.0f);
-      ops::gemm(G(w.wv + at, d * dh), cv(k.a.view()), cv(dv_.view()), d, dh, N, true, false, 1.0f,
-                1.0f);
+      ops::gemm(G(w.wq + at, d * dh), a, cv(dq_.view()), d, dh, N, true, false, 1.0f, 1.0f);
+      ops::gemm(G(w.wk + at, d * dh), a, cv(dk_.view()), d, dh, N, true, false, 1.0f, 1.0f);
+      ops::gemm(G(w.wv + at, d * dh), a, cv(dv_.view()), d, dh, N, true, false, 1.0f, 1.0f);
       // This rank's part of da: its heads' dQ Wq^T + dK Wk^T + dV Wv^T.
       ops::gemm(da_.view(), cv(dq_.view()), P(w.wq + at, d * dh), N, d, dh, false, true, 1.0f,
                 j == 0 ? 0.0f : 1.0f);
@@ -524,11 +596,11 @@ void Stage::block_backward(Slot& s, int l, View<const float> params, View<float>
                 1.0f);
     }
   }
-  tp::f_backward(tp_, da_.view());
-  ops::layernorm_backward(da_.view(), G(w.ln1g, d), G(w.ln1b, d), cv(da_.view()),
+  tp::f_backward(tp_, da_.view(), options_.sequence_parallel);
+  ops::layernorm_backward(mine(da_.view()), G(w.ln1g, d), G(w.ln1b, d), cv(mine(da_.view())),
                           cv(s.xs[li].view()), cv(k.mean1.view()), cv(k.rstd1.view()), P(w.ln1g, d),
-                          N, d);
-  ops::add(dx, cv(da_.view()));              // dx is dL/dx of the block's input now
+                          rows_, d);
+  ops::add(dx, cv(mine(da_.view())));        // dx is dL/dx of the block's input now
   if (options_.charge_per_pass) k = Kept{};  // read for the last time: released
 }
 

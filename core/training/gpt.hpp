@@ -127,6 +127,13 @@ struct StageOptions {
   // recompute's one block of buffers dips and refills); otherwise every slot's are charged once,
   // up front, as lesson 14's memory formula counts them.
   bool charge_per_pass = false;
+  // Sequence parallelism (Megatron-SP; lessons 12 and 13): the LayerNorms, the residual adds and
+  // the block's input and output run on my N/T rows (tokens) of the micro-batch; f all-gathers
+  // the LayerNorm's output before the column-parallel GEMMs (forward, and again in backward for
+  // the weights' gradients), g reduce-scatters the row-parallel output (its backward all-gathers
+  // dY). The embedding takes my rows; the head all-gathers the last block's output. One pipeline
+  // stage only, and the tokens must divide over the group.
+  bool sequence_parallel = false;
   // Lesson 19's breaks: the block's output written over its input (the input recompute starts
   // from is stale), and GeLU written in place over the MLP's h (freed, yet backward reads it).
   bool stale_input = false;
@@ -159,6 +166,11 @@ class Stage {
   // the gradient starts from the loss (scaled as in forward); elsewhere from `dy`.
   View<const float> backward(int slot, View<const float> params, View<float> grads,
                              View<const float> dy);
+  // Under sequence parallelism the tensors every tp rank holds whole but computes on its own rows
+  // (each block's LayerNorms, the embeddings) have partial gradients: summed here over the group,
+  // one all-reduce of them packed together. Once per step, after the last backward (a sum after
+  // each micro-batch would count the earlier ones again). Nothing to do without it.
+  void sync_replicated(View<float> grads);
 
   // The blocks' kept activations (each block's input and what options.recompute keeps of it,
   // every slot), on a ledger of their own that also charges the rank's; and the buffers only
@@ -197,6 +209,12 @@ class Stage {
     float scale;
   };
   View<float> head(Buffer<float>& m, std::size_t j) const;  // my head j's (N, dh) of m
+  // My rows of a (N, d) tensor: all of them without sequence parallelism.
+  View<float> mine(View<float> whole) const;
+  // The whole (N, d) tensor of which `my` holds my rows: `my` itself without sequence
+  // parallelism, else copied into `into` and all-gathered in a phase of that name.
+  View<const float> gather(View<const float> my, Buffer<float>& into, const char* phase_name,
+                           const char* buffer);
   View<float> sequence(View<float> v, std::size_t b, std::size_t width) const;  // sequence b's rows
 
   Comm& tp_;
@@ -208,8 +226,10 @@ class Stage {
   Ledger kept_ledger_, recompute_ledger_;  // before the buffers charged to them
   std::uint64_t recompute_flops_ = 0;
   std::vector<Slot> slots_;
-  std::unique_ptr<Kept> recomputed_;  // full: the one block's tensors that backward refills
-  Buffer<float> scores_;              // selective: one head and sequence's probabilities
+  std::unique_ptr<Kept> recomputed_;     // full: the one block's tensors that backward refills
+  std::size_t rows_ = 0, row0_ = 0;      // my rows of a micro-batch: [row0_, row0_ + rows_)
+  Buffer<float> gathered_, regathered_;  // sequence parallel: the all-gathers' (N, d)
+  Buffer<float> scores_;                 // selective: one head and sequence's probabilities
   Buffer<float> mask_;  // (seq, seq): 0 where a token may look, -inf at the tokens after it
   Buffer<std::int32_t> positions_;  // 0 .. seq-1, batch times
   // Scratch shared by the slots' backward passes.
