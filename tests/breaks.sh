@@ -43,6 +43,7 @@ table=(
   "18_expert_parallel|slots-by-token|--top-k 2|from each rank, each expert keeps its first cap choices, first choices first"
   "19_activations_recompute|stale-input|--recompute full|the step's gradient equals one device's in float64"
   "19_activations_recompute|gelu-in-place||the step's gradient equals one device's in float64"
+  "19_activations_recompute|stale-input|--recompute full --sequence-parallel|the step's gradient equals one device's in float64"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }

@@ -874,8 +874,8 @@ if(TARGET 18_expert_parallel)
 endif()
 
 # Lesson 19: each recompute setting on 1, 2 and 4 ranks (tp 1; tp 2; 2 replicas of tp 2), tp 4,
-# an odd shape on tp 3, under mpiexec; bad input in one sentence; its memory plan held to the
-# process's growth.
+# with and without sequence parallelism, an odd shape on tp 3, under mpiexec; bad input in one
+# sentence; its memory plan held to the process's growth.
 if(TARGET 19_activations_recompute)
   set(l19 19_activations_recompute)
   foreach(rc none selective full)
@@ -884,21 +884,30 @@ if(TARGET 19_activations_recompute)
     endforeach()
   endforeach()
   distlab_lesson_test(lesson.${l19}.tp4-full ${l19} verified 4 0 --ranks 4 --tp 4 --recompute full)
+  # Sequence parallelism: each setting on tp 2, 2 replicas of tp 2, tp 4.
+  foreach(rc none selective full)
+    distlab_lesson_test(lesson.${l19}.sp-n2-${rc} ${l19} verified 2 0 --ranks 2 --sequence-parallel --recompute ${rc})
+  endforeach()
+  distlab_lesson_test(lesson.${l19}.sp-n4-selective ${l19} verified 4 0 --ranks 4 --sequence-parallel --recompute selective)
+  distlab_lesson_test(lesson.${l19}.sp-tp4-full ${l19} verified 4 0 --ranks 4 --tp 4 --sequence-parallel --recompute full)
   distlab_lesson_test(lesson.${l19}.tp3-odd-selective ${l19} verified 3 0 --ranks 3 --tp 3 --heads 3 --d 12
                       --context 7 --batch 3 --layers 1 --recompute selective)
   if(DISTLAB_HAVE_MPI)
     distlab_lesson_test(lesson.${l19}.mpi2-full ${l19} verified 2 2 --recompute full)
+    distlab_lesson_test(lesson.${l19}.mpi2-sp-full ${l19} verified 2 2 --sequence-parallel --recompute full)
   endif()
   add_test(NAME usage.19.heads-tp COMMAND bash ${expect_failure} 2 10 "the 4 heads must divide over --tp 3"
            -- $<TARGET_FILE:${l19}> --ranks 3 --tp 3 --no-trace)
   add_test(NAME usage.19.tp-ranks COMMAND bash ${expect_failure} 2 10 "--tp 3 does not divide the 4 ranks"
            -- $<TARGET_FILE:${l19}> --ranks 4 --tp 3 --no-trace)
+  add_test(NAME usage.19.sp-tokens COMMAND bash ${expect_failure} 2 10 "7 tokens do not split into 2 equal parts"
+           -- $<TARGET_FILE:${l19}> --ranks 2 --sequence-parallel --context 7 --batch 1 --no-trace)
   add_test(NAME usage.19.recompute COMMAND bash ${expect_failure} 2 10 "--recompute: bogus not in"
            -- $<TARGET_FILE:${l19}> --recompute bogus --no-trace)
   add_test(NAME usage.19.huge-shape COMMAND bash ${expect_failure} 2 30
            "needs about .* but .* is available; use a smaller --d, --layers, --context or --batch"
            -- $<TARGET_FILE:${l19}> --d 4096 --context 1024 --batch 1024 --no-trace)
-  set_tests_properties(usage.19.heads-tp usage.19.tp-ranks usage.19.recompute usage.19.huge-shape
+  set_tests_properties(usage.19.heads-tp usage.19.tp-ranks usage.19.sp-tokens usage.19.recompute usage.19.huge-shape
                        PROPERTIES LABELS lesson)
   add_test(NAME memory.${l19} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/memory_plan.sh $<TARGET_FILE:${l19}>
            --ranks 2 --d 256 --layers 2 --context 256 --batch 8)

@@ -65,6 +65,7 @@ struct Setup {
   std::size_t batch = 2;  // b: sequences per replica's micro-batch
   MeshShape mesh;
   Recompute recompute = Recompute::none;
+  bool sp = false;               // sequence parallelism: the LayerNorm regions on my N/t rows
   std::size_t corpus = 1 << 14;  // characters of generated text
   std::size_t global() const { return batch * std::size_t(mesh.dp); }
 };
@@ -82,6 +83,7 @@ MeshShape resolve_mesh(int tp, int ranks, std::size_t heads) {
 
 // What one layer keeps, tensor by tensor, written out from the block's backward: which
 // tensor each backward reads, its shape, and its floats on a tp rank (s b = N tokens, h = d).
+// Sequence parallelism (sp) keeps the LayerNorm regions' tensors on my N/t rows as well.
 struct KeptRow {
   const char* name;
   const char* shape;
@@ -90,23 +92,27 @@ struct KeptRow {
   std::uint64_t floats;
   bool selective, full;  // kept under selective, and under full, recompute
 };
-std::vector<KeptRow> kept_rows(const gpt::Config& c, std::size_t b, int tp) {
+std::vector<KeptRow> kept_rows(const gpt::Config& c, std::size_t b, int tp, bool sp) {
   const std::uint64_t s = c.seq, h = c.d, a = c.heads, t = std::uint64_t(tp), N = s * b;
+  const std::uint64_t r = sp ? t : 1;  // the LayerNorm regions: my rows under sp
+  const char* rows = sp ? "N/t x h" : "N x h";
+  const char* stat = sp ? "N/t" : "N";
+  const char* sbh = sp ? "s b h / t" : "s b h";
+  const char* sb = sp ? "s b / t" : "s b";
   return {
-      {"x", "N x h", "LN1's backward; full's rerun", "s b h", N * h, true, true},
-      {"a", "N x h", "dWq, dWk, dWv", "s b h", N * h, true, false},
-      {"mean1", "N", "LN1's backward", "s b", N, true, false},
-      {"rstd1", "N", "LN1's backward", "s b", N, true, false},
+      {"x", rows, "LN1's backward; full's rerun", sbh, N * h / r, true, true},
+      {"a", rows, "dWq, dWk, dWv", sbh, N * h / r, true, false},
+      {"mean1", stat, "LN1's backward", sb, N / r, true, false},
+      {"rstd1", stat, "LN1's backward", sb, N / r, true, false},
       {"q", "N x h/t", "dK = dS^T q", "s b h / t", N * h / t, true, false},
       {"k", "N x h/t", "dQ = dS k", "s b h / t", N * h / t, true, false},
       {"v", "N x h/t", "dP = dC v^T", "s b h / t", N * h / t, true, false},
-      {"p", "a/t b s x s", "dV = P^T dC; softmax'", "a s^2 b / t", a / t * b * s * s, false,
-       false},
+      {"p", "a/t b s x s", "dV = P^T dC; softmax'", "a s^2 b / t", a / t * b * s * s, false, false},
       {"ctx", "N x h/t", "dWo", "s b h / t", N * h / t, true, false},
-      {"x1", "N x h", "LN2's backward", "s b h", N * h, true, false},
-      {"m", "N x h", "dW1", "s b h", N * h, true, false},
-      {"mean2", "N", "LN2's backward", "s b", N, true, false},
-      {"rstd2", "N", "LN2's backward", "s b", N, true, false},
+      {"x1", rows, "LN2's backward", sbh, N * h / r, true, false},
+      {"m", rows, "dW1", sbh, N * h / r, true, false},
+      {"mean2", stat, "LN2's backward", sb, N / r, true, false},
+      {"rstd2", stat, "LN2's backward", sb, N / r, true, false},
       {"h", "N x 4h/t", "GeLU's backward", "4 s b h / t", 4 * N * h / t, true, false},
       {"gelu(h)", "N x 4h/t", "dW2", "4 s b h / t", 4 * N * h / t, true, false},
   };
@@ -175,6 +181,7 @@ Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std
     auto phase = tp.phase(fmt::format("backward, recompute {}", to_string(options.recompute)));
     stage.backward(0, params, grads.view(), {});
   }
+  stage.sync_replicated(grads.view());  // sequence parallel: the LayerNorms and embeddings
   m.backward_flops = ops::gemm_flops() - before;
   m.recomputed_flops = stage.recompute_flops();
   m.kept = stage.kept_ledger().peak(Category::activations);
@@ -200,7 +207,7 @@ std::vector<double> tensor_bounds(const gpt::Layout& layout, const Eigen::Vector
 // The peak activations (kept + recompute buffers, bytes) of one step of `c` under `r` for each
 // (s, b) of `shapes`, measured on the ledgers of a fresh in-process world of t ranks (off the
 // run's trace and ledgers): the tp group's rank 0's.
-std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r,
+std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r, bool sp,
                                   const gpt::Corpus& corpus,
                                   const std::vector<std::pair<std::size_t, std::size_t>>& shapes) {
   std::vector<double> peaks(shapes.size(), -1);
@@ -219,6 +226,8 @@ std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r,
       gpt::StageOptions o;
       o.recompute = r;
       o.charge_per_pass = true;
+      o.sequence_parallel = sp;
+      if (sp && b * cs.seq % std::size_t(t) != 0) continue;  // tokens that do not split: "-"
       const Measured m = run_step(world, cs, layout, b, o, params.view(), bi.view(), bt.view(),
                                   1.0f / float(b * cs.seq));
       if (world.rank() == 0) peaks[k] = double(m.kept + m.recompute);
@@ -231,8 +240,7 @@ std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r,
 
 int main(int argc, char** argv) {
   Lesson lesson({"19", "activations_recompute",
-                 "activation memory and recomputation: what a layer keeps for its backward", 2,
-                 1});
+                 "activation memory and recomputation: what a layer keeps for its backward", 2, 1});
   lesson.set_text(
       "Each layer's forward keeps the tensors its backward reads: the activations, tensor by "
       "tensor on the ledger, against s b h (4 + 12/t) + 4 s b + a s^2 b / t floats. --recompute "
@@ -251,6 +259,9 @@ int main(int argc, char** argv) {
                  "probabilities), full (its input alone)")
       ->check(CLI::IsMember({"none", "selective", "full"}))
       ->capture_default_str();
+  app.add_flag("--sequence-parallel", s.sp,
+               "Megatron-SP: the LayerNorms, residuals and block inputs on each tp rank's N/t "
+               "tokens (all-gather before the attention and the MLP, reduce-scatter after)");
   app.add_option("--tp", tp, "tensor-parallel ranks (0: 2 where the ranks and heads allow)")
       ->check(CLI::Range(0, 1 << 16));
   app.add_option("--batch", s.batch, "b: sequences per replica's micro-batch")
@@ -283,20 +294,25 @@ int main(int argc, char** argv) {
     s.model.vocab = gpt::kVocab;
     s.mesh = resolve_mesh(tp, w.size, s.model.heads);
     s.model.check(s.mesh.tp, 1);
+    if (s.sp && s.batch * s.model.seq % std::size_t(s.mesh.tp) != 0)
+      throw UsageError(fmt::format(
+          "--sequence-parallel: the b s = {} x {} = {} tokens do not split into {} equal parts "
+          "(one per tp rank)",
+          s.batch, s.model.seq, s.batch * s.model.seq, s.mesh.tp));
     corpus.emplace(lesson.options().seed, s.corpus);
-    lesson.set_algorithm(fmt::format("recompute {}, {}", to_string(s.recompute),
-                                     s.mesh.to_string()));
+    lesson.set_algorithm(fmt::format("recompute {}, {}{}", to_string(s.recompute),
+                                     s.mesh.to_string(), s.sp ? ", sequence parallel" : ""));
   });
   lesson.needs_memory([&](const World& w) {
     const MeshShape mesh = resolve_mesh(tp, w.size, s.model.heads);
-    const auto rows = kept_rows(s.model, s.batch, mesh.tp);
+    const auto rows = kept_rows(s.model, s.batch, mesh.tp, s.sp);
     const double weights = double(gpt::parameter_count(s.model));
     // Per rank: weights and gradients, the stage's kept activations (none's, the most) and its
     // scratch; once: the float64 reference on the step's whole batch (its activations, in
     // doubles, some twice what one device keeps for it), its weights and gradient.
     const double act = double(kept_floats(rows, Recompute::none) * s.model.layers);
     const double whole = double(
-        kept_floats(kept_rows(s.model, s.batch * std::size_t(mesh.dp), 1), Recompute::none) *
+        kept_floats(kept_rows(s.model, s.batch * std::size_t(mesh.dp), 1, false), Recompute::none) *
         s.model.layers);
     return MemoryNeed{4 * (3 * weights + 2 * act), 8 * (4 * weights + 2 * whole),
                       "a smaller --d, --layers, --context or --batch"};
@@ -305,10 +321,11 @@ int main(int argc, char** argv) {
   lesson.on_report([&](RunResult& r) {
     const gpt::Config& c = s.model;
     const int t = s.mesh.tp;
-    const auto rows = kept_rows(c, s.batch, t);
-    fmt::print("\nwhat one layer keeps for its backward (a tp rank of {}: s {}, b {}, h {}, a {}, "
-               "N = s b = {} tokens):\n",
-               t, c.seq, s.batch, c.d, c.heads, c.seq * s.batch);
+    const auto rows = kept_rows(c, s.batch, t, s.sp);
+    fmt::print(
+        "\nwhat one layer keeps for its backward (a tp rank of {}{}: s {}, b {}, h {}, a {}, "
+        "N = s b = {} tokens):\n",
+        t, s.sp ? ", sequence parallel" : "", c.seq, s.batch, c.d, c.heads, c.seq * s.batch);
     fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<9} {:<9}\n", "tensor", "shape", "read by",
                "formula", "floats", "selective", "full");
     for (const auto& row : rows)
@@ -316,8 +333,17 @@ int main(int argc, char** argv) {
                  row.read_by, row.formula, row.floats, row.selective ? "kept" : "recomputed",
                  row.full ? "kept" : "recomputed");
     const std::uint64_t layer = kept_floats(rows, Recompute::none);
-    fmt::print("  one layer: s b h (4 + 12/t) + 4 s b + a s^2 b / t = {} floats = {}\n", layer,
-               format_bytes(4.0 * double(layer)));
+    fmt::print("  one layer: {} = {} floats = {}\n",
+               s.sp ? "(16 s b h + 4 s b + a s^2 b) / t" : "s b h (4 + 12/t) + 4 s b + a s^2 b / t",
+               layer, format_bytes(4.0 * double(layer)));
+    // Megatron's layer at this shape (Korthikanti et al. 2022: 16-bit, dropout after attention's
+    // softmax and both projections): s b h (10 + 24/t + 5 a s / (h t)) bytes under tp, s b h (34 +
+    // 5 a s / h) / t under tp and sp.
+    const double sbh = double(c.seq * s.batch * c.d), as_h = double(c.heads * c.seq) / double(c.d);
+    const double megatron = s.sp ? sbh * (34 + 5 * as_h) / t : sbh * (10 + 24.0 / t + 5 * as_h / t);
+    fmt::print("  Megatron's layer here (16-bit, with dropout): {} = {}\n",
+               s.sp ? "s b h (34 + 5 a s / h) / t" : "s b h (10 + 24/t + 5 a s / (h t))",
+               format_bytes(megatron));
 
     fmt::print("\nthe three settings on rank 0 ({} layers; peak = kept + recompute buffers):\n",
                c.layers);
@@ -348,7 +374,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::size_t, std::size_t>> shapes;
     for (std::size_t sq : seqs)
       for (std::size_t b : batches) shapes.emplace_back(sq, b);
-    const std::vector<double> peaks = measure_peaks(c, t, s.recompute, *corpus, shapes);
+    const std::vector<double> peaks = measure_peaks(c, t, s.recompute, s.sp, *corpus, shapes);
     fmt::print("  {:>8}", "s \\ b");
     for (std::size_t b : batches) fmt::print(" {:>12}", b);
     fmt::print("\n");
@@ -359,10 +385,14 @@ int main(int argc, char** argv) {
       for (std::size_t b : batches) {
         gpt::Config cs = c;
         cs.seq = sq;
-        const auto rs = kept_rows(cs, b, t);
+        const auto rs = kept_rows(cs, b, t, s.sp);
         const double want = 4.0 * double(c.layers * kept_floats(rs, s.recompute) +
                                          recompute_floats(cs, rs, s.recompute));
         const double got = peaks[at++];
+        if (got < 0) {  // sequence parallel: the b s tokens do not split over t
+          fmt::print(" {:>12}", "-");
+          continue;
+        }
         sweep_ok = sweep_ok && got == want;
         fmt::print(" {:>12}", got == want ? format_bytes(got) : fmt::format("{} != {}", got, want));
       }
@@ -405,7 +435,7 @@ int main(int argc, char** argv) {
     Buffer<std::int32_t> ids = world.alloc_from(my_ids, Category::data);
     Buffer<std::int32_t> targets = world.alloc_from(my_targets, Category::data);
     const float loss_scale = 1.0f / float(s.global() * c.seq);  // the mean over the step's tokens
-    const auto rows = kept_rows(c, s.batch, T);
+    const auto rows = kept_rows(c, s.batch, T, s.sp);
 
     // STEP 2: one step under each setting, --recompute's first; each layer's tensors charged when
     // its forward makes them and released once its backward has read them.
@@ -417,10 +447,11 @@ int main(int argc, char** argv) {
       gpt::StageOptions o;
       o.recompute = rc;
       o.charge_per_pass = true;
+      o.sequence_parallel = s.sp;
       o.stale_input = broken("stale-input");
       o.gelu_in_place = broken("gelu-in-place");
-      runs.push_back(run_step(mesh.tp(), c, layout, s.batch, o, P, ids.view(), targets.view(),
-                              loss_scale));
+      runs.push_back(
+          run_step(mesh.tp(), c, layout, s.batch, o, P, ids.view(), targets.view(), loss_scale));
     }
 
     // STEP 3: what each setting kept and recomputed, against the formulas.
@@ -432,8 +463,8 @@ int main(int argc, char** argv) {
       bool tensors_ok = true;
       std::string detail;
       for (const auto& row : rows) {
-        const bool kept = rc == Recompute::none ||
-                          (rc == Recompute::selective ? row.selective : row.full);
+        const bool kept =
+            rc == Recompute::none || (rc == Recompute::selective ? row.selective : row.full);
         std::uint64_t got = 0;
         for (const auto& t : m.tensors)
           if (t.name == row.name) got = t.floats;
@@ -450,26 +481,24 @@ int main(int argc, char** argv) {
                           extra = 4 * recompute_floats(c, rows, rc);
       world.check(fmt::format("{}: recompute {}: the ledger's kept activations, L layers' sum",
                               where, name),
-                  std::uint64_t(m.kept) == kept,
-                  fmt::format("{} B, formula {} B", m.kept, kept));
+                  std::uint64_t(m.kept) == kept, fmt::format("{} B, formula {} B", m.kept, kept));
       world.check(fmt::format("{}: recompute {}: the recompute buffers on the ledger", where, name),
                   std::uint64_t(m.recompute) == extra,
                   fmt::format("{} B, formula {} B", m.recompute, extra));
       const Flops f = flops_formula(c, s.batch, T, rc);
-      world.check(fmt::format("{}: recompute {}: FLOP of forward, recomputation and backward",
-                              where, name),
-                  m.forward_flops == f.forward && m.recomputed_flops == f.recomputed &&
-                      m.backward_flops == f.backward(),
-                  fmt::format("forward {} (formula {}), recomputed {} ({}), backward {} ({})",
-                              m.forward_flops, f.forward, m.recomputed_flops, f.recomputed,
-                              m.backward_flops, f.backward()));
+      world.check(
+          fmt::format("{}: recompute {}: FLOP of forward, recomputation and backward", where, name),
+          m.forward_flops == f.forward && m.recomputed_flops == f.recomputed &&
+              m.backward_flops == f.backward(),
+          fmt::format("forward {} (formula {}), recomputed {} ({}), backward {} ({})",
+                      m.forward_flops, f.forward, m.recomputed_flops, f.recomputed,
+                      m.backward_flops, f.backward()));
       if (k > 0)
-        world.check(
-            fmt::format("{}: recompute {}: the gradients equal recompute {}'s bit for bit", where,
-                        name, to_string(order[0])),
-            m.grads.size() == runs[0].grads.size() &&
-                std::memcmp(m.grads.data(), runs[0].grads.data(),
-                            m.grads.size() * sizeof(float)) == 0);
+        world.check(fmt::format("{}: recompute {}: the gradients equal recompute {}'s bit for bit",
+                                where, name, to_string(order[0])),
+                    m.grads.size() == runs[0].grads.size() &&
+                        std::memcmp(m.grads.data(), runs[0].grads.data(),
+                                    m.grads.size() * sizeof(float)) == 0);
     }
 
     // STEP 4: the replicas' gradients summed over dp; the step's gradient against one device's.
@@ -477,8 +506,7 @@ int main(int argc, char** argv) {
     coll::all_reduce(mesh.dp(), grads.view(), coll::AllReduceAlgo::ring_chunked, "grads (dp)");
     std::vector<float> got = to_host(View<const float>(grads.view()));
     if (world.inject_fault()) got[0] += 1.0f;
-    const double fraction =
-        gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp));
+    const double fraction = gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp));
     const auto bounds = tensor_bounds(layout, want_grad, fraction);
     double worst = 0;
     std::string worst_at = "-";
