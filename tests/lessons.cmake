@@ -912,4 +912,10 @@ if(TARGET 19_activations_recompute)
   add_test(NAME memory.${l19} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/memory_plan.sh $<TARGET_FILE:${l19}>
            --ranks 2 --d 256 --layers 2 --context 256 --batch 8)
   set_tests_properties(memory.${l19} PROPERTIES LABELS "lesson;memory" TIMEOUT 120)
+  # 40 settings drawn from a fixed seed (ranks 1-8 and 64, tp a divisor of them, heads, widths,
+  # layers, contexts, batches, each recompute setting, sequence parallel or not): every one must
+  # verify (tests/property_sweep.sh).
+  add_test(NAME property.${l19} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/property_sweep.sh 19 $<TARGET_FILE:${l19}>
+                                        2026 40)
+  set_tests_properties(property.${l19} PROPERTIES TIMEOUT 600 LABELS "lesson;property" COST 100)
 endif()

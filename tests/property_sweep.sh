@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # property_sweep.sh LESSON BINARY SEED COUNT
-#   Runs BINARY (lesson LESSON: 05, 08, 09, 10, 11, 12 or 13) on COUNT valid settings drawn from a
+#   Runs BINARY (lesson LESSON: 05, 08-13, 18 or 19) on COUNT valid settings drawn from a
 #   generator seeded with SEED: ranks (1 to 8, and 64 with small sizes), sizes, seeds and the
 #   lesson's own switches. Every run must exit 0 and print "verified". A run that fails prints
 #   its command line, so the setting can be replayed by hand. The same SEED draws the same
@@ -106,6 +106,29 @@ settings() {
       pick 1 64 && add --ffn
       one_of pairwise bruck && add --alltoall
       one_of softmax topk && add --gating
+      ;;
+    19)
+      local tp heads ctx b
+      pick 1 "$n"
+      tp=$REPLY
+      while ((n % tp)); do tp=$((tp - 1)); done  # a divisor of the ranks; the rest replicas
+      args+=" --tp $tp"
+      pick 1 $((n == 64 ? 1 : 3))
+      heads=$((tp * REPLY))
+      args+=" --heads $heads"
+      pick 1 $((n == 64 ? 1 : 6))
+      args+=" --d $((heads * REPLY))"
+      pick 1 $((n == 64 ? 1 : 3)) && add --layers
+      pick 2 $((n == 64 ? 6 : 24)) && add --context
+      ctx=$REPLY
+      pick 1 4
+      b=$REPLY
+      if ((RANDOM % 2)); then  # sequence parallel: the b s tokens split over tp
+        args+=" --sequence-parallel"
+        ((b * ctx % tp)) && b=$tp
+      fi
+      args+=" --batch $b"
+      one_of none selective full && add --recompute
       ;;
     *)
       echo "property_sweep: no generator for lesson $lesson" >&2

@@ -1,5 +1,6 @@
 #include "core/training/gpt_reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/base/check.hpp"
@@ -209,6 +210,40 @@ double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_term
   const double terms = double(tokens + c.mlp() + c.vocab + c.d + extra_terms);
   const double depth = double(4 * c.layers + 4);
   return terms * depth * 0x1p-24;
+}
+
+std::vector<double> tensor_bounds(const Layout& layout, const Eigen::VectorXd& want,
+                                  double fraction) {
+  std::vector<double> out;
+  for (const auto& part : layout.parts()) {
+    double largest = 0;
+    for (std::size_t j = 0; j < part.tensor.size(); ++j)
+      largest = std::max(largest, std::fabs(want[Eigen::Index(part.tensor.offset + j)]));
+    out.push_back(fraction * largest);
+  }
+  return out;
+}
+
+WorstShare worst_share(const Layout& layout, const std::vector<float>& got, std::size_t begin,
+                       std::size_t end, const Eigen::VectorXd& want,
+                       const std::vector<double>& bounds) {
+  WorstShare w;
+  for (std::size_t t = 0; t < layout.parts().size(); ++t) {
+    const auto& part = layout.parts()[t];
+    for (std::size_t i = 0; i < part.size; ++i) {
+      const std::size_t at = part.offset + i;
+      if (at < begin || at >= end) continue;
+      const double err =
+          std::fabs(double(got[at - begin]) - want[Eigen::Index(layout.global_index(part, i))]);
+      const double share = bounds[t] > 0 ? err / bounds[t] : (err > 0 ? INFINITY : 0);
+      if (!(share <= w.share)) {
+        w.share = std::isnan(share) ? INFINITY : share;
+        w.bound = bounds[t];
+        w.where = part.tensor.name;
+      }
+    }
+  }
+  return w;
 }
 
 void reference_batch(const Config& c, const Corpus& corpus, int step, std::size_t global,

@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/training/corpus.hpp"
@@ -30,6 +31,23 @@ double reference_loss(const Config& c, const Eigen::VectorXd& params,
 // (the step's, or a micro-batch's) + 4d + vocab + d terms, plus `extra_terms` (a sum over dp
 // replicas); each sum is off by its terms x u_f32 of the magnitudes it adds.
 double float32_bound(const Config& c, std::size_t tokens, std::size_t extra_terms = 0);
+
+// Each of a rank's parts' bound on its gradient's error: `fraction` (float32_bound) of the largest
+// |g| of its whole tensor in one device's gradient `want` (every element of it, on any rank), so
+// a small tensor's error is not hidden under the model's largest.
+std::vector<double> tensor_bounds(const Layout& layout, const Eigen::VectorXd& want,
+                                  double fraction);
+
+// The worst |got - want| against its tensor's bound (tensor_bounds) over the elements [begin,
+// end) of a rank's flat vector; got holds those elements (got[0] is element `begin`), want is
+// the whole model's. share <= 1: within the bounds; a NaN counts as infinitely far.
+struct WorstShare {
+  double share = 0, bound = 0;  // the worst error / its bound, and that bound
+  std::string where = "-";      // the tensor
+};
+WorstShare worst_share(const Layout& layout, const std::vector<float>& got, std::size_t begin,
+                       std::size_t end, const Eigen::VectorXd& want,
+                       const std::vector<double>& bounds);
 
 // Step k's sequences (global of them: sequence_index's order), ids and targets row by row.
 void reference_batch(const Config& c, const Corpus& corpus, int step, std::size_t global,

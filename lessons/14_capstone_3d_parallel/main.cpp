@@ -352,20 +352,6 @@ double gradient_bound(const Setup& s) {
   return gpt::float32_bound(s.model, s.global() * s.model.seq, std::size_t(s.mesh.dp));
 }
 
-// Each of my parts' bound on its gradient's error: `fraction` (gradient_bound) of the largest |g|
-// of its whole tensor in one device's gradient `want` (every element of it, on any rank).
-std::vector<double> tensor_bounds(const gpt::Layout& layout, const Eigen::VectorXd& want,
-                                  double fraction) {
-  std::vector<double> out;
-  for (const auto& part : layout.parts()) {
-    double largest = 0;
-    for (std::size_t j = 0; j < part.tensor.size(); ++j)
-      largest = std::max(largest, std::fabs(want[Eigen::Index(part.tensor.offset + j)]));
-    out.push_back(fraction * largest);
-  }
-  return out;
-}
-
 // A message's step id (the viewer's beat) and what it carries: the whole buffer, copied.
 MsgMeta message(int step, const char* buffer) {
   return coll::meta(step, buffer, -1, -1, Apply::copy, 0);
@@ -552,31 +538,16 @@ int main(int argc, char** argv) {
     const auto check_gradient = [&](int step, const std::vector<float>& got,
                                     const Eigen::VectorXd& want,
                                     const std::vector<double>& bounds) {
-      double worst = 0, at_bound = 0;  // the worst |error| / its tensor's bound, and that bound
-      std::string where = "-";
-      for (std::size_t t = 0; t < layout.parts().size(); ++t) {
-        const auto& part = layout.parts()[t];
-        for (std::size_t i = 0; i < part.size; ++i) {
-          const std::size_t at = part.offset + i;
-          if (at < shard.begin(mine) || at >= shard.end(mine)) continue;
-          const double err = std::fabs(double(got[at - shard.begin(mine)]) -
-                                       want[Eigen::Index(layout.global_index(part, i))]);
-          const double share = bounds[t] > 0 ? err / bounds[t] : (err > 0 ? INFINITY : 0);
-          if (!(share <= worst)) {
-            worst = std::isnan(share) ? INFINITY : share;
-            at_bound = bounds[t];
-            where = part.tensor.name;
-          }
-        }
-      }
+      const gpt::WorstShare w =
+          gpt::worst_share(layout, got, shard.begin(mine), shard.end(mine), want, bounds);
       world.check(
           fmt::format("dp {} pp {} tp {}: step {}'s gradient{} equals one device's, each "
                       "tensor within its own bound",
                       me.dp, me.pp, me.tp, step, step == 1 ? "" : " at the weights before it"),
-          worst <= 1,
+          w.share <= 1,
           fmt::format("worst {:.3g} of its bound {:.3g} in {} (terms x depth x u x the "
                       "tensor's max |g|)",
-                      worst, at_bound, where));
+                      w.share, w.bound, w.where));
     };
     // Kept for the checks after the run: the last step's weights, my 1/dp of its summed gradient
     // and Adam's moments before its update, its loss (the last stage), and the weights after
@@ -665,7 +636,7 @@ int main(int argc, char** argv) {
       // Step 1's gradient, summed over dp and the micro-batches, against one device's.
       if (k == 0)
         check_gradient(1, to_host(View<const float>(my_grads)), ref->first_gradient,
-                       tensor_bounds(layout, ref->first_gradient, gradient_bound(s)));
+                       gpt::tensor_bounds(layout, ref->first_gradient, gradient_bound(s)));
       if (k + 1 == s.steps) {
         last_grads = to_host(View<const float>(my_grads));
         m_before = to_host(adam.m());
@@ -775,7 +746,7 @@ int main(int argc, char** argv) {
     world.recorder().set_enabled(tracing);
     const Eigen::Map<const Eigen::VectorXd> want_g(last_g.data(), Eigen::Index(total));
     // Each tensor's bound on the last step's gradient error: the gradient check's and Adam's.
-    const std::vector<double> dgs = tensor_bounds(layout, want_g, gradient_bound(s));
+    const std::vector<double> dgs = gpt::tensor_bounds(layout, want_g, gradient_bound(s));
     if (s.steps > 1) check_gradient(s.steps, last_grads, want_g, dgs);
     if (layout.last_stage()) {  // the loss there: one float32 forward at the same weights
       const double want = last_g[total];

@@ -190,20 +190,6 @@ Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std
   return m;
 }
 
-// The float32 error model of the step's gradient against float64 (gpt_reference.hpp): each
-// tensor's elements within this fraction of its own largest |g|.
-std::vector<double> tensor_bounds(const gpt::Layout& layout, const Eigen::VectorXd& want,
-                                  double fraction) {
-  std::vector<double> out;
-  for (const auto& part : layout.parts()) {
-    double largest = 0;
-    for (std::size_t j = 0; j < part.tensor.size(); ++j)
-      largest = std::max(largest, std::fabs(want[Eigen::Index(part.tensor.offset + j)]));
-    out.push_back(fraction * largest);
-  }
-  return out;
-}
-
 // The peak activations (kept + recompute buffers, bytes) of one step of `c` under `r` for each
 // (s, b) of `shapes`, measured on the ledgers of a fresh in-process world of t ranks (off the
 // run's trace and ledgers): the tp group's rank 0's.
@@ -507,28 +493,17 @@ int main(int argc, char** argv) {
     std::vector<float> got = to_host(View<const float>(grads.view()));
     if (world.inject_fault()) got[0] += 1.0f;
     const double fraction = gpt::float32_bound(c, s.global() * c.seq, std::size_t(s.mesh.dp));
-    const auto bounds = tensor_bounds(layout, want_grad, fraction);
-    double worst = 0;
-    std::string worst_at = "-";
-    for (std::size_t k = 0; k < layout.parts().size(); ++k) {
-      const auto& part = layout.parts()[k];
-      for (std::size_t i = 0; i < part.size; ++i) {
-        const double err = std::fabs(double(got[part.offset + i]) -
-                                     want_grad[Eigen::Index(layout.global_index(part, i))]);
-        const double share = bounds[k] > 0 ? err / bounds[k] : (err > 0 ? INFINITY : 0);
-        if (!(share <= worst)) {
-          worst = std::isnan(share) ? INFINITY : share;
-          worst_at = part.tensor.name;
-        }
-      }
-    }
+    // The float32 error model (gpt_reference.hpp): each tensor's elements within `fraction` of
+    // its own largest |g|.
+    const gpt::WorstShare w = gpt::worst_share(layout, got, 0, got.size(), want_grad,
+                                               gpt::tensor_bounds(layout, want_grad, fraction));
     world.check(fmt::format("{}: the step's gradient equals one device's in float64, each tensor "
                             "within its own bound",
                             where),
-                worst <= 1,
+                w.share <= 1,
                 fmt::format("worst {:.3g} of its bound in {} (terms x depth x u x the tensor's "
                             "max |g|)",
-                            worst, worst_at));
+                            w.share, w.where));
     Buffer<float> loss = world.alloc_from(std::vector<float>{runs[0].loss}, Category::data);
     coll::all_reduce(mesh.dp(), loss.view(), coll::AllReduceAlgo::ring_chunked, "loss (dp)");
     const double loss_got = to_host(View<const float>(loss.view()))[0];
