@@ -268,3 +268,36 @@ TEST_CASE("computing is true only inside a compute span", "[playback]") {
   at.time_us = m.t_end + 1;
   CHECK_FALSE(computing(m, at)[rank]);
 }
+
+TEST_CASE("memory history: each slice of time holds its most, the teardown left out",
+          "[playback]") {
+  TraceModel m;
+  m.ranks.resize(1);
+  m.rank_end = {100};
+  const int act = 3;  // activations
+  auto sample = [&](double ts, std::int64_t bytes) {
+    MemorySample s;
+    s.ts = ts;
+    s.bytes[act] = bytes;
+    s.total = bytes + 1000;
+    m.memory.resize(1);
+    m.memory[0].push_back(s);
+  };
+  // A rise to 5 at t = 10, to 50 at 20, a dip to 0 at 30 and a refill to 9 at 33 and 0 at 36,
+  // 7 at 90; the teardown's free at 110 comes after the rank's last span.
+  for (auto [ts, b] : std::vector<std::pair<double, std::int64_t>>{
+           {10, 5}, {20, 50}, {30, 0}, {33, 9}, {36, 0}, {90, 7}, {110, 0}})
+    sample(ts, b);
+  const auto h = memory_history(m, 0, act, 0, 100, 10);  // slices [10k, 10k + 10)
+  CHECK(h == std::vector<double>{0, 5, 50, 9, 0, 0, 0, 0, 0, 7});
+  // The total (none before the first sample), and slices finer than the samples: the held value
+  // carries over.
+  const auto t = memory_history(m, 0, kMemoryCategories, 0, 40, 8);  // slices of 5
+  CHECK(t == std::vector<double>{0, 0, 1005, 1005, 1050, 1050, 1009, 1009});
+  // Past the rank's end the teardown is left out: it still holds 7.
+  CHECK(memory_history(m, 0, act, 95, 120, 1) == std::vector<double>{7});
+  // Nothing to show: an unknown rank, no columns, an empty range.
+  CHECK(memory_history(m, 3, act, 0, 100, 4) == std::vector<double>(4, 0.0));
+  CHECK(memory_history(m, 0, act, 0, 100, 0).empty());
+  CHECK(memory_history(m, 0, act, 50, 50, 2) == std::vector<double>(2, 0.0));
+}

@@ -18,7 +18,9 @@
 //   full       keeps x alone and reruns the block's forward in backward: one forward more,
 //              24 s b h^2 / t + 4 s^2 b h / t FLOP per layer, 8/6 of the blocks' training FLOP
 // The recomputation runs the forward's operations in the forward's order on the same inputs, so
-// the gradients do not change by a bit.
+// the gradients do not change by a bit. --sequence-parallel (Megatron-SP, lessons 12 and 13) keeps
+// the whole-width terms (x, a, x1, m and the statistics) on each tp rank's N/t tokens too: every
+// term over t, (16 s b h + 4 s b + a s^2 b) / t floats.
 //
 // Verification: every kept tensor's floats against its formula, and the ledger's bytes of every
 // layer against their sum; the recompute buffers and the recomputed FLOP against theirs; the
@@ -31,6 +33,7 @@
 //       ./distlab lesson 19 --recompute selective    the probabilities recomputed
 //       ./distlab lesson 19 --recompute full         each layer's input alone kept
 //       ./distlab lesson 19 --ranks 4 --tp 2         two data-parallel replicas of tp 2
+//       ./distlab lesson 19 --sequence-parallel      every term of a layer over t
 //       ./distlab lesson 19 --break stale-input      recompute from an input overwritten
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -160,6 +163,18 @@ struct Measured {
   float loss = 0;
 };
 
+// A stage's options in this run: the setting, each layer's tensors charged when its forward makes
+// them and released once its backward has read them, sequence parallel or not, and the breaks.
+gpt::StageOptions stage_options(const Setup& s, Recompute r) {
+  gpt::StageOptions o;
+  o.recompute = r;
+  o.charge_per_pass = true;
+  o.sequence_parallel = s.sp;
+  o.stale_input = broken("stale-input");
+  o.gelu_in_place = broken("gelu-in-place");
+  return o;
+}
+
 // One step's forward and backward of this replica's micro-batch under `options`, on a
 // stage of its own whose ledgers measure it.
 Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std::size_t batch,
@@ -193,7 +208,7 @@ Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std
 // The peak activations (kept + recompute buffers, bytes) of one step of `c` under `r` for each
 // (s, b) of `shapes`, measured on the ledgers of a fresh in-process world of t ranks (off the
 // run's trace and ledgers): the tp group's rank 0's.
-std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r, bool sp,
+std::vector<double> measure_peaks(const gpt::Config& c, int t, const gpt::StageOptions& options,
                                   const gpt::Corpus& corpus,
                                   const std::vector<std::pair<std::size_t, std::size_t>>& shapes) {
   std::vector<double> peaks(shapes.size(), -1);
@@ -209,13 +224,10 @@ std::vector<double> measure_peaks(const gpt::Config& c, int t, Recompute r, bool
       for (std::size_t q = 0; q < b; ++q) corpus.sequence(q, cs.seq, ids, targets);
       Buffer<std::int32_t> bi = world.alloc_from(ids, Category::data);
       Buffer<std::int32_t> bt = world.alloc_from(targets, Category::data);
-      gpt::StageOptions o;
-      o.recompute = r;
-      o.charge_per_pass = true;
-      o.sequence_parallel = sp;
-      if (sp && b * cs.seq % std::size_t(t) != 0) continue;  // tokens that do not split: "-"
-      const Measured m = run_step(world, cs, layout, b, o, params.view(), bi.view(), bt.view(),
-                                  1.0f / float(b * cs.seq));
+      if (options.sequence_parallel && b * cs.seq % std::size_t(t) != 0)
+        continue;  // tokens that do not split over the group: "-"
+      const Measured m = run_step(world, cs, layout, b, options, params.view(), bi.view(),
+                                  bt.view(), 1.0f / float(b * cs.seq));
       if (world.rank() == 0) peaks[k] = double(m.kept + m.recompute);
     }
   });
@@ -312,10 +324,10 @@ int main(int argc, char** argv) {
         "\nwhat one layer keeps for its backward (a tp rank of {}{}: s {}, b {}, h {}, a {}, "
         "N = s b = {} tokens):\n",
         t, s.sp ? ", sequence parallel" : "", c.seq, s.batch, c.d, c.heads, c.seq * s.batch);
-    fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<9} {:<9}\n", "tensor", "shape", "read by",
+    fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<10} {:<10}\n", "tensor", "shape", "read by",
                "formula", "floats", "selective", "full");
     for (const auto& row : rows)
-      fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<9} {:<9}\n", row.name, row.shape,
+      fmt::print("  {:<8} {:<12} {:<30} {:<12} {:>9}  {:<10} {:<10}\n", row.name, row.shape,
                  row.read_by, row.formula, row.floats, row.selective ? "kept" : "recomputed",
                  row.full ? "kept" : "recomputed");
     const std::uint64_t layer = kept_floats(rows, Recompute::none);
@@ -333,18 +345,18 @@ int main(int argc, char** argv) {
 
     fmt::print("\nthe three settings on rank 0 ({} layers; peak = kept + recompute buffers):\n",
                c.layers);
-    fmt::print("  {:<10} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8}\n", "recompute", "kept",
+    fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>7}\n", "recompute", "kept",
                "recompute", "peak", "recomputed", "step FLOP", "/ none");
     const Flops none = flops_formula(c, s.batch, t, Recompute::none);
     for (Recompute rc : kSettings) {
       const Flops f = flops_formula(c, s.batch, t, rc);
       const std::uint64_t kept = 4 * c.layers * kept_floats(rows, rc),
                           extra = 4 * recompute_floats(c, rows, rc);
-      fmt::print("  {:<10} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8.3f}{}\n", to_string(rc),
+      fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>7.3f}{}\n", to_string(rc),
                  format_bytes(double(kept)), format_bytes(double(extra)),
                  format_bytes(double(kept + extra)), f.recomputed, f.forward + f.backward(),
                  double(f.forward + f.backward()) / double(none.forward + none.backward()),
-                 rc == s.recompute ? "  <- --recompute" : "");
+                 rc == s.recompute ? "  <- this" : "");
     }
     const Flops full = flops_formula(c, s.batch, t, Recompute::full);
     const std::uint64_t head = 2 * c.seq * s.batch * c.d * c.vocab;
@@ -354,13 +366,16 @@ int main(int argc, char** argv) {
 
     // STEP 5: the peak of --recompute's setting against s and b, measured on a tp group of its
     // own in this process (off the run's trace), against the formula.
-    fmt::print("\npeak activations per rank, recompute {} (measured = formula, bytes):\n",
-               to_string(s.recompute));
+    fmt::print(
+        "\npeak of the kept activations and recompute buffers per rank, recompute {} (measured "
+        "= formula):\n",
+        to_string(s.recompute));
     std::vector<std::size_t> seqs = {c.seq / 2, c.seq, 2 * c.seq}, batches = {1, 2, 4};
     std::vector<std::pair<std::size_t, std::size_t>> shapes;
     for (std::size_t sq : seqs)
       for (std::size_t b : batches) shapes.emplace_back(sq, b);
-    const std::vector<double> peaks = measure_peaks(c, t, s.recompute, s.sp, *corpus, shapes);
+    const std::vector<double> peaks =
+        measure_peaks(c, t, stage_options(s, s.recompute), *corpus, shapes);
     fmt::print("  {:>8}", "s \\ b");
     for (std::size_t b : batches) fmt::print(" {:>12}", b);
     fmt::print("\n");
@@ -407,7 +422,7 @@ int main(int argc, char** argv) {
     const MeshCoord me = mesh.coord();
     const int T = s.mesh.tp;
     if (world.rank() == 0)
-      world.say("{}\nthe model: {}; a micro-batch of {} sequences per replica\n", mesh.describe(),
+      world.say("{}\nthe model: {}\na micro-batch of {} sequences per replica\n", mesh.describe(),
                 c.describe(), s.batch);
     const gpt::Layout layout(c, 0, 1, me.tp, T);
     const std::vector<float> initial = gpt::initial_weights(c);
@@ -430,14 +445,8 @@ int main(int argc, char** argv) {
       if (rc != s.recompute) order.push_back(rc);
     std::vector<Measured> runs;
     for (Recompute rc : order) {
-      gpt::StageOptions o;
-      o.recompute = rc;
-      o.charge_per_pass = true;
-      o.sequence_parallel = s.sp;
-      o.stale_input = broken("stale-input");
-      o.gelu_in_place = broken("gelu-in-place");
-      runs.push_back(
-          run_step(mesh.tp(), c, layout, s.batch, o, P, ids.view(), targets.view(), loss_scale));
+      runs.push_back(run_step(mesh.tp(), c, layout, s.batch, stage_options(s, rc), P, ids.view(),
+                              targets.view(), loss_scale));
     }
 
     // STEP 3: what each setting kept and recomputed, against the formulas.

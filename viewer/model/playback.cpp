@@ -267,4 +267,38 @@ std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at) {
   return out;
 }
 
+std::vector<double> memory_history(const TraceModel& model, int rank, int category, double t0,
+                                   double t1, int columns) {
+  std::vector<double> out(static_cast<std::size_t>(std::max(columns, 0)), 0.0);
+  if (rank < 0 || static_cast<std::size_t>(rank) >= model.memory.size() || out.empty() || t1 <= t0)
+    return out;
+  const auto& samples = model.memory[static_cast<std::size_t>(rank)];
+  const double end = static_cast<std::size_t>(rank) < model.rank_end.size() &&
+                             model.rank_end[static_cast<std::size_t>(rank)] >= 0
+                         ? model.rank_end[static_cast<std::size_t>(rank)]
+                         : t1;
+  auto bytes = [&](const MemorySample& s) {
+    return static_cast<double>(
+        category >= kMemoryCategories ? s.total : s.bytes[static_cast<std::size_t>(category)]);
+  };
+  const double width = (t1 - t0) / static_cast<double>(columns);
+  std::size_t i = 0;                            // the next sample not yet read
+  double held = 0;                              // the bytes held after the samples read
+  auto read_to = [&](double t, double* most) {  // every sample at or before t
+    while (i < samples.size() && samples[i].ts <= t && samples[i].ts <= end) {
+      held = bytes(samples[i++]);
+      if (most) *most = std::max(*most, held);
+    }
+  };
+  for (int c = 0; c < columns; ++c) {
+    const double lo = t0 + width * static_cast<double>(c), hi = lo + width;
+    read_to(lo, nullptr);  // held at the slice's start
+    double most = held;
+    // Inside it: up to its end, the last slice's end included.
+    read_to(c + 1 == columns ? t1 : std::nextafter(hi, lo), &most);
+    out[static_cast<std::size_t>(c)] = most;
+  }
+  return out;
+}
+
 }  // namespace distlab::viewer
