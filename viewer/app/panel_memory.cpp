@@ -5,7 +5,10 @@
 // of any rank over the whole trace, so bars grow and shrink as playback moves. A white tick marks
 // each rank's own peak; where the lesson states its memory formula (otherData.memory_formula), a
 // dashed line shows what the formula expects per rank, so the ledger can be checked against it by
-// eye.
+// eye. Where the panel has the height, a strip below the bars draws one rank's activations (its
+// total where the trace charges none) over the whole run, with the playhead: the rank under the
+// mouse, else rank 0 (lesson 19's rise through each forward, fall through each backward, and full
+// recompute's dip and refill).
 #include <imgui.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
 #include "viewer/model/panel_content.hpp"
+#include "viewer/model/playback.hpp"
 #include "viewer/model/stats.hpp"
 
 namespace distlab::viewer {
@@ -125,6 +129,42 @@ void bar_tooltip(const MemorySample& s, int rank, std::int64_t peak, const Trace
   ImGui::EndTooltip();
 }
 
+constexpr int kActivations = static_cast<int>(Category::activations);
+
+// The strip of the run: `rank`'s activations (or total) over [active_begin, active_end], a column
+// per two pixels, scaled to its own most, the playhead at `now`.
+void history_strip(const TraceModel& m, const Peaks& peaks, int rank, double now, ImVec2 a,
+                   ImVec2 b) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const int category = peaks.used[kActivations] ? kActivations : kMemoryCategories;
+  const double t0 = m.active_begin, t1 = m.active_end;
+  const int columns = std::max(1, static_cast<int>((b.x - a.x) / 2));
+  const std::vector<double> v = memory_history(m, rank, category, t0, t1, columns);
+  const double most = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+  const float font = ImGui::GetFontSize();
+  char label[96];
+  std::snprintf(label, sizeof label, "r%d %s over the run, most %s", rank,
+                category == kActivations ? "activations" : "memory", format_bytes(most).c_str());
+  dl->AddText(a, kDim, label);
+  const float top = a.y + font + 2, bottom = b.y;
+  dl->AddLine(ImVec2(a.x, bottom), ImVec2(b.x, bottom), kDim);
+  if (most > 0) {
+    const ImU32 color =
+        category == kActivations ? category_color(kActivations) : IM_COL32(200, 200, 200, 255);
+    const float w = (b.x - a.x) / static_cast<float>(columns);
+    for (int c = 0; c < columns; ++c) {
+      const float h = static_cast<float>(v[static_cast<std::size_t>(c)] / most) * (bottom - top);
+      if (h <= 0) continue;
+      const float x = a.x + w * static_cast<float>(c);
+      dl->AddRectFilled(ImVec2(x, bottom - h), ImVec2(x + std::max(w, 1.0f), bottom), color);
+    }
+  }
+  if (t1 > t0) {
+    const float x = a.x + static_cast<float>((now - t0) / (t1 - t0)) * (b.x - a.x);
+    dl->AddLine(ImVec2(x, top), ImVec2(x, bottom), kPeak, 1.5f);
+  }
+}
+
 }  // namespace
 
 void draw_memory(PanelContext& ctx) {
@@ -145,9 +185,11 @@ void draw_memory(PanelContext& ctx) {
   const float axis_w = ImGui::CalcTextSize(top_label.c_str()).x + 8;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const float chart_h = std::max(40.0f, avail.y - font - 6);
+  // The strip of the run below the bars, where the panel is tall enough for both.
+  const float strip_h = avail.y >= 170 ? std::max(40.0f, avail.y * 0.3f) : 0.0f;
+  const float chart_h = std::max(40.0f, avail.y - font - 6 - strip_h);
   const float chart_w = std::max(40.0f, avail.x - axis_w);
-  ImGui::InvisibleButton("##memory", ImVec2(axis_w + chart_w, chart_h + font + 4));
+  ImGui::InvisibleButton("##memory", ImVec2(axis_w + chart_w, chart_h + font + 4 + strip_h));
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -199,6 +241,9 @@ void draw_memory(PanelContext& ctx) {
     if (hovered && mouse.x >= cx - slot * 0.5f && mouse.x < cx + slot * 0.5f) hovered_rank = r;
   }
   dl->AddLine(ImVec2(x0, y1), ImVec2(x0 + chart_w, y1), kDim);
+  if (strip_h > 0)
+    history_strip(m, peaks, std::max(hovered_rank, 0), ctx.now.time_us, ImVec2(x0, y1 + font + 8),
+                  ImVec2(x0 + chart_w, y1 + font + 2 + strip_h));
   if (hovered_rank >= 0)
     bar_tooltip(now[hovered_rank], hovered_rank, peaks.peak[hovered_rank], m.info);
 }
