@@ -53,6 +53,10 @@ done
   traces/examples/17_context_parallel.json
 "$viewer" --png "$out/17_contiguous_topology.png" --panel topology --step 2.5 --width 720 --height 480 \
   traces/examples/17_context_parallel_contiguous.json
+# Lesson 19: the Memory panel alone, with its strip of rank 0's activations over the run (each
+# setting's rise through forward and fall through backward), in full recompute's backward.
+"$viewer" --png "$out/19_memory.png" --panel memory --step 40.5 --width 900 --height 480 \
+  traces/examples/19_activations_recompute.json
 # Panels on their own, for the main README.
 "$viewer" --png "$out/ring_topology.png" --panel topology --step 15.5 --width 640 --height 480 \
   traces/examples/06_allreduce_sequential_ring_parallel.json

@@ -132,7 +132,8 @@ void bar_tooltip(const MemorySample& s, int rank, std::int64_t peak, const Trace
 constexpr int kActivations = static_cast<int>(Category::activations);
 
 // The strip of the run: `rank`'s activations (or total) over [active_begin, active_end], a column
-// per two pixels, scaled to its own most, the playhead at `now`.
+// per two pixels, the playhead at `now`. Its height spans the least to the most the rank held
+// (a tenth of it for the least), so a change small beside what stays allocated still shows.
 void history_strip(const TraceModel& m, const Peaks& peaks, int rank, double now, ImVec2 a,
                    ImVec2 b) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -141,10 +142,14 @@ void history_strip(const TraceModel& m, const Peaks& peaks, int rank, double now
   const int columns = std::max(1, static_cast<int>((b.x - a.x) / 2));
   const std::vector<double> v = memory_history(m, rank, category, t0, t1, columns);
   const double most = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+  double least = most;
+  for (double x : v)
+    if (x > 0) least = std::min(least, x);
   const float font = ImGui::GetFontSize();
-  char label[96];
-  std::snprintf(label, sizeof label, "r%d %s over the run, most %s", rank,
-                category == kActivations ? "activations" : "memory", format_bytes(most).c_str());
+  char label[128];
+  std::snprintf(label, sizeof label, "r%d %s over the run: %s to %s", rank,
+                category == kActivations ? "activations" : "memory", format_bytes(least).c_str(),
+                format_bytes(most).c_str());
   dl->AddText(a, kDim, label);
   const float top = a.y + font + 2, bottom = b.y;
   dl->AddLine(ImVec2(a.x, bottom), ImVec2(b.x, bottom), kDim);
@@ -153,10 +158,12 @@ void history_strip(const TraceModel& m, const Peaks& peaks, int rank, double now
         category == kActivations ? category_color(kActivations) : IM_COL32(200, 200, 200, 255);
     const float w = (b.x - a.x) / static_cast<float>(columns);
     for (int c = 0; c < columns; ++c) {
-      const float h = static_cast<float>(v[static_cast<std::size_t>(c)] / most) * (bottom - top);
-      if (h <= 0) continue;
-      const float x = a.x + w * static_cast<float>(c);
-      dl->AddRectFilled(ImVec2(x, bottom - h), ImVec2(x + std::max(w, 1.0f), bottom), color);
+      const double x = v[static_cast<std::size_t>(c)];
+      if (x <= 0) continue;
+      const double share = most > least ? 0.1 + 0.9 * (x - least) / (most - least) : 1.0;
+      const float h = static_cast<float>(share) * (bottom - top);
+      const float left = a.x + w * static_cast<float>(c);
+      dl->AddRectFilled(ImVec2(left, bottom - h), ImVec2(left + std::max(w, 1.0f), bottom), color);
     }
   }
   if (t1 > t0) {
