@@ -273,6 +273,20 @@ RecomputeRun run_recompute(const gpt::Config& c, int T, std::size_t batch,
   return out;
 }
 
+// run_recompute under none, selective and full, in that order, each charged per pass or not.
+std::vector<RecomputeRun> run_settings(const gpt::Config& c, int T, std::size_t batch,
+                                       bool per_pass, bool sequence_parallel) {
+  std::vector<RecomputeRun> runs;
+  for (auto r : {gpt::Recompute::none, gpt::Recompute::selective, gpt::Recompute::full}) {
+    gpt::StageOptions o;
+    o.recompute = r;
+    o.charge_per_pass = per_pass;
+    o.sequence_parallel = sequence_parallel;
+    runs.push_back(run_recompute(c, T, batch, o));
+  }
+  return runs;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -294,14 +308,8 @@ TEST_CASE(
       // head and sequence; full the block's forward, 24 N d^2 / T + 4 N S d / T.
       const std::uint64_t selective_flops = L * 2 * N * S * d / t;
       const std::uint64_t full_flops = L * (24 * N * d * d / t + 4 * N * S * d / t);
-      std::vector<RecomputeRun> runs;
-      for (auto r : {gpt::Recompute::none, gpt::Recompute::selective, gpt::Recompute::full}) {
-        gpt::StageOptions o;
-        o.recompute = r;
-        o.charge_per_pass = per_pass;
-        runs.push_back(run_recompute(c, T, B, o));
-        REQUIRE_FALSE(runs.back().failed);
-      }
+      const std::vector<RecomputeRun> runs = run_settings(c, T, B, per_pass, false);
+      for (const auto& run : runs) REQUIRE_FALSE(run.failed);
       CHECK(runs[0].kept == std::int64_t(4 * L * all));
       CHECK(runs[1].kept == std::int64_t(4 * L * (all - probabilities)));
       CHECK(runs[2].kept == std::int64_t(4 * L * N * d));
@@ -365,15 +373,8 @@ TEST_CASE(
     // statistics; my heads' q, k, v, context and probabilities; my MLP columns.
     const std::size_t probabilities = H / t * B * S * S;
     const std::size_t all = (4 * N * d + 4 * N) / t + 12 * N * d / t + probabilities;
-    std::vector<RecomputeRun> runs;
-    for (auto r : {gpt::Recompute::none, gpt::Recompute::selective, gpt::Recompute::full}) {
-      gpt::StageOptions o;
-      o.recompute = r;
-      o.charge_per_pass = true;
-      o.sequence_parallel = true;
-      runs.push_back(run_recompute(c, T, B, o));
-      REQUIRE_FALSE(runs.back().failed);
-    }
+    const std::vector<RecomputeRun> runs = run_settings(c, T, B, true, true);
+    for (const auto& run : runs) REQUIRE_FALSE(run.failed);
     CHECK(runs[0].kept == std::int64_t(4 * L * all));
     CHECK(runs[1].kept == std::int64_t(4 * L * (all - probabilities)));
     CHECK(runs[2].kept == std::int64_t(4 * L * N * d / t));
