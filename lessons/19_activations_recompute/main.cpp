@@ -158,6 +158,7 @@ Flops flops_formula(const gpt::Config& c, std::size_t b, int tp, Recompute r) {
 struct Measured {
   std::vector<gpt::Stage::KeptTensor> tensors;  // block 0's, between forward and backward
   std::int64_t kept = 0, recompute = 0;         // the ledgers' peaks, bytes
+  std::int64_t kept_after = 0;                  // what the kept ledger holds after backward
   std::uint64_t forward_flops = 0, backward_flops = 0, recomputed_flops = 0;
   std::vector<float> grads;  // this replica's, before the sum over dp
   float loss = 0;
@@ -201,6 +202,7 @@ Measured run_step(Comm& tp, const gpt::Config& c, const gpt::Layout& layout, std
   m.recomputed_flops = stage.recompute_flops();
   m.kept = stage.kept_ledger().peak(Category::activations);
   m.recompute = stage.recompute_ledger().peak(Category::activations);
+  m.kept_after = stage.kept_ledger().current(Category::activations);
   m.grads = to_host(View<const float>(grads.view()));
   return m;
 }
@@ -312,7 +314,14 @@ int main(int argc, char** argv) {
     const double whole = double(
         kept_floats(kept_rows(s.model, s.batch * std::size_t(mesh.dp), 1, false), Recompute::none) *
         s.model.layers);
-    return MemoryNeed{4 * (3 * weights + 2 * act), 8 * (4 * weights + 2 * whole),
+    // The report's peak sweep: t ranks of their own at up to 2s and 4 sequences, once.
+    gpt::Config swept = s.model;
+    swept.seq *= 2;
+    const double sweep =
+        double(mesh.tp) * 4 *
+        (3 * weights + 2 * double(kept_floats(kept_rows(swept, 4, mesh.tp, s.sp), Recompute::none) *
+                                  s.model.layers));
+    return MemoryNeed{4 * (3 * weights + 2 * act), 8 * (4 * weights + 2 * whole) + sweep,
                       "a smaller --d, --layers, --context or --batch"};
   });
 
@@ -343,26 +352,33 @@ int main(int argc, char** argv) {
                s.sp ? "s b h (34 + 5 a s / h) / t" : "s b h (10 + 24/t + 5 a s / (h t))",
                format_bytes(megatron));
 
-    fmt::print("\nthe three settings on rank 0 ({} layers; peak = kept + recompute buffers):\n",
-               c.layers);
+    // Rank 0's measurements (every rank checked its own against the formulas).
+    auto measured = [&](Recompute rc, const char* what) {
+      const std::string name = fmt::format("{} {}", to_string(rc), what);
+      for (const ValueEvent& v : r.logs[0].values)
+        if (v.name == name) return v.value;
+      return -1.0;
+    };
+    fmt::print(
+        "\nthe three settings, measured on rank 0 ({} layers; peak = kept + recompute "
+        "buffers):\n",
+        c.layers);
     fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>7}\n", "recompute", "kept",
                "recompute", "peak", "recomputed", "step FLOP", "/ none");
-    const Flops none = flops_formula(c, s.batch, t, Recompute::none);
+    const double none_flops = measured(Recompute::none, "step FLOP");
     for (Recompute rc : kSettings) {
-      const Flops f = flops_formula(c, s.batch, t, rc);
-      const std::uint64_t kept = 4 * c.layers * kept_floats(rows, rc),
-                          extra = 4 * recompute_floats(c, rows, rc);
+      const double kept = measured(rc, "kept"), extra = measured(rc, "recompute"),
+                   flops = measured(rc, "step FLOP");
       fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>7.3f}{}\n", to_string(rc),
-                 format_bytes(double(kept)), format_bytes(double(extra)),
-                 format_bytes(double(kept + extra)), f.recomputed, f.forward + f.backward(),
-                 double(f.forward + f.backward()) / double(none.forward + none.backward()),
+                 format_bytes(kept), format_bytes(extra), format_bytes(kept + extra),
+                 measured(rc, "recomputed FLOP"), flops, flops / none_flops,
                  rc == s.recompute ? "  <- this" : "");
     }
-    const Flops full = flops_formula(c, s.batch, t, Recompute::full);
-    const std::uint64_t head = 2 * c.seq * s.batch * c.d * c.vocab;
-    fmt::print("  full on the blocks alone (the head not rerun): {:.4f} = 8/6\n",
-               double(full.forward + full.backward() - 3 * head) /
-                   double(none.forward + none.backward() - 3 * head));
+    // The head (forward 2 N h V, backward twice that) is not rerun: without it, full's ratio is
+    // the blocks' alone, one forward more on three passes' worth.
+    const double head = 3.0 * 2 * double(c.seq * s.batch * c.d * c.vocab);
+    fmt::print("  full on the blocks alone (less the head's 3 x 2 N h V): {:.4f}, 8/6 = 1.3333\n",
+               (measured(Recompute::full, "step FLOP") - head) / (none_flops - head));
 
     // STEP 5: the peak of --recompute's setting against s and b, measured on a tp group of its
     // own in this process (off the run's trace), against the formula.
@@ -488,6 +504,21 @@ int main(int argc, char** argv) {
           fmt::format("forward {} (formula {}), recomputed {} ({}), backward {} ({})",
                       m.forward_flops, f.forward, m.recomputed_flops, f.recomputed,
                       m.backward_flops, f.backward()));
+      // Each layer's tensors released once its backward has read them: the inputs x stay.
+      const std::uint64_t inputs = 4 * c.layers * rows.front().floats;
+      world.check(
+          fmt::format("{}: recompute {}: after backward the ledger holds the layers' inputs "
+                      "alone (the rest released once read)",
+                      where, name),
+          std::uint64_t(m.kept_after) == inputs,
+          fmt::format("{} B, formula {} B", m.kept_after, inputs));
+      if (world.rank() == 0) {  // the report's table, measured
+        world.recorder().value(fmt::format("{} kept", name), double(m.kept));
+        world.recorder().value(fmt::format("{} recompute", name), double(m.recompute));
+        world.recorder().value(fmt::format("{} recomputed FLOP", name), double(m.recomputed_flops));
+        world.recorder().value(fmt::format("{} step FLOP", name),
+                               double(m.forward_flops + m.backward_flops));
+      }
       if (k > 0)
         world.check(fmt::format("{}: recompute {}: the gradients equal recompute {}'s bit for bit",
                                 where, name, to_string(order[0])),

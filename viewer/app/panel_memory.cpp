@@ -7,8 +7,8 @@
 // dashed line shows what the formula expects per rank, so the ledger can be checked against it by
 // eye. Where the panel has the height, a strip below the bars draws one rank's activations (its
 // total where the trace charges none) over the whole run, with the playhead: the rank under the
-// mouse, else rank 0 (lesson 19's rise through each forward, fall through each backward, and full
-// recompute's dip and refill).
+// mouse, else rank 0 (lesson 19's rise through each forward and fall through each backward; each
+// column shows the most held in its slice of time, so a dip shorter than a slice does not show).
 #include <imgui.h>
 
 #include <algorithm>
@@ -167,7 +167,8 @@ void history_strip(const TraceModel& m, const Peaks& peaks, int rank, double now
     }
   }
   if (t1 > t0) {
-    const float x = a.x + static_cast<float>((now - t0) / (t1 - t0)) * (b.x - a.x);
+    const double at = std::clamp((now - t0) / (t1 - t0), 0.0, 1.0);
+    const float x = a.x + static_cast<float>(at) * (b.x - a.x);
     dl->AddLine(ImVec2(x, top), ImVec2(x, bottom), kPeak, 1.5f);
   }
 }
@@ -245,7 +246,9 @@ void draw_memory(PanelContext& ctx) {
       if (ImGui::CalcTextSize(label).x + 6 > slot) std::snprintf(label, sizeof label, "r%d", r);
       dl->AddText(ImVec2(cx - ImGui::CalcTextSize(label).x * 0.5f, y1 + 3), kDim, label);
     }
-    if (hovered && mouse.x >= cx - slot * 0.5f && mouse.x < cx + slot * 0.5f) hovered_rank = r;
+    if (hovered && mouse.y <= y1 + font + 4 && mouse.x >= cx - slot * 0.5f &&
+        mouse.x < cx + slot * 0.5f)
+      hovered_rank = r;  // over the bars, not the strip below them
   }
   dl->AddLine(ImVec2(x0, y1), ImVec2(x0 + chart_w, y1), kDim);
   if (strip_h > 0)

@@ -103,9 +103,10 @@ std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at);
 // One rank's bytes of ledger category `category` (kMemoryCategories: the total) over the times
 // [t0, t1] cut into `columns` equal slices: each slice's most, the bytes held at its start or
 // any sample inside it, so a short rise between two pixels still shows (lesson 19's activations
-// rise through each forward, fall through each backward, and full recompute's buffers dip and
-// refill in a few microseconds). Like memory_at, a rank's time stops at its last span: its
-// teardown's frees are left out. For the Memory panel's strip of the run.
+// rise through each forward and fall through each backward); a dip shorter than a slice does not
+// (full recompute's buffers, freed and charged again within microseconds). Like memory_at, a
+// rank's time stops at its last span: its teardown's frees are left out. For the Memory panel's
+// strip of the run.
 std::vector<double> memory_history(const TraceModel& model, int rank, int category, double t0,
                                    double t1, int columns);
 
