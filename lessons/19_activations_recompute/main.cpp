@@ -314,14 +314,17 @@ int main(int argc, char** argv) {
     const double whole = double(
         kept_floats(kept_rows(s.model, s.batch * std::size_t(mesh.dp), 1, false), Recompute::none) *
         s.model.layers);
-    // The report's peak sweep: t ranks of their own at up to 2s and 4 sequences, once.
+    // The report's peak sweep: t ranks of their own at up to 2s and 4 sequences, after the run's
+    // ranks have freed theirs: what it needs beyond them.
     gpt::Config swept = s.model;
     swept.seq *= 2;
+    const double per_rank = 4 * (3 * weights + 2 * act);
     const double sweep =
         double(mesh.tp) * 4 *
         (3 * weights + 2 * double(kept_floats(kept_rows(swept, 4, mesh.tp, s.sp), Recompute::none) *
                                   s.model.layers));
-    return MemoryNeed{4 * (3 * weights + 2 * act), 8 * (4 * weights + 2 * whole) + sweep,
+    return MemoryNeed{per_rank,
+                      8 * (4 * weights + 2 * whole) + std::max(0.0, sweep - w.size * per_rank),
                       "a smaller --d, --layers, --context or --batch"};
   });
 
