@@ -50,6 +50,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   # activations and recomputation: 2 replicas of tp 2, selective recompute first, 2 layers to
   # stay under 1 MB
   [[ "$name" == 19_activations_recompute ]] && args=(--ranks 4 --recompute selective --layers 2)
+  # fp16's 16 steps: its loss scale doubling, then an overflow skipped and the scale halved
+  [[ "$name" == 20_mixed_precision ]] && args=(--ranks 2 --recipe fp16)
   example "$name" "$exe" "${args[@]}"
 done
 

@@ -44,6 +44,9 @@ table=(
   "19_activations_recompute|stale-input|--recompute full|the step's gradient equals one device's in float64"
   "19_activations_recompute|gelu-in-place||the step's gradient equals one device's in float64"
   "19_activations_recompute|stale-input|--recompute full --sequence-parallel|the step's gradient equals one device's in float64"
+  "20_mixed_precision|scale-never-lowered|--recipe fp16|each skip and loss scale by the rule"
+  "20_mixed_precision|forget-unscale|--recipe fp16|each step's gradient into Adam equals float64's"
+  "20_mixed_precision|fp16-master|--recipe bf16|each Adam step equals float64's from its own state"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }

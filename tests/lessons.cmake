@@ -919,3 +919,22 @@ if(TARGET 19_activations_recompute)
                                         2026 40)
   set_tests_properties(property.${l19} PROPERTIES TIMEOUT 600 LABELS "lesson;property" COST 100)
 endif()
+
+# Lesson 20: one recipe on 1 rank over 4 micro-batches, all five on 3 ranks without accumulation,
+# fp8 at another seed and shape, fp16 from a scale that overflows its first steps, 2 MPI ranks;
+# its inputs refused with a sentence.
+if(TARGET 20_mixed_precision)
+  set(l20 20_mixed_precision)
+  distlab_lesson_test(lesson.${l20}.n1-fp16-m4 ${l20} verified 1 0 --ranks 1 --recipe fp16 --micro-batches 4)
+  distlab_lesson_test(lesson.${l20}.n3-m1 ${l20} verified 3 0 --ranks 3 --micro-batches 1 --steps 8)
+  distlab_lesson_test(lesson.${l20}.fp8-seed7 ${l20} verified 2 0 --seed 7 --recipe fp8 --batch 100 --width 24 --layers 3)
+  distlab_lesson_test(lesson.${l20}.fp16-overflowing ${l20} verified 2 0 --recipe fp16 --initial-scale-power 32 --steps 8)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.${l20}.mpi2-bf16 ${l20} verified 2 2 --recipe bf16)
+  endif()
+  add_test(NAME usage.20.recipe COMMAND bash ${expect_failure} 2 10 "--recipe: bogus not in"
+           -- $<TARGET_FILE:${l20}> --recipe bogus --no-trace)
+  add_test(NAME usage.20.batch COMMAND bash ${expect_failure} 2 10 "--batch 3 leaves some of 2 ranks x 2 micro-batches no sample"
+           -- $<TARGET_FILE:${l20}> --batch 3 --no-trace)
+  set_tests_properties(usage.20.recipe usage.20.batch PROPERTIES LABELS usage)
+endif()

@@ -2,11 +2,14 @@
 // rules, and fp8's delayed scaling against its formula.
 #include "catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/base/check.hpp"
+#include "core/training/model_reference.hpp"
 #include "core/training/precision.hpp"
+#include "core/training/precision_reference.hpp"
 
 using namespace distlab;
 using namespace distlab::precision;
@@ -86,4 +89,53 @@ TEST_CASE("fp8 delayed scaling: the history's largest lands on the format's larg
   // Scaled by it, the largest magnitude rounds to the largest fp8 value, not past it.
   const double s = h.scale(fp8::kE4M3);
   CHECK(fp8::round_to(fp8::kE4M3, float(2 * s), fp8::Overflow::to_special) == 448.0f);
+}
+
+TEST_CASE("fp8 scales: the run's power of two and the reference's agree", "[precision]") {
+  // AmaxHistory::power_of_two_scale (frexp) against precision::fp8_scale (log2 and floor), two
+  // writings of 2^floor(log2(largest / amax)), over amaxes across many binades and at powers of 2.
+  for (double amax = 1e-9; amax < 1e6; amax *= 1.37) {
+    for (const fp8::Format& f : {fp8::kE4M3, fp8::kE5M2}) {
+      AmaxHistory h(1);
+      h.record(amax);
+      const double s = h.power_of_two_scale(f);
+      CHECK(s == precision::fp8_scale(fp8::largest(f), amax));
+      CHECK(amax * s <= fp8::largest(f));     // the largest |x| fits: nothing saturates
+      CHECK(2 * amax * s > fp8::largest(f));  // and the next power of two would not
+    }
+  }
+  CHECK(precision::fp8_scale(448, 1) == 256);
+  CHECK(precision::fp8_scale(448, 0) == 1);
+}
+
+TEST_CASE("the error model's formats and GeLU constants", "[precision]") {
+  using namespace precision;
+  const Rounding f16 = rounding_f16(), bf16 = rounding_bf16(), f32 = rounding_f32();
+  CHECK(f16.u == 0x1p-11);
+  CHECK(f16.a == 0x1p-25);  // half of 2^-24
+  CHECK(f16.largest == 65504);
+  CHECK(f16.overflow == 65520);  // from here round-to-nearest gives infinity
+  CHECK(bf16.u == 0x1p-8);
+  CHECK(bf16.a == 0x1p-134);
+  CHECK(bf16.largest == 0x1.fep127);
+  CHECK(f32.u == 0x1p-24);
+  CHECK(f32.largest == 0x1.fffffep127);
+  CHECK(rounding_e4m3().largest == fp8::largest(fp8::kE4M3));
+  CHECK(rounding_e5m2().largest == fp8::largest(fp8::kE5M2));
+  CHECK(rounding_e4m3().a == fp8::smallest_subnormal(fp8::kE4M3) / 2);
+  CHECK(rounding_e5m2().a == fp8::smallest_subnormal(fp8::kE5M2) / 2);
+  // sup |gelu'| and sup |gelu''| over a fine grid (the derivative's central differences): the
+  // constants the mean value theorem uses must bound them.
+  double slope = 0, curvature = 0;
+  for (double x = -12; x <= 12; x += 1e-3) {
+    slope = std::max(slope, std::fabs(model::reference_gelu_grad(x)));
+    const double h = 1e-5;
+    curvature = std::max(
+        curvature,
+        std::fabs(model::reference_gelu_grad(x + h) - model::reference_gelu_grad(x - h)) / (2 * h));
+  }
+  CHECK(slope <= kGeluSlope);
+  CHECK(slope > kGeluSlope - 0.01);  // and are close to them
+  CHECK(curvature <= kGeluCurvature);
+  CHECK(curvature > kGeluCurvature - 0.01);
 }

@@ -92,7 +92,8 @@ class ErrorBound {
     if (!(e <= limit)) ++over_;
     max_error_ = std::isnan(e) ? INFINITY : std::max(max_error_, e);
     const double share = e == 0 ? 0 : limit > 0 ? e / limit : INFINITY;
-    if (n_ == 0 || !(share <= share_)) {  // a NaN's share is the worst
+    // A NaN's share is the worst, and stays so: nothing after it is worse.
+    if (n_ == 0 || (!std::isnan(share_) && !(share <= share_))) {
       share_ = share;
       worst_ = n_;
       error_ = e;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/base/breaks.hpp"
 #include "core/base/check.hpp"
 
 namespace distlab::precision {
@@ -29,7 +30,8 @@ LossScaleStep DynamicLossScale::update(bool overflow) {
     step.skipped = true;
     ++skipped_;
     clean_ = 0;
-    if (--lives_ <= 0) {
+    // --break scale-never-lowered (lesson 20): the scale stays where it overflowed.
+    if (--lives_ <= 0 && !broken("scale-never-lowered")) {
       scale_ = std::max(scale_ / 2, settings_.min_scale);
       lives_ = settings_.hysteresis;
     }
@@ -57,6 +59,13 @@ double AmaxHistory::scale(const fp8::Format& format, int margin) const {
   const double m = max();
   if (!(m > 0) || !std::isfinite(m)) return 1;  // nothing seen yet, or a bad step: keep 1
   return fp8::largest(format) / m / std::ldexp(1.0, margin);
+}
+
+double AmaxHistory::power_of_two_scale(const fp8::Format& format) const {
+  const double s = scale(format);
+  int exponent = 0;
+  std::frexp(s, &exponent);  // s = f 2^exponent, f in [1/2, 1)
+  return std::ldexp(1.0, exponent - 1);
 }
 
 }  // namespace distlab::precision

@@ -63,6 +63,9 @@ class AmaxHistory {
   // The scale for the next cast: largest(format) / max(history) / 2^margin; 1 before any
   // amax above zero was recorded.
   double scale(const fp8::Format& format, int margin = 0) const;
+  // The same scale rounded down to a power of two (1 before any amax): multiplying by it and
+  // dividing by it again round nothing, so the cast's only error is fp8's own rounding.
+  double power_of_two_scale(const fp8::Format& format) const;
   double max() const;
 
  private:
