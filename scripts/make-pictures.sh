@@ -32,7 +32,7 @@ declare -A step=(
   [17_context_parallel]=2.5           # ring attention's forward: the K/V chunks' second hop, each rank's tiles in the captions
   [18_expert_parallel]=1.5            # the dispatch's second step: each rank's block to the rank two ahead
   [19_activations_recompute]=7.5      # selective's forward: g's all-gather, the activations on the ledger rising
-  [20_mixed_precision]=14.5           # fp16: a step's loss summed over the ranks; 2 + 2 + 12 B per parameter
+  [20_mixed_precision]=14.5           # fp16: its loss scale climbing in the Timeline's track; 2 + 2 + 12 B per parameter
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

@@ -301,3 +301,49 @@ TEST_CASE("memory history: each slice of time holds its most, the teardown left 
   CHECK(memory_history(m, 0, act, 0, 100, 0).empty());
   CHECK(memory_history(m, 0, act, 50, 50, 2) == std::vector<double>(2, 0.0));
 }
+
+TEST_CASE("value tracks: a lesson's values over the run, read from the trace", "[playback]") {
+  // Two ranks record a loss scale at every step, rank 1 a final loss once: the loss scale is a
+  // track (rank 0's), the loss is not (a single value); a memory counter is not a value. Only the
+  // names otherData lists are tracks.
+  const std::string json = R"({"otherData": {"value_tracks": ["loss scale", "final loss"]},
+    "traceEvents": [
+    {"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"rank 0"}},
+    {"ph":"M","name":"process_name","pid":2,"tid":0,"args":{"name":"rank 1"}},
+    {"ph":"X","name":"step","pid":1,"tid":1,"ts":0,"dur":100},
+    {"ph":"X","name":"step","pid":2,"tid":1,"ts":0,"dur":100},
+    {"ph":"C","name":"loss scale","pid":2,"tid":0,"ts":5,"args":{"value":65536}},
+    {"ph":"C","name":"loss scale","pid":1,"tid":0,"ts":30,"args":{"value":131072}},
+    {"ph":"C","name":"loss scale","pid":1,"tid":0,"ts":10,"args":{"value":65536}},
+    {"ph":"C","name":"loss scale","pid":1,"tid":0,"ts":60,"args":{"value":65536}},
+    {"ph":"C","name":"final loss","pid":2,"tid":0,"ts":90,"args":{"value":0.25}},
+    {"ph":"C","name":"memory","pid":1,"tid":0,"ts":1,"args":{"params_bytes":64}}]})";
+  const TraceModel m = parse_trace_model(json);
+  REQUIRE(m.values.size() == 3);  // (final loss, r1), (loss scale, r0), (loss scale, r1)
+  const auto tracks = value_tracks(m);
+  REQUIRE(tracks.size() == 1);
+  const ValueSeries& v = *tracks[0];
+  CHECK(v.name == "loss scale");
+  CHECK(v.rank == 0);
+  REQUIRE(v.samples.size() == 3);  // by time, whatever the file's order
+  CHECK(v.samples[1].ts == 30);
+  CHECK(std::isnan(value_at(v, 9)));  // before the first
+  CHECK(value_at(v, 10) == 65536);
+  CHECK(value_at(v, 59.9) == 131072);
+  CHECK(value_at(v, 1000) == 65536);
+  // A factor of 2 is drawn on a linear scale; 2^16 to 2^29 on a log one.
+  const ValueScale lin = value_scale(v);
+  CHECK_FALSE(lin.log);
+  CHECK(lin.height(65536) == 0);
+  CHECK(lin.height(131072) == 1);
+  ValueSeries wide{"s", 0, {{0, 65536}, {1, 0x1p29}, {2, 0x1p22}}};
+  const ValueScale log = value_scale(wide);
+  CHECK(log.log);
+  CHECK(log.height(0x1p22) == Approx(6.0 / 13));
+  CHECK(format_value(0x1p28) == "2^28");
+  CHECK(format_value(3) == "3");
+  CHECK(format_value(0.000123456) == "0.0001235");
+  TraceModel unlisted = m;
+  unlisted.info.value_tracks.clear();
+  CHECK(value_tracks(unlisted).empty());
+}

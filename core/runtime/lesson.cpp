@@ -134,6 +134,12 @@ void Lesson::set_text(const std::string& concept_text, const std::string& look_a
                                    json_string(look_at)));
 }
 
+void Lesson::set_value_tracks(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + json_string(n);
+  set_metadata("value_tracks", "[" + list + "]");
+}
+
 void Lesson::set_memory_formula(const std::string& label,
                                 const std::vector<double>& bytes_per_rank) {
   std::string values;

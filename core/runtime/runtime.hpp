@@ -139,6 +139,8 @@ class Lesson {
   void set_memory_formula(const std::string& label, const std::vector<double>& bytes_per_rank);
   // otherData.cost_model: the cost model's prediction (an encoded JSON value).
   void set_cost_model(std::string json_value) { cost_model_ = std::move(json_value); }
+  // The values (Recorder::value names) the viewer's Timeline draws as tracks over the run.
+  void set_value_tracks(const std::vector<std::string>& names);
 
   int run(int argc, char** argv, const std::function<void(Comm&)>& body);
 

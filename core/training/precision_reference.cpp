@@ -191,6 +191,23 @@ Rounding rounding_e5m2() {
   return r;
 }
 
+double round_to(const Rounding& r, double x) {
+  if (!std::isfinite(x) || x == 0) return x;
+  int e = 0;
+  (void)std::frexp(x, &e);                        // |x| = f 2^e, 1/2 <= f < 1
+  const int bits = -std::ilogb(r.u);              // significant bits: u = 2^-bits
+  const int smallest = std::ilogb(2 * r.a);       // the subnormals' spacing
+  const int unit = std::max(e - bits, smallest);  // the last kept bit's weight
+  const double y = std::ldexp(std::nearbyint(std::ldexp(x, -unit)), unit);  // ties to even
+  if (std::fabs(y) > r.largest)
+    return std::copysign(r.overflow > 0 ? double(INFINITY) : r.largest, x);
+  return y;
+}
+
+bool rounds_from(const Rounding& r, double got, double lo, double hi) {
+  return got >= round_to(r, lo) && got <= round_to(r, hi);
+}
+
 double fp8_scale(double largest, double amax) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1;
   return std::ldexp(1.0, int(std::floor(std::log2(largest / amax))));

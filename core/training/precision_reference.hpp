@@ -103,6 +103,17 @@ BoundedGradient bounded_gradient(const model::MlpShape& shape, const Eigen::Vect
                                  const Model& model, double scale,
                                  std::vector<Fp8History>* history = nullptr);
 
+// x rounded to the format, in float64 arithmetic written out here (not half.hpp's or fp8.hpp's,
+// the code under test): the nearest value with -log2(u) significant bits, on the subnormal grid of
+// 2a below the normal range, ties to even; past the largest finite value infinity where the format
+// overflows, else the largest (fp8's saturating casts).
+double round_to(const Rounding& r, double x);
+
+// Whether `got` is what rounding some value in [lo, hi] to the format can give: rounding is
+// monotone, so the stored value of an operation whose exact result lies in [lo, hi] lies in
+// [round_to(lo), round_to(hi)]. Checks an operation from its own stored inputs: no error carried.
+bool rounds_from(const Rounding& r, double got, double lo, double hi);
+
 // The constants of the GeLU rules: sup |gelu'| and sup |gelu''| over the reals (tanh form).
 inline constexpr double kGeluSlope = 1.13;
 inline constexpr double kGeluCurvature = 0.8;

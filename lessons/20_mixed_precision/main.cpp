@@ -17,9 +17,12 @@
 //                  (Transformer Engine's recipe, emulated: core/base/fp8.hpp rounds)
 // Every GEMM accumulates in float32 and rounds its result once, as tensor cores do.
 //
-// Verification, each recipe on every rank (core/training/precision_reference.hpp's error model:
-// a float64 run of the same steps carrying a bound on every element of every tensor):
-//   each step's gradient into Adam within its bound of float64's at the step's own weights;
+// Verification, each recipe on every rank, against float64 (core/training/precision_reference.hpp):
+//   each stored tensor of every micro-batch is its operation on the stored inputs before it,
+//   rounded to the format (one unit of its last place decides: tight, nothing compounds); the
+//   micro-batches' sum, the ranks' sum and the unscale likewise;
+//   each step's gradient into Adam within a worst-case bound of float64's at the step's own
+//   weights (a float64 run carrying a bound on every element of every tensor: whole, loose);
 //   each overflow and skip where float64 says one may or must be, the scale by the rule;
 //   each Adam step within float32's rounding of float64 Adam from the step's own state;
 //   every weight after S steps within 4 x the drift the bounds allow (lesson 14's model);
@@ -136,7 +139,7 @@ std::vector<std::vector<precision::Shard>> reference_shards(const Setup& s, cons
 // history (a power of two), each element x * scale rounded to the format (fp8::round_to:
 // nearest, ties to even, saturating) and divided by the scale again. The values fit T exactly.
 template <class T>
-void cast_fp8(View<T> out, In<T> in, const fp8::Format& format, precision::AmaxHistory& history) {
+double cast_fp8(View<T> out, In<T> in, const fp8::Format& format, precision::AmaxHistory& history) {
   std::vector<T> x = to_host(in);
   double amax = 0;
   for (const T& v : x) amax = std::max(amax, double(std::fabs(float(v))));
@@ -145,7 +148,29 @@ void cast_fp8(View<T> out, In<T> in, const fp8::Format& format, precision::AmaxH
   for (T& v : x)
     v = T(float(double(fp8::round_to(format, float(double(float(v)) * scale))) / scale));
   from_host(out, x);
+  return scale;
 }
+
+// A tensor's stored values, widened (exactly) to double: what the checks read.
+template <class T>
+std::vector<double> widened(View<T> v) {
+  std::vector<double> out;
+  for (const auto& x : to_host(v)) out.push_back(double(float(x)));
+  return out;
+}
+
+// One micro-batch's tensors as the run stored them, for the checks of each operation from its own
+// stored inputs (check_micro_batch). Per layer l: in (its input as stored), a and w (what its
+// GEMMs read: in and W, or their fp8 casts, with their scales), b, z; from the backward: dh (the
+// gradient arriving from above), dz, d (dz or its fp8 cast), dw, db, and dh_out (to the layer
+// below).
+struct MicroTape {
+  std::size_t rows = 0;
+  std::vector<float> x, t;
+  std::vector<std::vector<double>> in, w_in, a, w, b, z, dh, dz, d, dw, db, dh_out;
+  std::vector<double> a_scale, w_scale, d_scale;
+  std::vector<double> dy;  // dL/dy times the scale, as stored
+};
 
 // One recipe's run on this rank, and what the checks and the report read off it.
 struct RecipeRun {
@@ -220,9 +245,22 @@ class Replica {
 
   // STEP 2: forward and backward of one micro-batch, its gradient (times the loss scale) added
   // into g in T: written there by the first micro-batch, added by the others.
-  double micro_batch(const Teacher& teacher, const Slice& sl, bool first, double loss_scale) {
+  double micro_batch(const Teacher& teacher, const Slice& sl, bool first, double loss_scale,
+                     MicroTape* tape = nullptr) {
     const model::MlpShape& s = s_.shape;
     const std::size_t L = s.layers(), rows = sl.count;
+    if (tape) {
+      *tape = MicroTape{};
+      tape->rows = rows;
+      tape->x = teacher.inputs(sl.first, rows);
+      tape->t = teacher.targets(sl.first, rows);
+      for (auto* v : {&tape->in, &tape->w_in, &tape->a, &tape->w, &tape->b, &tape->z, &tape->dh,
+                      &tape->dz, &tape->d, &tape->dw, &tape->db, &tape->dh_out})
+        v->resize(L);
+      tape->a_scale.assign(L, 1);
+      tape->w_scale.assign(L, 1);
+      tape->d_scale.assign(L, 1);
+    }
     from_host(x_.view().sub(0, rows * s.in()), teacher.inputs(sl.first, rows));
     from_host(t_.view().sub(0, rows * s.out()), teacher.targets(sl.first, rows));
     ops::cast(in_[0].view().sub(0, rows * s.in()),
@@ -233,15 +271,23 @@ class Replica {
       const std::size_t d_in = s.dims[l], d_out = s.dims[l + 1];
       View<T> a = in_[l].view().sub(0, rows * d_in);
       weight[l] = In<T>(w_.view().sub(s.weight_offset(l), d_in * d_out));
+      if (tape) tape->in[l] = widened(In<T>(a)), tape->w_in[l] = widened(weight[l]);
       if (recipe_ == Recipe::fp8) {  // the GEMM's operands in E4M3
-        cast_fp8(a, In<T>(a), fp8::kE4M3, hist_in_[l]);
-        cast_fp8(w8_[l].view(), weight[l], fp8::kE4M3, hist_w_[l]);
+        const double sa = cast_fp8(a, In<T>(a), fp8::kE4M3, hist_in_[l]);
+        const double sw = cast_fp8(w8_[l].view(), weight[l], fp8::kE4M3, hist_w_[l]);
         weight[l] = In<T>(w8_[l].view());
+        if (tape) tape->a_scale[l] = sa, tape->w_scale[l] = sw;
+      }
+      if (tape) {
+        tape->a[l] = widened(In<T>(a));
+        tape->w[l] = widened(weight[l]);
+        tape->b[l] = widened(In<T>(w_.view().sub(s.bias_offset(l), d_out)));
       }
       View<T> z = z_[l].view().sub(0, rows * d_out);
       ops::gemm(z, In<T>(a), weight[l], rows, d_out, d_in);
       ops::gemm(z, ones, In<T>(w_.view().sub(s.bias_offset(l), d_out)), rows, d_out, 1, false,
                 false, 1.0f, 1.0f);  // + b
+      if (tape) tape->z[l] = widened(In<T>(z));
       if (l + 1 < L) ops::gelu_forward(in_[l + 1].view().sub(0, rows * d_out), In<T>(z));
     }
     // The loss (the mean over the whole step's batch) and dL/dy, in float32; times the scale,
@@ -253,30 +299,39 @@ class Replica {
     ops::scale(dy32_.view().sub(0, no), float(loss_scale));
     View<T> dz = dz_.view().sub(0, no);
     ops::cast(dz, View<const float>(dy32_.view().sub(0, no)));
+    if (tape) tape->dy = widened(In<T>(dz));
     for (std::size_t l = L; l-- > 0;) {
       const std::size_t d_in = s.dims[l], d_out = s.dims[l + 1];
       dz = dz_.view().sub(0, rows * d_out);
-      if (l + 1 < L)  // through GeLU: dz = dh gelu'(z)
+      if (l + 1 < L) {  // through GeLU: dz = dh gelu'(z)
+        if (tape) tape->dh[l] = widened(In<T>(dh_.view().sub(0, rows * d_out)));
         ops::gelu_backward(dz, In<T>(dh_.view().sub(0, rows * d_out)),
                            In<T>(z_[l].view().sub(0, rows * d_out)));
+      }
       In<T> d = In<T>(dz);
       if (recipe_ == Recipe::fp8) {  // the backward GEMMs' gradient operand in E5M2
         View<T> d8 = dz8_.view().sub(0, rows * d_out);
-        cast_fp8(d8, d, fp8::kE5M2, hist_dz_[l]);
+        const double sd = cast_fp8(d8, d, fp8::kE5M2, hist_dz_[l]);
         d = In<T>(d8);
+        if (tape) tape->d_scale[l] = sd;
       }
+      if (tape) tape->dz[l] = widened(In<T>(dz)), tape->d[l] = widened(d);
       // dW = in^T dz and db = the column sums of dz, each rounded to T, into g
       View<T> gw = g_.view().sub(s.weight_offset(l), d_in * d_out);
       View<T> part = part_.view().sub(0, d_in * d_out);
       ops::gemm(first ? gw : part, In<T>(in_[l].view().sub(0, rows * d_in)), d, d_in, d_out, rows,
                 true, false);
+      if (tape) tape->dw[l] = widened(In<T>(first ? gw : part));
       if (!first) ops::add(gw, In<T>(part));
       ops::col_sums(db32_.view().sub(0, d_out), In<T>(dz), rows, d_out);
       View<T> gb = g_.view().sub(s.bias_offset(l), d_out);
       ops::cast(first ? gb : part.sub(0, d_out), View<const float>(db32_.view().sub(0, d_out)));
+      if (tape) tape->db[l] = widened(In<T>(first ? gb : part.sub(0, d_out)));
       if (!first) ops::add(gb, In<T>(part.sub(0, d_out)));
-      if (l > 0)  // dh = dz W^T, for the layer below
+      if (l > 0) {  // dh = dz W^T, for the layer below
         ops::gemm(dh_.view().sub(0, rows * d_in), d, weight[l], rows, d_in, d_out, false, true);
+        if (tape) tape->dh_out[l] = widened(In<T>(dh_.view().sub(0, rows * d_in)));
+      }
     }
     return double(to_host(View<const float>(loss_.view()))[0]);
   }
@@ -286,6 +341,8 @@ class Replica {
     auto phase = comm_.phase("all-reduce gradients");
     coll::all_reduce(comm_, g_.view(), coll::AllReduceAlgo::ring_chunked, "grads");
   }
+  std::vector<double> gradient() { return widened(In<T>(g_.view())); }
+  std::vector<double> weights() { return widened(In<T>(w_.view())); }
   // Any inf or NaN in the summed gradient: the same answer on every rank (they hold one sum).
   bool overflowed() {
     for (const T& x : to_host(View<const T>(g_.view())))
@@ -337,6 +394,170 @@ class Replica {
   std::vector<precision::AmaxHistory> hist_in_, hist_w_, hist_dz_;
   int t_step_ = 0;
 };
+
+// --- each operation from its own stored inputs ---------------------------------------------------
+//
+// The end-to-end bound (precision_reference.hpp) holds for any correct run but is worst-case, and
+// so loose (a layer multiplies E by |W|'s row sums) that it misses a gradient off by 2. These
+// checks are tight: each tensor the run stored must be what its one operation gives on the
+// tensors the run stored before it, rounded to the format: float64 computes the exact result c
+// and the most float32's arithmetic can move it, d; rounding is monotone, so the stored value
+// lies in [round(c - d), round(c + d)] (precision::rounds_from), mostly one value of the format.
+// Nothing is carried from one operation to the next, so nothing compounds.
+
+using Matrix = model::RowMatrix;
+constexpr double kU32 = 0x1p-24;
+
+Matrix as_matrix(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+  return Eigen::Map<const Matrix>(v.data(), Eigen::Index(rows), Eigen::Index(cols));
+}
+
+// The first element of `got` that is not what [c - d, c + d] rounds to, said; "" if none.
+std::string first_off(const precision::Rounding& f, const std::vector<double>& got, const Matrix& c,
+                      const Matrix& d, const std::string& what) {
+  for (Eigen::Index i = 0; i < c.size(); ++i) {
+    const double lo = c.data()[i] - d.data()[i], hi = c.data()[i] + d.data()[i];
+    if (!precision::rounds_from(f, got[std::size_t(i)], lo, hi))
+      return fmt::format("{}[{}] = {:.9g}, float64 {:.9g} rounds to [{:.9g}, {:.9g}]", what, i,
+                         got[std::size_t(i)], c.data()[i], precision::round_to(f, lo),
+                         precision::round_to(f, hi));
+  }
+  return "";
+}
+
+// C = op(A) op(B) accumulated in float32 over k terms: c and d = k u32 |A| |B| (and C's own
+// float32 rounding).
+std::pair<Matrix, Matrix> product(const Matrix& a, const Matrix& b) {
+  const double k = double(a.cols());
+  return {a * b, (k + 1) * kU32 * (a.cwiseAbs() * b.cwiseAbs())};
+}
+
+// fp8's cast: each element x of the tensor becomes round(x s) / s in the format, s a power of
+// two under which the tensor's largest |x| fits.
+std::string check_cast(const precision::Rounding& f8, const std::vector<double>& from,
+                       const std::vector<double>& got, double scale, const std::string& what) {
+  int exponent = 0;
+  if (std::frexp(scale, &exponent) != 0.5)
+    return fmt::format("{}: scale {} is not a power of 2", what, scale);
+  double amax = 0;
+  for (double x : from) amax = std::max(amax, std::fabs(x));
+  if (amax * scale > f8.largest)
+    return fmt::format("{}: its largest |x| {:.6g} times the scale {} passes {}'s {}", what, amax,
+                       scale, f8.name, f8.largest);
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    const double want = precision::round_to(f8, from[i] * scale) / scale;
+    if (got[i] != want)
+      return fmt::format("{}[{}] = {:.9g}, {} of {:.9g} at scale {} is {:.9g}", what, i, got[i],
+                         f8.name, from[i], scale, want);
+  }
+  return "";
+}
+
+struct OpFailures {
+  std::string forward, backward, sums;  // the first failure of each kind; "" if none
+};
+
+// One micro-batch's stored tensors, each against its operation on the stored inputs before it.
+void check_micro_batch(const Setup& s, Recipe recipe, const MicroTape& tp, double scale,
+                       const std::string& at, OpFailures& out) {
+  const precision::Rounding f = reference_model(s, recipe).store;
+  const precision::Rounding e4m3 = precision::rounding_e4m3(), e5m2 = precision::rounding_e5m2();
+  const bool fp8 = recipe == Recipe::fp8;
+  const model::MlpShape& sh = s.shape;
+  const std::size_t L = sh.layers(), m = tp.rows;
+  auto note = [&](std::string& slot, std::string failure) {
+    if (slot.empty() && !failure.empty()) slot = at + ": " + failure;
+  };
+  // The forward. The data, rounded to the format:
+  {
+    Matrix x =
+        Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            tp.x.data(), Eigen::Index(m), Eigen::Index(sh.in()))
+            .cast<double>();
+    note(out.forward, first_off(f, tp.in[0], x, Matrix::Zero(x.rows(), x.cols()), "x"));
+  }
+  for (std::size_t l = 0; l < L; ++l) {
+    const std::size_t di = sh.dims[l], dn = sh.dims[l + 1];
+    const std::string layer = fmt::format("layer {} ", l);
+    if (fp8) {
+      note(out.forward, check_cast(e4m3, tp.in[l], tp.a[l], tp.a_scale[l], layer + "input"));
+      note(out.forward, check_cast(e4m3, tp.w_in[l], tp.w[l], tp.w_scale[l], layer + "W"));
+    } else if (tp.a[l] != tp.in[l] || tp.w[l] != tp.w_in[l]) {
+      note(out.forward, layer + "the GEMM read other values than were stored");
+    }
+    // z = round(round(a W) + b): a W's interval, rounded, then the bias added (one float32 add)
+    const auto [c, d] = product(as_matrix(tp.a[l], m, di), as_matrix(tp.w[l], di, dn));
+    Matrix lo(c.rows(), c.cols()), hi(c.rows(), c.cols());
+    for (Eigen::Index i = 0; i < c.size(); ++i) {
+      const double b = tp.b[l][std::size_t(i % Eigen::Index(dn))];
+      const double l1 = precision::round_to(f, c.data()[i] - d.data()[i]) + b;
+      const double h1 = precision::round_to(f, c.data()[i] + d.data()[i]) + b;
+      lo.data()[i] = l1 - kU32 * std::fabs(l1);
+      hi.data()[i] = h1 + kU32 * std::fabs(h1);
+    }
+    note(out.forward, first_off(f, tp.z[l], (lo + hi) / 2, (hi - lo) / 2, layer + "z = a W + b"));
+    if (l + 1 < L) {  // the next layer's input: gelu(z) in float32, rounded
+      Matrix g = as_matrix(tp.z[l], m, dn).unaryExpr(&model::reference_gelu);
+      const Matrix dg = 32 * kU32 * (as_matrix(tp.z[l], m, dn).cwiseAbs() + g.cwiseAbs());
+      note(out.forward, first_off(f, tp.in[l + 1], g, dg, layer + "gelu(z)"));
+    }
+  }
+  // The loss's gradient: S 2 (y - t) / (B out), three float32 roundings, then the format's.
+  {
+    Matrix t =
+        Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            tp.t.data(), Eigen::Index(m), Eigen::Index(sh.out()))
+            .cast<double>();
+    const Matrix c =
+        scale * 2.0 / double(s.batch * sh.out()) * (as_matrix(tp.z[L - 1], m, sh.out()) - t);
+    note(out.backward, first_off(f, tp.dy, c, 4 * kU32 * c.cwiseAbs(), "dL/dy times S"));
+  }
+  for (std::size_t l = L; l-- > 0;) {
+    const std::size_t di = sh.dims[l], dn = sh.dims[l + 1];
+    const std::string layer = fmt::format("layer {} ", l);
+    if (l + 1 < L) {  // dz = dh gelu'(z)
+      const Matrix slope = as_matrix(tp.z[l], m, dn).unaryExpr(&model::reference_gelu_grad);
+      const Matrix dh = as_matrix(tp.dh[l], m, dn);
+      note(out.backward, first_off(f, tp.dz[l], dh.cwiseProduct(slope),
+                                   32 * kU32 *
+                                       dh.cwiseAbs().cwiseProduct(
+                                           slope.cwiseAbs().array().matrix() + Matrix::Ones(m, dn)),
+                                   layer + "dz = dh gelu'(z)"));
+    } else if (tp.dz[l] != tp.dy) {
+      note(out.backward, layer + "dz: not dL/dy");
+    }
+    if (fp8)
+      note(out.backward, check_cast(e5m2, tp.dz[l], tp.d[l], tp.d_scale[l], layer + "dz's cast"));
+    else if (tp.d[l] != tp.dz[l])
+      note(out.backward, layer + "dz: the GEMMs read other values than were stored");
+    const Matrix a = as_matrix(tp.a[l], m, di), dd = as_matrix(tp.d[l], m, dn);
+    {
+      const auto [c, d] = product(a.transpose(), dd);
+      note(out.backward, first_off(f, tp.dw[l], c, d, layer + "dW = a^T dz"));
+    }
+    {
+      const Matrix dz = as_matrix(tp.dz[l], m, dn);
+      const Matrix c = dz.colwise().sum();
+      note(out.backward,
+           first_off(f, tp.db[l], c, double(m + 1) * kU32 * dz.cwiseAbs().colwise().sum(),
+                     layer + "db = the column sums of dz"));
+    }
+    if (l > 0) {
+      const auto [c, d] = product(dd, as_matrix(tp.w[l], di, dn).transpose());
+      note(out.backward, first_off(f, tp.dh_out[l], c, d, layer + "dh = dz W^T"));
+    }
+  }
+}
+
+// A micro-batch's gradient in the flat layout [W0 b0 W1 b1 ...], from its tape.
+std::vector<double> tape_gradient(const model::MlpShape& sh, const MicroTape& tp) {
+  std::vector<double> g(sh.params());
+  for (std::size_t l = 0; l < sh.layers(); ++l) {
+    std::copy(tp.dw[l].begin(), tp.dw[l].end(), g.begin() + std::ptrdiff_t(sh.weight_offset(l)));
+    std::copy(tp.db[l].begin(), tp.db[l].end(), g.begin() + std::ptrdiff_t(sh.bias_offset(l)));
+  }
+  return g;
+}
 
 // The loss scale's rule, written out apart from precision::DynamicLossScale (hysteresis 1):
 // halve on an overflow (not below min), double after `window` clean steps in a row.
@@ -413,6 +634,7 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
   RecipeRun run;
   ErrorBound grads_worst, adam_worst;
   std::string grads_fail, adam_fail, skip_fail;
+  OpFailures ops_fail;
   bool skips_ok = true, scales_ok = true;
   std::vector<precision::Fp8History> ref_history(static_cast<std::size_t>(N));
   precision::DynamicLossScale scaler(s.scaling);
@@ -423,16 +645,35 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
     for (int k = 0; k < s.steps; ++k) {
       auto phase = world.phase(fmt::format("{} step {}", name, k + 1));
       const double scale = scaled(recipe) ? scaler.scale() : 1.0;
-      world.recorder().value(fmt::format("{} loss scale", name), scale);
+      if (scaled(recipe)) world.recorder().value("fp16 loss scale", scale);  // a Timeline track
       const std::vector<float> before = to_host(View<const float>(rep.master()));
       const std::vector<float> m0 = to_host(rep.m()), v0 = to_host(rep.v());
+      const std::vector<double> copy = rep.weights();  // the compute copy this step reads
       double loss = 0;
+      std::vector<MicroTape> tapes(s.micro);
+      std::vector<std::vector<double>> g_after;  // my gradient after each micro-batch
       {
         auto fw = world.phase("forward and backward");
-        for (std::size_t j = 0; j < s.micro; ++j)
-          loss += rep.micro_batch(teacher, slice(s, N, k, me, j, s.micro), j == 0, scale);
+        for (std::size_t j = 0; j < s.micro; ++j) {
+          loss +=
+              rep.micro_batch(teacher, slice(s, N, k, me, j, s.micro), j == 0, scale, &tapes[j]);
+          g_after.push_back(rep.gradient());
+        }
       }
       rep.all_reduce();
+      const std::vector<double> g_sum = rep.gradient();
+      // Every rank's sum before the all-reduce, for the check of the ranks' sum (off the
+      // lesson's exchanges: a check's own).
+      std::vector<double> g_ranks;
+      if (N > 1) {
+        auto check_phase = world.phase("check: the ranks' sums");
+        std::vector<float> mine(n * std::size_t(N), 0.0f);
+        for (std::size_t i = 0; i < n; ++i)
+          mine[std::size_t(me) * n + i] = float(g_after.back()[i]);
+        Buffer<float> all = world.alloc_from(mine, Category::data);
+        coll::all_reduce(world, all.view(), coll::AllReduceAlgo::ring_chunked, "check: sums");
+        for (float x : to_host(View<const float>(all.view()))) g_ranks.push_back(x);
+      }
       Buffer<float> total = world.alloc_from(std::vector<float>{float(loss)}, Category::data);
       coll::all_reduce(world, total.view(), coll::AllReduceAlgo::ring_chunked, "loss");
       run.losses.push_back(to_host(View<const float>(total.view()))[0]);
@@ -481,6 +722,53 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
       }
       const std::vector<float> took = rep.adam(scale);
       if (k == 0) run.first_gradient = took;
+      // Each operation from its own stored inputs (not on an overflow's step: inf and NaN).
+      {
+        const std::string at = fmt::format("step {}", k + 1);
+        const precision::Rounding f = ref_model.store;
+        if (!std::is_same_v<T, float>)  // the compute copy: the master weights rounded
+          for (std::size_t i = 0; i < n && ops_fail.forward.empty(); ++i)
+            if (copy[i] != precision::round_to(f, before[i]))
+              ops_fail.forward = fmt::format(
+                  "{}: weight [{}] = {:.9g}, the master {:.9g} rounds "
+                  "to {:.9g}",
+                  at, i, copy[i], before[i], precision::round_to(f, before[i]));
+        for (std::size_t j = 0; j < s.micro; ++j)
+          check_micro_batch(s, recipe, tapes[j], scale, fmt::format("{} micro-batch {}", at, j),
+                            ops_fail);
+        // the micro-batches added in the format, each addition from its own state
+        std::vector<double> acc = tape_gradient(s.shape, tapes[0]);
+        std::string sums;
+        if (g_after[0] != acc) sums = "micro-batch 0's gradient is not the one stored";
+        for (std::size_t j = 1; j < s.micro && sums.empty(); ++j) {
+          const std::vector<double> part = tape_gradient(s.shape, tapes[j]);
+          for (std::size_t i = 0; i < n && sums.empty(); ++i) {
+            const double c = g_after[j - 1][i] + part[i];
+            if (!precision::rounds_from(f, g_after[j][i], c - kU32 * std::fabs(c),
+                                        c + kU32 * std::fabs(c)))
+              sums = fmt::format("micro-batch {}: [{}] = {:.9g}, {:.9g} + {:.9g} in {}", j, i,
+                                 g_after[j][i], g_after[j - 1][i], part[i], f.name);
+          }
+        }
+        // the ranks' sums added in the format: N - 1 additions, each within a rounding
+        for (std::size_t i = 0; i < n && sums.empty() && N > 1; ++i) {
+          double c = 0, magnitude = 0;
+          for (int r = 0; r < N; ++r) {
+            c += g_ranks[std::size_t(r) * n + i];
+            magnitude += std::fabs(g_ranks[std::size_t(r) * n + i]);
+          }
+          const double d = (N - 1) * ((f.u + kU32) * magnitude + f.a) * (1 + N * f.u);
+          if (!(std::fabs(g_sum[i] - c) <= d))
+            sums = fmt::format("the ranks' sum [{}] = {:.9g}, float64 {:.9g} within {:.3g}", i,
+                               g_sum[i], c, d);
+        }
+        // the unscale: divided by S in float32
+        for (std::size_t i = 0; i < n && sums.empty(); ++i)
+          if (double(took[i]) != double(float(g_sum[i] / scale)))
+            sums = fmt::format("Adam took [{}] = {:.9g}, the sum {:.9g} / S = {:.9g}", i, took[i],
+                               g_sum[i], double(float(g_sum[i] / scale)));
+        if (ops_fail.sums.empty() && !sums.empty()) ops_fail.sums = at + ": " + sums;
+      }
       // The gradient Adam took against float64's, element by element.
       ErrorBound g_bound;
       for (std::size_t i = 0; i < n; ++i) {
@@ -520,6 +808,20 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
               grads_fail.empty()
                   ? fmt::format("worst {:.3g} of its bound", grads_worst.worst_share())
                   : grads_fail);
+  const char* fmt_name = reference_model(s, recipe).store.name;
+  world.check(
+      fmt::format("{}: each forward tensor is its operation on the stored inputs, rounded "
+                  "to {}{}",
+                  where, fmt_name, recipe == Recipe::fp8 ? " (the GEMMs' operands: fp8)" : ""),
+      ops_fail.forward.empty(), ops_fail.forward);
+  world.check(fmt::format("{}: each backward tensor is its operation on the stored inputs, "
+                          "rounded to {}",
+                          where, fmt_name),
+              ops_fail.backward.empty(), ops_fail.backward);
+  world.check(fmt::format("{}: the micro-batches' sum, the ranks' sum and the unscale, each "
+                          "from its own inputs",
+                          where),
+              ops_fail.sums.empty(), ops_fail.sums);
   world.check(fmt::format("{}: each overflow where float64 allows one{}", where,
                           scaled(recipe) ? ", each skip and loss scale by the rule" : ""),
               skips_ok && scales_ok, skip_fail);
@@ -680,6 +982,7 @@ int main(int argc, char** argv) {
       "stated error model.",
       "Memory: the params and grads bars halve from fp32 to bf16 while the optimizer's grows by "
       "the master copy. Timeline: each recipe's steps; fp16's skipped steps have no Adam.");
+  lesson.set_value_tracks({"fp16 loss scale"});
   lesson.describe_size("not used: --layers, --width, --batch and --steps size the run");
   Setup s;
   std::string recipe = "all";

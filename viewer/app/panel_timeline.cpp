@@ -21,6 +21,8 @@
 #include <imgui.h>
 #include <imgui_internal.h>  // SetItemUsingMouseWheel (1.86): the wheel zooms, not scrolls
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -30,6 +32,7 @@
 #include "viewer/app/colors.hpp"
 #include "viewer/app/panels.hpp"
 #include "viewer/model/overlap.hpp"
+#include "viewer/model/playback.hpp"
 #include "viewer/model/timeline_lod.hpp"
 
 namespace distlab::viewer {
@@ -49,6 +52,7 @@ constexpr ImU32 kMerged = IM_COL32(128, 132, 150, 230);
 constexpr ImU32 kSpanText = IM_COL32(12, 12, 12, 255);
 constexpr ImU32 kNowLine = IM_COL32(255, 85, 85, 255);
 constexpr ImU32 kStepLine = IM_COL32(255, 255, 255, 30);
+constexpr ImU32 kValueLine = IM_COL32(240, 200, 80, 255);
 constexpr ImU32 kTick = IM_COL32(150, 155, 170, 255);
 constexpr float kHatchStep = 5.0f;  // px between the lines of the hidden communication's hatch
 
@@ -502,6 +506,57 @@ void hover_and_click(Document& doc, const Frame& f, bool released, bool any_hove
 
 // ---- draw_timeline --------------------------------------------------------------------------
 
+// The value tracks (value_tracks: lesson 20's loss scale, a training lesson's loss), one row each
+// between the ruler and the ranks: the name and the value at the playhead on the left, the series
+// as a step line over the view (on a log scale where it spans a factor of 16), the playhead's
+// point on it; hovered, the value at that time. Returns the rows' height.
+float draw_value_tracks(const TraceModel& m, const ViewWindow& view, ImVec2 origin, float label_w,
+                        float width, double now_us) {
+  const std::vector<const ValueSeries*> tracks = value_tracks(m);
+  const float line = ImGui::GetTextLineHeight(), row_h = std::round(2 * line + 4);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImGuiIO& io = ImGui::GetIO();
+  constexpr std::size_t kMostTracks = 4;
+  for (std::size_t k = 0; k < tracks.size() && k < kMostTracks; ++k) {
+    const ValueSeries& v = *tracks[k];
+    const ValueScale scale = value_scale(v);
+    const float y0 = origin.y + float(k) * row_h, y1 = y0 + row_h - 2;
+    const float x0 = origin.x + label_w, x1 = x0 + width;
+    dl->AddRectFilled(ImVec2(origin.x, y0), ImVec2(x1, y1), kLaneBg[k % 2]);
+    const double now = value_at(v, now_us);
+    dl->AddText(ImVec2(origin.x + 6, y0 + 2), kTick, v.name.c_str());
+    const std::string label =
+        fmt::format("r{}  {}", v.rank, std::isnan(now) ? "-" : format_value(now));
+    dl->AddText(ImVec2(origin.x + 6, y0 + 2 + line), IM_COL32(230, 230, 230, 255), label.c_str());
+    auto y_of = [&](double value) { return y1 - 3 - float(scale.height(value)) * (row_h - 8); };
+    dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y1), true);
+    // The step line: each sample's value held until the next.
+    for (std::size_t i = 0; i < v.samples.size(); ++i) {
+      const double t_end = i + 1 < v.samples.size() ? v.samples[i + 1].ts : m.t_end;
+      const float xa = x0 + float(view.x(v.samples[i].ts)), xb = x0 + float(view.x(t_end));
+      if (xb < x0 || xa > x1) continue;
+      const float y = y_of(v.samples[i].value);
+      dl->AddLine(ImVec2(xa, y), ImVec2(xb, y), kValueLine, 2.0f);
+      if (i + 1 < v.samples.size())
+        dl->AddLine(ImVec2(xb, y), ImVec2(xb, y_of(v.samples[i + 1].value)), kValueLine, 1.0f);
+    }
+    if (!std::isnan(now))
+      dl->AddCircleFilled(ImVec2(x0 + float(view.x(now_us)), y_of(now)), 4, kNowLine);
+    dl->PopClipRect();
+    // Hovered: the value at that time.
+    if (io.MousePos.x >= x0 && io.MousePos.x < x1 && io.MousePos.y >= y0 && io.MousePos.y < y1 &&
+        ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem)) {
+      const double t = view.time_at(io.MousePos.x - x0);
+      const double at = value_at(v, t);
+      ImGui::SetTooltip("%s on rank %d: %s at %s (from %s to %s%s)", v.name.c_str(), v.rank,
+                        std::isnan(at) ? "not yet recorded" : format_value(at).c_str(),
+                        format_duration(t - m.t_begin).c_str(), format_value(scale.lo).c_str(),
+                        format_value(scale.hi).c_str(), scale.log ? ", log scale" : "");
+    }
+  }
+  return float(std::min(tracks.size(), kMostTracks)) * row_h;
+}
+
 void draw_timeline(PanelContext& ctx) {
   Document& doc = ctx.doc;
   const TraceModel& m = doc.model;
@@ -562,8 +617,12 @@ void draw_timeline(PanelContext& ctx) {
     now_us = doc.playback.moment(m).time_us;
   }
 
+  // The lesson's values over the run, under the ruler.
+  const float tracks_h = draw_value_tracks(m, view_now(), ImVec2(origin.x, origin.y + ruler_h + 2),
+                                           label_w, f.canvas_w, now_us);
+
   // The ranks: a child window that scrolls vertically; the wheel is ours, not its.
-  const float lanes_top = origin.y + ruler_h + 2;
+  const float lanes_top = origin.y + ruler_h + 2 + tracks_h;
   ImGui::SetCursorScreenPos(ImVec2(origin.x, lanes_top));
   ImGui::BeginChild("##lanes", ImVec2(avail.x, std::max(avail.y - (lanes_top - origin.y), 20.0f)),
                     false, ImGuiWindowFlags_NoScrollWithMouse);

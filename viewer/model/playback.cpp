@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -299,6 +301,47 @@ std::vector<double> memory_history(const TraceModel& model, int rank, int catego
     out[static_cast<std::size_t>(c)] = most;
   }
   return out;
+}
+
+std::vector<const ValueSeries*> value_tracks(const TraceModel& model) {
+  std::vector<const ValueSeries*> out;
+  const auto& named = model.info.value_tracks;
+  for (const ValueSeries& v : model.values)  // by name, then rank: a name's lowest rank first
+    if (v.samples.size() >= 2 && (out.empty() || out.back()->name != v.name) &&
+        std::find(named.begin(), named.end(), v.name) != named.end())
+      out.push_back(&v);
+  return out;
+}
+
+double value_at(const ValueSeries& series, double t) {
+  const auto after = std::upper_bound(series.samples.begin(), series.samples.end(), t,
+                                      [](double x, const ValueSample& s) { return x < s.ts; });
+  return after == series.samples.begin() ? NAN : std::prev(after)->value;
+}
+
+ValueScale value_scale(const ValueSeries& series) {
+  ValueScale s;
+  if (series.samples.empty()) return s;
+  s.lo = s.hi = series.samples.front().value;
+  for (const ValueSample& v : series.samples)
+    s.lo = std::min(s.lo, v.value), s.hi = std::max(s.hi, v.value);
+  s.log = s.lo > 0 && s.hi / s.lo >= 16;
+  return s;
+}
+
+double ValueScale::height(double v) const {
+  if (!(hi > lo)) return 0.5;
+  const double h = log ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi - lo);
+  return std::clamp(h, 0.0, 1.0);
+}
+
+std::string format_value(double v) {
+  int exponent = 0;
+  if (v > 0 && std::frexp(v, &exponent) == 0.5 && exponent - 1 >= 8)
+    return "2^" + std::to_string(exponent - 1);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", v);
+  return text;
 }
 
 }  // namespace distlab::viewer

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "viewer/model/shard_replay.hpp"
@@ -109,5 +110,22 @@ std::vector<MemorySample> memory_at(const TraceModel& model, const Moment& at);
 // strip of the run.
 std::vector<double> memory_history(const TraceModel& model, int rank, int category, double t0,
                                    double t1, int columns);
+
+// The Timeline's value tracks: each name the trace lists in otherData.value_tracks that the lesson
+// recorded at least twice (a value over the run), its lowest rank's series, by name.
+std::vector<const ValueSeries*> value_tracks(const TraceModel& model);
+// A series' value at time t: its last sample at or before t; NaN before the first.
+double value_at(const ValueSeries& series, double t);
+// How a track draws its values: on a log scale where they are all positive and span a factor of
+// 16 or more (a loss scale of 2^16 to 2^29), else a linear one; each value's height in [0, 1]
+// between the series' least and most.
+struct ValueScale {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double height(double v) const;  // 0 at lo, 1 at hi (0.5 where lo == hi)
+};
+ValueScale value_scale(const ValueSeries& series);
+// "2^28" for a power of two at or above 2^8, else the value's 4 significant digits.
+std::string format_value(double v);
 
 }  // namespace distlab::viewer

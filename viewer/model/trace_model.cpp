@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -219,6 +220,7 @@ struct EventFields {
   std::optional<std::int64_t> sort_index, step;
   std::array<std::int64_t, kMemoryCategories> mem{};
   std::int64_t mem_total = -1;
+  std::optional<double> value;  // a recorded value's (a "C" event's args.value)
 };
 
 struct LaneKey {
@@ -301,8 +303,9 @@ class Builder {
   std::map<LaneKey, std::string> thread_names_;
   std::map<LaneKey, int> thread_sort_;
   std::map<LaneKey, std::vector<OpenSpan>> open_;
-  std::vector<FlowEvent> flows_;                     // in file order
-  std::map<int, std::vector<MemorySample>> memory_;  // pid -> samples
+  std::vector<FlowEvent> flows_;                                            // in file order
+  std::map<int, std::vector<MemorySample>> memory_;                         // pid -> samples
+  std::map<std::pair<std::string, int>, std::vector<ValueSample>> values_;  // (name, pid)
   std::map<int, bool> pids_;
   std::size_t skipped_ = 0;
 
@@ -416,6 +419,8 @@ class Builder {
         if (f.name.empty() || is_collective_op(f.name)) read_inputs(key, v, f);
       } else if (key == "sort_index")
         f.sort_index = as_int(v);
+      else if (key == "value")
+        f.value = as_double(v);
       else if (key == "total_bytes")
         f.mem_total = as_int(v).value_or(0);
       else if (key.size() > 6 && key.ends_with("_bytes")) {
@@ -544,6 +549,8 @@ class Builder {
           }
           memory_[pid].push_back(s);
           pids_[pid] = true;
+        } else if (f.value && std::isfinite(*f.value)) {
+          values_[{std::string(f.name), pid}].push_back({f.ts, *f.value});
         }
         break;
       case 'i':
@@ -709,7 +716,15 @@ void Builder::read_other(od::object other) {
       read_text(v, in);
     else if (key == "memory_formula")
       read_memory_formula(v, in);
-    else if (key == "verification") {
+    else if (key == "value_tracks") {
+      od::array names;
+      if (other_type(v.get_array().get(names))) continue;
+      for (auto item : names) {
+        od::value iv;
+        if (other_type(item.get(iv))) break;
+        if (auto name = as_string(iv)) in.value_tracks.emplace_back(*name);
+      }
+    } else if (key == "verification") {
       od::object ver;
       if (other_type(v.get_object().get(ver))) continue;
       in.has_verification = true;
@@ -917,6 +932,17 @@ void Builder::finish() {
                      [](const MemorySample& a, const MemorySample& b) { return a.ts < b.ts; });
     m.memory[m.rank_of_pid(pid)] = std::move(samples);
   }
+  for (auto& [key, samples] : values_) {  // by name, then pid
+    const int rank = m.rank_of_pid(key.second);
+    if (rank < 0) continue;
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const ValueSample& a, const ValueSample& b) { return a.ts < b.ts; });
+    m.values.push_back({key.first, rank, std::move(samples)});
+  }
+  std::stable_sort(m.values.begin(), m.values.end(),
+                   [](const ValueSeries& a, const ValueSeries& b) {
+                     return a.name != b.name ? a.name < b.name : a.rank < b.rank;
+                   });
 }
 
 constexpr const char* kExpected =

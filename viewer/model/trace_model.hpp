@@ -148,6 +148,17 @@ struct MemorySample {
   std::int64_t total = 0;
 };
 
+// A value a lesson recorded over the run (the trace's "C" events with args.value, one series per
+// name and rank: lesson 20's loss scale, a training lesson's loss), by time.
+struct ValueSample {
+  double ts = 0, value = 0;
+};
+struct ValueSeries {
+  std::string name;
+  int rank = 0;
+  std::vector<ValueSample> samples;
+};
+
 struct BufferInfo {
   std::string name;
   std::uint64_t length = 0;
@@ -180,6 +191,9 @@ struct TraceMeta {
   // (otherData.memory_formula: the expected ledger total per rank and its label).
   std::string concept_text, look_at;
   std::string memory_formula;
+  // otherData.value_tracks: the recorded values the Timeline draws as tracks (Lesson::
+  // set_value_tracks; lesson 20's loss scale).
+  std::vector<std::string> value_tracks;
   std::vector<double> memory_expected_bytes;  // per rank; empty when the lesson gives none
   // Every other otherData field, as its raw JSON text by key (a lesson's own metadata:
   // "roles", "splits", "zero", "alpha_s", ...). A panel that needs one parses it.
@@ -250,6 +264,7 @@ struct TraceModel {
   std::vector<Message> messages;                  // by send time
   std::vector<StepFrame> steps;                   // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
+  std::vector<ValueSeries> values;                // by name, then rank
   double t_begin = 0, t_end = 0;                  // extent of all events, microseconds
   // The steps clock (playback.hpp), filled by index_steps(): the distinct step ids of messages
   // and frames in order (ids need not be contiguous), and the time of each beat: beat k - 1 is
