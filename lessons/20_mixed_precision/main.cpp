@@ -50,6 +50,7 @@
 #include "core/base/half.hpp"
 #include "core/base/partition.hpp"
 #include "core/base/units.hpp"
+#include "core/collectives/all_gather_ring.hpp"
 #include "core/collectives/all_reduce.hpp"
 #include "core/ops/ops.hpp"
 #include "core/runtime/runtime.hpp"
@@ -343,12 +344,6 @@ class Replica {
   }
   std::vector<double> gradient() { return widened(In<T>(g_.view())); }
   std::vector<double> weights() { return widened(In<T>(w_.view())); }
-  // Any inf or NaN in the summed gradient: the same answer on every rank (they hold one sum).
-  bool overflowed() {
-    for (const T& x : to_host(View<const T>(g_.view())))
-      if (!std::isfinite(float(x))) return true;
-    return false;
-  }
 
   // STEP 4: Adam on the float32 master weights, from g divided by the loss scale in float32
   // (in chunks: an f32 window, not a second gradient), then the compute copy rounded from them.
@@ -482,8 +477,6 @@ void check_micro_batch(const Setup& s, Recipe recipe, const MicroTape& tp, doubl
     if (fp8) {
       note(out.forward, check_cast(e4m3, tp.in[l], tp.a[l], tp.a_scale[l], layer + "input"));
       note(out.forward, check_cast(e4m3, tp.w_in[l], tp.w[l], tp.w_scale[l], layer + "W"));
-    } else if (tp.a[l] != tp.in[l] || tp.w[l] != tp.w_in[l]) {
-      note(out.forward, layer + "the GEMM read other values than were stored");
     }
     // z = round(round(a W) + b): a W's interval, rounded, then the bias added (one float32 add)
     const auto [c, d] = product(as_matrix(tp.a[l], m, di), as_matrix(tp.w[l], di, dn));
@@ -518,18 +511,13 @@ void check_micro_batch(const Setup& s, Recipe recipe, const MicroTape& tp, doubl
     if (l + 1 < L) {  // dz = dh gelu'(z)
       const Matrix slope = as_matrix(tp.z[l], m, dn).unaryExpr(&model::reference_gelu_grad);
       const Matrix dh = as_matrix(tp.dh[l], m, dn);
-      note(out.backward, first_off(f, tp.dz[l], dh.cwiseProduct(slope),
-                                   32 * kU32 *
-                                       dh.cwiseAbs().cwiseProduct(
-                                           slope.cwiseAbs().array().matrix() + Matrix::Ones(m, dn)),
-                                   layer + "dz = dh gelu'(z)"));
-    } else if (tp.dz[l] != tp.dy) {
-      note(out.backward, layer + "dz: not dL/dy");
+      note(out.backward,
+           first_off(f, tp.dz[l], dh.cwiseProduct(slope),
+                     32 * kU32 * dh.cwiseAbs().cwiseProduct(slope.cwiseAbs() + Matrix::Ones(m, dn)),
+                     layer + "dz = dh gelu'(z)"));
     }
     if (fp8)
       note(out.backward, check_cast(e5m2, tp.dz[l], tp.d[l], tp.d_scale[l], layer + "dz's cast"));
-    else if (tp.d[l] != tp.dz[l])
-      note(out.backward, layer + "dz: the GEMMs read other values than were stored");
     const Matrix a = as_matrix(tp.a[l], m, di), dd = as_matrix(tp.d[l], m, dn);
     {
       const auto [c, d] = product(a.transpose(), dd);
@@ -667,18 +655,19 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
       std::vector<double> g_ranks;
       if (N > 1) {
         auto check_phase = world.phase("check: the ranks' sums");
-        std::vector<float> mine(n * std::size_t(N), 0.0f);
-        for (std::size_t i = 0; i < n; ++i)
-          mine[std::size_t(me) * n + i] = float(g_after.back()[i]);
-        Buffer<float> all = world.alloc_from(mine, Category::data);
-        coll::all_reduce(world, all.view(), coll::AllReduceAlgo::ring_chunked, "check: sums");
+        Buffer<float> all = world.alloc<float>(n * std::size_t(N), Category::data);
+        std::vector<float> mine(g_after.back().begin(), g_after.back().end());
+        from_host(all.view().sub(std::size_t(me) * n, n), mine);
+        coll::all_gather_ring(world, all.view(), "check: sums");
         for (float x : to_host(View<const float>(all.view()))) g_ranks.push_back(x);
       }
       Buffer<float> total = world.alloc_from(std::vector<float>{float(loss)}, Category::data);
       coll::all_reduce(world, total.view(), coll::AllReduceAlgo::ring_chunked, "loss");
       run.losses.push_back(to_host(View<const float>(total.view()))[0]);
       run.scales.push_back(scale);
-      const bool overflow = rep.overflowed();
+      // Any inf or NaN in the summed gradient: the same answer on every rank (they hold one sum).
+      const bool overflow =
+          std::any_of(g_sum.begin(), g_sum.end(), [](double x) { return !std::isfinite(x); });
 
       // The float64 reference at this step's own weights: the gradient and its bound.
       const StepValue cached = step_cache.get(StepKey{recipe, k, scale, before}, [&] {
@@ -737,9 +726,7 @@ RecipeRun train(Comm& world, const Setup& s, Recipe recipe, const Teacher& teach
           check_micro_batch(s, recipe, tapes[j], scale, fmt::format("{} micro-batch {}", at, j),
                             ops_fail);
         // the micro-batches added in the format, each addition from its own state
-        std::vector<double> acc = tape_gradient(s.shape, tapes[0]);
         std::string sums;
-        if (g_after[0] != acc) sums = "micro-batch 0's gradient is not the one stored";
         for (std::size_t j = 1; j < s.micro && sums.empty(); ++j) {
           const std::vector<double> part = tape_gradient(s.shape, tapes[j]);
           for (std::size_t i = 0; i < n && sums.empty(); ++i) {
