@@ -20,7 +20,7 @@ struct World {
   int size = 1;
   Mode mode = Mode::threads;
   Device device = Device::cpu;
-  std::string transport = "threads";  // the transport in use: threads, mpi, gloo, nccl, staged
+  std::string transport = "threads";  // the transport in use: threads, mpi, gloo, shm, nccl, staged
   // Ranks per node, consecutive (node k = ranks k G .. k G + G - 1), for the hierarchical
   // algorithms: --ranks-per-node, or the simulated platform's nodes under --sim; 0 when neither
   // says (the algorithm then picks default_ranks_per_node). Groups made by split have 0.
@@ -28,6 +28,9 @@ struct World {
 };
 
 const char* to_string(Mode m);
+// How the run's processes talk, as its header says: the mode, or "shm" where processes that
+// mpirun or the launcher started send through shared memory.
+const char* run_kind(const World& world);
 const char* to_string(Device d);
 
 }  // namespace distlab

@@ -161,6 +161,10 @@ std::map<std::string, Calibration> read_all(const std::string& path) {
 
 }  // namespace
 
+std::string calibration_key(const World& world) {
+  return fmt::format("{}-{}", run_kind(world), to_string(world.device));
+}
+
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c) {
   auto all = read_all(path);
   all[key] = c;

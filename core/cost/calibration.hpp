@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/world.hpp"
+
 namespace distlab {
 
 struct Calibration {
@@ -50,6 +52,11 @@ struct FoundCalibration {
 FoundCalibration find_or_measure_calibration(Comm& comm, const std::string& path,
                                              const std::string& key, std::size_t max_bytes,
                                              std::size_t factor);
+
+// The key a run's fit is saved under: how its messages travel, and where its data lives
+// ("threads-cpu", "mpi-cuda", "gloo-cpu", "shm-cpu"): processes over shared memory move bytes
+// unlike the same processes over Gloo's sockets.
+std::string calibration_key(const World& world);
 
 // Replaces the entry `key` in the file (keeping the others) or creates the file.
 void save_calibration(const std::string& path, const std::string& key, const Calibration& c);

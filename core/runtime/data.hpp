@@ -9,16 +9,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/base/mix.hpp"
 #include "core/device/buffer.hpp"
 
 namespace distlab {
-
-inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The i-th input element of `rank`, as a T.
 template <class T>

@@ -6,7 +6,10 @@
 #include "core/runtime/launch.hpp"
 
 #ifdef DISTLAB_HAVE_GLOO
+#include <filesystem>
+
 #include "core/transport/gloo.hpp"
+#include "core/transport/shm.hpp"
 #endif
 
 namespace distlab {
@@ -26,7 +29,24 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
   World w = world;
   w.rank = gloo->rank();
   w.size = gloo->size();
-  w.transport = gloo->name();
+  // --transport shm: messages through shared memory, Gloo still the control traffic. The
+  // segment is named after the rendezvous folder, which the launcher removes it with.
+  std::unique_ptr<ShmTransport> shm;
+  if (options.transport == "shm") {
+    ShmSetup setup;
+    setup.rank = w.rank;
+    setup.size = w.size;
+    setup.name =
+        "/" + std::filesystem::path(gloo_setup_from_environment(1).store).filename().string();
+    setup.deadlock_timeout_s = options.deadlock_timeout;
+    try {
+      shm = std::make_unique<ShmTransport>(setup, *gloo, [&] { gloo->barrier(); });
+    } catch (const std::exception& e) {
+      GlooTransport::abort_all(fmt::format("lesson {}: rank {}: {}", number, w.rank, e.what()), 1);
+    }
+  }
+  Transport& transport = shm ? static_cast<Transport&>(*shm) : *gloo;
+  w.transport = transport.name();
   ProcessControl control;
   control.host = gloo->host();
   const ClockOffset clock = gloo->clock_offset();  // 0 where a rank shares rank 0's host
@@ -40,7 +60,7 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
   control.abort_all = [](const std::string& message, int exit_code) {
     GlooTransport::abort_all(message, exit_code);
   };
-  return run_rank_process(w, *gloo, control, options, number, body, finish);
+  return run_rank_process(w, transport, control, options, number, body, finish);
 #else
   (void)world, (void)options, (void)body, (void)finish;
   fmt::print(stderr, "distlab lesson {}: this build has no Gloo (libgloo-dev)\n", number);

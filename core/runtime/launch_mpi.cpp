@@ -17,7 +17,9 @@
 
 #include "core/transport/mpi.hpp"
 #include "core/transport/open_mpi_gpu.hpp"
+#include "core/transport/shm.hpp"
 #endif
+#include <unistd.h>
 
 namespace distlab {
 
@@ -73,6 +75,21 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
             fmt::format("lesson {}: rank {} failed: {}", number, w.rank, e.what()), 1);
       }
     }
+    // --transport shm: messages through shared memory, MPI still the control traffic.
+    std::unique_ptr<ShmTransport> shm;
+    if (code == 0 && w.device == Device::cpu && options.transport == "shm") {
+      ShmSetup setup;
+      setup.rank = w.rank;
+      setup.size = w.size;
+      setup.name = fmt::format("/distlab-mpi-{}", mpi.broadcast_int(int(::getpid()), 0));
+      setup.deadlock_timeout_s = options.deadlock_timeout;
+      try {
+        shm = std::make_unique<ShmTransport>(setup, mpi, [&] { mpi.barrier(); });
+        w.transport = shm->name();
+      } catch (const std::exception& e) {
+        MpiTransport::abort_all(fmt::format("lesson {}: rank {}: {}", number, w.rank, e.what()), 1);
+      }
+    }
     if (code == 0) {
       ProcessControl control;
       control.host = mpi.host();
@@ -87,8 +104,10 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
       control.abort_all = [](const std::string& message, int exit_code) {
         MpiTransport::abort_all(message, exit_code);
       };
-      code = run_rank_process(w, gpu_transport ? *gpu_transport : static_cast<Transport&>(mpi),
-                              control, options, number, body, finish);
+      Transport& transport = gpu_transport ? *gpu_transport
+                             : shm         ? static_cast<Transport&>(*shm)
+                                           : static_cast<Transport&>(mpi);
+      code = run_rank_process(w, transport, control, options, number, body, finish);
     }
     gpu_transport.reset();  // before the GPU is unbound: NCCL ends on it
   }

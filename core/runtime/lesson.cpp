@@ -211,11 +211,19 @@ World Lesson::resolve_world(Mode launched) {
         "--transport gloo runs one process per rank, started by distlab's launcher: ./distlab "
         "lesson {} --procs 4 --transport gloo",
         info_.number));
-  if (under_gloo && options_.transport != "auto" && options_.transport != "gloo")
+  if (under_gloo && options_.transport != "auto" && options_.transport != "gloo" &&
+      options_.transport != "shm")
     throw UsageError(fmt::format(
-        "--transport {}: the processes distlab's launcher starts (--procs) talk over Gloo; leave "
-        "--transport out or give gloo (mpirun runs the others: --mpi 4)",
+        "--transport {}: the processes distlab's launcher starts (--procs) talk over Gloo or "
+        "shared memory; leave --transport out or give gloo or shm (mpirun runs the others: --mpi "
+        "4)",
         options_.transport));
+  if (options_.transport == "shm" && !under_gloo && !under_mpi)
+    throw UsageError(fmt::format(
+        "--transport shm runs one process per rank on this host, started by distlab's launcher or "
+        "mpirun: ./distlab lesson {0} --procs 4 --transport shm, or --mpi 4 --transport shm "
+        "(in-process ranks share their memory already)",
+        info_.number));
   if (options_.transport == "threads" && under_mpi)
     throw UsageError(
         "--transport threads cannot be used under mpirun; leave --transport out or run without "
@@ -243,7 +251,11 @@ World Lesson::resolve_world(Mode launched) {
     world.size = options_.ranks != 0 ? options_.ranks : info_.default_ranks;
   }
   world.ranks_per_node = resolve_ranks_per_node(options_.ranks_per_node, world.size);
-  if (under_gloo) {  // Gloo's pairs move host memory: auto means the CPU here
+  if (options_.transport == "shm" && options_.device == "cuda")
+    throw UsageError(
+        "--transport shm moves host memory; GPU runs under mpirun take NCCL or staging (leave "
+        "--transport out)");
+  if (under_gloo || options_.transport == "shm") {  // host memory: auto means the CPU here
     if (options_.device == "cuda")
       throw UsageError(
           "--device cuda: Gloo's TCP pairs move host memory; GPU runs go under mpirun (--mpi 4 "
@@ -347,9 +359,8 @@ int Lesson::finish(RunResult& result) {
       code = 1;
     }
   }
-  const std::string where =
-      fmt::format("{} ranks, {}, {}", result.world.size, to_string(result.world.mode),
-                  to_string(result.world.device));
+  const std::string where = fmt::format("{} ranks, {}, {}", result.world.size,
+                                        run_kind(result.world), to_string(result.world.device));
   // The plan against what the process took (tests/memory_plan.sh): the growth from the start to
   // the resident peak should stay within the plan, or the check before the run protects nothing.
   if (options_.verbose && planned_bytes_ >= 0)

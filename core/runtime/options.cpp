@@ -16,10 +16,12 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
       ->check(CLI::Range(1, 1024));
   app.add_option("--device", o.device, "where the data lives: auto, cpu or cuda")
       ->capture_default_str();
-  app.add_option("--transport", o.transport,
-                 "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when "
-                 "every rank has its own GPU; under ./distlab lesson NN --procs N gloo), threads, "
-                 "mpi (with --device cuda: through host memory), nccl, gloo (Gloo's TCP pairs)")
+  app.add_option(
+         "--transport", o.transport,
+         "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when "
+         "every rank has its own GPU; under ./distlab lesson NN --procs N gloo), threads, "
+         "mpi (with --device cuda: through host memory), nccl, gloo (Gloo's TCP pairs), shm "
+         "(shared memory between processes on one host: --procs N or mpirun)")
       ->capture_default_str();
   app.add_option("--size", o.size_text,
                  "elements per buffer; K, M, G suffixes are powers of 1024 (e.g. 4K, 64M, 1G)")
@@ -57,9 +59,9 @@ void finish_options(Options& o) {
   if (!(o.deadlock_timeout > 0))
     throw UsageError("--deadlock-timeout must be a positive number of seconds");
   if (o.transport != "auto" && o.transport != "threads" && o.transport != "mpi" &&
-      o.transport != "nccl" && o.transport != "gloo")
-    throw UsageError("--transport must be auto, threads, mpi, nccl or gloo, not '" + o.transport +
-                     "'");
+      o.transport != "nccl" && o.transport != "gloo" && o.transport != "shm")
+    throw UsageError("--transport must be auto, threads, mpi, nccl, gloo or shm, not '" +
+                     o.transport + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     throw UsageError("--device must be auto, cpu or cuda, not '" + o.device + "'");
   if (o.trace_path.empty() && !o.no_trace)

@@ -2,7 +2,7 @@
 //
 //   --ranks N              in-process ranks (default: the lesson's); under mpirun: absent or = -np
 //   --device auto|cpu|cuda
-//   --transport auto|threads|mpi|nccl|gloo   (choice.hpp says which runs take which)
+//   --transport auto|threads|mpi|nccl|gloo|shm   (choice.hpp says which runs take which)
 //   --size N[K|M|G]        elements of the lesson's element type; K, M, G are powers of 1024
 //   --seed S               data seed
 //   --trace PATH           default traces/NN_name.json; --no-trace writes none

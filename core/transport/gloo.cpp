@@ -21,6 +21,7 @@
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
+#include "core/base/mix.hpp"
 
 namespace distlab {
 
@@ -34,15 +35,6 @@ char zero_bytes[1];  // where a message of 0 bytes points
 
 double wall_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::uint64_t mix(
-    std::uint64_t x) {  // splitmix64's finalizer: every input bit moves every output bit
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 // The file a watchdog makes when it declares the run hung, before its rank ends with exit 3.
@@ -91,7 +83,7 @@ struct GlooReq : RequestState {
 
 std::uint64_t GlooTransport::slot(std::uint32_t key, int tag, std::size_t bytes) {
   DL_CHECK(tag >= 0 && tag <= 0xffff, "tag {} does not fit Gloo's slot", tag);
-  const std::uint64_t size_hash = mix(bytes) & 0xffff;
+  const std::uint64_t size_hash = mix64(bytes) & 0xffff;
   return (std::uint64_t{3} << 62) | (std::uint64_t{key & 0x3fffffffu} << 32) |
          (std::uint64_t(tag) << 16) | size_hash;
 }
@@ -332,8 +324,8 @@ int GlooTransport::split(int parent, int color, int /*key*/, const std::vector<i
   const int nth = from.splits++;
   Context c;
   c.members = members;
-  const std::uint64_t h = mix((std::uint64_t{from.key} << 32) ^ mix(std::uint64_t(nth) << 20) ^
-                              std::uint64_t(std::uint32_t(color)));
+  const std::uint64_t h = mix64((std::uint64_t{from.key} << 32) ^ mix64(std::uint64_t(nth) << 20) ^
+                                std::uint64_t(std::uint32_t(color)));
   c.key = std::uint32_t(h % (kInternalKey - 1)) + 1;  // never the world's 0, never the internal key
   for (const auto& other : contexts_)
     DL_CHECK(other.key != c.key,

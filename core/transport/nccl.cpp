@@ -17,7 +17,7 @@ namespace distlab {
 
 namespace {
 
-ncclComm_t nc(void* c) {
+ncclComm_t as_nccl(void* c) {
   return static_cast<ncclComm_t>(c);
 }
 
@@ -163,13 +163,13 @@ std::size_t NcclTransport::flush() {
       const Context& c = at(r->context);
       const int peer = c.rank_of[static_cast<std::size_t>(r->peer)];
       if (r->is_send)
-        nccl_check_queued(c.comm,
-                          ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, peer, nc(c.comm), stream),
-                          "ncclSend");
+        nccl_check_queued(
+            c.comm, ncclSend(r->mem.ptr, r->mem.bytes, ncclUint8, peer, as_nccl(c.comm), stream),
+            "ncclSend");
       else
-        nccl_check_queued(c.comm,
-                          ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, peer, nc(c.comm), stream),
-                          "ncclRecv");
+        nccl_check_queued(
+            c.comm, ncclRecv(r->mem.ptr, r->mem.bytes, ncclUint8, peer, as_nccl(c.comm), stream),
+            "ncclRecv");
     }
   });
   group->record_stop(stream);  // only now: nothing may go on NCCL's stream before it settled

@@ -10,16 +10,23 @@
 
 namespace distlab {
 
+std::string wait_subject(int rank, const RequestState* r) {
+  if (!r) return fmt::format("r{} waits in barrier", rank);
+  return fmt::format("r{} waits in {} {} r{} (tag {}, {}, {})", rank, r->is_send ? "send" : "recv",
+                     r->is_send ? "to" : "from", r->peer, r->tag,
+                     format_bytes(static_cast<double>(r->mem.bytes)), to_string(r->mem.dtype));
+}
+
+std::string wait_subject(int rank, const std::string& what) {
+  return fmt::format("r{} waits in {}", rank, what);
+}
+
 std::string describe_wait(int rank, const RequestState* r, double since_us, double now) {
-  if (!r) return fmt::format("r{} waits in barrier for {:.1f} s", rank, (now - since_us) * 1e-6);
-  return fmt::format("r{} waits in {} {} r{} (tag {}, {}, {}) for {:.1f} s", rank,
-                     r->is_send ? "send" : "recv", r->is_send ? "to" : "from", r->peer, r->tag,
-                     format_bytes(static_cast<double>(r->mem.bytes)), to_string(r->mem.dtype),
-                     (now - since_us) * 1e-6);
+  return fmt::format("{} for {:.1f} s", wait_subject(rank, r), (now - since_us) * 1e-6);
 }
 
 std::string describe_wait(int rank, const std::string& what, double since_us, double now) {
-  return fmt::format("r{} waits in {} for {:.1f} s", rank, what, (now - since_us) * 1e-6);
+  return fmt::format("{} for {:.1f} s", wait_subject(rank, what), (now - since_us) * 1e-6);
 }
 
 void print_hang_report(double timeout_s, const std::vector<std::string>& lines) {

@@ -136,6 +136,9 @@ inline constexpr int kMaxTag = 32767;
 std::string describe_wait(int rank, const RequestState* waiting, double since_us, double now);
 // The same for a wait that is not a message: "r0 waits in ncclAllReduce for 2.0 s".
 std::string describe_wait(int rank, const std::string& what, double since_us, double now);
+// Either line without its duration ("r0 waits in recv from r1 (tag 7, 8 B, f32)").
+std::string wait_subject(int rank, const RequestState* waiting);
+std::string wait_subject(int rank, const std::string& what);
 
 // The hang report of a run of processes (mpi.cpp, gloo.cpp), printed to stderr: nobody progressed
 // for `timeout_s`, then every rank's wait, one line each (rank order).

@@ -381,8 +381,7 @@ int main(int argc, char** argv) {
     } else if (!calibration_path.empty()) {
       // A simulated cluster's line is saved under its own key, never as this machine's.
       const std::string key =
-          platform ? fmt::format("sim-{}", platform->network->platform)
-                   : fmt::format("{}-{}", to_string(r.world.mode), to_string(r.world.device));
+          platform ? fmt::format("sim-{}", platform->network->platform) : calibration_key(r.world);
       save_calibration(calibration_path, key, saved);
       fmt::print("  saved as \"{}\" in {}\n", key, calibration_path);
     }

@@ -123,9 +123,7 @@ StudyRank prepare_study(Comm& comm, const std::vector<AllReduceAlgo>& algos, std
   // A simulated run takes alpha and beta from its platform (study_cost_params), not a ping-pong.
   if (kSimulatedBuild) return rank;
   FoundCalibration found = find_or_measure_calibration(
-      comm, calibration_path,
-      fmt::format("{}-{}", to_string(comm.world().mode), to_string(comm.device())),
-      std::size_t{1} << 20, 16);
+      comm, calibration_path, calibration_key(comm.world()), std::size_t{1} << 20, 16);
   if (me == 0) study.calibration = std::move(found);
   return rank;
 }
@@ -172,8 +170,7 @@ void run_study_algorithm(Comm& comm, StudyRank& rank, AllReduceAlgo a, AllReduce
 CostParams study_cost_params(const RunResult& run, const AllReduceStudy& study,
                              const std::string& calibration_path, std::uint64_t bytes) {
   if (auto simulated = simulated_cost_params(run.hosts())) return *simulated;
-  const std::string key =
-      fmt::format("{}-{}", to_string(run.world.mode), to_string(run.world.device));
+  const std::string key = calibration_key(run.world);
   const auto& fit = study.calibration.fit;
   CostParams cp = load_cost_params(calibration_path, key, fit ? fit->alpha_s : kDefaultAlpha,
                                    fit ? fit->beta_s_per_byte : kDefaultBeta);
@@ -198,7 +195,7 @@ void print_study_header(const RunResult& run, const std::vector<AllReduceAlgo>& 
                         const AllReduceStudy& study, std::uint64_t length) {
   const std::uint64_t S = length * sizeof(float);
   fmt::print("\nall-reduce of {} float32 per rank (S = {}) over N = {} ranks ({}, {})\n", length,
-             format_bytes(double(S)), run.world.size, to_string(run.world.mode),
+             format_bytes(double(S)), run.world.size, run_kind(run.world),
              to_string(run.world.device));
   std::string ids;  // which steps belong to which algorithm
   for (std::size_t j = 0; j < algos.size(); ++j) {
