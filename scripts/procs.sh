@@ -5,7 +5,8 @@
 # Each process finds its rank and the world size in the environment (DISTLAB_RANK,
 # DISTLAB_LOCAL_RANK, DISTLAB_WORLD_SIZE) and a rendezvous folder in DISTLAB_STORE (Gloo's file
 # store: each rank writes its address there and reads the others'), made here and removed after
-# the run. DISTLAB_HOST, when set, is the address every rank binds to (127.0.0.1 otherwise).
+# the run (and /dev/shm/<its name>, the segment of a run with --transport shm, should a rank die
+# before unlinking it). DISTLAB_HOST, when set, is the address every rank binds to (127.0.0.1 otherwise).
 # When a process fails or dies the others are stopped (SIGTERM, then SIGKILL after 5 s), one line
 # says which rank ended how, and the run ends with that rank's status (128 + N for signal N).
 # Status 2 (bad options: every rank finds the same fault, rank 0 says it) lets them end alone.
@@ -42,7 +43,10 @@ stop_all() {
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }
-trap 'stop_all; rm -rf "$store"; exit 130' INT TERM
+# What a run leaves: the folder, and under --transport shm the segment named after it, which the
+# ranks unlink once all have mapped it (so it is there only when one died before that).
+clean_up() { rm -rf "$store" "/dev/shm/${store##*/}"; }
+trap 'stop_all; clean_up; exit 130' INT TERM
 
 left=$np code=0 failed=-1 reaped=()
 # reap R: collects rank R's status (its process has ended) into st, once.
@@ -92,5 +96,5 @@ while ((left > 0)); do
 done
 wait 2>/dev/null || true
 trap - INT TERM
-rm -rf "$store"
+clean_up
 exit "$code"

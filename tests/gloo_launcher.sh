@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# gloo_launcher.sh PROCS_SH LESSON_EXE — distlab's launcher (scripts/procs.sh) when a process
-# dies: rank 2 of 4 is killed (SIGKILL) in the middle of a run over Gloo; the launcher must stop
-# the others, say which rank ended how, exit with its status (137), leave no process behind and
-# remove its rendezvous folder. Then a rank that fails (--deadlock-timeout 0 is refused on every
-# rank, exit 2) ends the run with exit 2 and the rank's own sentence.
+# gloo_launcher.sh PROCS_SH LESSON_EXE [TRANSPORT] — distlab's launcher (scripts/procs.sh) when a
+# process dies: rank 2 of 4 is killed (SIGKILL) in the middle of a run over Gloo (or TRANSPORT:
+# shm); the launcher must stop the others, say which rank ended how, exit with its status (137),
+# leave no process behind and remove its rendezvous folder, and nothing in /dev/shm. Under shm,
+# a rank is also killed as soon as it starts, which may be before the ranks unlinked their
+# segment. Then a rank that fails (--deadlock-timeout 0 is refused on every rank, exit 2) ends
+# the run with exit 2 and the rank's own sentence.
 set -u
-procs="$1" exe="$2"
+procs="$1" exe="$2" transport="${3:-gloo}"
 fail() { echo "gloo_launcher: $*" >&2; exit 1; }
 # shellcheck source=tests/launcher_verdict.sh
 source "$(dirname "${BASH_SOURCE[0]}")/launcher_verdict.sh"
@@ -14,7 +16,14 @@ TMPDIR=$(mktemp -d)
 trap 'rm -rf "$TMPDIR"' EXIT
 
 log="$TMPDIR/run.log"
-bash "$procs" 4 "$exe" --transport gloo --no-trace --size 4M --algo ring_chunked >"$log" 2>&1 &
+mark="$TMPDIR/mark"
+touch "$mark"
+# kill_rank2 WAIT_S: starts a run, kills rank 2 WAIT_S seconds after all four have started.
+# Shared memory moves 4M in a blink: there every algorithm runs on 16M, seconds long.
+run=(--size 4M --algo ring_chunked)
+[[ "$transport" == shm ]] && run=(--size 16M)
+kill_rank2() {
+bash "$procs" 4 "$exe" --transport "$transport" --no-trace "${run[@]}" >"$log" 2>&1 &
 launcher=$!
 # Rank 2's process: the one whose environment says DISTLAB_RANK=2 (the launcher's children).
 victim="" ranks=()
@@ -28,7 +37,7 @@ while ((SECONDS < deadline)); do
   sleep 0.05
 done
 [[ -n "$victim" ]] || fail "rank 2 never started"
-sleep 0.5  # connected and moving data
+sleep "$1"
 kill -KILL "$victim"
 start=$SECONDS
 wait "$launcher"
@@ -38,8 +47,13 @@ for pid in "${ranks[@]}"; do
   kill -0 "$pid" 2>/dev/null && fail "rank process $pid was left behind"
 done
 compgen -G "$TMPDIR/distlab-store.*" >/dev/null && fail "the rendezvous folder was not removed"
+left=$(find /dev/shm -maxdepth 1 -name 'distlab-*' -newer "$mark")
+[[ -z "$left" ]] || fail "left in /dev/shm: $left"
+}
+kill_rank2 0.5  # connected and moving data
+[[ "$transport" == shm ]] && kill_rank2 0  # perhaps before the segment was unlinked
 
-bash "$procs" 3 "$exe" --transport gloo --no-trace --deadlock-timeout 0 >"$log" 2>&1
+bash "$procs" 3 "$exe" --transport "$transport" --no-trace --deadlock-timeout 0 >"$log" 2>&1
 rc=$?
 cat "$log"
 ((rc == 2)) || fail "a usage error exited $rc, expected 2"

@@ -23,7 +23,8 @@ set(mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_
 
 # distlab_lesson_test(NAME LESSON EXPECT WORLD MPI_PROCS [lesson args...])
 #   MPI_PROCS 0 runs on in-process ranks; gN as N processes of distlab's launcher over Gloo
-#   (scripts/procs.sh N ... --transport gloo); otherwise under mpiexec -n MPI_PROCS.
+#   (scripts/procs.sh N ... --transport gloo), sN the same over shared memory (--transport shm);
+#   otherwise under mpiexec -n MPI_PROCS.
 function(distlab_lesson_test name lesson expect world np)
   set(trace ${out}/${name}.json)
   set(args ${ARGN} --trace ${trace})
@@ -32,6 +33,8 @@ function(distlab_lesson_test name lesson expect world np)
   endif()
   if(np MATCHES "^g([0-9]+)$")
     set(cmd bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh ${CMAKE_MATCH_1} $<TARGET_FILE:${lesson}> ${args} --transport gloo)
+  elseif(np MATCHES "^s([0-9]+)$")
+    set(cmd bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh ${CMAKE_MATCH_1} $<TARGET_FILE:${lesson}> ${args} --transport shm)
   elseif(np EQUAL 0)
     set(cmd $<TARGET_FILE:${lesson}> ${args})
   else()
@@ -43,6 +46,8 @@ function(distlab_lesson_test name lesson expect world np)
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS lesson)
   if(np MATCHES "^g")
     set_tests_properties(${name} PROPERTIES RUN_SERIAL ON LABELS "lesson;gloo")
+  elseif(np MATCHES "^s")
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL ON LABELS "lesson;shm")
   elseif(NOT np EQUAL 0)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "lesson;mpi")
   endif()
@@ -61,6 +66,10 @@ if(DISTLAB_HAVE_GLOO)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gloo_launcher.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
                    $<TARGET_FILE:06_allreduce_sequential_ring_parallel>)
   set_tests_properties(lesson.gloo-launcher PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;gloo")
+  add_test(NAME lesson.shm-launcher
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gloo_launcher.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
+                   $<TARGET_FILE:06_allreduce_sequential_ring_parallel> shm)
+  set_tests_properties(lesson.shm-launcher PROPERTIES RUN_SERIAL ON TIMEOUT 120 LABELS "lesson;shm")
   # Lesson 01's fits on threads and over Gloo, side by side (--compare).
   add_test(NAME lesson.01_send_recv.transports
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lesson01_transports.sh ${CMAKE_SOURCE_DIR}/scripts/procs.sh
@@ -139,6 +148,12 @@ foreach(lesson ${DISTLAB_LESSONS})
     if(lesson MATCHES "^0[2-7]_")
       distlab_lesson_test(lesson.${lesson}.gloo3-odd ${lesson} verified 3 g3 --size ${odd})
       distlab_lesson_test(lesson.${lesson}.gloo2 ${lesson} verified 2 g2 --size ${small})
+    endif()
+    # And as 4 processes over shared memory (Gloo only starts them); 3 with odd sizes for the
+    # collectives' lessons.
+    distlab_lesson_test(lesson.${lesson}.shm4 ${lesson} verified 4 s4)
+    if(lesson MATCHES "^0[2-7]_")
+      distlab_lesson_test(lesson.${lesson}.shm3-odd ${lesson} verified 3 s3 --size ${odd})
     endif()
   endif()
   # On a GPU: 4 in-process ranks sharing device 0 (or one GPU each), checked against the same
@@ -493,6 +508,41 @@ if(DISTLAB_HAVE_MPI)
               --deadlock-timeout 1 --no-trace)
   set_tests_properties(deadlock.mpi failure.throw.mpi failure.async-throw.mpi usage.ranks-disagree.mpi probe.failure.slow-mpi4 PROPERTIES
                        ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS mpi)
+endif()
+
+# The shared-memory transport's failure paths, under distlab's launcher and under mpirun: a
+# deadlock read off every rank's block in the segment (exit 3, every wait named), a rank still
+# computing is not a hang, a size mismatch names both sizes, a rank that throws ends the run;
+# and nothing is left in /dev/shm (tests/shm_left.sh wraps each run).
+set(shm_left bash ${CMAKE_CURRENT_SOURCE_DIR}/shm_left.sh)
+if(DISTLAB_HAVE_GLOO)
+  set(procs_sh bash ${CMAKE_SOURCE_DIR}/scripts/procs.sh)
+  add_test(NAME deadlock.shm COMMAND ${shm_left} bash ${expect_failure} 3 30
+           "deadlock or hang: no rank has progressed" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+           -- ${procs_sh} 2 $<TARGET_FILE:failure_probe> --scenario wrong-order --transport shm
+              --deadlock-timeout 1 --no-trace)
+  add_test(NAME failure.size-mismatch.shm COMMAND ${shm_left} bash ${expect_failure} 1 30
+           "has 4000 B of f32 but the receive expects 2000 B of f32"
+           -- ${procs_sh} 2 $<TARGET_FILE:failure_probe> --scenario size-mismatch --size 1000 --transport shm --no-trace)
+  add_test(NAME failure.throw.shm COMMAND ${shm_left} bash ${expect_failure} 1 30 "rank 1 failed: rank 1 hit a failed check on purpose"
+           -- ${procs_sh} 3 $<TARGET_FILE:failure_probe> --scenario throw --transport shm --no-trace)
+  add_test(NAME probe.failure.slow-shm4 COMMAND ${shm_left} bash ${expect_failure} 0 60 "is computing \\(it is in no wait\\), so the run goes on" "verified"
+           -- ${procs_sh} 4 $<TARGET_FILE:failure_probe> --scenario slow --transport shm --deadlock-timeout 1 --no-trace)
+  set_tests_properties(deadlock.shm failure.size-mismatch.shm failure.throw.shm probe.failure.slow-shm4
+                       PROPERTIES RUN_SERIAL ON LABELS "shm")
+  distlab_lesson_test(probe.failure.async-shm4 failure_probe verified 4 s4 --scenario async --size 1000)
+  distlab_lesson_test(probe.all_reduce.split-shm3 all_reduce_probe verified 3 s3 --split 2 --size 1000)
+  distlab_lesson_test(probe.library.shm3 library_probe verified 3 s3 --size 1000)
+endif()
+if(DISTLAB_HAVE_MPI)
+  add_test(NAME deadlock.mpi-shm COMMAND ${shm_left} bash ${expect_failure} nonzero 30
+           "deadlock or hang: no rank has progressed" "r0 waits in recv from r1 \\(tag 7" "r1 waits in recv from r0 \\(tag 7"
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:failure_probe> --scenario wrong-order
+              --transport shm --deadlock-timeout 1 --no-trace)
+  set_tests_properties(deadlock.mpi-shm PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "mpi;shm")
+  distlab_lesson_test(probe.all_reduce.split-mpi3-shm all_reduce_probe verified 3 3 --split 2 --size 1000 --transport shm)
+  distlab_lesson_test(probe.library.mpi3-shm library_probe verified 3 3 --size 1000 --transport shm)
+  distlab_lesson_test(lesson.14_capstone_3d_parallel.mpi4-shm 14_capstone_3d_parallel verified 4 4 --transport shm)
 endif()
 
 # Every all-reduce algorithm against the float64 sum in one run, on in-process ranks and under
