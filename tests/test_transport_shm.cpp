@@ -122,17 +122,17 @@ TEST_CASE("shm: every rank sends to every rank at once, messages larger than the
   });
 }
 
-TEST_CASE("shm: a receive posted late takes the message that waited, tags are taken out of "
-          "order, one tag keeps its order",
-          "[transport][shm]") {
+TEST_CASE(
+    "shm: a receive posted late takes the message that waited, tags are taken out of "
+    "order, one tag keeps its order",
+    "[transport][shm]") {
   run_ranks(2, 4096, [&](ShmTransport& t) {
     if (t.rank() == 0) {
       auto big = message(0, 1, 1, 20'000), small = message(0, 1, 2, 5);
       auto first = message(0, 1, 3, 300), second = message(0, 1, 4, 300);
-      std::vector<Request> sends = {t.isend(bytes_of(big), 1, 1, 0),
-                                    t.isend(bytes_of(small), 1, 2, 0),
-                                    t.isend(bytes_of(first), 1, 3, 0),
-                                    t.isend(bytes_of(second), 1, 3, 0)};
+      std::vector<Request> sends = {
+          t.isend(bytes_of(big), 1, 1, 0), t.isend(bytes_of(small), 1, 2, 0),
+          t.isend(bytes_of(first), 1, 3, 0), t.isend(bytes_of(second), 1, 3, 0)};
       for (auto& r : sends) t.wait(*r);
       t.barrier();
     } else {
@@ -161,12 +161,10 @@ TEST_CASE("shm: groups split off do not take each other's messages", "[transport
     std::vector<unsigned char> in_a(64), in_b(64), in_w(64);
     auto w = message(t.rank(), peer, 3, 64);
     // One tag in three contexts; received in another order than sent.
-    std::vector<Request> reqs = {t.isend(bytes_of(a), peer, 9, group),
-                                 t.isend(bytes_of(b), peer, 9, other),
-                                 t.isend(bytes_of(w), peer, 9, 0),
-                                 t.irecv(bytes_of(in_w), peer, 9, 0),
-                                 t.irecv(bytes_of(in_b), peer, 9, other),
-                                 t.irecv(bytes_of(in_a), peer, 9, group)};
+    std::vector<Request> reqs = {
+        t.isend(bytes_of(a), peer, 9, group),    t.isend(bytes_of(b), peer, 9, other),
+        t.isend(bytes_of(w), peer, 9, 0),        t.irecv(bytes_of(in_w), peer, 9, 0),
+        t.irecv(bytes_of(in_b), peer, 9, other), t.irecv(bytes_of(in_a), peer, 9, group)};
     for (auto& r : reqs) t.wait(*r);
     DL_CHECK(in_a == message(peer, t.rank(), 1, 64) && in_b == message(peer, t.rank(), 2, 64) &&
                  in_w == message(peer, t.rank(), 3, 64),
