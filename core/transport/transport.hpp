@@ -6,7 +6,8 @@
 //
 // Implementations: transport_threads (in-process ranks, one copy straight from the sender's
 // buffer into the receiver's; on GPUs a cudaMemcpyPeerAsync), transport_mpi (Open MPI),
-// transport_gloo (Gloo's TCP pairs, one process per rank started by distlab's launcher), and
+// transport_gloo (Gloo's TCP pairs, one process per rank started by distlab's launcher),
+// transport_shm (rings in one shared-memory segment, processes on one host), and
 // under mpirun with --device cuda transport_nccl (ncclSend / ncclRecv) or transport_staged
 // (MPI through pinned host buffers). A deadlock ends every rank with who waits for whom: on
 // in-process ranks as soon as the wait-for graph shows one, under mpirun once a wait passes
