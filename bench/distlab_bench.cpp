@@ -44,6 +44,7 @@
 #include "core/collectives/all_gather_bruck.hpp"
 #include "core/collectives/all_gather_gather_broadcast.hpp"
 #include "core/collectives/all_reduce.hpp"
+#include "core/collectives/all_reduce_symmetric.hpp"
 #include "core/collectives/all_to_all.hpp"
 #include "core/collectives/all_to_all_bruck.hpp"
 #include "core/collectives/baseline.hpp"
@@ -65,6 +66,10 @@ constexpr int kRoot = 0;                  // root of broadcast and reduce
 constexpr int kTagAddresses = 9001;       // buffer addresses between in-process ranks
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
 constexpr const char* kLimitName = "memory_limit";
+// The all-reduces through symmetric memory (all_reduce_symmetric.hpp), and the bytes of each
+// region of their windows: a larger buffer goes in pieces of this size.
+constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll"};
+constexpr std::size_t kWindowBytes = std::size_t(2) << 20;
 
 // --- what can be measured --------------------------------------------------------------------
 
@@ -79,8 +84,9 @@ struct Candidate {
   coll::AllReduceAlgo algo = coll::AllReduceAlgo::ring_chunked;  // all-reduce only
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
-  bool limit = false;  // the machine's limit: in-process ranks read each other's memory
-  std::string gloo{};  // one of Gloo's other all-reduces (library_<name>, under the launcher)
+  bool limit = false;      // the machine's limit: in-process ranks read each other's memory
+  std::string gloo{};      // one of Gloo's other all-reduces (library_<name>, under the launcher)
+  bool symmetric = false;  // through symmetric memory: loads and stores, no messages
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
   bool in_place() const { return ring && !library; }
 };
@@ -94,6 +100,11 @@ std::vector<Candidate> candidates_of(Collective c) {
       for (const auto& g : baseline::gloo_all_reduce_algorithms())
         out.push_back({c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, g});
       out.push_back({c, kLimitName, {}, false, false, true});
+      for (const char* name : kSymmetricAlgos) {
+        Candidate k{c, name};
+        k.symmetric = true;
+        out.push_back(k);
+      }
       return out;
     }
     case Collective::all_gather:
@@ -113,7 +124,7 @@ std::vector<Candidate> candidates_of(Collective c) {
 }
 
 Cost predict(const Candidate& k, int p, double bytes, int ranks_per_node) {
-  if (k.limit) return {};  // a measurement of the machine, not an algorithm the model knows
+  if (k.limit || k.symmetric) return {};  // no messages: nothing the alpha-beta model knows
   if (k.collective == Collective::all_reduce)
     return predict_all_reduce(k.algo, p, bytes, ranks_per_node);
   if (k.library) return predict_collective(k.collective, k.ring, p, bytes);
@@ -161,7 +172,8 @@ struct Case {
   Buffer<float> out;        // reduce-scatter by reduce + scatter / library: my chunk of the sum
   std::vector<float> want;  // the reference for what I must hold afterwards (float64 sums, rounded)
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
-  std::vector<const float*> peers;  // every rank's `work`, for memory_limit (in-process ranks)
+  std::vector<const float*> peers;      // every rank's `work`, for memory_limit (in-process ranks)
+  SymmetricWindows* windows = nullptr;  // the symmetric candidates' windows
 };
 
 std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work);
@@ -320,6 +332,12 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
       if (cand.limit)
         all_reduce_memory_limit(comm, k);
+      else if (cand.name == "one_shot")
+        coll::all_reduce_one_shot(*k.windows, k.work.view());
+      else if (cand.name == "two_shot")
+        coll::all_reduce_two_shot(*k.windows, k.work.view());
+      else if (cand.name == "one_shot_ll")
+        coll::all_reduce_one_shot_ll(*k.windows, k.work.view());
       else if (!cand.gloo.empty())
         baseline::gloo_all_reduce_as(comm, cand.gloo, in, k.work.data(), k.count, f32);
       else if (cand.library)
@@ -523,7 +541,8 @@ int main(int argc, char** argv) {
          "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
          "ring, ring_chunked, "
          "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical, "
-         "memory_limit (in-process ranks reading each other's memory: the machine's limit); "
+         "memory_limit (in-process ranks reading each other's memory: the machine's limit), "
+         "one_shot, two_shot, one_shot_ll (through symmetric memory, CPU ranks on one host); "
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
          "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
@@ -580,7 +599,8 @@ int main(int argc, char** argv) {
     // Model against measurement at >= 1 MiB (the factor-of-2 target), per algorithm.
     std::map<std::string, std::pair<double, double>> ratio;  // predicted / measured: min, max
     for (const auto& row : rows) {
-      if (row.bytes < (1u << 20) || row.time_s <= 0 || p == 1 || !std::isfinite(row.predicted_s))
+      if (row.bytes < (1u << 20) || row.time_s <= 0 || p == 1 || !std::isfinite(row.predicted_s) ||
+          row.predicted_s <= 0)
         continue;
       const std::string key = row.collective + " " + row.algorithm;
       const double x = row.predicted_s / row.time_s;
@@ -686,6 +706,19 @@ int main(int argc, char** argv) {
             collectives.end())
       comm.say("  ({} left out: it reads other ranks' memory, so it needs in-process CPU ranks)\n",
                kLimitName);
+    // Symmetric memory: windows every rank maps, opened once (CPU ranks on one host).
+    const bool windows_here = comm.device() == Device::cpu && !kSimulatedBuild;
+    std::unique_ptr<SymmetricWindows> windows;
+    if (windows_here &&
+        std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
+            collectives.end() &&
+        std::any_of(std::begin(kSymmetricAlgos), std::end(kSymmetricAlgos),
+                    [&](const char* a) { return listed(algos, a); })) {
+      std::vector<int> members;
+      for (int r = 0; r < p; ++r) members.push_back(comm.world_rank(r));
+      windows = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, me,
+                                                   kWindowBytes, coll::kSymmetricRegions);
+    }
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
     for (Collective c : collectives) {
@@ -693,7 +726,7 @@ int main(int argc, char** argv) {
       const bool gloo_here = comm.world().mode == Mode::gloo;
       for (auto& k : candidates_of(c))
         if (listed(algos, k.name) && (!k.library || library_here) && (!k.limit || limit_here) &&
-            (k.gloo.empty() || gloo_here))
+            (k.gloo.empty() || gloo_here) && (!k.symmetric || windows))
           cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();
@@ -716,6 +749,7 @@ int main(int argc, char** argv) {
         for (int a = 0; a < ncand; ++a)
           share = share || (cands[std::size_t(a)].limit && runs[std::size_t(a)]);
         Case k = make_case(comm, c, count, bench.options().seed, share);
+        k.windows = windows.get();
 
         // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per
         // candidate.

@@ -1,0 +1,165 @@
+// all_reduce_symmetric.hpp — all-reduce through symmetric memory (core/transport/symmetric.hpp):
+// loads and stores into the other ranks' windows, no messages, as NCCL 2.27's symmetric kernels
+// run inside a node.
+//
+//   algorithm      syncs per call            bytes per rank (S = the buffer)
+//   one_shot       1 (every rank's input in)  writes S into its own window; reads S from each of
+//                                             the N ranks' windows, (N-1) S of it remote
+//   two_shot       2 (inputs in; sums out)    writes S; reads S/N from each window ((N-1)/N S
+//                                             remote) and stores its S/N sum into every window
+//                                             ((N-1)/N S remote); reads its own result back, S
+//   one_shot_ll    none apart from the data   writes 2 S (each 4-byte element with a 4-byte flag,
+//                                             one 8-byte store); reads 2 S from each window
+//
+// Each call takes a number (SymmetricWindows::next_epoch); its parity picks one of two regions,
+// so a call never waits for the last one's readers: a rank that starts call e + 2, overwriting
+// what call e used, has seen every rank's flag of call e + 1, raised after its reads of call e.
+// A buffer larger than a region goes in pieces, one call each. Every rank sums in rank order, so
+// all hold the same bits.
+//
+// The LL protocol (NCCL's "low latency"): the flag travels in the same 8-byte word as the data,
+// and an aligned 8-byte store is seen whole or not at all (single-copy atomicity: a relaxed
+// std::atomic store), so a reader that sees this call's flag in a word has that word's data:
+// no fence, no separate flag, no barrier, at the cost of half the bytes being flags. LL128 packs
+// 120 bytes of data with an 8-byte flag in a 128-byte line, which only holds where the hardware
+// stores a line at once in order (NVLink does; a CPU's 16-byte stores do not promise it).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/base/partition.hpp"
+#include "core/device/buffer.hpp"
+#include "core/transport/symmetric.hpp"
+
+namespace distlab::coll {
+
+// The regions of a window: two data slots, two result slots (two-shot), two LL slots.
+inline constexpr int kSymmetricRegions = 6;
+inline int data_region(std::uint64_t epoch) {
+  return int(epoch & 1);
+}
+inline int result_region(std::uint64_t epoch) {
+  return 2 + int(epoch & 1);
+}
+inline int ll_region(std::uint64_t epoch) {
+  return 4 + int(epoch & 1);
+}
+
+namespace detail {
+
+inline constexpr std::size_t kSumBlock = 2048;  // elements summed at once: the block stays in L1
+
+// out[i] = sum over every rank r, in rank order, of region `k` of r's window, elements
+// [first, first + n), all counted as read.
+template <class T>
+void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T* out) {
+  T acc[kSumBlock];
+  for (std::size_t b = 0; b < n; b += kSumBlock) {
+    const std::size_t m = std::min(kSumBlock, n - b);
+    for (int r = 0; r < w.size(); ++r) {
+      const T* src = reinterpret_cast<const T*>(w.region(r, k)) + first + b;
+      if (r == 0)
+        std::copy(src, src + m, acc);
+      else
+        for (std::size_t i = 0; i < m; ++i) acc[i] += src[i];
+    }
+    std::copy(acc, acc + m, out + b);
+  }
+  for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(T));
+}
+
+inline void wait_all(SymmetricWindows& w, int which, std::uint64_t epoch) {
+  for (int r = 0; r < w.size(); ++r)
+    if (r != w.rank()) w.wait_flag(r, which, epoch);
+}
+
+}  // namespace detail
+
+// data: this rank's input, replaced by the sum over the group.
+template <class T>
+void all_reduce_one_shot(SymmetricWindows& w, View<T> data) {
+  const std::size_t cap = w.bytes() / sizeof(T);
+  for (std::size_t at = 0; at < data.size(); at += cap) {
+    const std::size_t n = std::min(cap, data.size() - at);
+    const std::uint64_t e = w.next_epoch();
+    // STEP 1: my input into my window, then my flag: it is in.
+    w.store(w.rank(), data_region(e), 0, data.data() + at, n * sizeof(T));
+    w.raise(0, e);
+    // STEP 2: every rank's flag (one synchronisation), then every input read and summed.
+    detail::wait_all(w, 0, e);
+    detail::sum_windows(w, data_region(e), 0, n, data.data() + at);
+  }
+}
+
+template <class T>
+void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
+  const std::size_t cap = w.bytes() / sizeof(T);
+  std::vector<T> mine;
+  for (std::size_t at = 0; at < data.size(); at += cap) {
+    const std::size_t n = std::min(cap, data.size() - at);
+    const std::uint64_t e = w.next_epoch();
+    w.store(w.rank(), data_region(e), 0, data.data() + at, n * sizeof(T));
+    w.raise(0, e);
+    detail::wait_all(w, 0, e);
+    // STEP 1: reduce-scatter by loads: my 1/N of the buffer, summed from every window.
+    const Partition part{n, w.size()};
+    const std::size_t first = part.begin(w.rank()), count = part.size(w.rank());
+    mine.resize(count);
+    detail::sum_windows(w, data_region(e), first, count, mine.data());
+    // STEP 2: all-gather by stores: my sum into every rank's result region, then my flag.
+    for (int r = 0; r < w.size(); ++r)
+      w.store(r, result_region(e), first * sizeof(T), mine.data(), count * sizeof(T));
+    w.raise(1, e);
+    detail::wait_all(w, 1, e);
+    w.load(w.rank(), result_region(e), 0, data.data() + at, n * sizeof(T));
+  }
+}
+
+// The LL protocol on float32: element and flag in one word.
+inline std::uint64_t ll_word(float value, std::uint64_t epoch) {
+  return (std::uint64_t(std::uint32_t(epoch)) << 32) | std::bit_cast<std::uint32_t>(value);
+}
+
+inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
+  const std::size_t cap = w.bytes() / sizeof(std::uint64_t);
+  float acc[detail::kSumBlock];
+  for (std::size_t at = 0; at < data.size(); at += cap) {
+    const std::size_t n = std::min(cap, data.size() - at);
+    const std::uint64_t e = w.next_epoch();
+    const std::uint32_t flag = std::uint32_t(e);
+    // STEP 1: each element and the call's flag, one 8-byte store each.
+    auto* mine = reinterpret_cast<std::atomic<std::uint64_t>*>(w.region(w.rank(), ll_region(e)));
+    for (std::size_t i = 0; i < n; ++i)
+      mine[i].store(ll_word(data.data()[at + i], e), std::memory_order_relaxed);
+    w.count_written(w.rank(), n * sizeof(std::uint64_t));
+    // STEP 2: every rank's words, each read until it carries this call's flag.
+    for (std::size_t b = 0; b < n; b += detail::kSumBlock) {
+      const std::size_t m = std::min(detail::kSumBlock, n - b);
+      for (int r = 0; r < w.size(); ++r) {
+        auto* words = reinterpret_cast<std::atomic<std::uint64_t>*>(w.region(r, ll_region(e))) + b;
+        for (std::size_t i = 0; i < m; ++i) {
+          std::uint64_t word = words[i].load(std::memory_order_relaxed);
+          if (std::uint32_t(word >> 32) != flag) {
+            w.transport().wait_until(
+                [&] {
+                  word = words[i].load(std::memory_order_relaxed);
+                  return std::uint32_t(word >> 32) == flag;
+                },
+                "an LL word of r" + std::to_string(r));
+          }
+          const float v = std::bit_cast<float>(std::uint32_t(word));
+          acc[i] = r == 0 ? v : acc[i] + v;
+        }
+      }
+      std::copy(acc, acc + m, data.data() + at + b);
+    }
+    for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t));
+  }
+}
+
+}  // namespace distlab::coll

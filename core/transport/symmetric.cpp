@@ -1,0 +1,161 @@
+// symmetric.cpp — windows every rank of a group maps (symmetric.hpp).
+#include "core/transport/symmetric.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <regex>
+
+#include "core/base/check.hpp"
+#include "core/base/units.hpp"
+
+namespace distlab {
+
+namespace {
+
+constexpr std::size_t kFlagLine = 128;         // a flag's own cache lines
+constexpr std::size_t kFlags = 2 * kFlagLine;  // two flags, at the head of each window
+constexpr int kTagName = kMaxTag;              // the segment's name, first rank to the others
+constexpr long kSpinsBeforeWait = 4096;        // polls of a flag before the transport's wait
+
+std::size_t whole_lines(std::size_t n) {
+  return (n + kFlagLine - 1) / kFlagLine * kFlagLine;
+}
+
+// The group's requests, on the transport itself: no trace, no counts.
+void send_bytes(Transport& t, const void* data, std::size_t n, int peer, int context) {
+  auto r =
+      t.isend(MemRef{const_cast<void*>(data), n, DType::u8, Device::cpu}, peer, kTagName, context);
+  t.wait(*r);
+}
+void recv_bytes(Transport& t, void* data, std::size_t n, int peer, int context) {
+  auto r = t.irecv(MemRef{data, n, DType::u8, Device::cpu}, peer, kTagName, context);
+  t.wait(*r);
+}
+
+}  // namespace
+
+void SymmetricWindows::remove_stale_segments() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  static const std::regex ours("distlab-(win|mpi)-([0-9]+)(-.*)?");
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(dir)) {
+    std::cmatch m;
+    if (!std::regex_match(e->d_name, m, ours)) continue;
+    const int pid = std::atoi(m[2].str().c_str());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(e->d_name);
+  }
+  ::closedir(dir);
+  for (const auto& name : stale) ::shm_unlink(("/" + name).c_str());
+}
+
+SymmetricWindows::SymmetricWindows(Transport& transport, int context,
+                                   const std::vector<int>& members, int me, std::size_t bytes,
+                                   int regions)
+    : transport_(transport), members_(members), me_(me), bytes_(bytes), regions_(regions) {
+  const int n = size();
+  DL_CHECK(me >= 0 && me < n, "rank {} is not one of the group's {}", me, n);
+  DL_CHECK(regions >= 1 && bytes >= 1, "windows of {} regions of {} B", regions, bytes);
+  stride_ = kFlags + whole_lines(bytes) * std::size_t(regions);
+  total_ = stride_ * std::size_t(n);
+
+  static std::atomic<int> opened{0};
+  char name[96] = {};
+  if (me == 0) {
+    remove_stale_segments();
+    std::snprintf(name, sizeof name, "/distlab-win-%d-%d", int(::getpid()), opened++);
+    const int fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    DL_CHECK(fd >= 0, "symmetric windows: could not make /dev/shm{}: {}", name,
+             std::strerror(errno));
+    const int rc =
+        ::ftruncate(fd, off_t(total_)) != 0 ? errno : ::posix_fallocate(fd, 0, off_t(total_));
+    ::close(fd);
+    if (rc != 0) {
+      ::shm_unlink(name);
+      throw Error(fmt::format(
+          "symmetric windows: /dev/shm has no room for {} ({} ranks x {} regions of {}): {}",
+          format_bytes(double(total_)), n, regions, format_bytes(double(bytes)),
+          std::strerror(rc)));
+    }
+    for (int r = 1; r < n; ++r) send_bytes(transport, name, sizeof name, members[r], context);
+  } else {
+    recv_bytes(transport, name, sizeof name, members[0], context);
+  }
+  const int fd = ::shm_open(name, O_RDWR, 0600);
+  DL_CHECK(fd >= 0, "symmetric windows: could not open /dev/shm{}: {}", name, std::strerror(errno));
+  void* p = ::mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  DL_CHECK(p != MAP_FAILED, "symmetric windows: could not map /dev/shm{}: {}", name,
+           std::strerror(errno));
+  base_ = static_cast<unsigned char*>(p);
+  // Everyone has mapped it: the name can go.
+  char ok = 1;
+  if (me == 0) {
+    for (int r = 1; r < n; ++r) recv_bytes(transport, &ok, 1, members[r], context);
+    ::shm_unlink(name);
+  } else {
+    send_bytes(transport, &ok, 1, members[0], context);
+  }
+}
+
+SymmetricWindows::~SymmetricWindows() {
+  if (base_) ::munmap(base_, total_);
+}
+
+unsigned char* SymmetricWindows::region(int r, int k) const {
+  return base_ + stride_ * std::size_t(r) + kFlags + whole_lines(bytes_) * std::size_t(k);
+}
+
+void SymmetricWindows::count_read(int r, std::size_t n) {
+  (r == me_ ? counts_.read_local : counts_.read_remote) += n;
+}
+
+void SymmetricWindows::count_written(int r, std::size_t n) {
+  (r == me_ ? counts_.written_local : counts_.written_remote) += n;
+}
+
+void SymmetricWindows::store(int r, int k, std::size_t offset, const void* from, std::size_t n) {
+  DL_CHECK(offset + n <= bytes_, "a store of {} B at {} past a region of {} B", n, offset, bytes_);
+  std::memcpy(region(r, k) + offset, from, n);
+  count_written(r, n);
+}
+
+void SymmetricWindows::load(int r, int k, std::size_t offset, void* to, std::size_t n) {
+  DL_CHECK(offset + n <= bytes_, "a load of {} B at {} past a region of {} B", n, offset, bytes_);
+  std::memcpy(to, region(r, k) + offset, n);
+  count_read(r, n);
+}
+
+std::atomic<std::uint64_t>& SymmetricWindows::flag_word(int r, int which) const {
+  return *reinterpret_cast<std::atomic<std::uint64_t>*>(base_ + stride_ * std::size_t(r) +
+                                                        kFlagLine * std::size_t(which));
+}
+
+std::uint64_t SymmetricWindows::flag(int r, int which) const {
+  return flag_word(r, which).load(std::memory_order_acquire);
+}
+
+void SymmetricWindows::raise(int which, std::uint64_t value) {
+  flag_word(me_, which).store(value, std::memory_order_release);
+  ++counts_.flags;
+}
+
+void SymmetricWindows::wait_flag(int r, int which, std::uint64_t value) {
+  ++counts_.syncs;
+  const auto& word = flag_word(r, which);
+  for (long spins = 0; spins < kSpinsBeforeWait; ++spins)
+    if (word.load(std::memory_order_acquire) >= value) return;
+  transport_.wait_until(
+      [&] { return word.load(std::memory_order_acquire) >= value; },
+      fmt::format("r{}'s window flag {} to reach {}", members_[std::size_t(r)], which, value));
+}
+
+}  // namespace distlab

@@ -1,0 +1,91 @@
+// symmetric.hpp — symmetric memory: every rank of a group holds a window of the same layout, and
+// every rank can load from and store to every other's, as NCCL's registered windows
+// (ncclCommWindowRegister) and PyTorch's symmetric memory let GPUs of one node do over NVLink.
+//
+// Here the windows are one POSIX shared-memory segment that every rank of the group maps, so
+// they work alike for in-process ranks, the launcher's processes and mpirun's, on one host. The
+// group's first rank makes the segment and sends its name to the others over the transport;
+// once all have mapped it (each says so) it unlinks the name, so nothing stays in /dev/shm.
+//
+// Each rank's window holds two flag lines (cache lines of their own, written by its owner only)
+// and `bytes` of data in each of `regions` regions. Every access goes through load, store and
+// the flags, which count what they move: bytes this rank read from and wrote to other ranks'
+// windows and to its own, and the synchronisations it waited for. Lesson 21's checks hold those
+// counts to each algorithm's formula.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/transport/transport.hpp"
+
+namespace distlab {
+
+// What one rank moved through the windows since they opened (or since reset).
+struct WindowCounts {
+  std::uint64_t read_remote = 0, written_remote = 0;  // bytes, other ranks' windows
+  std::uint64_t read_local = 0, written_local = 0;    // bytes, this rank's own window
+  std::uint64_t syncs = 0;                            // waits for another rank's flag
+  std::uint64_t flags = 0;                            // flags this rank raised
+};
+
+class SymmetricWindows {
+ public:
+  // Collective over the group: `members` are its world ranks (this rank among them), `context`
+  // its transport context. Each window holds `regions` regions of `bytes`.
+  SymmetricWindows(Transport& transport, int context, const std::vector<int>& members, int me,
+                   std::size_t bytes, int regions);
+  ~SymmetricWindows();
+  SymmetricWindows(const SymmetricWindows&) = delete;
+  SymmetricWindows& operator=(const SymmetricWindows&) = delete;
+
+  int rank() const { return me_; }  // in the group
+  int size() const { return int(members_.size()); }
+  std::size_t bytes() const { return bytes_; }
+  int regions() const { return regions_; }
+
+  // The address of `region` of rank r's window, in this process.
+  unsigned char* region(int r, int region) const;
+  // Counted copies between this rank's memory and rank r's window.
+  void store(int r, int region, std::size_t offset, const void* from, std::size_t n);
+  void load(int r, int region, std::size_t offset, void* to, std::size_t n);
+  // Counts what a caller moved itself (a sum read straight from several windows).
+  void count_read(int r, std::size_t n);
+  void count_written(int r, std::size_t n);
+
+  // Flag `which` (0 or 1) of this rank's window: raise stores `value` (release: what this rank
+  // stored before is visible to whoever sees it); wait_flag polls rank r's until it reaches
+  // `value` (acquire), through the transport's wait so that a hang is reported, not waited on.
+  void raise(int which, std::uint64_t value);
+  void wait_flag(int r, int which, std::uint64_t value);
+  std::uint64_t flag(int r, int which) const;
+  // The flag's word itself, for the LL protocol's words and the tests.
+  std::atomic<std::uint64_t>& flag_word(int r, int which) const;
+
+  // The next call's number, the same on every rank (each rank counts its calls): flags and LL
+  // words carry it, and its parity picks which of two regions the call uses.
+  std::uint64_t next_epoch() { return ++epoch_; }
+
+  const WindowCounts& counts() const { return counts_; }
+  void reset_counts() { counts_ = {}; }
+  Transport& transport() { return transport_; }
+
+  // Segments named distlab-win-PID-* (or distlab-mpi-PID) whose process PID has ended: a run
+  // killed between making a segment and unlinking it. The next run's first rank removes them.
+  static void remove_stale_segments();
+
+ private:
+  Transport& transport_;
+  std::vector<int> members_;
+  int me_ = 0;
+  std::size_t bytes_ = 0, stride_ = 0, total_ = 0;
+  int regions_ = 0;
+  unsigned char* base_ = nullptr;
+  WindowCounts counts_;
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace distlab
