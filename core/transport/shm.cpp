@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <thread>
 
 #include "core/base/check.hpp"
 #include "core/base/clock.hpp"
@@ -29,7 +30,7 @@ namespace {
 constexpr std::size_t kLine = 128;  // two cache lines: the adjacent-line prefetcher stays out
 constexpr std::uint64_t kMagic = 0x64697374'6c61622dull;  // "distlab-"
 constexpr std::size_t kChunk = 64 * 1024;  // bytes copied between two updates of head or tail
-constexpr long kSpins = 256;               // polls before a wait starts to yield the core
+constexpr long kSpins = 256;  // polls before a wait yields the core, when every rank has one
 
 enum : std::uint32_t { kComputing = 0, kWaiting = 1, kFinished = 2 };
 
@@ -260,6 +261,8 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
   barrier();  // every rank has mapped it
   if (setup.rank == 0) ::shm_unlink(setup.name.c_str());
 
+  // Ranks that share cores yield at once: a spinning rank holds the core its peer needs.
+  spin_budget_ = long(n) <= long(std::thread::hardware_concurrency()) ? kSpins : 0;
   contexts_.push_back(Context{});
   sends_.resize(std::size_t(n));
   recvs_.resize(std::size_t(n));
@@ -594,7 +597,7 @@ void ShmTransport::polled(const std::function<bool()>& ready, const RequestState
   for (;;) {
     progress();
     if (ready()) break;
-    if (spins < kSpins) {
+    if (spins < spin_budget_) {
       ++spins;
       cpu_relax();
       continue;

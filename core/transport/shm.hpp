@@ -114,6 +114,7 @@ class ShmTransport : public Transport {
   ShmSetup setup_;
   Transport& control_;
   std::size_t ring_bytes_ = 0, segment_bytes_ = 0;
+  long spin_budget_ = 0;  // polls of a wait before it yields the core
   unsigned char* base_ = nullptr;
   std::vector<Context> contexts_;                        // [0] is the world
   std::vector<std::deque<std::shared_ptr<Req>>> sends_;  // per destination, in posting order
