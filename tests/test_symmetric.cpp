@@ -1,0 +1,149 @@
+// Symmetric memory (core/transport/symmetric.hpp) and the all-reduces through it
+// (core/collectives/all_reduce_symmetric.hpp) on in-process ranks: every result against a sum
+// written out here in rank order (the order every rank sums in, so the bits must match), and
+// every count of bytes and synchronisations against its formula.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+#include "catch.hpp"
+#include "thread_world.hpp"
+
+#include "core/collectives/all_reduce_symmetric.hpp"
+
+using namespace distlab;
+
+namespace {
+
+float input(int rank, std::size_t i, int call) {
+  return float((rank + 1) * 0.37 + double(i % 97) * 0.011 + call * 1.3);
+}
+
+// The sum every rank must hold: float32, added in rank order 0, 1, ..., N-1.
+float expected(int n, std::size_t i, int call) {
+  float acc = input(0, i, call);
+  for (int r = 1; r < n; ++r) acc += input(r, i, call);
+  return acc;
+}
+
+enum class Algo { one_shot, two_shot, ll };
+
+void run(Algo a, SymmetricWindows& w, std::vector<float>& v) {
+  View<float> data{v.data(), v.size(), Device::cpu};
+  if (a == Algo::one_shot) coll::all_reduce_one_shot(w, data);
+  if (a == Algo::two_shot) coll::all_reduce_two_shot(w, data);
+  if (a == Algo::ll) coll::all_reduce_one_shot_ll(w, data);
+}
+
+std::unique_ptr<SymmetricWindows> open(Comm& comm, std::size_t bytes) {
+  std::vector<int> members;
+  for (int r = 0; r < comm.size(); ++r) members.push_back(comm.world_rank(r));
+  return std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, comm.rank(),
+                                            bytes, coll::kSymmetricRegions);
+}
+
+int segments_of_this_process() {
+  const std::string prefix = "distlab-win-" + std::to_string(::getpid()) + "-";
+  int found = 0;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) ++found;
+    ::closedir(d);
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "symmetric: every all-reduce gives the rank-order float32 sum on every rank, in "
+    "pieces too",
+    "[symmetric]") {
+  for (int n : {1, 2, 3, 4})
+    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)})
+      for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll}) {
+        INFO("N = " << n << ", " << count << " elements, algorithm " << int(a));
+        // 256-byte regions: 64 floats a piece (32 under LL), so 1000 go in 16 or 32 pieces.
+        const auto result = test::run_ranks(n, [&](Comm& comm) {
+          auto w = open(comm, 256);
+          for (int call = 0; call < 3; ++call) {
+            std::vector<float> v(count);
+            for (std::size_t i = 0; i < count; ++i) v[i] = input(comm.rank(), i, call);
+            run(a, *w, v);
+            for (std::size_t i = 0; i < count; ++i)
+              DL_CHECK(v[i] == expected(n, i, call), "r{} call {} element {}: {} where {}",
+                       comm.rank(), call, i, v[i], expected(n, i, call));
+          }
+        });
+        for (const auto& e : result.errors) CHECK(e.empty());
+        for (const auto& e : result.errors) INFO(e);
+      }
+  CHECK(segments_of_this_process() == 0);  // each segment unlinked once every rank mapped it
+}
+
+TEST_CASE("symmetric: calls one after another reuse the windows without waiting for readers",
+          "[symmetric]") {
+  const int n = 3;
+  const auto result = test::run_ranks(n, [&](Comm& comm) {
+    auto w = open(comm, 4096);
+    const Algo order[] = {Algo::one_shot, Algo::two_shot, Algo::ll, Algo::two_shot,
+                          Algo::one_shot, Algo::ll,       Algo::ll, Algo::one_shot};
+    for (int call = 0; call < 400; ++call) {
+      std::vector<float> v(300);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = input(comm.rank(), i, call);
+      run(order[call % 8], *w, v);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        DL_CHECK(v[i] == expected(n, i, call), "r{} call {} element {}", comm.rank(), call, i);
+    }
+  });
+  for (const auto& e : result.errors) CHECK(e.empty());
+}
+
+TEST_CASE("symmetric: bytes read and written and synchronisations equal each formula",
+          "[symmetric]") {
+  for (int n : {2, 3, 4}) {
+    const std::size_t count = 1200, S = count * sizeof(float), chunk = S / std::size_t(n);
+    const auto N = std::uint64_t(n);
+    for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll}) {
+      INFO("N = " << n << ", algorithm " << int(a));
+      std::vector<WindowCounts> counts(static_cast<std::size_t>(n));
+      const auto result = test::run_ranks(n, [&](Comm& comm) {
+        auto w = open(comm, 16384);  // one piece
+        std::vector<float> v(count, 1.0f);
+        run(a, *w, v);
+        counts[std::size_t(comm.rank())] = w->counts();
+      });
+      for (const auto& e : result.errors) REQUIRE(e.empty());
+      for (const auto& c : counts) {
+        switch (a) {
+          case Algo::one_shot:  // S in; S from each window
+            CHECK(c.written_local == S);
+            CHECK(c.written_remote == 0);
+            CHECK(c.read_local == S);
+            CHECK(c.read_remote == (N - 1) * S);
+            CHECK(c.syncs == N - 1);
+            CHECK(c.flags == 1);
+            break;
+          case Algo::two_shot:  // S in; S/N from each window; S/N to each; S back out
+            CHECK(c.written_local == S + chunk);
+            CHECK(c.written_remote == (N - 1) * chunk);
+            CHECK(c.read_local == chunk + S);
+            CHECK(c.read_remote == (N - 1) * chunk);
+            CHECK(c.syncs == 2 * (N - 1));
+            CHECK(c.flags == 2);
+            break;
+          case Algo::ll:  // 8 bytes per element: the element and its flag; no other sync
+            CHECK(c.written_local == 2 * S);
+            CHECK(c.written_remote == 0);
+            CHECK(c.read_local == 2 * S);
+            CHECK(c.read_remote == (N - 1) * 2 * S);
+            CHECK(c.syncs == 0);
+            CHECK(c.flags == 0);
+            break;
+        }
+      }
+    }
+  }
+}
