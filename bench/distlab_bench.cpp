@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -65,7 +66,8 @@ constexpr int kTagResults = 9000;         // timings to rank 0; no collective us
 constexpr int kRoot = 0;                  // root of broadcast and reduce
 constexpr int kTagAddresses = 9001;       // buffer addresses between in-process ranks
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
-constexpr const char* kLimitName = "memory_limit";
+constexpr const char* kDirectName = "direct_read";
+constexpr const char* kLimitName = "limit";
 // The all-reduces through symmetric memory (all_reduce_symmetric.hpp), and the bytes of each
 // region of their windows: a larger buffer goes in pieces of this size.
 constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll"};
@@ -84,7 +86,8 @@ struct Candidate {
   coll::AllReduceAlgo algo = coll::AllReduceAlgo::ring_chunked;  // all-reduce only
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
-  bool limit = false;      // the machine's limit: in-process ranks read each other's memory
+  bool direct = false;     // direct_read: in-process ranks read each other's buffers
+  bool limit = false;      // the limit row: a copy through memory and a flag, measured
   std::string gloo{};      // one of Gloo's other all-reduces (library_<name>, under the launcher)
   bool symmetric = false;  // through symmetric memory: loads and stores, no messages
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
@@ -98,8 +101,11 @@ std::vector<Candidate> candidates_of(Collective c) {
       for (auto a : coll::all_reduce_algos())
         out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
       for (const auto& g : baseline::gloo_all_reduce_algorithms())
-        out.push_back({c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, g});
-      out.push_back({c, kLimitName, {}, false, false, true});
+        out.push_back({c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, false, g});
+      out.push_back({c, kDirectName, {}, false, false, true});
+      Candidate limit{c, kLimitName};
+      limit.limit = true;
+      out.push_back(limit);
       for (const char* name : kSymmetricAlgos) {
         Candidate k{c, name};
         k.symmetric = true;
@@ -124,7 +130,7 @@ std::vector<Candidate> candidates_of(Collective c) {
 }
 
 Cost predict(const Candidate& k, int p, double bytes, int ranks_per_node) {
-  if (k.limit || k.symmetric) return {};  // no messages: nothing the alpha-beta model knows
+  if (k.direct || k.limit || k.symmetric) return {};  // no messages: not the alpha-beta model
   if (k.collective == Collective::all_reduce)
     return predict_all_reduce(k.algo, p, bytes, ranks_per_node);
   if (k.library) return predict_collective(k.collective, k.ring, p, bytes);
@@ -172,13 +178,13 @@ struct Case {
   Buffer<float> out;        // reduce-scatter by reduce + scatter / library: my chunk of the sum
   std::vector<float> want;  // the reference for what I must hold afterwards (float64 sums, rounded)
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
-  std::vector<const float*> peers;      // every rank's `work`, for memory_limit (in-process ranks)
+  std::vector<const float*> peers;      // every rank's `work`, for direct_read (in-process ranks)
   SymmetricWindows* windows = nullptr;  // the symmetric candidates' windows
 };
 
 std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work);
 
-// share: the memory_limit row runs at this size, so every rank learns the others' buffers.
+// share: the direct_read row runs at this size, so every rank learns the others' buffers.
 Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed, bool share) {
   const int p = comm.size(), me = comm.rank();
   Case k{c,
@@ -267,17 +273,16 @@ void reset(Case& k, const Candidate& cand) {
   }
 }
 
-// --- the machine's limit, for in-process ranks ------------------------------------------------
+// --- direct_read: in-process ranks read each other's buffers -------------------------------------
 //
-// Ranks in one process can read each other's memory, so the least an all-reduce needs here is
+// Ranks in one process can read each other's memory, so an all-reduce can go
 //   1. each rank sums its chunk straight out of every rank's buffer (N reads, 1 write of S/N),
 //   2. barrier, then each rank copies the other N-1 finished chunks from their owners,
 //   3. barrier (no rank may reuse its buffer while a peer still copies from it).
 // No messages and no waits but the two barriers: (3N-1)/N S of memory traffic per rank, against
-// 5(N-1)/N S for a ring that reduces as it receives. The row marks what this machine allows;
-// docs/performance.md compares the ring with it.
+// 5(N-1)/N S for a ring that reduces as it receives: two-shot on the user's own buffers.
 
-bool limit_runs_here(const Comm& comm) {
+bool direct_runs_here(const Comm& comm) {
   return comm.world().mode == Mode::threads && comm.device() == Device::cpu;
 }
 
@@ -295,7 +300,7 @@ std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work)
   return peers;
 }
 
-void all_reduce_memory_limit(Comm& comm, Case& k) {
+void all_reduce_direct_read(Comm& comm, Case& k) {
   const int p = comm.size(), me = comm.rank();
   const std::size_t begin = k.part.begin(me), end = k.part.end(me);
   // 1. my chunk, summed block by block in rank order; a block fits in L1, so each input is read
@@ -321,6 +326,23 @@ void all_reduce_memory_limit(Comm& comm, Case& k) {
   comm.barrier();
 }
 
+// --- the limit: what no all-reduce on this host can beat, measured in the same run ------------
+//
+// An all-reduce of S bytes must at least read its input and write its output on every rank at
+// once (one copy of S each: N S through the host's memory, at the copy bandwidth the ranks get
+// together now), and every rank must see that every other rank has started (a cache-line flag
+// handed between cores: a result depends on every input). The limit row is a call that does just
+// that, timed as every algorithm is: a copy of S from the input to the result, then a flag
+// raised and every other rank's awaited (symmetric memory). It computes no sum; every
+// algorithm's busbw over its busbw says how close that algorithm comes.
+void limit_call(SymmetricWindows& w, Case& k) {
+  std::memcpy(k.work.data(), k.input.data(), k.count * sizeof(float));
+  const std::uint64_t e = w.next_epoch();
+  w.raise(0, e);
+  for (int r = 0; r < w.size(); ++r)
+    if (r != w.rank()) w.wait_flag(r, 0, e);
+}
+
 void run_once(Comm& comm, Case& k, const Candidate& cand) {
   const int me = comm.rank();
   const View<const float> input(k.input.view());
@@ -330,8 +352,10 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
   switch (k.collective) {
     case Collective::all_reduce:
       // The library is called out of place, as programs call MPI_Allreduce: no copy is timed.
-      if (cand.limit)
-        all_reduce_memory_limit(comm, k);
+      if (cand.direct)
+        all_reduce_direct_read(comm, k);
+      else if (cand.limit)
+        limit_call(*k.windows, k);
       else if (cand.name == "one_shot")
         coll::all_reduce_one_shot(*k.windows, k.work.view());
       else if (cand.name == "two_shot")
@@ -392,7 +416,7 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
 
 // Elements of my result that differ from the reference (--inject-fault spoils one first).
 std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
-  if (k.want.empty()) return 0;
+  if (k.want.empty() || cand.limit) return 0;  // the limit row copies; it computes no sum
   View<float> result = k.work.view();
   if (k.collective == Collective::reduce_scatter)
     result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size())
@@ -541,8 +565,9 @@ int main(int argc, char** argv) {
          "comma list of algorithms (all-reduce: reduce_broadcast, sequential, parallel, "
          "ring, ring_chunked, "
          "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical, "
-         "memory_limit (in-process ranks reading each other's memory: the machine's limit), "
-         "one_shot, two_shot, one_shot_ll (through symmetric memory, CPU ranks on one host); "
+         "direct_read (in-process ranks reading each other's buffers), one_shot, two_shot, "
+         "one_shot_ll (through symmetric memory, CPU ranks on one host), limit (a copy and a "
+         "flag: what no all-reduce here can beat, measured now); "
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
          "and reduce: linear, tree; alltoall: pairwise, bruck; library: MPI's call under mpirun, "
@@ -612,12 +637,14 @@ int main(int argc, char** argv) {
       for (const auto& [key, mm] : ratio)
         fmt::print("  {:<34} {:>6.2f} .. {:.2f}\n", key, mm.first, mm.second);
     }
-    // Every all-reduce against the library's and against the machine's limit, size by size.
+    // Every all-reduce against the library's and against the limit, size by size.
     print_relative(rows, "library",
                    r.world.device == Device::cuda ? "ncclAllReduce"
                    : r.world.mode == Mode::gloo   ? "gloo::allreduce, its ring"
                                                   : "MPI_Allreduce");
-    print_relative(rows, kLimitName, "the machine's limit: ranks reading each other's memory");
+    print_relative(rows, kLimitName,
+                   "a copy of S on every rank at once and a flag to every other rank, measured "
+                   "now: what no all-reduce here can beat");
     r.check("the bench timed at least one candidate", !rows.empty());
   });
 
@@ -700,20 +727,21 @@ int main(int argc, char** argv) {
           comm.say(
               "  (library_{} left out: Gloo's all-reduces run under --procs N --transport gloo)\n",
               g);
-    const bool limit_here = limit_runs_here(comm);
-    if (!limit_here && !algos.empty() && listed(algos, kLimitName) &&
+    const bool direct_here = direct_runs_here(comm);
+    if (!direct_here && !algos.empty() && listed(algos, kDirectName) &&
         std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
             collectives.end())
       comm.say("  ({} left out: it reads other ranks' memory, so it needs in-process CPU ranks)\n",
-               kLimitName);
+               kDirectName);
     // Symmetric memory: windows every rank maps, opened once (CPU ranks on one host).
     const bool windows_here = comm.device() == Device::cpu && !kSimulatedBuild;
     std::unique_ptr<SymmetricWindows> windows;
     if (windows_here &&
         std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
             collectives.end() &&
-        std::any_of(std::begin(kSymmetricAlgos), std::end(kSymmetricAlgos),
-                    [&](const char* a) { return listed(algos, a); })) {
+        (listed(algos, kLimitName) ||
+         std::any_of(std::begin(kSymmetricAlgos), std::end(kSymmetricAlgos),
+                     [&](const char* a) { return listed(algos, a); }))) {
       std::vector<int> members;
       for (int r = 0; r < p; ++r) members.push_back(comm.world_rank(r));
       windows = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, me,
@@ -725,8 +753,8 @@ int main(int argc, char** argv) {
       std::vector<Candidate> cands;
       const bool gloo_here = comm.world().mode == Mode::gloo;
       for (auto& k : candidates_of(c))
-        if (listed(algos, k.name) && (!k.library || library_here) && (!k.limit || limit_here) &&
-            (k.gloo.empty() || gloo_here) && (!k.symmetric || windows))
+        if (listed(algos, k.name) && (!k.library || library_here) && (!k.direct || direct_here) &&
+            (k.gloo.empty() || gloo_here) && (!(k.symmetric || k.limit) || windows))
           cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();
@@ -747,7 +775,7 @@ int main(int argc, char** argv) {
           }
         bool share = false;
         for (int a = 0; a < ncand; ++a)
-          share = share || (cands[std::size_t(a)].limit && runs[std::size_t(a)]);
+          share = share || (cands[std::size_t(a)].direct && runs[std::size_t(a)]);
         Case k = make_case(comm, c, count, bench.options().seed, share);
         k.windows = windows.get();
 
@@ -796,7 +824,7 @@ int main(int argc, char** argv) {
             row.time_s = median(t);
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
-            row.predicted_s = cands[a].limit
+            row.predicted_s = cands[a].direct || cands[a].limit || cands[a].symmetric
                                   ? std::nan("")
                                   : predict(cands[a], p, double(bytes), comm.world().ranks_per_node)
                                         .seconds(bytes >= kStreamBytes ? large : small);

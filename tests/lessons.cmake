@@ -580,23 +580,36 @@ set(bench_cmd $<TARGET_FILE:distlab-bench> --min-bytes 4K --max-bytes 64K --iter
 add_test(NAME bench.threads COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
          ${bench_cmd} --ranks 3)
 set_tests_properties(bench.threads PROPERTIES TIMEOUT 300 LABELS bench)
-# The machine's limit: ranks reading each other's memory, right (#wrong 0) and compared with.
-add_test(NAME bench.threads.memory-limit COMMAND bash ${expect_failure} 0 120
-         "allreduce +memory_limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
-         "busbw relative to memory_limit" "64.0 KiB +ring_chunked [0-9.]+x" ": verified \\("
-         -- $<TARGET_FILE:distlab-bench> --ranks 3 --collectives allreduce --algos ring_chunked,memory_limit
+# In-process ranks reading each other's buffers (direct_read) and the all-reduces through
+# symmetric memory, right (#wrong 0), and every row against the limit measured in the same run.
+add_test(NAME bench.threads.direct-read COMMAND bash ${expect_failure} 0 120
+         "allreduce +direct_read +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "allreduce +one_shot +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +two_shot +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "allreduce +one_shot_ll +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "busbw relative to limit" "64.0 KiB +direct_read [0-9.]+x" ": verified \\("
+         -- $<TARGET_FILE:distlab-bench> --ranks 3 --collectives allreduce
+         --algos ring_chunked,direct_read,one_shot,two_shot,one_shot_ll,limit
          --min-bytes 64K --max-bytes 64K --iters 2 --warmup 1)
-set_tests_properties(bench.threads.memory-limit PROPERTIES LABELS bench)
+set_tests_properties(bench.threads.direct-read PROPERTIES LABELS bench)
 if(DISTLAB_HAVE_MPI)
   add_test(NAME bench.mpi2 COMMAND bash -c "set -o pipefail; \"$@\" | tee /dev/stderr | grep -q ': verified ('" bench
            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${bench_cmd})
   set_tests_properties(bench.mpi2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
-  # Processes cannot read each other's memory: the row is left out, with the reason.
-  add_test(NAME bench.mpi2.memory-limit COMMAND bash ${expect_failure} 0 120
-           "memory_limit left out: it reads other ranks' memory" ": verified \\("
+  # Processes cannot read each other's private buffers: direct_read is left out, with the
+  # reason; they map symmetric memory, so one-shot, two-shot, LL and the limit run, right.
+  add_test(NAME bench.mpi2.direct-read COMMAND bash ${expect_failure} 0 120
+           "direct_read left out: it reads other ranks' memory"
+           "allreduce +one_shot_ll +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+           "busbw relative to limit" ": verified \\("
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:distlab-bench> --collectives allreduce
-           --algos ring_chunked,memory_limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
-  set_tests_properties(bench.mpi2.memory-limit PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+           --algos ring_chunked,direct_read,one_shot_ll,limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
+  set_tests_properties(bench.mpi2.direct-read PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
+  # Under mpirun over shared memory: every all-reduce, #wrong 0, against MPI's and the limit.
+  add_test(NAME bench.mpi2.shm COMMAND ${shm_left} bash ${expect_failure} 0 300
+           "distlab-bench: 2 ranks \\(shm, cpu\\)" "allreduce +two_shot .* 0$" "allreduce +library .* 0$"
+           "busbw relative to library \\(MPI_Allreduce" "busbw relative to limit" ": verified \\("
+           -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${bench_cmd} --collectives allreduce --transport shm)
+  set_tests_properties(bench.mpi2.shm PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi;shm")
 endif()
 if(DISTLAB_HAVE_GLOO)
   # Under distlab's launcher: every collective against Gloo's own (the library rows), #wrong 0.
