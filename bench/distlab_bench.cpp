@@ -101,7 +101,8 @@ std::vector<Candidate> candidates_of(Collective c) {
       for (auto a : coll::all_reduce_algos())
         out.push_back({c, coll::to_string(a), a, a == coll::AllReduceAlgo::library});
       for (const auto& g : baseline::gloo_all_reduce_algorithms())
-        out.push_back({c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, false, g});
+        out.push_back(
+            {c, "library_" + g, coll::AllReduceAlgo::library, true, false, false, false, g});
       out.push_back({c, kDirectName, {}, false, false, true});
       Candidate limit{c, kLimitName};
       limit.limit = true;

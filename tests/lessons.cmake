@@ -530,6 +530,15 @@ if(DISTLAB_HAVE_GLOO)
            -- ${procs_sh} 4 $<TARGET_FILE:failure_probe> --scenario slow --transport shm --deadlock-timeout 1 --no-trace)
   set_tests_properties(deadlock.shm failure.size-mismatch.shm failure.throw.shm probe.failure.slow-shm4
                        PROPERTIES RUN_SERIAL ON LABELS "shm")
+  # What --procs gets without --transport: shared memory on one host (one line says so), Gloo
+  # where the launcher gives ranks addresses of their own (DISTLAB_HOST, as scripts/cluster.sh).
+  add_test(NAME lesson.procs-default-shm COMMAND ${shm_left} bash ${expect_failure} 0 60
+           "distlab: 3 processes on this host: messages through shared memory" "verified \\([0-9]+ checks, 3 ranks, shm, cpu"
+           -- ${procs_sh} 3 $<TARGET_FILE:04_allreduce_allgather> --no-trace)
+  add_test(NAME lesson.procs-hosts-gloo COMMAND ${CMAKE_COMMAND} -E env DISTLAB_HOST=127.0.0.1
+           bash ${expect_failure} 0 60 "verified \\([0-9]+ checks, 3 ranks, gloo, cpu"
+           -- ${procs_sh} 3 $<TARGET_FILE:04_allreduce_allgather> --no-trace)
+  set_tests_properties(lesson.procs-default-shm lesson.procs-hosts-gloo PROPERTIES RUN_SERIAL ON LABELS "lesson;shm")
   distlab_lesson_test(probe.failure.async-shm4 failure_probe verified 4 s4 --scenario async --size 1000)
   distlab_lesson_test(probe.all_reduce.split-shm3 all_reduce_probe verified 3 s3 --split 2 --size 1000)
   distlab_lesson_test(probe.library.shm3 library_probe verified 3 s3 --size 1000)

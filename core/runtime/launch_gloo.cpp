@@ -29,10 +29,18 @@ int launch_gloo(const World& world, const Options& options, const std::string& n
   World w = world;
   w.rank = gloo->rank();
   w.size = gloo->size();
-  // --transport shm: messages through shared memory, Gloo still the control traffic. The
-  // segment is named after the rendezvous folder, which the launcher removes it with.
+  // --transport shm, and auto where every rank runs on this host (the launcher gave none an
+  // address of its own, as scripts/cluster.sh does): messages through shared memory, Gloo still
+  // the control traffic. The segment is named after the rendezvous folder, which the launcher
+  // removes it with.
+  const bool one_host = env_text("DISTLAB_HOST") == nullptr;
   std::unique_ptr<ShmTransport> shm;
-  if (options.transport == "shm") {
+  if (options.transport == "shm" || (options.transport == "auto" && one_host)) {
+    if (options.transport == "auto" && w.rank == 0)
+      fmt::print(
+          "distlab: {} processes on this host: messages through shared memory (--transport gloo "
+          "for Gloo's TCP pairs)\n",
+          w.size);
     ShmSetup setup;
     setup.rank = w.rank;
     setup.size = w.size;

@@ -19,7 +19,8 @@ void add_common_options(CLI::App& app, Options& o, std::uint64_t default_size,
   app.add_option(
          "--transport", o.transport,
          "how ranks talk: auto (threads; under mpirun mpi, or with --device cuda nccl when "
-         "every rank has its own GPU; under ./distlab lesson NN --procs N gloo), threads, "
+         "every rank has its own GPU; under ./distlab lesson NN --procs N shm on one host, gloo "
+         "across hosts), threads, "
          "mpi (with --device cuda: through host memory), nccl, gloo (Gloo's TCP pairs), shm "
          "(shared memory between processes on one host: --procs N or mpirun)")
       ->capture_default_str();
