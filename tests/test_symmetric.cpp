@@ -60,7 +60,7 @@ int segments_of_this_process() {
 TEST_CASE(
     "symmetric: every all-reduce gives the rank-order float32 sum on every rank, in "
     "pieces too",
-    "[symmetric]") {
+    "[collectives][symmetric]") {
   for (int n : {1, 2, 3, 4})
     for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)})
       for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll}) {
@@ -84,7 +84,7 @@ TEST_CASE(
 }
 
 TEST_CASE("symmetric: calls one after another reuse the windows without waiting for readers",
-          "[symmetric]") {
+          "[collectives][symmetric]") {
   const int n = 3;
   const auto result = test::run_ranks(n, [&](Comm& comm) {
     auto w = open(comm, 4096);
@@ -102,7 +102,7 @@ TEST_CASE("symmetric: calls one after another reuse the windows without waiting 
 }
 
 TEST_CASE("symmetric: bytes read and written and synchronisations equal each formula",
-          "[symmetric]") {
+          "[collectives][symmetric]") {
   for (int n : {2, 3, 4}) {
     const std::size_t count = 1200, S = count * sizeof(float), chunk = S / std::size_t(n);
     const auto N = std::uint64_t(n);

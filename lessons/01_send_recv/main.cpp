@@ -196,9 +196,10 @@ void print_schemes(const std::string& path) {
   fmt::print("\nthe send/recv schemes side by side, as fitted on this machine ({}):\n", path);
   fmt::print("  {:<14} {:>10} {:>12} {:>10} {:>10} {:>10}\n", "transport", "alpha", "1/beta", "8 B",
              "1 MiB", "64 MiB");
-  // The lecture's order (threads, MPI, Gloo, NCCL), then any other key of this machine's.
-  std::vector<std::string> keys = {"threads-cpu", "mpi-cpu", "gloo-cpu", "mpi-cuda",
-                                   "threads-cuda"};
+  // The lecture's order (threads, MPI, Gloo, shared memory, NCCL), then any other key of this
+  // machine's.
+  std::vector<std::string> keys = {"threads-cpu", "mpi-cpu",  "gloo-cpu",
+                                   "shm-cpu",     "mpi-cuda", "threads-cuda"};
   for (const auto& [key, fit] : fits)
     if (std::find(keys.begin(), keys.end(), key) == keys.end() && key.rfind("sim-", 0) != 0)
       keys.push_back(key);  // a simulated cluster's line is not this machine's
@@ -218,7 +219,9 @@ void print_schemes(const std::string& path) {
       "call\n"
       "  each way, copies into and out of the kernel's socket buffers, and a wakeup of the "
       "waiting\n"
-      "  thread by Gloo's I/O thread. mpi-cuda: GPU memory, by NCCL where each rank has a GPU.\n"
+      "  thread by Gloo's I/O thread. shm: distlab's own shared-memory path, a ring per pair of\n"
+      "  ranks that the sender copies into and the receiver out of, in pieces, both at once.\n"
+      "  mpi-cuda: GPU memory, by NCCL where each rank has a GPU.\n"
       "  A row missing here was not measured: ./distlab lesson 01 --transports runs them all.\n");
 }
 
