@@ -75,7 +75,7 @@ TEST_CASE("options: a bad --device or --transport is a usage error listing the c
   CHECK_THROWS_AS(parse({"--device", "gpu"}), UsageError);
   CHECK_THROWS_WITH(parse({"--device", "gpu"}), Contains("auto, cpu or cuda") && Contains("'gpu'"));
   CHECK_THROWS_WITH(parse({"--transport", "ucx"}),
-                    Contains("auto, threads, mpi, nccl or gloo") && Contains("'ucx'"));
+                    Contains("auto, threads, mpi, nccl, gloo or shm") && Contains("'ucx'"));
 }
 
 TEST_CASE("options: --deadlock-timeout must be positive", "[options]") {

@@ -89,9 +89,11 @@ std::vector<unsigned char> message(int from, int to, int k, std::size_t bytes) {
 TEST_CASE("shm: the ring per pair is 1 MiB, smaller as pairs grow, never under 64 KiB",
           "[transport][shm]") {
   CHECK(shm_ring_bytes(2) == (std::size_t(1) << 20));
-  CHECK(shm_ring_bytes(8) == (std::size_t(1) << 20));  // 64 pairs of 1 MiB: 64 MiB
-  CHECK(shm_ring_bytes(16) == (std::size_t(256) << 10));
+  CHECK(shm_ring_bytes(4) == (std::size_t(1) << 20));    // 16 rings and pages: 16.06 MiB
+  CHECK(shm_ring_bytes(8) == (std::size_t(512) << 10));  // 64 of 1 MiB would be 64.25 MiB
+  CHECK(shm_ring_bytes(16) == (std::size_t(128) << 10));
   CHECK(shm_ring_bytes(64) == (std::size_t(64) << 10));
+  CHECK(shm_segment_bytes(8, shm_ring_bytes(8)) < (std::size_t(40) << 20));
   CHECK(shm_segment_bytes(4, 4096) >= 16 * 4096 + 4 * 200);
 }
 

@@ -13,7 +13,10 @@
 //
 // Each call takes a number (SymmetricWindows::next_epoch); its parity picks one of two regions,
 // so a call never waits for the last one's readers: a rank that starts call e + 2, overwriting
-// what call e used, has seen every rank's flag of call e + 1, raised after its reads of call e.
+// what call e used, has seen every rank's flag (or LL word) of call e + 1, stored after its reads
+// of call e. The flags are release and acquire; LL's words are relaxed, so an LL call fences
+// before its stores (release) and after its reads (acquire), which orders any call's reads
+// before the next call's stores whatever the algorithms.
 // A buffer larger than a region goes in pieces, one call each. Every rank sums in rank order, so
 // all hold the same bits.
 //
@@ -78,20 +81,28 @@ inline void wait_all(SymmetricWindows& w, int which, std::uint64_t epoch) {
     if (r != w.rank()) w.wait_flag(r, which, epoch);
 }
 
+// This rank's n elements into its data region of call `epoch`, then its flag 0 (it is in), then
+// every rank's flag 0: from here every rank's input of this call can be read.
+template <class T>
+void publish_input(SymmetricWindows& w, const T* piece, std::size_t n, std::uint64_t epoch) {
+  w.store(w.rank(), data_region(epoch), 0, piece, n * sizeof(T));
+  w.raise(0, epoch);
+  wait_all(w, 0, epoch);
+}
+
 }  // namespace detail
 
 // data: this rank's input, replaced by the sum over the group.
 template <class T>
 void all_reduce_one_shot(SymmetricWindows& w, View<T> data) {
   const std::size_t cap = w.bytes() / sizeof(T);
+  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
   for (std::size_t at = 0; at < data.size(); at += cap) {
     const std::size_t n = std::min(cap, data.size() - at);
     const std::uint64_t e = w.next_epoch();
-    // STEP 1: my input into my window, then my flag: it is in.
-    w.store(w.rank(), data_region(e), 0, data.data() + at, n * sizeof(T));
-    w.raise(0, e);
-    // STEP 2: every rank's flag (one synchronisation), then every input read and summed.
-    detail::wait_all(w, 0, e);
+    // STEP 1: my input into my window, my flag raised, every rank's awaited (one sync).
+    detail::publish_input(w, data.data() + at, n, e);
+    // STEP 2: every input read and summed.
     detail::sum_windows(w, data_region(e), 0, n, data.data() + at);
   }
 }
@@ -99,13 +110,12 @@ void all_reduce_one_shot(SymmetricWindows& w, View<T> data) {
 template <class T>
 void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
   const std::size_t cap = w.bytes() / sizeof(T);
+  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
   std::vector<T> mine;
   for (std::size_t at = 0; at < data.size(); at += cap) {
     const std::size_t n = std::min(cap, data.size() - at);
     const std::uint64_t e = w.next_epoch();
-    w.store(w.rank(), data_region(e), 0, data.data() + at, n * sizeof(T));
-    w.raise(0, e);
-    detail::wait_all(w, 0, e);
+    detail::publish_input(w, data.data() + at, n, e);
     // STEP 1: reduce-scatter by loads: my 1/N of the buffer, summed from every window.
     const Partition part{n, w.size()};
     const std::size_t first = part.begin(w.rank()), count = part.size(w.rank());
@@ -127,12 +137,15 @@ inline std::uint64_t ll_word(float value, std::uint64_t epoch) {
 
 inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
   const std::size_t cap = w.bytes() / sizeof(std::uint64_t);
+  DL_CHECK(cap > 0, "a window region of {} B holds no LL word", w.bytes());
   float acc[detail::kSumBlock];
   for (std::size_t at = 0; at < data.size(); at += cap) {
     const std::size_t n = std::min(cap, data.size() - at);
     const std::uint64_t e = w.next_epoch();
     const std::uint32_t flag = std::uint32_t(e);
-    // STEP 1: each element and the call's flag, one 8-byte store each.
+    // STEP 1: each element and the call's flag, one 8-byte store each (after this rank's reads
+    // of earlier calls: the fence).
+    std::atomic_thread_fence(std::memory_order_release);
     auto* mine = reinterpret_cast<std::atomic<std::uint64_t>*>(w.region(w.rank(), ll_region(e)));
     for (std::size_t i = 0; i < n; ++i)
       mine[i].store(ll_word(data.data()[at + i], e), std::memory_order_relaxed);
@@ -150,7 +163,7 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
                   word = words[i].load(std::memory_order_relaxed);
                   return std::uint32_t(word >> 32) == flag;
                 },
-                "an LL word of r" + std::to_string(r));
+                "an LL word of r" + std::to_string(w.world_rank(r)));
           }
           const float v = std::bit_cast<float>(std::uint32_t(word));
           acc[i] = r == 0 ? v : acc[i] + v;
@@ -158,6 +171,7 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
       }
       std::copy(acc, acc + m, data.data() + at + b);
     }
+    std::atomic_thread_fence(std::memory_order_acquire);  // before any later call's stores
     for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t));
   }
 }

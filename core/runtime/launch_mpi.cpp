@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 #include "core/base/check.hpp"
@@ -81,7 +82,11 @@ int launch_mpi(int& argc, char**& argv, const World& world, const Options& optio
       ShmSetup setup;
       setup.rank = w.rank;
       setup.size = w.size;
-      setup.name = fmt::format("/distlab-mpi-{}", mpi.broadcast_int(int(::getpid()), 0));
+      // Rank 0's pid (a later run removes the name if that process has ended) and a number
+      // of its own: a container reuses pids.
+      const int pid = mpi.broadcast_int(int(::getpid()), 0);
+      const int nonce = mpi.broadcast_int(int(std::random_device{}() & 0x7fffffff), 0);
+      setup.name = fmt::format("/distlab-mpi-{}-{}", pid, nonce);
       setup.deadlock_timeout_s = options.deadlock_timeout;
       try {
         shm = std::make_unique<ShmTransport>(setup, mpi, [&] { mpi.barrier(); });

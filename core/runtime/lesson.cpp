@@ -218,6 +218,10 @@ World Lesson::resolve_world(Mode launched) {
         "shared memory; leave --transport out or give gloo or shm (mpirun runs the others: --mpi "
         "4)",
         options_.transport));
+  if (options_.transport == "shm" && kSimulatedBuild)
+    throw UsageError(
+        "--transport shm polls shared memory, which a simulated cluster's clock never sees; "
+        "leave --transport out under --sim");
   if (options_.transport == "shm" && !under_gloo && !under_mpi)
     throw UsageError(fmt::format(
         "--transport shm runs one process per rank on this host, started by distlab's launcher or "

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "core/base/clock.hpp"
 #include "core/base/mix.hpp"
 #include "core/base/units.hpp"
+#include "core/transport/symmetric.hpp"
 
 namespace distlab {
 
@@ -33,6 +35,7 @@ constexpr std::size_t kChunk = 64 * 1024;  // bytes copied between two updates o
 constexpr long kSpins = 256;  // polls before a wait yields the core, when every rank has one
 
 enum : std::uint32_t { kComputing = 0, kWaiting = 1, kFinished = 2 };
+constexpr std::uint32_t kDeclared = 0x80000000u;  // in Header::hang: the report is out
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<double>::is_always_lock_free);  // shared by processes: no lock inside
@@ -41,7 +44,7 @@ struct alignas(kLine) Header {
   std::atomic<std::uint64_t> magic;  // stored last by rank 0: the rest is laid out
   std::int32_t size;
   std::uint64_t ring_bytes;
-  std::atomic<std::uint32_t> hang;  // 0, or 1 + the rank that declared the run hung
+  std::atomic<std::uint32_t> hang;  // 0, or 1 + the rank declaring the run hung (| kDeclared)
 };
 
 struct alignas(kLine) Barrier {
@@ -90,6 +93,14 @@ void copy_out(void* to, const unsigned char* ring, std::size_t cap, std::uint64_
   const std::size_t at = pos & (cap - 1), first = std::min(n, cap - at);
   std::memcpy(to, ring + at, first);
   std::memcpy(static_cast<unsigned char*>(to) + first, ring, n - first);
+}
+
+// Times kept in the rank blocks are the wall clock's: ranks in a cluster's namespaces each have
+// a monotonic clock of their own (scripts/cluster.sh), the wall clock is one.
+double wall_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 inline void cpu_relax() {
@@ -178,7 +189,8 @@ struct ShmTransport::Incoming {
 std::size_t shm_ring_bytes(int size) {
   std::size_t ring = std::size_t(1) << 20;
   const std::size_t pairs = std::size_t(size) * std::size_t(size);
-  while (ring > (std::size_t(64) << 10) && ring * pairs > (std::size_t(64) << 20)) ring /= 2;
+  while (ring > (std::size_t(64) << 10) && ring_stride(ring) * pairs > (std::size_t(40) << 20))
+    ring /= 2;
   return ring;
 }
 
@@ -206,6 +218,7 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
                              n == 1 ? "1 rank" : fmt::format("{} ranks", n), std::strerror(e)));
   };
   if (setup.rank == 0) {
+    SymmetricWindows::remove_stale_segments();  // runs under mpirun that died before unlinking
     const int fd = ::shm_open(setup.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) throw fail("make");
     // Reserve every page now: tmpfs otherwise hands them out on first touch, and a full
@@ -220,9 +233,11 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
       throw fail("reserve");
     }
     void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int map_errno = errno;
     ::close(fd);
     if (p == MAP_FAILED) {
       ::shm_unlink(setup.name.c_str());
+      errno = map_errno;
       throw fail("map");
     }
     base_ = static_cast<unsigned char*>(p);
@@ -238,28 +253,40 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
     h->magic.store(kMagic, std::memory_order_release);
   }
   barrier();  // rank 0 has laid the segment out
+  // A rank that cannot map it still comes to the second barrier, so that rank 0 unlinks the
+  // name, and fails after.
+  std::string failed;
   if (setup.rank != 0) {
-    const int fd = ::shm_open(setup.name.c_str(), O_RDWR, 0600);
-    if (fd < 0) throw fail("open");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) != segment_bytes_) {
+    try {
+      const int fd = ::shm_open(setup.name.c_str(), O_RDWR, 0600);
+      if (fd < 0) throw fail("open");
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) != segment_bytes_) {
+        ::close(fd);
+        throw Error(fmt::format("/dev/shm{} holds {} B where this run's layout needs {} B",
+                                setup.name, st.st_size, segment_bytes_));
+      }
+      void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      const int map_errno = errno;
       ::close(fd);
-      throw Error(fmt::format("/dev/shm{} holds {} B where this run's layout needs {} B",
-                              setup.name, st.st_size, segment_bytes_));
+      errno = map_errno;
+      if (p == MAP_FAILED) throw fail("map");
+      base_ = static_cast<unsigned char*>(p);
+      DL_CHECK(reinterpret_cast<Header*>(base_)->magic.load(std::memory_order_acquire) == kMagic,
+               "/dev/shm{} is not this run's segment", setup.name);
+    } catch (const std::exception& e) {
+      failed = e.what();
     }
-    void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) throw fail("map");
-    base_ = static_cast<unsigned char*>(p);
-    DL_CHECK(reinterpret_cast<Header*>(base_)->magic.load(std::memory_order_acquire) == kMagic,
-             "/dev/shm{} is not this run's segment", setup.name);
   }
-  RankState& me = *reinterpret_cast<RankState*>(base_ + states_offset() +
-                                                sizeof(RankState) * std::size_t(setup.rank));
-  me.pid.store(::getpid(), std::memory_order_relaxed);
-  me.progress_us.store(now_us(), std::memory_order_release);
-  barrier();  // every rank has mapped it
+  if (failed.empty()) {
+    RankState& me = *reinterpret_cast<RankState*>(base_ + states_offset() +
+                                                  sizeof(RankState) * std::size_t(setup.rank));
+    me.pid.store(::getpid(), std::memory_order_relaxed);
+    me.progress_us.store(wall_us(), std::memory_order_release);
+  }
+  barrier();  // every rank has mapped it, or failed to
   if (setup.rank == 0) ::shm_unlink(setup.name.c_str());
+  if (!failed.empty()) throw Error(failed);
 
   // Ranks that share cores yield at once: a spinning rank holds the core its peer needs.
   spin_budget_ = long(n) <= long(std::thread::hardware_concurrency()) ? kSpins : 0;
@@ -307,7 +334,7 @@ Request ShmTransport::post(bool is_send, const MemRef& mem, int peer, int tag, i
       return r;
     }
     if (u.complete) {
-      std::memcpy(mem.ptr, u.data.data(), mem.bytes);
+      if (mem.bytes) std::memcpy(mem.ptr, u.data.data(), mem.bytes);
       early.erase(it);
       complete(*r);
     } else {
@@ -362,7 +389,7 @@ void ShmTransport::fail(Req& r, const std::string& why) {
 
 void ShmTransport::progressed() {
   const View v(base_, size(), ring_bytes_);
-  v.states[rank()].progress_us.store(now_us(), std::memory_order_relaxed);
+  v.states[rank()].progress_us.store(wall_us(), std::memory_order_relaxed);
 }
 
 bool ShmTransport::push(int dst) {
@@ -373,9 +400,9 @@ bool ShmTransport::push(int dst) {
   RingControl& ring = v.control(rank(), dst);
   unsigned char* data = v.data(rank(), dst);
   std::uint64_t head = ring.head.load(std::memory_order_relaxed);  // this rank alone writes it
+  const std::uint64_t head_before = head;
   const std::uint64_t tail = ring.tail.load(std::memory_order_acquire);
   std::size_t room = ring_bytes_ - std::size_t(head - tail);
-  bool completed = false;
   while (!queue.empty()) {
     Req& s = *queue.front();
     if (!s.header_written) {
@@ -401,10 +428,9 @@ bool ShmTransport::push(int dst) {
     ring.head.store(head, std::memory_order_release);
     if (s.moved < s.mem.bytes) break;
     complete(s);
-    completed = true;
     queue.pop_front();
   }
-  return completed;
+  return head != head_before;
 }
 
 bool ShmTransport::drain(int src) {
@@ -413,9 +439,9 @@ bool ShmTransport::drain(int src) {
   std::uint64_t tail = ring.tail.load(std::memory_order_relaxed);  // this rank alone writes it
   const std::uint64_t head = ring.head.load(std::memory_order_acquire);
   if (head == tail) return false;
+  const std::uint64_t tail_before = tail;
   const unsigned char* data = v.data(src, rank());
   Incoming& in = *incoming_[std::size_t(src)];
-  bool completed = false;
   while (head != tail) {
     if (!in.active) {
       if (head - tail < sizeof(Frame)) break;  // the sender writes a header whole
@@ -466,7 +492,8 @@ bool ShmTransport::drain(int src) {
       u.complete = true;
       if (u.taken_by || u.dropped) {  // a receive matched it while it arrived
         if (u.taken_by) {
-          std::memcpy(u.taken_by->mem.ptr, u.data.data(), u.taken_by->mem.bytes);
+          if (u.taken_by->mem.bytes)
+            std::memcpy(u.taken_by->mem.ptr, u.data.data(), u.taken_by->mem.bytes);
           complete(*u.taken_by);
         }
         auto& early = unexpected_[std::size_t(src)];
@@ -474,19 +501,18 @@ bool ShmTransport::drain(int src) {
       }
       in.unexpected.reset();
     }
-    completed = true;
   }
   ring.tail.store(tail, std::memory_order_release);
-  return completed;
+  return tail != tail_before;
 }
 
 bool ShmTransport::progress() {
-  bool completed = false;
+  bool moved = false;
   for (int p = 0; p < size(); ++p) {
-    completed |= push(p);
-    completed |= drain(p);
+    moved |= push(p);
+    moved |= drain(p);
   }
-  return completed;
+  return moved;
 }
 
 // --- waiting -------------------------------------------------------------------------------------
@@ -527,6 +553,10 @@ void ShmTransport::set_state(std::uint32_t state, const std::string& line, doubl
 void ShmTransport::end_if_hang_declared() const {
   const View v(base_, size(), ring_bytes_);
   if (v.header->hang.load(std::memory_order_acquire) == 0) return;
+  // Another rank is printing the report: give it time to finish before this process ends (under
+  // mpirun the first process to end may take the others down with it).
+  for (int i = 0; i < 200 && !(v.header->hang.load(std::memory_order_acquire) & kDeclared); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::fflush(stdout);
   std::_Exit(3);
 }
@@ -546,7 +576,7 @@ void ShmTransport::check_peers_alive(const std::string& subject) {
 
 void ShmTransport::check_hang(const std::string& subject, double since) {
   const View v(base_, size(), ring_bytes_);
-  const double timeout_us = setup_.deadlock_timeout_s * 1e6, now = now_us();
+  const double timeout_us = setup_.deadlock_timeout_s * 1e6, now = wall_us();
   std::string why;
   for (int r = 0; r < size() && why.empty(); ++r) {
     if (r == rank()) continue;
@@ -566,7 +596,9 @@ void ShmTransport::check_hang(const std::string& subject, double since) {
   }
   // Stuck. The first rank to say so prints every rank's wait; every rank ends with exit 3.
   std::uint32_t nobody = 0;
-  if (v.header->hang.compare_exchange_strong(nobody, std::uint32_t(rank() + 1))) {
+  if (!v.header->hang.compare_exchange_strong(nobody, std::uint32_t(rank() + 1)))
+    end_if_hang_declared();  // another rank says it
+  {
     std::vector<std::string> lines;
     for (int r = 0; r < size(); ++r) {
       const RankState& st = v.states[r];
@@ -580,6 +612,7 @@ void ShmTransport::check_hang(const std::string& subject, double since) {
     }
     print_hang_report(setup_.deadlock_timeout_s, lines);
   }
+  v.header->hang.store(std::uint32_t(rank() + 1) | kDeclared, std::memory_order_release);
   std::fflush(stdout);
   std::_Exit(3);
 }
@@ -589,13 +622,16 @@ void ShmTransport::polled(const std::function<bool()>& ready, const RequestState
   progress();
   if (ready()) return;
   const View v(base_, size(), ring_bytes_);
-  const double since = now_us(), timeout_us = setup_.deadlock_timeout_s * 1e6;
+  const double since = wall_us(), timeout_us = setup_.deadlock_timeout_s * 1e6;
   std::string subject;
   bool published = false;  // a wait shows in this rank's block once it lasts a millisecond
   double next_alive = since + 1e6, next_look = since + timeout_us;
   long spins = 0;
   for (;;) {
-    progress();
+    if (progress()) {  // bytes moved: this rank progresses, and polls at full speed again
+      progressed();
+      spins = 0;
+    }
     if (ready()) break;
     if (spins < spin_budget_) {
       ++spins;
@@ -604,7 +640,7 @@ void ShmTransport::polled(const std::function<bool()>& ready, const RequestState
     }
     poll_backoff(spins);
     end_if_hang_declared();
-    const double now = now_us();
+    const double now = wall_us();
     if (!published && now - since > 1e3) {
       subject = what.empty() ? wait_subject(rank(), request) : wait_subject(rank(), what);
       set_state(kWaiting, subject, since);
@@ -620,6 +656,7 @@ void ShmTransport::polled(const std::function<bool()>& ready, const RequestState
       next_look = now + timeout_us;  // one look per timeout, as under mpirun
     }
   }
+  progressed();  // a wait that ends is progress (a flag seen, a barrier opened)
   if (published) set_state(kComputing, {}, 0);
 }
 

@@ -4,9 +4,11 @@
 // The run maps one segment of POSIX shared memory (/dev/shm/<name>), laid out alike in every
 // rank: a header, one state block per rank, and one ring per ordered pair of ranks (the sender
 // writes, the receiver reads; every block on cache lines of its own). Rank 0 makes it, every
-// rank maps it, and once all have (the control transport's barrier) rank 0 unlinks the name: from
-// then on a run that is killed leaves nothing in /dev/shm, and the launcher removes the name if
-// one dies before that.
+// rank maps it, and once all have (the control transport's barrier) rank 0 unlinks the name (a
+// rank that cannot map it still comes to that barrier, then fails): from then on a run that is
+// killed leaves nothing in /dev/shm. Should a rank die before that, distlab's launcher removes
+// the name; under mpirun it stays until a later run's first rank removes names whose process
+// has ended.
 //
 // A message is a frame in the sender's ring to the receiver: a header (context, tag, bytes, type)
 // and the bytes, written as the ring has room; the sender's head and the receiver's tail are
@@ -15,13 +17,15 @@
 // each other both progress. An arriving frame goes straight into the first matching receive
 // posted (by context, source and tag, as in MPI), or into a buffer of its own that a later
 // receive takes (eager, at any size: no message waits for its receive). A receive of another
-// size fails the receive and the send with both sizes.
+// size fails, naming both sizes.
 //
 // Deadlocks: every rank keeps its state in its block (computing, waiting in what since when,
 // when it last progressed). A wait that passes --deadlock-timeout without this rank progressing
 // reads the others' blocks: when one computes or progressed within the timeout the run goes on
 // (one line says so); when none did, the first rank to say so prints every rank's wait and every
-// rank ends with exit 3, as under mpirun. A peer whose process has ended without finishing fails
+// rank ends with exit 3, as under mpirun. A message moving counts as progress, a wait that ends
+// too. The blocks keep wall-clock times: ranks in a cluster's namespaces have monotonic clocks
+// of their own. A peer whose process has ended without finishing fails
 // the waits on it, naming it.
 //
 // The control transport (MPI under mpirun, Gloo under distlab's launcher) starts the run (the
@@ -50,7 +54,8 @@ struct ShmSetup {
 };
 
 // The ring per ordered pair that a run of `size` ranks gets: 1 MiB, less as the pairs grow in
-// number (the segment stays near 64 MiB), never under 64 KiB.
+// number (the segment stays under 40 MiB: a container's /dev/shm is 64 MiB by default), never
+// under 64 KiB.
 std::size_t shm_ring_bytes(int size);
 // The bytes of a run's segment: header, rank states and size * size rings.
 std::size_t shm_segment_bytes(int size, std::size_t ring_bytes);
@@ -81,7 +86,7 @@ class ShmTransport : public Transport {
   int size() const { return setup_.size; }
   std::size_t ring_bytes() const { return ring_bytes_; }
 
-  // Ends the process with `exit_code` where another rank declared the run hung (exit 3).
+  // Ends the process (exit 3) where another rank declared the run hung, once its report is out.
   void end_if_hang_declared() const;
 
  private:
@@ -95,8 +100,8 @@ class ShmTransport : public Transport {
   };
 
   Request post(bool is_send, const MemRef& mem, int peer, int tag, int context);
-  // One pass over every ring: fills the outgoing ones, drains the incoming ones. True when a
-  // message completed.
+  // One pass over every ring: fills the outgoing ones, drains the incoming ones. True when bytes
+  // moved.
   bool progress();
   bool push(int dst);
   bool drain(int src);

@@ -22,8 +22,8 @@ namespace {
 
 constexpr std::size_t kFlagLine = 128;         // a flag's own cache lines
 constexpr std::size_t kFlags = 2 * kFlagLine;  // two flags, at the head of each window
-constexpr int kTagName = kMaxTag;              // the segment's name, first rank to the others
-constexpr long kSpinsBeforeWait = 4096;        // polls of a flag before the transport's wait
+constexpr int kTagName = kMaxTag + 3;          // the segment's name: no lesson's tag
+constexpr long kSpinsBeforeWait = 128;         // polls of a flag before the transport's wait
 
 std::size_t whole_lines(std::size_t n) {
   return (n + kFlagLine - 1) / kFlagLine * kFlagLine;
@@ -63,7 +63,9 @@ SymmetricWindows::SymmetricWindows(Transport& transport, int context,
     : transport_(transport), members_(members), me_(me), bytes_(bytes), regions_(regions) {
   const int n = size();
   DL_CHECK(me >= 0 && me < n, "rank {} is not one of the group's {}", me, n);
-  DL_CHECK(regions >= 1 && bytes >= 1, "windows of {} regions of {} B", regions, bytes);
+  DL_CHECK(regions >= 1 && bytes >= 8,
+           "windows of {} regions of {} B: a region holds at least one 8-byte word", regions,
+           bytes);
   stride_ = kFlags + whole_lines(bytes) * std::size_t(regions);
   total_ = stride_ * std::size_t(n);
 
@@ -89,20 +91,42 @@ SymmetricWindows::SymmetricWindows(Transport& transport, int context,
   } else {
     recv_bytes(transport, name, sizeof name, members[0], context);
   }
+  // Every rank maps it, or says why it could not; the first unlinks the name once all have
+  // answered, so that nothing stays in /dev/shm either way.
+  std::string failed;
   const int fd = ::shm_open(name, O_RDWR, 0600);
-  DL_CHECK(fd >= 0, "symmetric windows: could not open /dev/shm{}: {}", name, std::strerror(errno));
-  void* p = ::mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  DL_CHECK(p != MAP_FAILED, "symmetric windows: could not map /dev/shm{}: {}", name,
-           std::strerror(errno));
-  base_ = static_cast<unsigned char*>(p);
-  // Everyone has mapped it: the name can go.
-  char ok = 1;
+  struct stat st {};
+  if (fd < 0) {
+    failed = fmt::format("could not open /dev/shm{}: {}", name, std::strerror(errno));
+  } else if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) != total_) {
+    failed = fmt::format("/dev/shm{} holds {} B where these windows need {} B", name, st.st_size,
+                         total_);
+  } else {
+    void* p = ::mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      failed = fmt::format("could not map /dev/shm{}: {}", name, std::strerror(errno));
+    else
+      base_ = static_cast<unsigned char*>(p);
+  }
+  if (fd >= 0) ::close(fd);
+  char ok = failed.empty() ? 1 : 0;
   if (me == 0) {
-    for (int r = 1; r < n; ++r) recv_bytes(transport, &ok, 1, members[r], context);
+    int first_bad = ok ? -1 : 0;
+    for (int r = 1; r < n; ++r) {
+      char theirs = 0;
+      recv_bytes(transport, &theirs, 1, members[std::size_t(r)], context);
+      if (!theirs && first_bad < 0) first_bad = r;
+    }
     ::shm_unlink(name);
+    if (first_bad > 0)
+      failed = fmt::format("rank {} of the group could not map the windows", first_bad);
   } else {
     send_bytes(transport, &ok, 1, members[0], context);
+  }
+  if (!failed.empty()) {
+    if (base_) ::munmap(base_, total_);
+    base_ = nullptr;
+    throw Error("symmetric windows: " + failed);
   }
 }
 
@@ -124,13 +148,13 @@ void SymmetricWindows::count_written(int r, std::size_t n) {
 
 void SymmetricWindows::store(int r, int k, std::size_t offset, const void* from, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a store of {} B at {} past a region of {} B", n, offset, bytes_);
-  std::memcpy(region(r, k) + offset, from, n);
+  if (n) std::memcpy(region(r, k) + offset, from, n);
   count_written(r, n);
 }
 
 void SymmetricWindows::load(int r, int k, std::size_t offset, void* to, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a load of {} B at {} past a region of {} B", n, offset, bytes_);
-  std::memcpy(to, region(r, k) + offset, n);
+  if (n) std::memcpy(to, region(r, k) + offset, n);
   count_read(r, n);
 }
 

@@ -43,6 +43,7 @@ class SymmetricWindows {
   SymmetricWindows& operator=(const SymmetricWindows&) = delete;
 
   int rank() const { return me_; }  // in the group
+  int world_rank(int r) const { return members_[std::size_t(r)]; }
   int size() const { return int(members_.size()); }
   std::size_t bytes() const { return bytes_; }
   int regions() const { return regions_; }
@@ -73,8 +74,9 @@ class SymmetricWindows {
   void reset_counts() { counts_ = {}; }
   Transport& transport() { return transport_; }
 
-  // Segments named distlab-win-PID-* (or distlab-mpi-PID) whose process PID has ended: a run
-  // killed between making a segment and unlinking it. The next run's first rank removes them.
+  // Segments named distlab-win-PID-* (or distlab-mpi-PID-*, the shared-memory transport's under
+  // mpirun) whose process PID has ended: a run killed between making a segment and unlinking it.
+  // The next run's first rank removes them.
   static void remove_stale_segments();
 
  private:
