@@ -70,8 +70,8 @@ constexpr const char* kDirectName = "direct_read";
 constexpr const char* kLimitName = "limit";
 // The all-reduces through symmetric memory (all_reduce_symmetric.hpp), and the bytes of each
 // region of their windows: a larger buffer goes in pieces of this size.
-constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll"};
-constexpr std::size_t kWindowBytes = std::size_t(2) << 20;
+constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll", "switch"};
+constexpr std::size_t kWindowBytes = std::size_t(1) << 20;
 
 // --- what can be measured --------------------------------------------------------------------
 
@@ -181,6 +181,7 @@ struct Case {
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
   std::vector<const float*> peers;      // every rank's `work`, for direct_read (in-process ranks)
   SymmetricWindows* windows = nullptr;  // the symmetric candidates' windows
+  coll::ReducingSwitch* reducing_switch = nullptr;  // the switch row's (a thread of rank 0)
 };
 
 std::vector<const float*> share_addresses(Comm& comm, const Buffer<float>& work);
@@ -363,6 +364,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
         coll::all_reduce_two_shot(*k.windows, k.work.view());
       else if (cand.name == "one_shot_ll")
         coll::all_reduce_one_shot_ll(*k.windows, k.work.view());
+      else if (cand.name == "switch")
+        coll::all_reduce_switch(*k.windows, *k.reducing_switch, k.work.view());
       else if (!cand.gloo.empty())
         baseline::gloo_all_reduce_as(comm, cand.gloo, in, k.work.data(), k.count, f32);
       else if (cand.library)
@@ -567,7 +570,9 @@ int main(int argc, char** argv) {
          "ring, ring_chunked, "
          "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical, "
          "direct_read (in-process ranks reading each other's buffers), one_shot, two_shot, "
-         "one_shot_ll (through symmetric memory, CPU ranks on one host), limit (a copy and a "
+         "one_shot_ll, switch (through symmetric memory, CPU ranks on one host; switch: a thread "
+         "of "
+         "rank 0 adds, as NVLink SHARP's switch does), limit (a copy and a "
          "flag: what no all-reduce here can beat, measured now); "
          "all-gather: "
          "ring, gather_broadcast, bruck; reduce-scatter: ring, reduce_scatter; broadcast "
@@ -737,6 +742,8 @@ int main(int argc, char** argv) {
     // Symmetric memory: windows every rank maps, opened once (CPU ranks on one host).
     const bool windows_here = comm.device() == Device::cpu && !kSimulatedBuild;
     std::unique_ptr<SymmetricWindows> windows;
+    std::unique_ptr<coll::ReducingSwitch>
+        reducing_switch;  // before the windows it reads: ends first
     if (windows_here &&
         std::find(collectives.begin(), collectives.end(), Collective::all_reduce) !=
             collectives.end() &&
@@ -747,6 +754,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r < p; ++r) members.push_back(comm.world_rank(r));
       windows = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, me,
                                                    kWindowBytes, coll::kSymmetricRegions);
+      if (listed(algos, "switch"))
+        reducing_switch = std::make_unique<coll::ReducingSwitch>(*windows);
     }
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
@@ -779,6 +788,7 @@ int main(int argc, char** argv) {
           share = share || (cands[std::size_t(a)].direct && runs[std::size_t(a)]);
         Case k = make_case(comm, c, count, bench.options().seed, share);
         k.windows = windows.get();
+        k.reducing_switch = reducing_switch.get();
 
         // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per
         // candidate.

@@ -28,13 +28,14 @@ float expected(int n, std::size_t i, int call) {
   return acc;
 }
 
-enum class Algo { one_shot, two_shot, ll };
+enum class Algo { one_shot, two_shot, ll, reducing_switch };
 
-void run(Algo a, SymmetricWindows& w, std::vector<float>& v) {
+void run(Algo a, SymmetricWindows& w, coll::ReducingSwitch& sw, std::vector<float>& v) {
   View<float> data{v.data(), v.size(), Device::cpu};
   if (a == Algo::one_shot) coll::all_reduce_one_shot(w, data);
   if (a == Algo::two_shot) coll::all_reduce_two_shot(w, data);
   if (a == Algo::ll) coll::all_reduce_one_shot_ll(w, data);
+  if (a == Algo::reducing_switch) coll::all_reduce_switch(w, sw, data);
 }
 
 std::unique_ptr<SymmetricWindows> open(Comm& comm, std::size_t bytes) {
@@ -63,15 +64,16 @@ TEST_CASE(
     "[collectives][symmetric]") {
   for (int n : {1, 2, 3, 4})
     for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)})
-      for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll}) {
+      for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll, Algo::reducing_switch}) {
         INFO("N = " << n << ", " << count << " elements, algorithm " << int(a));
         // 256-byte regions: 64 floats a piece (32 under LL), so 1000 go in 16 or 32 pieces.
         const auto result = test::run_ranks(n, [&](Comm& comm) {
           auto w = open(comm, 256);
+          coll::ReducingSwitch sw(*w);
           for (int call = 0; call < 3; ++call) {
             std::vector<float> v(count);
             for (std::size_t i = 0; i < count; ++i) v[i] = input(comm.rank(), i, call);
-            run(a, *w, v);
+            run(a, *w, sw, v);
             for (std::size_t i = 0; i < count; ++i)
               DL_CHECK(v[i] == expected(n, i, call), "r{} call {} element {}: {} where {}",
                        comm.rank(), call, i, v[i], expected(n, i, call));
@@ -88,16 +90,32 @@ TEST_CASE("symmetric: calls one after another reuse the windows without waiting 
   const int n = 3;
   const auto result = test::run_ranks(n, [&](Comm& comm) {
     auto w = open(comm, 4096);
+    coll::ReducingSwitch sw(*w);
     // Every pair of algorithms one after the other, and one_shot, ll, one_shot (an LL call
     // between two that share a region).
-    const Algo order[] = {Algo::one_shot, Algo::two_shot, Algo::ll,       Algo::two_shot,
-                          Algo::one_shot, Algo::ll,       Algo::one_shot, Algo::ll,
-                          Algo::ll,       Algo::one_shot, Algo::one_shot, Algo::two_shot,
-                          Algo::two_shot, Algo::ll};
+    const Algo order[] = {Algo::one_shot,
+                          Algo::two_shot,
+                          Algo::ll,
+                          Algo::two_shot,
+                          Algo::one_shot,
+                          Algo::ll,
+                          Algo::one_shot,
+                          Algo::ll,
+                          Algo::ll,
+                          Algo::one_shot,
+                          Algo::one_shot,
+                          Algo::two_shot,
+                          Algo::two_shot,
+                          Algo::ll,
+                          Algo::reducing_switch,
+                          Algo::one_shot,
+                          Algo::reducing_switch,
+                          Algo::reducing_switch,
+                          Algo::ll};
     for (int call = 0; call < 400; ++call) {
       std::vector<float> v(300);
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = input(comm.rank(), i, call);
-      run(order[call % 14], *w, v);
+      run(order[call % 18], *w, sw, v);
       for (std::size_t i = 0; i < v.size(); ++i)
         DL_CHECK(v[i] == expected(n, i, call), "r{} call {} element {}", comm.rank(), call, i);
     }
@@ -110,13 +128,20 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
   for (int n : {2, 3, 4}) {
     const std::size_t count = 1200, S = count * sizeof(float), chunk = S / std::size_t(n);
     const auto N = std::uint64_t(n);
-    for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll}) {
+    for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll, Algo::reducing_switch}) {
       INFO("N = " << n << ", algorithm " << int(a));
       std::vector<WindowCounts> counts(static_cast<std::size_t>(n));
+      std::uint64_t switch_read = 0, switch_written = 0;
       const auto result = test::run_ranks(n, [&](Comm& comm) {
         auto w = open(comm, 16384);  // one piece
         std::vector<float> v(count, 1.0f);
-        run(a, *w, v);
+        {
+          coll::ReducingSwitch sw(*w);
+          run(a, *w, sw, v);
+          comm.barrier();  // every rank has its sum: the switch's work is over
+          if (comm.rank() == 0)
+            switch_read = sw.switch_read(), switch_written = sw.switch_written();
+        }
         counts[std::size_t(comm.rank())] = w->counts();
       });
       for (const auto& e : result.errors) REQUIRE(e.empty());
@@ -146,7 +171,18 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
             CHECK(c.syncs == 0);
             CHECK(c.flags == 0);
             break;
+          case Algo::reducing_switch:  // S to the switch and S back: nothing else on the link
+            CHECK(c.to_switch == S);
+            CHECK(c.from_switch == S);
+            CHECK(c.read_local + c.read_remote + c.written_local + c.written_remote == 0);
+            CHECK(c.syncs == 1);
+            CHECK(c.flags == 1);
+            break;
         }
+      }
+      if (a == Algo::reducing_switch) {  // the switch reads every push and writes the sum once
+        CHECK(switch_read == N * S);
+        CHECK(switch_written == S);
       }
     }
   }

@@ -10,6 +10,8 @@
 //                                             ((N-1)/N S remote); reads its own result back, S
 //   one_shot_ll    none apart from the data   writes 2 S (each 4-byte element with a 4-byte flag,
 //                                             one 8-byte store); reads 2 S from each window
+//   switch         1 (the switch's result)    pushes S to the switch and reads S back: its link
+//                                             carries S each way; the switch reads N S, writes S
 //
 // Each call takes a number (SymmetricWindows::next_epoch); its parity picks one of two regions,
 // so a call never waits for the last one's readers: a rank that starts call e + 2, overwriting
@@ -33,6 +35,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/base/partition.hpp"
@@ -41,8 +44,10 @@
 
 namespace distlab::coll {
 
-// The regions of a window: two data slots, two result slots (two-shot), two LL slots.
-inline constexpr int kSymmetricRegions = 6;
+// The regions of a window: two data slots, two result slots (two-shot), two LL slots, what this
+// rank pushes to the switch, and (the first rank's window) the switch's sum.
+inline constexpr int kSymmetricRegions = 8;
+inline constexpr int kPushRegion = 6, kSwitchRegion = 7;
 inline int data_region(std::uint64_t epoch) {
   return int(epoch & 1);
 }
@@ -173,6 +178,90 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
     }
     std::atomic_thread_fence(std::memory_order_acquire);  // before any later call's stores
     for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t));
+  }
+}
+
+// --- a reducing switch (NVLink SHARP) ---------------------------------------------------------
+//
+// NVLS lets the NVSwitch add: every GPU pushes its buffer into the switch once and reads the sum
+// back once, so each GPU's link carries S each way, where a ring's carries 2(N-1)/N S each way.
+// Its busbw (algbw x 2(N-1)/N, as nccl-tests counts an all-reduce) can therefore pass the link's
+// own rate. Here the switch is a thread of the group's first rank: it waits for every rank's
+// push of call s (flag 2, which also carries the call's element count), sums the pushes in rank
+// order into its region of the first rank's window, and raises flag 3 of that window. A rank
+// pushes call s + 1 only after it has read call s's sum, so one push region and one sum region
+// are enough.
+class ReducingSwitch {
+ public:
+  explicit ReducingSwitch(SymmetricWindows& w) : w_(w) {
+    if (w.rank() == 0) thread_ = std::thread([this] { serve(); });
+  }
+  ~ReducingSwitch() {
+    stop_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+  }
+  ReducingSwitch(const ReducingSwitch&) = delete;
+  ReducingSwitch& operator=(const ReducingSwitch&) = delete;
+
+  std::uint64_t next_call() { return ++calls_; }
+  // What the switch itself moved (the first rank's object only), read once the calls are over.
+  std::uint64_t switch_read() const { return read_.load(std::memory_order_acquire); }
+  std::uint64_t switch_written() const { return written_.load(std::memory_order_acquire); }
+
+  static std::uint64_t push_word(std::uint64_t call, std::size_t n) {
+    return (call << 32) | std::uint64_t(n);
+  }
+
+ private:
+  void serve() {
+    const int n_ranks = w_.size();
+    for (std::uint64_t s = 1;; ++s) {
+      // Every rank's push of call s.
+      for (int r = 0; r < n_ranks; ++r) {
+        long spins = 0;
+        while ((w_.flag_word(r, 2).load(std::memory_order_acquire) >> 32) < s) {
+          if (stop_.load(std::memory_order_acquire)) return;
+          poll_backoff(spins);
+        }
+      }
+      const std::size_t n = w_.flag_word(0, 2).load(std::memory_order_acquire) & 0xffffffffu;
+      float* out = reinterpret_cast<float*>(w_.region(0, kSwitchRegion));
+      float acc[detail::kSumBlock];
+      for (std::size_t b = 0; b < n; b += detail::kSumBlock) {
+        const std::size_t m = std::min(detail::kSumBlock, n - b);
+        for (int r = 0; r < n_ranks; ++r) {
+          const float* src = reinterpret_cast<const float*>(w_.region(r, kPushRegion)) + b;
+          for (std::size_t i = 0; i < m; ++i) acc[i] = r == 0 ? src[i] : acc[i] + src[i];
+        }
+        std::copy(acc, acc + m, out + b);
+      }
+      read_.fetch_add(std::uint64_t(n_ranks) * n * sizeof(float), std::memory_order_relaxed);
+      written_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
+      w_.flag_word(0, 3).store(s, std::memory_order_release);  // the sum of call s is out
+    }
+  }
+
+  SymmetricWindows& w_;
+  std::uint64_t calls_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> read_{0}, written_{0};
+  std::thread thread_;
+};
+
+inline void all_reduce_switch(SymmetricWindows& w, ReducingSwitch& sw, View<float> data) {
+  const std::size_t cap = std::min<std::size_t>(w.bytes() / sizeof(float), 0xffffffffu);
+  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
+  for (std::size_t at = 0; at < data.size(); at += cap) {
+    const std::size_t n = std::min(cap, data.size() - at);
+    const std::uint64_t s = sw.next_call();
+    // STEP 1: push my piece into the switch (S over my link), then say so with the call's size.
+    std::memcpy(w.region(w.rank(), kPushRegion), data.data() + at, n * sizeof(float));
+    w.counts().to_switch += n * sizeof(float);
+    w.raise(2, ReducingSwitch::push_word(s, n));
+    // STEP 2: the switch adds every rank's push; read the sum back (S over my link).
+    w.wait_flag(0, 3, s);
+    std::memcpy(data.data() + at, w.region(0, kSwitchRegion), n * sizeof(float));
+    w.counts().from_switch += n * sizeof(float);
   }
 }
 

@@ -20,10 +20,10 @@ namespace distlab {
 
 namespace {
 
-constexpr std::size_t kFlagLine = 128;         // a flag's own cache lines
-constexpr std::size_t kFlags = 2 * kFlagLine;  // two flags, at the head of each window
-constexpr int kTagName = kMaxTag + 3;          // the segment's name: no lesson's tag
-constexpr long kSpinsBeforeWait = 128;         // polls of a flag before the transport's wait
+constexpr std::size_t kFlagLine = 128;                    // a flag's own cache lines
+constexpr std::size_t kFlags = kWindowFlags * kFlagLine;  // the flags, at each window's head
+constexpr int kTagName = kMaxTag + 3;                     // the segment's name: no lesson's tag
+constexpr long kSpinsBeforeWait = 128;  // polls of a flag before the transport's wait
 
 std::size_t whole_lines(std::size_t n) {
   return (n + kFlagLine - 1) / kFlagLine * kFlagLine;

@@ -7,11 +7,12 @@
 // group's first rank makes the segment and sends its name to the others over the transport;
 // once all have mapped it (each says so) it unlinks the name, so nothing stays in /dev/shm.
 //
-// Each rank's window holds two flag lines (cache lines of their own, written by its owner only)
-// and `bytes` of data in each of `regions` regions. Every access goes through load, store and
-// the flags, which count what they move: bytes this rank read from and wrote to other ranks'
-// windows and to its own, and the synchronisations it waited for. Lesson 21's checks hold those
-// counts to each algorithm's formula.
+// Each rank's window holds kWindowFlags flag lines (cache lines of their own: 0 and 1 for the
+// algorithms, 2 for what this rank pushed to a switch, 3 for the switch's results on the first
+// rank's window) and `bytes` of data in each of `regions` regions. Every access goes through load,
+// store and the flags, which count what they move: bytes this rank read from and wrote to other
+// ranks' windows and to its own, and the synchronisations it waited for. Lesson 21's checks hold
+// those counts to each algorithm's formula.
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,10 @@ struct WindowCounts {
   std::uint64_t read_local = 0, written_local = 0;    // bytes, this rank's own window
   std::uint64_t syncs = 0;                            // waits for another rank's flag
   std::uint64_t flags = 0;                            // flags this rank raised
+  std::uint64_t to_switch = 0, from_switch = 0;       // bytes pushed to and read from a switch
 };
+
+inline constexpr int kWindowFlags = 4;
 
 class SymmetricWindows {
  public:
@@ -71,6 +75,7 @@ class SymmetricWindows {
   std::uint64_t next_epoch() { return ++epoch_; }
 
   const WindowCounts& counts() const { return counts_; }
+  WindowCounts& counts() { return counts_; }
   void reset_counts() { counts_ = {}; }
   Transport& transport() { return transport_; }
 
