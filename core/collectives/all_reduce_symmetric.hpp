@@ -62,22 +62,28 @@ namespace detail {
 
 inline constexpr std::size_t kSumBlock = 2048;  // elements summed at once: the block stays in L1
 
-// out[i] = sum over every rank r, in rank order, of region `k` of r's window, elements
-// [first, first + n), all counted as read.
-template <class T>
-void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T* out) {
+// out[i] = src(0)[i] + src(1)[i] + ... + src(ranks - 1)[i], added in rank order, block by block.
+template <class T, class Source>
+void sum_in_rank_order(int ranks, const Source& src, std::size_t n, T* out) {
   T acc[kSumBlock];
   for (std::size_t b = 0; b < n; b += kSumBlock) {
     const std::size_t m = std::min(kSumBlock, n - b);
-    for (int r = 0; r < w.size(); ++r) {
-      const T* src = reinterpret_cast<const T*>(w.region(r, k)) + first + b;
+    for (int r = 0; r < ranks; ++r) {
+      const T* from = src(r) + b;
       if (r == 0)
-        std::copy(src, src + m, acc);
+        std::copy(from, from + m, acc);
       else
-        for (std::size_t i = 0; i < m; ++i) acc[i] += src[i];
+        for (std::size_t i = 0; i < m; ++i) acc[i] += from[i];
     }
     std::copy(acc, acc + m, out + b);
   }
+}
+
+// The same over region `k` of every rank's window, elements [first, first + n), counted as read.
+template <class T>
+void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T* out) {
+  sum_in_rank_order<T>(
+      w.size(), [&](int r) { return reinterpret_cast<const T*>(w.region(r, k)) + first; }, n, out);
   for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(T));
 }
 
@@ -225,16 +231,9 @@ class ReducingSwitch {
         }
       }
       const std::size_t n = w_.flag_word(0, 2).load(std::memory_order_acquire) & 0xffffffffu;
-      float* out = reinterpret_cast<float*>(w_.region(0, kSwitchRegion));
-      float acc[detail::kSumBlock];
-      for (std::size_t b = 0; b < n; b += detail::kSumBlock) {
-        const std::size_t m = std::min(detail::kSumBlock, n - b);
-        for (int r = 0; r < n_ranks; ++r) {
-          const float* src = reinterpret_cast<const float*>(w_.region(r, kPushRegion)) + b;
-          for (std::size_t i = 0; i < m; ++i) acc[i] = r == 0 ? src[i] : acc[i] + src[i];
-        }
-        std::copy(acc, acc + m, out + b);
-      }
+      detail::sum_in_rank_order<float>(
+          n_ranks, [&](int r) { return reinterpret_cast<const float*>(w_.region(r, kPushRegion)); },
+          n, reinterpret_cast<float*>(w_.region(0, kSwitchRegion)));
       read_.fetch_add(std::uint64_t(n_ranks) * n * sizeof(float), std::memory_order_relaxed);
       written_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
       w_.flag_word(0, 3).store(s, std::memory_order_release);  // the sum of call s is out

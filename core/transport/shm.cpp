@@ -1,21 +1,16 @@
 // shm.cpp — messages through one shared-memory segment (shm.hpp).
 #include "core/transport/shm.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <thread>
 
@@ -23,7 +18,7 @@
 #include "core/base/clock.hpp"
 #include "core/base/mix.hpp"
 #include "core/base/units.hpp"
-#include "core/transport/symmetric.hpp"
+#include "core/transport/segment.hpp"
 
 namespace distlab {
 
@@ -107,17 +102,6 @@ inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
-}
-
-// True while process `pid` runs (a zombie has ended: its parent has not reaped it yet).
-bool process_alive(int pid) {
-  if (pid <= 0) return true;  // not yet registered
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  std::getline(stat, text);
-  const auto close = text.rfind(')');
-  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
 }
 
 }  // namespace
@@ -211,82 +195,48 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
            "a ring of {} B: it must be a power of two of at least 1 KiB", ring_bytes_);
   segment_bytes_ = shm_segment_bytes(n, ring_bytes_);
 
-  auto fail = [&](const std::string& what) {
-    const int e = errno;
-    return Error(fmt::format("the shared-memory transport could not {} /dev/shm{} ({}, {}): {}",
-                             what, setup.name, format_bytes(double(segment_bytes_)),
-                             n == 1 ? "1 rank" : fmt::format("{} ranks", n), std::strerror(e)));
-  };
+  const std::string where = fmt::format("the shared-memory transport ({})",
+                                        n == 1 ? "1 rank" : fmt::format("{} ranks", n));
   if (setup.rank == 0) {
-    SymmetricWindows::remove_stale_segments();  // runs under mpirun that died before unlinking
-    const int fd = ::shm_open(setup.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) throw fail("make");
-    // Reserve every page now: tmpfs otherwise hands them out on first touch, and a full
-    // /dev/shm would end the run with SIGBUS in the middle of a message.
-    const int rc = ::ftruncate(fd, off_t(segment_bytes_)) != 0
-                       ? errno
-                       : ::posix_fallocate(fd, 0, off_t(segment_bytes_));
-    if (rc != 0) {
-      ::close(fd);
-      ::shm_unlink(setup.name.c_str());
-      errno = rc;
-      throw fail("reserve");
+    remove_stale_segments();  // runs under mpirun that died before unlinking
+    try {
+      make_segment(setup.name, segment_bytes_);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
     }
-    void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    const int map_errno = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) {
+    std::string why;
+    base_ = static_cast<unsigned char*>(map_segment(setup.name, segment_bytes_, &why));
+    if (!base_) {
       ::shm_unlink(setup.name.c_str());
-      errno = map_errno;
-      throw fail("map");
+      throw Error(fmt::format("{}: {}", where, why));
     }
-    base_ = static_cast<unsigned char*>(p);
-    auto* h = new (base_) Header{};
-    h->size = n;
-    h->ring_bytes = ring_bytes_;
-    new (base_ + sizeof(Header)) Barrier{};
-    for (int r = 0; r < n; ++r) new (base_ + states_offset() + sizeof(RankState) * r) RankState{};
-    for (int s = 0; s < n; ++s)
-      for (int d = 0; d < n; ++d)
-        new (base_ + rings_offset(n) + ring_stride(ring_bytes_) * (std::size_t(s) * n + d))
-            RingControl{};
-    h->magic.store(kMagic, std::memory_order_release);
+    const View v(base_, n, ring_bytes_);
+    new (v.header) Header{};
+    v.header->size = n;
+    v.header->ring_bytes = ring_bytes_;
+    new (v.barrier) Barrier{};
+    for (int r = 0; r < n; ++r) new (&v.states[r]) RankState{};
+    for (int src = 0; src < n; ++src)
+      for (int dst = 0; dst < n; ++dst) new (&v.control(src, dst)) RingControl{};
+    v.header->magic.store(kMagic, std::memory_order_release);
   }
   barrier();  // rank 0 has laid the segment out
   // A rank that cannot map it still comes to the second barrier, so that rank 0 unlinks the
   // name, and fails after.
   std::string failed;
   if (setup.rank != 0) {
-    try {
-      const int fd = ::shm_open(setup.name.c_str(), O_RDWR, 0600);
-      if (fd < 0) throw fail("open");
-      struct stat st {};
-      if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) != segment_bytes_) {
-        ::close(fd);
-        throw Error(fmt::format("/dev/shm{} holds {} B where this run's layout needs {} B",
-                                setup.name, st.st_size, segment_bytes_));
-      }
-      void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      const int map_errno = errno;
-      ::close(fd);
-      errno = map_errno;
-      if (p == MAP_FAILED) throw fail("map");
-      base_ = static_cast<unsigned char*>(p);
-      DL_CHECK(reinterpret_cast<Header*>(base_)->magic.load(std::memory_order_acquire) == kMagic,
-               "/dev/shm{} is not this run's segment", setup.name);
-    } catch (const std::exception& e) {
-      failed = e.what();
-    }
+    base_ = static_cast<unsigned char*>(map_segment(setup.name, segment_bytes_, &failed));
+    if (base_ && reinterpret_cast<Header*>(base_)->magic.load(std::memory_order_acquire) != kMagic)
+      failed = fmt::format("/dev/shm{} is not this run's segment", setup.name);
   }
   if (failed.empty()) {
-    RankState& me = *reinterpret_cast<RankState*>(base_ + states_offset() +
-                                                  sizeof(RankState) * std::size_t(setup.rank));
+    RankState& me = View(base_, n, ring_bytes_).states[setup.rank];
     me.pid.store(::getpid(), std::memory_order_relaxed);
     me.progress_us.store(wall_us(), std::memory_order_release);
   }
   barrier();  // every rank has mapped it, or failed to
   if (setup.rank == 0) ::shm_unlink(setup.name.c_str());
-  if (!failed.empty()) throw Error(failed);
+  if (!failed.empty()) throw Error(fmt::format("{}: {}", where, failed));
 
   // Ranks that share cores yield at once: a spinning rank holds the core its peer needs.
   spin_budget_ = long(n) <= long(std::thread::hardware_concurrency()) ? kSpins : 0;
@@ -298,7 +248,7 @@ ShmTransport::ShmTransport(const ShmSetup& setup, Transport& control,
 }
 
 ShmTransport::~ShmTransport() {
-  if (base_) ::munmap(base_, segment_bytes_);
+  unmap_segment(base_, segment_bytes_);
 }
 
 // --- posting -------------------------------------------------------------------------------------
@@ -568,7 +518,7 @@ void ShmTransport::check_peers_alive(const std::string& subject) {
     const RankState& st = v.states[r];
     if (st.state.load(std::memory_order_acquire) == kFinished) continue;
     const int pid = st.pid.load(std::memory_order_relaxed);
-    if (!process_alive(pid))
+    if (process_ended(pid))
       throw Error(fmt::format("{}, but r{}'s process (pid {}) has ended without finishing the run",
                               subject, r, pid));
   }

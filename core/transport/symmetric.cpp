@@ -1,20 +1,15 @@
 // symmetric.cpp — windows every rank of a group maps (symmetric.hpp).
 #include "core/transport/symmetric.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <cstring>
-#include <regex>
 
 #include "core/base/check.hpp"
 #include "core/base/units.hpp"
+#include "core/transport/segment.hpp"
 
 namespace distlab {
 
@@ -42,21 +37,6 @@ void recv_bytes(Transport& t, void* data, std::size_t n, int peer, int context) 
 
 }  // namespace
 
-void SymmetricWindows::remove_stale_segments() {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
-  static const std::regex ours("distlab-(win|mpi)-([0-9]+)(-.*)?");
-  std::vector<std::string> stale;
-  while (const dirent* e = ::readdir(dir)) {
-    std::cmatch m;
-    if (!std::regex_match(e->d_name, m, ours)) continue;
-    const int pid = std::atoi(m[2].str().c_str());
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(e->d_name);
-  }
-  ::closedir(dir);
-  for (const auto& name : stale) ::shm_unlink(("/" + name).c_str());
-}
-
 SymmetricWindows::SymmetricWindows(Transport& transport, int context,
                                    const std::vector<int>& members, int me, std::size_t bytes,
                                    int regions)
@@ -74,18 +54,11 @@ SymmetricWindows::SymmetricWindows(Transport& transport, int context,
   if (me == 0) {
     remove_stale_segments();
     std::snprintf(name, sizeof name, "/distlab-win-%d-%d", int(::getpid()), opened++);
-    const int fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    DL_CHECK(fd >= 0, "symmetric windows: could not make /dev/shm{}: {}", name,
-             std::strerror(errno));
-    const int rc =
-        ::ftruncate(fd, off_t(total_)) != 0 ? errno : ::posix_fallocate(fd, 0, off_t(total_));
-    ::close(fd);
-    if (rc != 0) {
-      ::shm_unlink(name);
-      throw Error(fmt::format(
-          "symmetric windows: /dev/shm has no room for {} ({} ranks x {} regions of {}): {}",
-          format_bytes(double(total_)), n, regions, format_bytes(double(bytes)),
-          std::strerror(rc)));
+    try {
+      make_segment(name, total_);
+    } catch (const Error& e) {
+      throw Error(fmt::format("symmetric windows ({} ranks x {} regions of {}): {}", n, regions,
+                              format_bytes(double(bytes)), e.what()));
     }
     for (int r = 1; r < n; ++r) send_bytes(transport, name, sizeof name, members[r], context);
   } else {
@@ -94,21 +67,7 @@ SymmetricWindows::SymmetricWindows(Transport& transport, int context,
   // Every rank maps it, or says why it could not; the first unlinks the name once all have
   // answered, so that nothing stays in /dev/shm either way.
   std::string failed;
-  const int fd = ::shm_open(name, O_RDWR, 0600);
-  struct stat st {};
-  if (fd < 0) {
-    failed = fmt::format("could not open /dev/shm{}: {}", name, std::strerror(errno));
-  } else if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) != total_) {
-    failed = fmt::format("/dev/shm{} holds {} B where these windows need {} B", name, st.st_size,
-                         total_);
-  } else {
-    void* p = ::mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-      failed = fmt::format("could not map /dev/shm{}: {}", name, std::strerror(errno));
-    else
-      base_ = static_cast<unsigned char*>(p);
-  }
-  if (fd >= 0) ::close(fd);
+  base_ = static_cast<unsigned char*>(map_segment(name, total_, &failed));
   char ok = failed.empty() ? 1 : 0;
   if (me == 0) {
     int first_bad = ok ? -1 : 0;
@@ -124,14 +83,14 @@ SymmetricWindows::SymmetricWindows(Transport& transport, int context,
     send_bytes(transport, &ok, 1, members[0], context);
   }
   if (!failed.empty()) {
-    if (base_) ::munmap(base_, total_);
+    unmap_segment(base_, total_);
     base_ = nullptr;
     throw Error("symmetric windows: " + failed);
   }
 }
 
 SymmetricWindows::~SymmetricWindows() {
-  if (base_) ::munmap(base_, total_);
+  unmap_segment(base_, total_);
 }
 
 unsigned char* SymmetricWindows::region(int r, int k) const {

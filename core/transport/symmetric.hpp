@@ -79,11 +79,6 @@ class SymmetricWindows {
   void reset_counts() { counts_ = {}; }
   Transport& transport() { return transport_; }
 
-  // Segments named distlab-win-PID-* (or distlab-mpi-PID-*, the shared-memory transport's under
-  // mpirun) whose process PID has ended: a run killed between making a segment and unlinking it.
-  // The next run's first rank removes them.
-  static void remove_stale_segments();
-
  private:
   Transport& transport_;
   std::vector<int> members_;
