@@ -47,9 +47,12 @@ struct PhaseArgs {
 };
 
 // A span on one of the rank's lanes. Messages are spans too: a send span carries the flow
-// start, a recv span the flow finish (bound to a short "deliver" slice at its end).
+// start, a recv span the flow finish (bound to a short "deliver" slice at its end). Window
+// accesses are spans with no message: a rank's load from or store to a symmetric window
+// (core/transport/symmetric.hpp), `peer` the window's owner, on the recv lane (load) or the send
+// lane (store).
 struct SpanEvent {
-  enum class Kind : std::uint8_t { plain, send, recv };
+  enum class Kind : std::uint8_t { plain, send, recv, load, store };
   Kind kind = Kind::plain;
   Lane lane = Lane::compute;
   std::string name;
@@ -60,6 +63,14 @@ struct SpanEvent {
   MsgMeta meta;
   PhaseArgs phase;  // plain spans on the compute lane only
 };
+
+// A message's span (send or recv), as against a plain phase or a window access.
+constexpr bool is_message(SpanEvent::Kind k) {
+  return k == SpanEvent::Kind::send || k == SpanEvent::Kind::recv;
+}
+constexpr bool is_window_access(SpanEvent::Kind k) {
+  return k == SpanEvent::Kind::load || k == SpanEvent::Kind::store;
+}
 
 struct CounterEvent {
   double ts = 0;
