@@ -47,6 +47,9 @@ table=(
   "20_mixed_precision|scale-never-lowered|--recipe fp16|each skip and loss scale by the rule"
   "20_mixed_precision|forget-unscale|--recipe fp16|each step's gradient into Adam equals float64's"
   "20_mixed_precision|fp16-master|--recipe bf16|each Adam step equals float64's from its own state"
+  "21_symmetric_memory|flag-before-data|--algo one_shot|one_shot: the sum equals the float32 rank-order sum bit for bit and the float64 sum within (N-1) 2^-24"
+  "21_symmetric_memory|stale-flag|--algo one_shot_ll|one_shot_ll: the sum equals the float32 rank-order sum bit for bit and the float64 sum within (N-1) 2^-24"
+  "21_symmetric_memory|two-shot-early-read|--algo two_shot|two_shot: the sum equals the float32 rank-order sum bit for bit and the float64 sum within (N-1) 2^-24"
 )
 fail=0
 bad() { echo "breaks: $*" >&2; fail=1; }

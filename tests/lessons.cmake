@@ -158,7 +158,7 @@ foreach(lesson ${DISTLAB_LESSONS})
   endif()
   # On a GPU: 4 in-process ranks sharing device 0 (or one GPU each), checked against the same
   # CPU reference. Skipped (exit 77) where no CUDA device answers.
-  if(TARGET distlab_gpu_tests)
+  if(TARGET distlab_gpu_tests AND NOT lesson MATCHES "^21_")  # 21: host windows, refuses cuda
     set(lesson_test_prefix bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --)
     distlab_lesson_test(lesson.${lesson}.cuda ${lesson} verified 4 0 --ranks 4 --device cuda)
     set_tests_properties(lesson.${lesson}.cuda PROPERTIES LABELS "lesson;gpu" SKIP_RETURN_CODE 77)
@@ -561,7 +561,7 @@ if(DISTLAB_HAVE_MPI)
   distlab_lesson_test(probe.library.mpi3-tiny library_probe verified 3 3 --size 7)
   distlab_lesson_test(probe.library.mpi4 library_probe verified 4 4 --size 1000)
   distlab_lesson_test(probe.library.inject-fault library_probe failed 3 3 --size 7 --inject-fault)
-  if(TARGET distlab_gpu_tests)
+  if(TARGET distlab_gpu_tests AND NOT lesson MATCHES "^21_")  # 21: host windows, refuses cuda
     set(lesson_test_prefix bash ${CMAKE_CURRENT_SOURCE_DIR}/run_gpu.sh $<TARGET_FILE:distlab_gpu_tests> --)
     distlab_lesson_test(probe.library.mpi2-cuda library_probe verified 2 2 --size 7 --device cuda)
     set_tests_properties(probe.library.mpi2-cuda PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77)
@@ -1010,4 +1010,27 @@ if(TARGET 20_mixed_precision)
   add_test(NAME usage.20.batch COMMAND bash ${expect_failure} 2 10 "--batch 3 leaves some of 2 ranks x 2 micro-batches no sample"
            -- $<TARGET_FILE:${l20}> --batch 3 --no-trace)
   set_tests_properties(usage.20.recipe usage.20.batch PROPERTIES LABELS usage)
+endif()
+
+# Lesson 21: every algorithm on 2 ranks with one element, on 6 with uneven chunks, PAT with a
+# staging buffer of one chunk (N - 1 steps) and of N/2 (log2 N), one call, as processes under
+# mpirun through shared memory; --device cuda, --sweep as processes and a bad --algo refused.
+set(l21 21_symmetric_memory)
+if(TARGET ${l21})
+  distlab_lesson_test(lesson.${l21}.n2-one ${l21} verified 2 0 --ranks 2 --size 1)
+  distlab_lesson_test(lesson.${l21}.n6-uneven ${l21} verified 6 0 --ranks 6 --size 1001 --calls 3)
+  distlab_lesson_test(lesson.${l21}.pat-b1-n7 ${l21} verified 7 0 --ranks 7 --algo pat --pat-buffer 1 --size 999)
+  distlab_lesson_test(lesson.${l21}.pat-b4-n8 ${l21} verified 8 0 --ranks 8 --algo pat --pat-buffer 4)
+  distlab_lesson_test(lesson.${l21}.calls1 ${l21} verified 3 0 --ranks 3 --calls 1 --algo one_shot_ll --algo switch)
+  add_test(NAME lesson.${l21}.pat-steps COMMAND bash ${expect_failure} 0 60
+           "steps 7 = sum of ceil\\(c_k / B\\)" -- $<TARGET_FILE:${l21}> --ranks 8 --algo pat --pat-buffer 1 --no-trace)
+  set_tests_properties(lesson.${l21}.pat-steps PROPERTIES LABELS lesson)
+  if(DISTLAB_HAVE_MPI)
+    distlab_lesson_test(lesson.${l21}.mpi4-shm ${l21} verified 4 4 --transport shm)
+  endif()
+  add_test(NAME usage.21.cuda COMMAND bash ${expect_failure} 2 10 "lesson 21's windows are host shared memory"
+           -- $<TARGET_FILE:${l21}> --device cuda --no-trace)
+  add_test(NAME usage.21.algo COMMAND bash ${expect_failure} 2 10 "--algo: bogus not in"
+           -- $<TARGET_FILE:${l21}> --algo bogus --no-trace)
+  set_tests_properties(usage.21.cuda usage.21.algo PROPERTIES LABELS usage)
 endif()

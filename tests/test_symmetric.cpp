@@ -11,7 +11,9 @@
 #include "catch.hpp"
 #include "thread_world.hpp"
 
+#include "core/collectives/all_gather_pat.hpp"
 #include "core/collectives/all_reduce_symmetric.hpp"
+#include "core/cost/crossover.hpp"
 
 using namespace distlab;
 
@@ -186,4 +188,67 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
       }
     }
   }
+}
+
+TEST_CASE("pat: every rank gathers every chunk; steps and staging as the schedule says",
+          "[collectives][pat]") {
+  for (int n : {1, 2, 3, 5, 6, 8, 9})
+    for (int b : {1, 2, 3, 64})
+      for (std::size_t count : {std::size_t(1), std::size_t(13), std::size_t(64)}) {
+        INFO("N = " << n << ", B = " << b << ", " << count << " elements");
+        std::vector<coll::PatStats> stats(static_cast<std::size_t>(n));
+        test::run_ranks(n, [&](Comm& comm) {
+          const Partition part{count, n};
+          std::vector<float> v(count, -1.0f);
+          for (std::size_t i = part.begin(comm.rank()); i < part.end(comm.rank()); ++i)
+            v[i] = float(comm.rank() * 1000 + int(i));
+          stats[std::size_t(comm.rank())] =
+              coll::all_gather_pat(comm, View<float>{v.data(), count, Device::cpu}, b);
+          for (int r = 0; r < n; ++r)
+            for (std::size_t i = part.begin(r); i < part.end(r); ++i)
+              REQUIRE(v[i] == float(r * 1000 + int(i)));
+        });
+        // Written out: distances 2^(L-1) .. 1 over L = ceil(log2 N) steps; step k moves the
+        // held offsets (multiples of 2D below N) whose partner offset stays below N.
+        int rounds = 0;
+        while ((1 << rounds) < n) ++rounds;
+        int steps = 0, most = 0;
+        for (int k = 0; k < rounds; ++k) {
+          const int d = 1 << (rounds - 1 - k);
+          int moved = 0;
+          for (int s = 0; s < n; s += 2 * d) moved += s + d < n;
+          steps += (moved + b - 1) / b;
+          most = std::max(most, std::min(moved, b));
+        }
+        for (const auto& s : stats) {
+          CHECK(s.steps == steps);
+          CHECK(s.staged_chunks == most);
+          CHECK(s.staged_bytes <= std::uint64_t(b) * ((count + n - 1) / n) * sizeof(float));
+        }
+      }
+  // N = 8: B = 1 takes N - 1 = 7 steps, B = 4 = N/2 takes log2 N = 3.
+  CHECK(test::run_ranks(8, [](Comm& comm) {
+          std::vector<float> v(8, float(comm.rank()));
+          REQUIRE(coll::all_gather_pat(comm, View<float>{v.data(), 8, Device::cpu}, 1).steps == 7);
+          REQUIRE(coll::all_gather_pat(comm, View<float>{v.data(), 8, Device::cpu}, 4).steps == 3);
+        }).logs.size() == 8);
+}
+
+TEST_CASE("crossover: alpha-beta's and a sweep's, on hand-made numbers", "[cost][crossover]") {
+  // a: 1 us, 1 ns/B; b: 3 us, 0.5 ns/B: equal at 2 us / 0.5 ns/B = 4000 B.
+  const AlphaBeta a{1, 1, 1e-6, 1e-9}, b{1, 1, 3e-6, 0.5e-9};
+  REQUIRE(model_crossover(a, b).has_value());
+  CHECK(std::abs(*model_crossover(a, b) - 4000) < 1e-6);
+  CHECK(!model_crossover(b, a).has_value());  // a never beats b from above: its slope is steeper
+  const std::vector<std::uint64_t> sizes = {1000, 2000, 4000, 8000, 16000};
+  auto swept = sweep_crossover(sizes, {2, 3, 5, 9, 17}, {3.5, 4, 5, 7, 11});
+  REQUIRE(swept.at.has_value());
+  CHECK(*swept.at == 4000);  // equal counts as b's
+  CHECK(swept.flips == 1);
+  swept = sweep_crossover(sizes, {1, 1, 1, 1, 1}, {2, 2, 2, 2, 2});
+  CHECK(!swept.at.has_value());
+  CHECK(swept.flips == 0);
+  swept = sweep_crossover(sizes, {1, 3, 1, 3, 1}, {2, 2, 2, 2, 0.5});
+  CHECK(*swept.at == 8000);  // b is faster at 2000, 8000 and 16000: from 8000 on to the end
+  CHECK(swept.flips == 3);
 }

@@ -33,11 +33,14 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "core/base/breaks.hpp"
+#include "core/base/clock.hpp"
 #include "core/base/partition.hpp"
 #include "core/device/buffer.hpp"
 #include "core/transport/symmetric.hpp"
@@ -82,9 +85,16 @@ void sum_in_rank_order(int ranks, const Source& src, std::size_t n, T* out) {
 // The same over region `k` of every rank's window, elements [first, first + n), counted as read.
 template <class T>
 void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T* out) {
+  const double t0 = w.tracing() ? now_us() : 0;
   sum_in_rank_order<T>(
       w.size(), [&](int r) { return reinterpret_cast<const T*>(w.region(r, k)) + first; }, n, out);
-  for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(T));
+  for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(T), t0);
+}
+
+// A rank slower than the others by this much, where a break needs one to lose its race every
+// time (the readers get there first).
+inline void slow_rank() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 inline void wait_all(SymmetricWindows& w, int which, std::uint64_t epoch) {
@@ -96,8 +106,14 @@ inline void wait_all(SymmetricWindows& w, int which, std::uint64_t epoch) {
 // every rank's flag 0: from here every rank's input of this call can be read.
 template <class T>
 void publish_input(SymmetricWindows& w, const T* piece, std::size_t n, std::uint64_t epoch) {
-  w.store(w.rank(), data_region(epoch), 0, piece, n * sizeof(T));
-  w.raise(0, epoch);
+  if (broken("flag-before-data")) {  // lesson 21's --break: the flag says "in" before it is
+    w.raise(0, epoch);               // (and the last rank is slow to store its data)
+    if (w.rank() == w.size() - 1) slow_rank();
+    w.store(w.rank(), data_region(epoch), 0, piece, n * sizeof(T));
+  } else {
+    w.store(w.rank(), data_region(epoch), 0, piece, n * sizeof(T));
+    w.raise(0, epoch);
+  }
   wait_all(w, 0, epoch);
 }
 
@@ -133,10 +149,12 @@ void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
     mine.resize(count);
     detail::sum_windows(w, data_region(e), first, count, mine.data());
     // STEP 2: all-gather by stores: my sum into every rank's result region, then my flag.
+    const bool early = broken("two-shot-early-read");  // lesson 21's --break: no wait for flag 1
+    if (early && w.rank() == w.size() - 1) detail::slow_rank();
     for (int r = 0; r < w.size(); ++r)
       w.store(r, result_region(e), first * sizeof(T), mine.data(), count * sizeof(T));
     w.raise(1, e);
-    detail::wait_all(w, 1, e);
+    if (!early) detail::wait_all(w, 1, e);
     w.load(w.rank(), result_region(e), 0, data.data() + at, n * sizeof(T));
   }
 }
@@ -153,15 +171,21 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
   for (std::size_t at = 0; at < data.size(); at += cap) {
     const std::size_t n = std::min(cap, data.size() - at);
     const std::uint64_t e = w.next_epoch();
-    const std::uint32_t flag = std::uint32_t(e);
+    // lesson 21's --break: one flag value for every call, so a word left by call e - 2 in the
+    // same region passes for this call's (and the last rank is late to store this call's).
+    const bool stale = broken("stale-flag");
+    const std::uint32_t flag = stale ? 1u : std::uint32_t(e);
+    if (stale && w.rank() == w.size() - 1) detail::slow_rank();
     // STEP 1: each element and the call's flag, one 8-byte store each (after this rank's reads
     // of earlier calls: the fence).
+    double t0 = w.tracing() ? now_us() : 0;
     std::atomic_thread_fence(std::memory_order_release);
     auto* mine = reinterpret_cast<std::atomic<std::uint64_t>*>(w.region(w.rank(), ll_region(e)));
     for (std::size_t i = 0; i < n; ++i)
-      mine[i].store(ll_word(data.data()[at + i], e), std::memory_order_relaxed);
-    w.count_written(w.rank(), n * sizeof(std::uint64_t));
+      mine[i].store(ll_word(data.data()[at + i], flag), std::memory_order_relaxed);
+    w.count_written(w.rank(), n * sizeof(std::uint64_t), t0);
     // STEP 2: every rank's words, each read until it carries this call's flag.
+    t0 = w.tracing() ? now_us() : 0;
     for (std::size_t b = 0; b < n; b += detail::kSumBlock) {
       const std::size_t m = std::min(detail::kSumBlock, n - b);
       for (int r = 0; r < w.size(); ++r) {
@@ -183,7 +207,7 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
       std::copy(acc, acc + m, data.data() + at + b);
     }
     std::atomic_thread_fence(std::memory_order_acquire);  // before any later call's stores
-    for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t));
+    for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t), t0);
   }
 }
 
@@ -254,13 +278,17 @@ inline void all_reduce_switch(SymmetricWindows& w, ReducingSwitch& sw, View<floa
     const std::size_t n = std::min(cap, data.size() - at);
     const std::uint64_t s = sw.next_call();
     // STEP 1: push my piece into the switch (S over my link), then say so with the call's size.
+    double t0 = w.tracing() ? now_us() : 0;
     std::memcpy(w.region(w.rank(), kPushRegion), data.data() + at, n * sizeof(float));
     w.counts().to_switch += n * sizeof(float);
+    w.record(SpanEvent::Kind::store, w.rank(), n * sizeof(float), t0);
     w.raise(2, ReducingSwitch::push_word(s, n));
     // STEP 2: the switch adds every rank's push; read the sum back (S over my link).
     w.wait_flag(0, 3, s);
+    t0 = w.tracing() ? now_us() : 0;
     std::memcpy(data.data() + at, w.region(0, kSwitchRegion), n * sizeof(float));
     w.counts().from_switch += n * sizeof(float);
+    w.record(SpanEvent::Kind::load, 0, n * sizeof(float), t0);
   }
 }
 

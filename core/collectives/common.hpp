@@ -28,6 +28,7 @@ inline constexpr int kTagFold = 910;
 inline constexpr int kTagTree = 1000;
 inline constexpr int kTagDoubleTree = 1010;  // + the tree, 0 or 1: two edges may join one pair
 inline constexpr int kTagBruck = 1020;
+inline constexpr int kTagPat = 1025;
 inline constexpr int kTagAllToAll = 1030;
 inline constexpr int kTagAllToAllBruck = 1035;
 inline constexpr int kTagHierarchical = 1040;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/base/check.hpp"
+#include "core/base/clock.hpp"
 #include "core/base/units.hpp"
 #include "core/transport/segment.hpp"
 
@@ -97,24 +98,42 @@ unsigned char* SymmetricWindows::region(int r, int k) const {
   return base_ + stride_ * std::size_t(r) + kFlags + whole_lines(bytes_) * std::size_t(k);
 }
 
-void SymmetricWindows::count_read(int r, std::size_t n) {
-  (r == me_ ? counts_.read_local : counts_.read_remote) += n;
+void SymmetricWindows::record(SpanEvent::Kind kind, int r, std::size_t n, double t0) {
+  if (!recorder_ || n == 0) return;
+  SpanEvent e;
+  e.kind = kind;
+  e.lane = kind == SpanEvent::Kind::load ? Lane::recv : Lane::send;
+  e.name = kind == SpanEvent::Kind::load ? "load" : "store";
+  e.t1 = now_us();
+  e.t0 = t0 < 0 ? e.t1 : t0;
+  e.peer = members_[std::size_t(r)];
+  e.bytes = n;
+  e.meta.step = step_;
+  recorder_->span(std::move(e));
 }
 
-void SymmetricWindows::count_written(int r, std::size_t n) {
+void SymmetricWindows::count_read(int r, std::size_t n, double t0) {
+  (r == me_ ? counts_.read_local : counts_.read_remote) += n;
+  record(SpanEvent::Kind::load, r, n, t0);
+}
+
+void SymmetricWindows::count_written(int r, std::size_t n, double t0) {
   (r == me_ ? counts_.written_local : counts_.written_remote) += n;
+  record(SpanEvent::Kind::store, r, n, t0);
 }
 
 void SymmetricWindows::store(int r, int k, std::size_t offset, const void* from, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a store of {} B at {} past a region of {} B", n, offset, bytes_);
+  const double t0 = recorder_ ? now_us() : 0;
   if (n) std::memcpy(region(r, k) + offset, from, n);
-  count_written(r, n);
+  count_written(r, n, t0);
 }
 
 void SymmetricWindows::load(int r, int k, std::size_t offset, void* to, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a load of {} B at {} past a region of {} B", n, offset, bytes_);
+  const double t0 = recorder_ ? now_us() : 0;
   if (n) std::memcpy(to, region(r, k) + offset, n);
-  count_read(r, n);
+  count_read(r, n, t0);
 }
 
 std::atomic<std::uint64_t>& SymmetricWindows::flag_word(int r, int which) const {
@@ -133,12 +152,22 @@ void SymmetricWindows::raise(int which, std::uint64_t value) {
 
 void SymmetricWindows::wait_flag(int r, int which, std::uint64_t value) {
   ++counts_.syncs;
+  const double t0 = recorder_ ? now_us() : 0;
   const auto& word = flag_word(r, which);
-  for (long spins = 0; spins < kSpinsBeforeWait; ++spins)
-    if (word.load(std::memory_order_acquire) >= value) return;
-  transport_.wait_until(
-      [&] { return word.load(std::memory_order_acquire) >= value; },
-      fmt::format("r{}'s window flag {} to reach {}", members_[std::size_t(r)], which, value));
+  long spins = 0;
+  for (; spins < kSpinsBeforeWait; ++spins)
+    if (word.load(std::memory_order_acquire) >= value) break;
+  if (spins == kSpinsBeforeWait)
+    transport_.wait_until(
+        [&] { return word.load(std::memory_order_acquire) >= value; },
+        fmt::format("r{}'s window flag {} to reach {}", members_[std::size_t(r)], which, value));
+  if (recorder_) {
+    SpanEvent e;
+    e.name = fmt::format("wait r{} flag {}", members_[std::size_t(r)], which);
+    e.t0 = t0;
+    e.t1 = now_us();
+    recorder_->span(std::move(e));
+  }
 }
 
 }  // namespace distlab

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/trace/recorder.hpp"
 #include "core/transport/transport.hpp"
 
 namespace distlab {
@@ -57,9 +58,20 @@ class SymmetricWindows {
   // Counted copies between this rank's memory and rank r's window.
   void store(int r, int region, std::size_t offset, const void* from, std::size_t n);
   void load(int r, int region, std::size_t offset, void* to, std::size_t n);
-  // Counts what a caller moved itself (a sum read straight from several windows).
-  void count_read(int r, std::size_t n);
-  void count_written(int r, std::size_t n);
+  // Counts what a caller moved itself (a sum read straight from several windows) since `t0`
+  // (now_us(); the trace's span starts there, now when left out).
+  void count_read(int r, std::size_t n, double t0 = -1);
+  void count_written(int r, std::size_t n, double t0 = -1);
+
+  // The trace (lesson 21): from here every load and store is also a span on `recorder` (a
+  // window access: SpanEvent::Kind::load or store, peer = the window's owner), marked with the
+  // step set last; every flag waited for, a span on the compute lane. nullptr: none (the
+  // default, as in distlab-bench).
+  void trace_into(Recorder* recorder) { recorder_ = recorder; }
+  void set_step(int step) { step_ = step; }
+  // A span for an access the counts keep apart (a switch's push and sum), not counted here.
+  void record(SpanEvent::Kind kind, int r, std::size_t n, double t0);
+  bool tracing() const { return recorder_ != nullptr; }
 
   // Flag `which` (0 or 1) of this rank's window: raise stores `value` (release: what this rank
   // stored before is visible to whoever sees it); wait_flag polls rank r's until it reaches
@@ -88,6 +100,8 @@ class SymmetricWindows {
   unsigned char* base_ = nullptr;
   WindowCounts counts_;
   std::uint64_t epoch_ = 0;
+  Recorder* recorder_ = nullptr;
+  int step_ = -1;
 };
 
 }  // namespace distlab
