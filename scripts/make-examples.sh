@@ -52,6 +52,8 @@ for dir in lessons/[0-9][0-9]_*/; do
   [[ "$name" == 19_activations_recompute ]] && args=(--ranks 4 --recompute selective --layers 2)
   # fp16's 16 steps: its loss scale doubling, then an overflow skipped and the scale halved
   [[ "$name" == 20_mixed_precision ]] && args=(--ranks 2 --recipe fp16)
+  # symmetric memory: 4 ranks, two calls of each algorithm on 1K floats (PAT's messages too)
+  [[ "$name" == 21_symmetric_memory ]] && args=(--ranks 4 --size 1K --calls 2)
   example "$name" "$exe" "${args[@]}"
 done
 
