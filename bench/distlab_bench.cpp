@@ -65,13 +65,18 @@ namespace {
 constexpr int kTagResults = 9000;         // timings to rank 0; no collective uses it
 constexpr int kRoot = 0;                  // root of broadcast and reduce
 constexpr int kTagAddresses = 9001;       // buffer addresses between in-process ranks
+constexpr int kTagStream = 9002;          // the copy bandwidth's timings to rank 0
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
 constexpr const char* kDirectName = "direct_read";
 constexpr const char* kLimitName = "limit";
 // The all-reduces through symmetric memory (all_reduce_symmetric.hpp), and the bytes of each
 // region of their windows: a larger buffer goes in pieces of this size.
-constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll", "switch"};
+constexpr const char* kSymmetricAlgos[] = {"one_shot", "two_shot", "one_shot_ll", "switch",
+                                           "two_shot_registered"};
 constexpr std::size_t kWindowBytes = std::size_t(1) << 20;
+// two_shot_registered's buffer lives in a window of its own, one region as large as the largest
+// size: the data is there before the call (outside the timing), as a registered user buffer is.
+constexpr const char* kRegisteredName = "two_shot_registered";
 
 // --- what can be measured --------------------------------------------------------------------
 
@@ -87,7 +92,7 @@ struct Candidate {
   bool library = false;                                          // the MPI library's own call
   bool ring = false;                                             // the model's ring or linear form
   bool direct = false;     // direct_read: in-process ranks read each other's buffers
-  bool limit = false;      // the limit row: a copy through memory and a flag, measured
+  bool limit = false;      // the limit row: a flag and S at memory's copy bandwidth, measured
   std::string gloo{};      // one of Gloo's other all-reduces (library_<name>, under the launcher)
   bool symmetric = false;  // through symmetric memory: loads and stores, no messages
   // reduce-scatter by distlab's ring works in place: the result is a chunk of `work`, not `out`
@@ -181,6 +186,7 @@ struct Case {
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
   std::vector<const float*> peers;      // every rank's `work`, for direct_read (in-process ranks)
   SymmetricWindows* windows = nullptr;  // the symmetric candidates' windows
+  SymmetricWindows* registered = nullptr;           // two_shot_registered's: the buffer itself
   coll::ReducingSwitch* reducing_switch = nullptr;  // the switch row's (a thread of rank 0)
 };
 
@@ -256,6 +262,11 @@ Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed, 
 // Puts the inputs back before a run (outside the timing): in-place algorithms overwrite them,
 // and a result left over from the last run must not pass for this run's.
 void reset(Case& k, const Candidate& cand) {
+  if (cand.name == kRegisteredName) {  // the input into the registered buffer (the window)
+    std::memcpy(k.registered->region(k.registered->rank(), 0), k.input.data(),
+                k.count * sizeof(float));
+    return;
+  }
   switch (k.collective) {
     case Collective::all_reduce:
     case Collective::all_gather:
@@ -328,21 +339,49 @@ void all_reduce_direct_read(Comm& comm, Case& k) {
   comm.barrier();
 }
 
-// --- the limit: what no all-reduce on this host can beat, measured in the same run ------------
+// --- the limit: the memory model's bound, measured in the same run ------------------------------
 //
-// An all-reduce of S bytes must at least read its input and write its output on every rank at
-// once (one copy of S each: N S through the host's memory, at the copy bandwidth the ranks get
-// together now), and every rank must see that every other rank has started (a cache-line flag
-// handed between cores: a result depends on every input). The limit row is a call that does just
-// that, timed as every algorithm is: a copy of S from the input to the result, then a flag
-// raised and every other rank's awaited (symmetric memory). It computes no sum; every
-// algorithm's busbw over its busbw says how close that algorithm comes.
-void limit_call(SymmetricWindows& w, Case& k) {
-  std::memcpy(k.work.data(), k.input.data(), k.count * sizeof(float));
+// Two bounds, added: an all-reduce must hand a flag between cores (every result depends on every
+// input: at least one cache line from every other rank), and it must move its bytes through the
+// host's memory. The least it moves: each rank reads S and writes S (two-shot on a registered
+// buffer does just that: its 1/N summed from every window, stored into every window), 2 N S in
+// all, at the copy bandwidth the ranks get together from memory (STREAM's copy: arrays far past
+// the caches, every rank at once), measured once at the start of the run. The latency part is a
+// call timed as every algorithm is (a flag raised, every other rank's awaited: symmetric memory);
+// the row's time is its median plus S over that bandwidth. A buffer that stays in the caches can
+// go faster than memory (above 1.00x): the bound is the memory's, not the caches'.
+void limit_call(SymmetricWindows& w) {
   const std::uint64_t e = w.next_epoch();
   w.raise(0, e);
   for (int r = 0; r < w.size(); ++r)
     if (r != w.rank()) w.wait_flag(r, 0, e);
+}
+
+constexpr std::size_t kStreamArray = std::size_t(64) << 20;  // each rank's arrays: 2 x 64 MiB
+constexpr int kStreamRuns = 5;
+
+// Seconds a byte for every rank copying kStreamArray at once (the slowest rank of the best of
+// kStreamRuns runs), on rank 0; every rank takes part.
+double stream_copy_seconds_per_byte(Comm& comm) {
+  std::vector<char> from(kStreamArray, 1), to(kStreamArray, 0);  // pages touched before timing
+  double best = 1e30;
+  for (int run = 0; run < kStreamRuns; ++run) {
+    comm.barrier();
+    const double t0 = now_us();
+    std::memcpy(to.data(), from.data(), kStreamArray);
+    double t = (now_us() - t0) * 1e-6;
+    if (comm.rank() == 0) {
+      for (int r = 1; r < comm.size(); ++r) {
+        double theirs = 0;
+        comm.recv(View<double>{&theirs, 1, Device::cpu}, r, kTagStream);
+        t = std::max(t, theirs);
+      }
+    } else {
+      comm.send(View<const double>{&t, 1, Device::cpu}, 0, kTagStream);
+    }
+    best = std::min(best, t);
+  }
+  return best / double(kStreamArray);
 }
 
 void run_once(Comm& comm, Case& k, const Candidate& cand) {
@@ -357,7 +396,7 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
       if (cand.direct)
         all_reduce_direct_read(comm, k);
       else if (cand.limit)
-        limit_call(*k.windows, k);
+        limit_call(*k.windows);
       else if (cand.name == "one_shot")
         coll::all_reduce_one_shot(*k.windows, k.work.view());
       else if (cand.name == "two_shot")
@@ -366,6 +405,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
         coll::all_reduce_one_shot_ll(*k.windows, k.work.view());
       else if (cand.name == "switch")
         coll::all_reduce_switch(*k.windows, *k.reducing_switch, k.work.view());
+      else if (cand.name == kRegisteredName)
+        coll::all_reduce_two_shot_registered<float>(*k.registered, 0, k.count);
       else if (!cand.gloo.empty())
         baseline::gloo_all_reduce_as(comm, cand.gloo, in, k.work.data(), k.count, f32);
       else if (cand.library)
@@ -421,6 +462,9 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
 // Elements of my result that differ from the reference (--inject-fault spoils one first).
 std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
   if (k.want.empty() || cand.limit) return 0;  // the limit row copies; it computes no sum
+  if (cand.name == kRegisteredName)            // the result is in the registered buffer
+    std::memcpy(k.work.data(), k.registered->region(k.registered->rank(), 0),
+                k.count * sizeof(float));
   View<float> result = k.work.view();
   if (k.collective == Collective::reduce_scatter)
     result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size())
@@ -570,7 +614,9 @@ int main(int argc, char** argv) {
          "ring, ring_chunked, "
          "recursive_doubling, recursive_halving, tree, double_binary_tree, hierarchical, "
          "direct_read (in-process ranks reading each other's buffers), one_shot, two_shot, "
-         "one_shot_ll, switch (through symmetric memory, CPU ranks on one host; switch: a thread "
+         "one_shot_ll, switch, two_shot_registered (through symmetric memory, CPU ranks on one "
+         "host; "
+         "switch: a thread "
          "of "
          "rank 0 adds, as NVLink SHARP's switch does), limit (a copy and a "
          "flag: what no all-reduce here can beat, measured now); "
@@ -624,7 +670,8 @@ int main(int argc, char** argv) {
           "distlab's launcher: run with --mpi 4 or --procs 4 --transport gloo");
   });
 
-  std::vector<Row> rows;  // rank 0's table, for the summary
+  std::vector<Row> rows;       // rank 0's table, for the summary
+  double limit_bandwidth = 0;  // rank 0: the limit's copy bandwidth, bytes a second a rank
   bench.on_report([&](RunResult& r) {
     const int p = r.world.size;
     // Model against measurement at >= 1 MiB (the factor-of-2 target), per algorithm.
@@ -649,8 +696,10 @@ int main(int argc, char** argv) {
                    : r.world.mode == Mode::gloo   ? "gloo::allreduce, its ring"
                                                   : "MPI_Allreduce");
     print_relative(rows, kLimitName,
-                   "a copy of S on every rank at once and a flag to every other rank, measured "
-                   "now: what no all-reduce here can beat");
+                   fmt::format("a flag to every other rank, timed as each algorithm is, plus S at "
+                               "memory's copy bandwidth with every rank copying at once, {:.1f} "
+                               "GB/s a rank, measured now: the memory model's bound",
+                               limit_bandwidth * 1e-9));
     r.check("the bench timed at least one candidate", !rows.empty());
   });
 
@@ -741,7 +790,7 @@ int main(int argc, char** argv) {
                kDirectName);
     // Symmetric memory: windows every rank maps, opened once (CPU ranks on one host).
     const bool windows_here = comm.device() == Device::cpu && !kSimulatedBuild;
-    std::unique_ptr<SymmetricWindows> windows;
+    std::unique_ptr<SymmetricWindows> windows, registered;
     std::unique_ptr<coll::ReducingSwitch>
         reducing_switch;  // before the windows it reads: ends first
     if (windows_here &&
@@ -756,15 +805,31 @@ int main(int argc, char** argv) {
                                                    kWindowBytes, coll::kSymmetricRegions);
       if (listed(algos, "switch"))
         reducing_switch = std::make_unique<coll::ReducingSwitch>(*windows);
+      if (listed(algos, kRegisteredName))
+        registered = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members,
+                                                        me, max_bytes, 1);
     }
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
+    // The limit's bandwidth: memory's copy rate with every rank copying at once (rank 0's).
+    double copy_s_per_byte = 0;
+    if (windows && listed(algos, kLimitName)) {
+      copy_s_per_byte = stream_copy_seconds_per_byte(comm);
+      if (me == 0) {
+        limit_bandwidth = 1.0 / copy_s_per_byte;
+        comm.say(
+            "limit: memory's copy bandwidth, {} ranks copying {} each at once: {:.1f} GB/s a "
+            "rank\n",
+            p, format_bytes(double(kStreamArray)), limit_bandwidth * 1e-9);
+      }
+    }
     for (Collective c : collectives) {
       std::vector<Candidate> cands;
       const bool gloo_here = comm.world().mode == Mode::gloo;
       for (auto& k : candidates_of(c))
         if (listed(algos, k.name) && (!k.library || library_here) && (!k.direct || direct_here) &&
-            (k.gloo.empty() || gloo_here) && (!(k.symmetric || k.limit) || windows))
+            (k.gloo.empty() || gloo_here) && (!(k.symmetric || k.limit) || windows) &&
+            (k.name != kRegisteredName || registered))
           cands.push_back(k);
       if (cands.empty()) continue;
       if (me == 0) print_header();
@@ -788,6 +853,7 @@ int main(int argc, char** argv) {
           share = share || (cands[std::size_t(a)].direct && runs[std::size_t(a)]);
         Case k = make_case(comm, c, count, bench.options().seed, share);
         k.windows = windows.get();
+        k.registered = registered.get();
         k.reducing_switch = reducing_switch.get();
 
         // times[i * ncand + a]: my seconds in iteration i for candidate a; then #wrong per
@@ -833,6 +899,7 @@ int main(int argc, char** argv) {
             row.collective = to_string(c);
             row.algorithm = cands[a].name;
             row.time_s = median(t);
+            if (cands[a].limit) row.time_s += double(bytes) * copy_s_per_byte;  // + S from memory
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
             row.predicted_s = cands[a].direct || cands[a].limit || cands[a].symmetric

@@ -596,9 +596,11 @@ add_test(NAME bench.threads.direct-read COMMAND bash ${expect_failure} 0 120
          "allreduce +one_shot +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +two_shot +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
          "allreduce +one_shot_ll +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
          "allreduce +switch +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "allreduce +two_shot_registered +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
+         "limit: memory's copy bandwidth, 3 ranks copying 64.0 MiB each at once: [0-9.]+ GB/s a rank"
          "busbw relative to limit" "64.0 KiB +direct_read [0-9.]+x" ": verified \\("
          -- $<TARGET_FILE:distlab-bench> --ranks 3 --collectives allreduce
-         --algos ring_chunked,direct_read,one_shot,two_shot,one_shot_ll,switch,limit
+         --algos ring_chunked,direct_read,one_shot,two_shot,one_shot_ll,switch,two_shot_registered,limit
          --min-bytes 64K --max-bytes 64K --iters 2 --warmup 1)
 set_tests_properties(bench.threads.direct-read PROPERTIES LABELS bench)
 if(DISTLAB_HAVE_MPI)
@@ -611,8 +613,9 @@ if(DISTLAB_HAVE_MPI)
            "direct_read left out: it reads other ranks' memory"
            "allreduce +one_shot_ll +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "allreduce +limit +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
            "allreduce +switch +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$" "busbw relative to limit" ": verified \\("
+           "allreduce +two_shot_registered +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +0$"
            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:distlab-bench> --collectives allreduce
-           --algos ring_chunked,direct_read,one_shot_ll,switch,limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
+           --algos ring_chunked,direct_read,one_shot_ll,switch,two_shot_registered,limit --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1)
   set_tests_properties(bench.mpi2.direct-read PROPERTIES ENVIRONMENT "${mpi_env}" RUN_SERIAL ON LABELS "bench;mpi")
   # Under mpirun over shared memory: every all-reduce, #wrong 0, against MPI's and the limit.
   add_test(NAME bench.mpi2.shm COMMAND ${shm_left} bash ${expect_failure} 0 300

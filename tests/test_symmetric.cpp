@@ -190,6 +190,43 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
   }
 }
 
+TEST_CASE("symmetric: two-shot on a registered buffer sums in place, reads S and writes S",
+          "[collectives][symmetric]") {
+  for (int n : {1, 2, 3, 4})
+    for (std::size_t count :
+         {std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(5000)}) {
+      INFO("N = " << n << ", " << count << " elements");
+      const auto result = test::run_ranks(n, [&](Comm& comm) {
+        auto w = open(comm, std::max<std::size_t>(count * sizeof(float), 8));
+        const int me = comm.rank();
+        const Partition part{count, n};
+        const std::uint64_t mine = part.size(me) * sizeof(float);
+        for (int call = 0; call < 5; ++call) {  // the buffer rewritten in place each call
+          auto* data = reinterpret_cast<float*>(w->region(me, 0));
+          for (std::size_t i = 0; i < count; ++i) data[i] = input(me, i, call);
+          w->reset_counts();
+          coll::all_reduce_two_shot_registered<float>(*w, 0, count);
+          for (std::size_t i = 0; i < count; ++i)
+            DL_CHECK(data[i] == expected(n, i, call), "r{} call {} element {}: {} where {}", me,
+                     call, i, data[i], expected(n, i, call));
+          // My 1/N read from every window and stored into every window: S_k each, own and peers'.
+          const WindowCounts& c = w->counts();
+          DL_CHECK(c.read_local == mine && c.written_local == mine, "r{}: own {} / {}", me,
+                   c.read_local, c.written_local);
+          DL_CHECK(c.read_remote == std::uint64_t(n - 1) * mine &&
+                       c.written_remote == std::uint64_t(n - 1) * mine,
+                   "r{}: peers' {} / {}", me, c.read_remote, c.written_remote);
+          DL_CHECK(c.syncs == 2 * std::uint64_t(n - 1) && c.flags == 2, "r{}: {} waits, {} flags",
+                   me, c.syncs, c.flags);
+        }
+      });
+      for (const auto& e : result.errors) {
+        INFO(e);
+        CHECK(e.empty());
+      }
+    }
+}
+
 TEST_CASE("pat: every rank gathers every chunk; steps and staging as the schedule says",
           "[collectives][pat]") {
   for (int n : {1, 2, 3, 5, 6, 8, 9})

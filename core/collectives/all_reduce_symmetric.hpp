@@ -12,6 +12,9 @@
 //                                             one 8-byte store); reads 2 S from each window
 //   switch         1 (the switch's result)    pushes S to the switch and reads S back: its link
 //                                             carries S each way; the switch reads N S, writes S
+//   two_shot_registered                       the data in the window already (a registered
+//                  2 (inputs in; sums out)    buffer): reads S/N from each window and stores its
+//                                             S/N sum into each: S read, S written, no copy
 //
 // Each call takes a number (SymmetricWindows::next_epoch); its parity picks one of two regions,
 // so a call never waits for the last one's readers: a rank that starts call e + 2, overwriting
@@ -157,6 +160,43 @@ void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
     if (!early) detail::wait_all(w, 1, e);
     w.load(w.rank(), result_region(e), 0, data.data() + at, n * sizeof(T));
   }
+}
+
+// Two-shot on a registered buffer, as NCCL's symmetric kernels run on a user buffer registered as
+// a window (ncclCommWindowRegister): the n elements already live in region `k` of this rank's
+// window, and their sum lands there. Nothing is copied in or out: rank r reads its 1/N from every
+// window (S in all, (N-1)/N S of it its peers') and stores each block of its sum straight back
+// into every window (S, (N-1)/N S of it its peers'); two synchronisations. A rank may rewrite its
+// region once this returns: every peer's flag 1 says that peer has read from it and stored into
+// it for the last time.
+template <class T>
+void all_reduce_two_shot_registered(SymmetricWindows& w, int k, std::size_t n) {
+  DL_CHECK(n * sizeof(T) <= w.bytes(), "{} elements do not fit a window region of {} B", n,
+           w.bytes());
+  const std::uint64_t e = w.next_epoch();
+  // STEP 1: my input is in place: my flag 0, and every rank's awaited.
+  w.raise(0, e);
+  detail::wait_all(w, 0, e);
+  // STEP 2: my 1/N, a block at a time: summed from every window, stored into every window.
+  const double t0 = w.tracing() ? now_us() : 0;
+  const Partition part{n, w.size()};
+  const std::size_t first = part.begin(w.rank()), count = part.size(w.rank());
+  T acc[detail::kSumBlock];
+  for (std::size_t b = 0; b < count; b += detail::kSumBlock) {
+    const std::size_t m = std::min(detail::kSumBlock, count - b);
+    detail::sum_in_rank_order<T>(
+        w.size(), [&](int r) { return reinterpret_cast<const T*>(w.region(r, k)) + first + b; }, m,
+        acc);
+    for (int r = 0; r < w.size(); ++r)
+      std::memcpy(reinterpret_cast<T*>(w.region(r, k)) + first + b, acc, m * sizeof(T));
+  }
+  for (int r = 0; r < w.size(); ++r) {
+    w.count_read(r, count * sizeof(T), t0);
+    w.count_written(r, count * sizeof(T), t0);
+  }
+  // STEP 3: every rank's sums in: flag 1, and every rank's awaited.
+  w.raise(1, e);
+  detail::wait_all(w, 1, e);
 }
 
 // The LL protocol on float32: element and flag in one word.

@@ -10,7 +10,8 @@
 //                from peers. The fewest steps: best for small S.
 //   two_shot     reduce-scatter by loads (rank r sums its 1/N from every window), then all-gather
 //                by stores (its sum into every rank's result region) and a second flag:
-//                2 synchronisations, 2(N-1)/N S across. Best for large S.
+//                2 synchronisations, 2(N-1)/N S across: fewer bytes than one-shot's (N-1) S
+//                once N > 2, so the better of the two for large S (--sweep finds where).
 //   one_shot_ll  the LL protocol: each float travels with the call's number in one 8-byte word,
 //                stored at once, so a reader that sees the number has the float: no flag, no
 //                synchronisation, twice the bytes.
@@ -289,9 +290,11 @@ int main(int argc, char** argv) {
       "Topology: loads and stores between windows, not messages; one-shot loads from every "
       "window at once, two-shot stores each rank's 1/N into every window. Timeline: the waits for "
       "flags, and LL with none.");
-  lesson.add_break("flag-before-data",
-                   "one_shot and two_shot: a rank raises its flag before it stores its input (and "
-                   "the last rank is slow), so readers see the flag and read the last call's data");
+  lesson.add_break(
+      "flag-before-data",
+      "one_shot and two_shot: a rank raises its flag before it stores its input (and "
+      "the last rank is slow), so readers see the flag and read stale data: zeros in the "
+      "first call, later the data of the call before last (the same region)");
   lesson.add_break(
       "stale-flag",
       "one_shot_ll: every call's words carry the same flag, so a word left by the call "
@@ -349,7 +352,7 @@ int main(int argc, char** argv) {
   lesson.on_report([&](RunResult& r) {
     const int n = r.world.size;
     const std::uint64_t L = opt.size, S = 4 * L;
-    fmt::print("\n{} ranks, S = {} per rank, {} calls per algorithm\n", n, format_bytes(double(S)),
+    fmt::print("\n{} ranks, S = {} per rank, calls per algorithm: {}\n", n, format_bytes(double(S)),
                calls);
     const auto row = [](auto... cells) {
       fmt::print("  {:>5} {:>12} {:>12} {:>12} {:>12}\n", cells...);
@@ -357,7 +360,12 @@ int main(int argc, char** argv) {
     for (const Ran& run : ran) {
       if (run.algo == Algo::pat) continue;
       const std::string name = name_of(run.algo);
-      fmt::print("\n{}: loads and stores per call, from the trace (S_k = rank k's 1/N)\n", name);
+      const char* note = run.algo == Algo::two_shot ? " (rank k stores S_k, its 1/N, into each)"
+                         : run.algo == Algo::reducing_switch
+                             ? " (the push into my own window, the sum from r0's, where the "
+                               "switch lives)"
+                             : "";
+      fmt::print("\n{}: loads and stores per call, from the trace{}\n", name, note);
       row("rank", "stored own", "in peers'", "loaded own", "from peers'");
       bool all_ok = true;
       std::string wrong;
@@ -456,20 +464,23 @@ int main(int argc, char** argv) {
     if (!counted0.empty())
       fmt::print("formulas (rank k; S_k its 1/N; the switch's columns: S pushed, S read back):\n");
     if (!counted0.empty()) {
-      srow("one_shot", "N-1", "1", "0", "(N-1) S", "");
-      srow("two_shot", "2(N-1)", "2", "(N-1) S_k", "(N-1) S_k", "");
-      srow("one_shot_ll", "0", "0", "0", "2(N-1) S", "");
-      srow("switch", "1", "1", "S", "S", "");
-      fmt::print(
-          "  one_shot_ll against one_shot: no flag and no wait, each float carries the call's "
-          "number;\n  twice the bytes (a 4-byte flag with every 4-byte float)\n");
+      if (counted0.count(Algo::one_shot)) srow("one_shot", "N-1", "1", "0", "(N-1) S", "");
+      if (counted0.count(Algo::two_shot))
+        srow("two_shot", "2(N-1)", "2", "(N-1) S_k", "(N-1) S_k", "");
+      if (counted0.count(Algo::one_shot_ll)) srow("one_shot_ll", "0", "0", "0", "2(N-1) S", "");
+      if (counted0.count(Algo::reducing_switch)) srow("switch", "1", "1", "S", "S", "");
+      if (counted0.count(Algo::one_shot_ll))
+        fmt::print(
+            "  one_shot_ll against one_shot: no flag and no wait, each float carries the call's "
+            "number;\n  twice the bytes (a 4-byte flag with every 4-byte float)\n");
     }
 
     // PAT's schedule: distance, chunks and sub-steps of each step, against the formulas.
     if (std::any_of(ran.begin(), ran.end(), [](const Ran& x) { return x.algo == Algo::pat; }) &&
         n > 1) {
       const std::vector<std::uint64_t> moved = pat_chunks(n);
-      fmt::print("\npat: all-gather, B = {} chunks of staging each way\n", pat_buffer);
+      fmt::print("\npat: all-gather, a staging buffer of B = {} chunk{} each way\n", pat_buffer,
+                 pat_buffer == 1 ? "" : "s");
       fmt::print("  {:>4} {:>9} {:>14} {:>16}\n", "k", "D", "chunks c_k", "sub-steps");
       int rounds = int(moved.size());
       for (int k = 0; k < rounds; ++k)
@@ -542,8 +553,8 @@ int main(int argc, char** argv) {
                        std::uint64_t(stats.steps) == want_steps,
                        fmt::format("took {}", stats.steps));
             comm.check(
-                fmt::format("pat: the staging buffer held min(B, most c_k) = {} chunks at most, "
-                            "within B of the largest chunk ({} B)",
+                fmt::format("pat: the staging buffer held min(B, most c_k) = {} chunk(s) at most, "
+                            "and at most B times the largest chunk ({} B)",
                             want_staged, 4 * std::uint64_t(pat_buffer) * Partition{L, n}.size(0)),
                 std::uint64_t(stats.staged_chunks) == want_staged &&
                     stats.staged_bytes <= 4 * std::uint64_t(pat_buffer) * Partition{L, n}.size(0),
@@ -607,7 +618,7 @@ int main(int argc, char** argv) {
       sw.reset();
       if (me == 0) {
         ran.push_back({a, first, last});
-        counted0[a] = got;
+        if (a != Algo::pat) counted0[a] = got;
       }
     }
     if (sweep) {
