@@ -829,9 +829,8 @@ TEST_CASE(
   for (const char* k : {"lesson", "title", "algorithm", "world_size", "schema", "schema_version",
                         "verified", "checks", "wall_seconds"})
     CHECK(keys.count(k) == 1);
-  CHECK(count_of(
-            s.json,
-            R"("metadata":{"schema":"distlab-trace","schema_version":3,"lesson":"99_unit",)") == 1);
+  CHECK(count_of(s.json, R"("metadata":{"schema":"distlab-trace","schema_version":)" +
+                             std::to_string(kTraceSchemaVersion) + R"(,"lesson":"99_unit",)") == 1);
 
   // Every rank takes part in the reduce and the broadcast: each has its own instants, and the
   // global frames are still one per step.

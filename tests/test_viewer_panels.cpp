@@ -12,6 +12,7 @@
 #include <numeric>
 #include <string>
 
+#include "core/trace/writer.hpp"
 #include "imgui_headless.hpp"
 #include "pipeline_trace.hpp"
 #include "viewer/app/colors.hpp"
@@ -20,6 +21,7 @@
 #include "viewer/model/splits.hpp"
 #include "viewer/model/stats.hpp"
 #include "viewer/model/topology_layout.hpp"
+#include "window_trace.hpp"
 
 using namespace distlab::viewer;
 using distlab::pipeline::Pass;
@@ -259,6 +261,34 @@ TEST_CASE("the topology panel boxes the nodes of a trace that records its ranks 
   Document ring = open_document(example_trace("06_allreduce_sequential_ring_parallel"));
   draw_at(gui, PanelId::topology, ring, 1.5);
   CHECK(vertices_of_color(kNodeBoxEdge) == 0);
+}
+
+TEST_CASE("topology and timeline draw window accesses in their own colours, not as packets",
+          "[topology][timeline][window]") {
+  distlab::TraceInfo info;
+  info.world.size = 3;
+  Document doc;
+  doc.model = parse_trace_model(distlab::trace_json(info, distlab::test::window_logs()));
+  HeadlessImGui gui;
+  // Beat 1: step 1 is over and nothing is under way; half through it, six loads are (dashed
+  // arrows and window glyphs in the load colour); half through step 2, each rank's store into its
+  // own window (the glyph on its node).
+  draw_at(gui, PanelId::topology, doc, 1.0);
+  const int idle_loads = vertices_of_color(kWindowLoad);
+  const int idle_stores = vertices_of_color(kWindowStore);
+  draw_at(gui, PanelId::topology, doc, 0.5);
+  CHECK(vertices_of_color(kWindowLoad) > idle_loads);
+  CHECK(vertices_of_color(kWindowStore) == idle_stores);
+  draw_at(gui, PanelId::topology, doc, 1.5);
+  CHECK(vertices_of_color(kWindowStore) > idle_stores);
+  CHECK(vertices_of_color(kWindowLoad) == idle_loads);
+  // The Timeline: load and store slices in their colours (more than the legend's swatch: 4
+  // vertices each).
+  draw_at(gui, PanelId::timeline, doc, 0.5);
+  CHECK(vertices_of_color(span_color(SpanKind::load)) > 8);
+  CHECK(vertices_of_color(span_color(SpanKind::store)) > 8);
+  // Stats draws its table of them.
+  CHECK(draw_at(gui, PanelId::stats, doc, 4.0) > 0);
 }
 
 // ---- shards ---------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ struct LessonInfo {
   std::uint64_t default_size = 1 << 20;
 };
 
-// Per-rank traffic, counted from the recorded messages.
+// Per-rank traffic, counted from the recorded messages (window accesses are none).
 struct RankTraffic {
   std::uint64_t bytes_sent = 0, bytes_recv = 0;
   std::uint64_t msgs_sent = 0, msgs_recv = 0;
@@ -62,7 +62,7 @@ struct RunResult {
 
   // Traffic of the messages whose step lies in [first_step, last_step] (default: all).
   std::vector<RankTraffic> traffic(int first_step = -1, int last_step = 1 << 30) const;
-  int steps() const;                       // distinct global steps over all ranks
+  int steps() const;                       // distinct global steps of messages, all ranks
   std::vector<std::string> hosts() const;  // each rank's host, in rank order
 };
 

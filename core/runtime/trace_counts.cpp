@@ -1,6 +1,7 @@
 // trace_counts.cpp — every count of a run's messages, in one place: what each rank sent and
 // received (RunResult::traffic), the steps, and a range of steps against its formulas
-// (count_steps).
+// (count_steps). Window accesses (a rank's loads and stores on a symmetric window) are not
+// messages: no count here includes them.
 #include "core/runtime/trace_counts.hpp"
 
 #include <algorithm>
@@ -30,7 +31,7 @@ int distinct_steps(const RunResult& run, int first, int last) {
   std::set<int> steps;
   for (const auto& log : run.logs)
     for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first && e.meta.step <= last)
+      if (is_message(e.kind) && e.meta.step >= first && e.meta.step <= last)
         steps.insert(e.meta.step);
   return static_cast<int>(steps.size());
 }
@@ -44,7 +45,7 @@ std::vector<RankTraffic> RunResult::traffic(int first_step, int last_step) const
     std::set<int> steps;
     std::vector<std::pair<double, double>> spans;
     for (const auto& e : logs[i].spans) {
-      if (e.kind == SpanEvent::Kind::plain) continue;
+      if (!is_message(e.kind)) continue;
       if (first_step >= 0 && (e.meta.step < first_step || e.meta.step > last_step)) continue;
       if (e.kind == SpanEvent::Kind::send) {
         t.bytes_sent += e.bytes;
@@ -142,7 +143,7 @@ RunResult only_steps(const RunResult& run, int first_step, int last_step) {
     RankLog l;
     l.rank = log.rank;
     for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= first_step && e.meta.step <= last_step)
+      if (is_message(e.kind) && e.meta.step >= first_step && e.meta.step <= last_step)
         l.spans.push_back(e);
     out.logs.push_back(std::move(l));
   }

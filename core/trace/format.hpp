@@ -13,8 +13,10 @@ namespace distlab {
 // 3: phase args on compute spans (op, micro, stage, text), the lesson's own otherData fields
 //    for the viewer's lesson pictures (roles, splits, zero), and the Perfetto / Catapult
 //    fixes of docs/trace-format.md "Versions".
+// 4: window accesses: a rank's loads from and stores to a symmetric window ("load" / "store"
+//    slices, cat "window", arg `window` the owner's rank), with no flow and no message.
 // Readers take every version up to theirs.
-inline constexpr int kTraceSchemaVersion = 3;
+inline constexpr int kTraceSchemaVersion = 4;
 
 // Lanes of a rank in the trace (tids). Overlapping spans on one lane go to sub-lanes.
 // gpu: when the rank's GPU did the work (CUDA events on the host clock, device_timing.hpp).

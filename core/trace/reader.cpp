@@ -137,8 +137,8 @@ void check_for_other_viewers(const LoadedTrace& t, std::vector<std::string>& bad
     if (k == "clock-domain" || k == "highres-ticks")
       bad.push_back(fmt::format("the top-level \"metadata\" uses Catapult's reserved key '{}'", k));
 
-  // Each rank's own step instants: one for every step its messages belong to, no later than
-  // the first of them.
+  // Each rank's own step instants: one for every step its messages and window accesses belong
+  // to, no later than the first of them.
   std::map<std::pair<int, std::int64_t>, double> own;
   for (const auto& s : t.rank_steps) {
     auto [it, fresh] = own.try_emplace({s.pid, s.step}, s.ts);
@@ -146,7 +146,9 @@ void check_for_other_viewers(const LoadedTrace& t, std::vector<std::string>& bad
   }
   std::set<int> missing;
   for (const auto& s : t.spans) {
-    if ((s.cat != "send" && s.cat != "recv") || s.step < 0 || missing.count(s.pid)) continue;
+    if ((s.cat != "send" && s.cat != "recv" && s.cat != "window") || s.step < 0 ||
+        missing.count(s.pid))
+      continue;
     auto it = own.find({s.pid, s.step});
     if (it == own.end() || it->second > s.ts + kHalfNs) {
       missing.insert(s.pid);
@@ -236,6 +238,7 @@ LoadedTrace parse_trace(const std::string& json) {
         s.tag = int_or(args, "tag", -1);
         s.step = int_or(args, "step", -1);
         s.msg = int_or(args, "msg", 0);
+        s.window = int_or(args, "window", -1);
         s.group = string_or(args, "group");
       }
       t.spans.push_back(std::move(s));
@@ -374,6 +377,29 @@ std::vector<std::string> check_invariants(const LoadedTrace& t) {
     if (it != delivers.end() && it->second->bytes != s->bytes)
       bad.push_back(fmt::format("message {} has {} B at the sender and {} B at the receiver", id,
                                 s->bytes, it->second->bytes));
+  }
+
+  // Window accesses (schema 4): a load on a recv lane (tid 3, 13, ...) or a store on a send lane
+  // (2, 12, ...), of a window some rank owns, with its bytes; never a message's end.
+  int window_reported = 0;
+  for (const auto& s : t.spans) {
+    if (s.cat != "window") continue;
+    std::string why;
+    const bool load = s.name == "load";
+    if (!load && s.name != "store")
+      why = "is named neither load nor store";
+    else if (s.tid % 10 != lane_base_tid(load ? Lane::recv : Lane::send))
+      why = fmt::format("is on tid {}, not on a {} lane", s.tid, load ? "recv" : "send");
+    else if (s.window < 0 || s.window >= t.world_size)
+      why =
+          fmt::format("accesses the window of rank {}, outside 0..{}", s.window, t.world_size - 1);
+    else if (s.bytes < 0)
+      why = "has no bytes (args.bytes)";
+    else if (s.msg != 0)
+      why = fmt::format("carries message id {} (a window access has no other end)", s.msg);
+    if (!why.empty() && window_reported++ < 5)
+      bad.push_back(
+          fmt::format("window access '{}' at {:.3f} us on pid {} {}", s.name, s.ts, s.pid, why));
   }
 
   // Strict nesting and order per lane.

@@ -9,6 +9,8 @@
 //     and every finish has its start
 //   - a message's bytes are the same on the send span and on the deliver span
 //   - spans on one (pid, tid) nest strictly and appear sorted by start
+//   - a window access (cat "window", schema 4) is a "load" on a recv lane or a "store" on a send
+//     lane, of a window some rank owns, with its bytes, and no message id
 // and from schema 3 on, what Perfetto and chrome://tracing need to show the trace right:
 //   - every flow's 's' binds (as Perfetto binds it: the deepest slice enclosing its ts on its
 //     pid/tid; of two over the same interval, the one written second) to a slice of its
@@ -16,7 +18,8 @@
 //     message's deliver slice: arrows run forward in time
 //   - the "memory" counter carries only its parts (no total_bytes to stack on them)
 //   - a flat top-level "metadata" object without Catapult's reserved keys
-//   - every rank has its own step instants ("s":"p") for the steps its messages belong to
+//   - every rank has its own step instants ("s":"p") for the steps its messages (and window
+//     accesses) belong to
 #pragma once
 
 #include <cstddef>
@@ -32,7 +35,8 @@ struct TraceSpan {
   std::string name, cat;
   double ts = 0, dur = 0;
   std::int64_t peer = -1, bytes = -1, tag = -1, step = -1, msg = 0;
-  std::string group;  // a message's group (Comm::split), "" for the world's
+  std::int64_t window = -1;  // a window access's owner (schema 4), -1 when absent
+  std::string group;         // a message's group (Comm::split), "" for the world's
 };
 
 struct TraceFlow {

@@ -62,6 +62,14 @@ const char* lane_name(Lane lane) {
   return "?";
 }
 
+// The lane a span is written on: its own, but a window access's is its kind's (a load reads
+// into the rank, on the recv lane; a store writes out of it, on the send lane).
+Lane lane_of(const SpanEvent& e) {
+  if (e.kind == SpanEvent::Kind::load) return Lane::recv;
+  if (e.kind == SpanEvent::Kind::store) return Lane::send;
+  return e.lane;
+}
+
 // Places slices of one lane on sub-lanes so that on each sub-lane they nest strictly:
 // first fit over sub-lanes, each a stack of open end times; a post or deliver slice tries its
 // parent's sub-lane first. Post and deliver slices are leaves: a flow event binds to the
@@ -117,7 +125,8 @@ double deliver_start(double t0, double t1, std::optional<double> sent) {
 // A span's start and end on the printed grid, off: its rank's offset to the epoch. A send or a
 // receive lasts at least a nanosecond: one that began and ended within the same nanosecond would
 // print with no length, its post or deliver slice too, and the flow event at its start would
-// bind to whatever slice encloses that moment on the lane (another receive's deliver).
+// bind to whatever slice encloses that moment on the lane (another receive's deliver). A window
+// access too, so that every viewer has a slice to show.
 std::pair<double, double> printed_times(const SpanEvent& e, double off) {
   const double t0 = to_ns(e.t0 + off);
   double t1 = to_ns(std::max(e.t1, e.t0) + off);
@@ -136,6 +145,17 @@ void append_message_args(std::string& out, const SpanEvent& e, std::uint64_t flo
   if (e.meta.contrib_mask) out += fmt::format(R"(,"contrib_mask":"0x{:x}")", e.meta.contrib_mask);
   if (!e.meta.group.empty()) out += fmt::format(R"(,"group":{})", json_string(e.meta.group));
   if (flow) out += fmt::format(R"(,"msg":{})", flow);
+  out += "}";
+}
+
+// A window access's args (schema 4): the window's owner and the bytes moved; the step and the
+// buffer's chunks where the lesson set them. No tag, no message id: there is no other end.
+void append_window_args(std::string& out, const SpanEvent& e) {
+  out += fmt::format(R"(,"args":{{"window":{},"bytes":{})", e.peer, e.bytes);
+  if (e.meta.step >= 0) out += fmt::format(R"(,"step":{})", e.meta.step);
+  if (!e.meta.buffer.empty()) out += fmt::format(R"(,"buffer":{})", json_string(e.meta.buffer));
+  if (e.meta.chunk_begin >= 0)
+    out += fmt::format(R"(,"chunk":{},"chunk_end":{})", e.meta.chunk_begin, e.meta.chunk_end);
   out += "}";
 }
 
@@ -231,7 +251,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
       }
     }
     std::vector<Slice*> by_lane[kLanes];
-    for (auto& s : slices) by_lane[static_cast<int>(s.src->lane)].push_back(&s);
+    for (auto& s : slices) by_lane[static_cast<int>(lane_of(*s.src))].push_back(&s);
     for (int l = 0; l < kLanes; ++l) {
       if (l == static_cast<int>(Lane::gpu) && by_lane[l].empty())
         continue;  // CPU runs: no gpu lane
@@ -266,12 +286,17 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
           continue;
         }
         const bool deliver = s->role == Role::deliver;
-        const char* cat = deliver ? "deliver" : lane_name(e.lane);
-        const std::string name = deliver ? "deliver" : e.name;
+        const bool window = is_window_access(e.kind);
+        const char* cat = deliver ? "deliver" : window ? "window" : lane_name(lane_of(e));
+        const std::string name = deliver  ? "deliver"
+                                 : window ? (e.kind == SpanEvent::Kind::load ? "load" : "store")
+                                          : e.name;
         std::string text = fmt::format(
             R"({{"ph":"X","name":{},"cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
             json_string(name), cat, pid, s->tid, t0, t1 - t0);
-        if (e.kind != SpanEvent::Kind::plain)
+        if (window)
+          append_window_args(text, e);
+        else if (is_message(e.kind))
           append_message_args(text, e, s->flow);
         else
           append_phase_args(text, e.phase);
@@ -308,7 +333,8 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
             R"({{"ph":"C","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"value":{:.9g}}}}})",
             json_string(v.name), pid, to_ns(v.ts + off), v.value));
     // This rank's own step instants (Perfetto puts global ones on one unnamed track): when the
-    // rank first acts in each step, marking it or posting one of its messages.
+    // rank first acts in each step, marking it, posting one of its messages or starting one of
+    // its window accesses.
     std::map<int, double> own_steps;
     auto first_act = [&](int step, double ts) {
       auto [it, fresh] = own_steps.try_emplace(step, ts);
@@ -316,7 +342,7 @@ std::string trace_json(const TraceInfo& info, const std::vector<RankLog>& logs) 
     };
     for (const auto& st : log.steps) first_act(st.step, to_ns(st.ts + off));
     for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= 0)
+      if ((is_message(e.kind) || is_window_access(e.kind)) && e.meta.step >= 0)
         first_act(e.meta.step, to_ns(e.t0 + off));
     for (const auto& [step, ts] : own_steps)
       event(fmt::format(

@@ -16,6 +16,10 @@ ImU32 span_color(SpanKind k) {
       return IM_COL32(245, 150, 40, 255);
     case SpanKind::deliver:
       return IM_COL32(150, 150, 150, 255);
+    case SpanKind::load:
+      return kWindowLoad;
+    case SpanKind::store:
+      return kWindowStore;
   }
   return IM_COL32(200, 200, 200, 255);
 }

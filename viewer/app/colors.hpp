@@ -11,8 +11,11 @@
 
 namespace distlab::viewer {
 
-// Span kinds: compute green, send blue, recv orange, deliver grey; idle is the lane background.
+// Span kinds: compute green, send blue, recv orange, deliver grey, a window's load teal and
+// store pink (no message: the Topology panel draws them dashed); idle is the lane background.
 ImU32 span_color(SpanKind k);
+inline constexpr ImU32 kWindowLoad = IM_COL32(38, 166, 154, 255);
+inline constexpr ImU32 kWindowStore = IM_COL32(236, 64, 122, 255);
 // Chunk c of n: evenly spaced hues, so neighbouring chunks differ (packets and shard cells).
 ImU32 chunk_color(int chunk, int chunks);
 // Rank r of n: chunk r's colour, so a rank's own chunk and its own slice of a split weight

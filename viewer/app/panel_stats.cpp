@@ -5,6 +5,8 @@
 //   operations      per buffer: what collective it was, S, measured and predicted time, algbw
 //                   and busbw (stats.hpp; the nccl-tests table)
 //   traffic         bytes and messages per rank and per directed link, over the whole trace
+//   windows         bytes each rank loaded from and stored to symmetric windows (schema 4's
+//                   window accesses, no messages), only for a trace that has any
 //   cost model      alpha, beta, gamma and where they came from
 //   the lesson      otherData.text: the concept, and what to look at
 // Everything is computed once per loaded trace (stats.hpp); a trace from another tool shows
@@ -35,6 +37,7 @@ constexpr int kMaxLinkRows = 4096;  // past this, the busiest links only
 struct Summary {
   std::vector<LinkTraffic> links;  // by bytes, busiest first
   std::vector<RankTraffic> ranks;
+  std::vector<WindowTraffic> windows;  // empty: no window access in the trace
   std::int64_t bytes = 0;
   CostModel cost;
   std::vector<OperationStats> operations;
@@ -45,6 +48,7 @@ Summary build_summary(const TraceModel& m) {
   Summary s;
   s.links = link_totals(m);
   s.ranks = rank_totals(s.links, m.world_size());
+  s.windows = window_totals(m);
   for (const LinkTraffic& l : s.links) s.bytes += l.bytes;
   std::stable_sort(s.links.begin(), s.links.end(),
                    [](const LinkTraffic& a, const LinkTraffic& b) { return a.bytes > b.bytes; });
@@ -104,7 +108,10 @@ void draw_run(const TraceModel& m, const Summary& s) {
                       dash(in.device) + " \u00b7 " + dash(in.transport));
     fact("steps", std::to_string(m.step_ids.size()) + " steps \u00b7 " +
                       std::to_string(m.messages.size()) + " messages \u00b7 " +
-                      bytes_text(static_cast<double>(s.bytes)) + " sent");
+                      bytes_text(static_cast<double>(s.bytes)) + " sent" +
+                      (m.accesses.empty()
+                           ? std::string()
+                           : " \u00b7 " + std::to_string(m.accesses.size()) + " window accesses"));
     fact("time", (in.wall_seconds > 0 ? "wall " + format_seconds(in.wall_seconds) + " \u00b7 "
                                       : std::string()) +
                      "traced " + seconds_text((m.t_end - m.t_begin) * 1e-6) + " \u00b7 " +
@@ -262,6 +269,36 @@ void draw_traffic(const Summary& s) {
     rank_table(s);
     link_table(s);
   }
+}
+
+// Bytes each rank moved through symmetric windows, by its own loads and stores: no message
+// carried them, so they are apart from the traffic above.
+void draw_windows(const Summary& s) {
+  ImVec2 size(0, 0);
+  const ImGuiTableFlags flags = rows_flags(static_cast<int>(s.windows.size()), size);
+  if (!ImGui::BeginTable("windows", 5, flags, size)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"rank", "loaded", "loads", "stored", "stores"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(s.windows.size()));
+  while (clip.Step())
+    for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+      const WindowTraffic& t = s.windows[static_cast<std::size_t>(r)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("r%d", r);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bytes_text(static_cast<double>(t.bytes_loaded)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", t.loads);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(bytes_text(static_cast<double>(t.bytes_stored)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", t.stores);
+    }
+  ImGui::EndTable();
+  ImGui::TextDisabled("a rank's own loads and stores on the windows (its own included)");
 }
 
 void draw_cost(const Summary& s) {
@@ -462,6 +499,9 @@ void draw_stats(PanelContext& ctx) {
     draw_operations(m, s);
   if (ImGui::CollapsingHeader("traffic per rank and link", ImGuiTreeNodeFlags_DefaultOpen))
     draw_traffic(s);
+  if (!s.windows.empty() &&
+      ImGui::CollapsingHeader("window loads and stores per rank", ImGuiTreeNodeFlags_DefaultOpen))
+    draw_windows(s);
   if (ImGui::CollapsingHeader("cost model", ImGuiTreeNodeFlags_DefaultOpen)) draw_cost(s);
 }
 

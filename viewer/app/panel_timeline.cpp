@@ -8,6 +8,9 @@
 //               and recv spans take the group's colour too)
 //     recv      receives, and a thin grey row of deliver spans where the arrows land
 //   rank 1 ...
+// Window accesses (schema 4: a rank's loads from and stores to symmetric windows, no message)
+// are slices of their own colours, loads on the recv lane and stores on the send lane, with no
+// arrow; a trace that has any gets a legend of the span colours under the ruler.
 // When nonblocking operations run beside forward and backward phases (lesson 16), each rank's
 // header says how much of their communication so far ran under those phases, and those parts of
 // the send and recv spans are hatched: hidden under compute, against the plain (exposed) rest
@@ -26,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/base/units.hpp"
@@ -154,6 +158,9 @@ void span_tooltip(const TraceModel& m, const TimelineIndex& index, std::uint32_t
         ImGui::Text("step %d of %zu (id %d in the trace)", k, ids.size(), a->step);
     }
     if (a->peer >= 0) ImGui::Text("%s rank %d", s.kind == SpanKind::send ? "to" : "from", a->peer);
+    if (a->window >= 0)
+      ImGui::Text("%s rank %d's window (no message)", s.kind == SpanKind::store ? "into" : "from",
+                  a->window);
     if (a->bytes >= 0)
       ImGui::Text("%s (%lld B)", format_bytes(static_cast<double>(a->bytes)).c_str(),
                   static_cast<long long>(a->bytes));
@@ -557,6 +564,26 @@ float draw_value_tracks(const TraceModel& m, const ViewWindow& view, ImVec2 orig
   return float(std::min(tracks.size(), kMostTracks)) * row_h;
 }
 
+// The span colours, one row under the ruler, for a trace with window accesses: their loads and
+// stores are slices like the messages' but carry none. Returns the row's height.
+float draw_kind_legend(ImVec2 origin, float label_w) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float line = ImGui::GetTextLineHeight();
+  float x = origin.x + label_w;
+  for (const auto& [kind, text] : {std::pair{SpanKind::compute, "compute"},
+                                   {SpanKind::send, "send"},
+                                   {SpanKind::recv, "recv"},
+                                   {SpanKind::load, "load from a window (no message)"},
+                                   {SpanKind::store, "store to a window (no message)"}}) {
+    dl->AddRectFilled(ImVec2(x, origin.y + 3), ImVec2(x + line * 1.6f, origin.y + line - 1),
+                      span_color(kind));
+    x += line * 1.6f + 4;
+    dl->AddText(ImVec2(x, origin.y), kDim, text);
+    x += ImGui::CalcTextSize(text).x + 14;
+  }
+  return line + 4;
+}
+
 void draw_timeline(PanelContext& ctx) {
   Document& doc = ctx.doc;
   const TraceModel& m = doc.model;
@@ -621,8 +648,14 @@ void draw_timeline(PanelContext& ctx) {
   const float tracks_h = draw_value_tracks(m, view_now(), ImVec2(origin.x, origin.y + ruler_h + 2),
                                            label_w, f.canvas_w, now_us);
 
+  // The span colours, where the trace has window accesses.
+  const float legend_h =
+      m.accesses.empty()
+          ? 0.0f
+          : draw_kind_legend(ImVec2(origin.x, origin.y + ruler_h + 2 + tracks_h), label_w);
+
   // The ranks: a child window that scrolls vertically; the wheel is ours, not its.
-  const float lanes_top = origin.y + ruler_h + 2 + tracks_h;
+  const float lanes_top = origin.y + ruler_h + 2 + tracks_h + legend_h;
   ImGui::SetCursorScreenPos(ImVec2(origin.x, lanes_top));
   ImGui::BeginChild("##lanes", ImVec2(avail.x, std::max(avail.y - (lanes_top - origin.y), 20.0f)),
                     false, ImGuiWindowFlags_NoScrollWithMouse);

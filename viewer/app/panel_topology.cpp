@@ -5,6 +5,11 @@
 //           width grows with the bytes that have arrived on it so far
 //   packet  a message on the wire, moving from sender to receiver; coloured by its chunk
 //           (the Shards panel's colours), sized by its bytes on a log scale
+//   window  a window access under way (schema 4: no message, the rank itself reads or writes a
+//           symmetric window): a dashed arrow in the load or store colour, from the owner's window
+//           to the rank that loads, or from the rank that stores to the owner's window, with a
+//           window glyph at the owner and "load 4 KiB" beside it; an access of the rank's own
+//           window is the glyph on its node
 // Positions come from topology_layout.hpp (a circle, a grid past 16 ranks; servers in the middle
 // and workers around them when the trace records roles, as lesson 05's parameter server does).
 // With roles, every link is labelled with its bytes so far and every node with its role and
@@ -46,6 +51,8 @@ constexpr double kBend = 0.08;  // packets' arcs: off the line by this much of i
 // this far, links and packets alike, so that they do not run through the nodes between.
 constexpr double kMeshBend = 0.2;
 constexpr int kTrailPoints = 12;
+constexpr float kDash = 6.0f, kDashGap = 4.0f;  // a window access's dashed arrow, px
+constexpr std::size_t kMostWindowLabels = 12;   // more under way at once: their arrows only
 
 // An unordered pair of ranks that exchange messages, and what has arrived on it.
 struct Pair {
@@ -144,7 +151,7 @@ void update_traffic(Layout& l, const TraceModel& m, const Moment& now) {
   }
 }
 
-// True when some send or recv span of `rank` starts in [begin, end).
+// True when some send or recv span of `rank`, or a window access of it, starts in [begin, end).
 bool messages_within(const TraceModel& m, int rank, double begin, double end) {
   for (std::uint32_t li : m.ranks[rank].lanes) {
     const Lane& lane = m.lanes[li];
@@ -152,7 +159,9 @@ bool messages_within(const TraceModel& m, int rank, double begin, double end) {
     auto it =
         std::lower_bound(first, last, begin, [](const Span& s, double t) { return s.start < t; });
     for (; it != last && it->start < end; ++it)
-      if (it->kind == SpanKind::send || it->kind == SpanKind::recv) return true;
+      if (it->kind == SpanKind::send || it->kind == SpanKind::recv || it->kind == SpanKind::load ||
+          it->kind == SpanKind::store)
+        return true;
   }
   return false;
 }
@@ -207,6 +216,121 @@ float distance(ImVec2 a, ImVec2 b) {
 int chunk_count(const Layout& l, std::uint32_t buffer) {
   const auto it = l.chunks.find(buffer);
   return it == l.chunks.end() ? 1 : it->second;
+}
+
+// A symmetric window: a pane with a cross, `half` from its centre to an edge.
+void window_glyph(ImDrawList* dl, ImVec2 c, float half, ImU32 color) {
+  const ImVec2 a(c.x - half, c.y - half), b(c.x + half, c.y + half);
+  dl->AddRectFilled(a, b, IM_COL32(20, 22, 28, 230));
+  dl->AddRect(a, b, color, 0.0f, 0, 1.5f);
+  dl->AddLine(ImVec2(c.x, a.y), ImVec2(c.x, b.y), color);
+  dl->AddLine(ImVec2(a.x, c.y), ImVec2(b.x, c.y), color);
+}
+
+// A dashed line from a to b with a head at b: a window access, which no message carries.
+void dashed_arrow(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 color, float thickness) {
+  const float len = distance(a, b);
+  if (len < 1) return;
+  const float ux = (b.x - a.x) / len, uy = (b.y - a.y) / len, head = 4 + 2 * thickness;
+  for (float t = 0; t < len - head; t += kDash + kDashGap) {
+    const float e = std::min(t + kDash, len - head);
+    dl->AddLine(ImVec2(a.x + ux * t, a.y + uy * t), ImVec2(a.x + ux * e, a.y + uy * e), color,
+                thickness);
+  }
+  const ImVec2 base(b.x - ux * head, b.y - uy * head);
+  dl->AddTriangleFilled(b, ImVec2(base.x - uy * head * 0.5f, base.y + ux * head * 0.5f),
+                        ImVec2(base.x + uy * head * 0.5f, base.y - ux * head * 0.5f), color);
+}
+
+// Text on a dark box centred at c.
+void boxed_text(ImDrawList* dl, ImVec2 c, ImU32 color, const std::string& text) {
+  const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+  const ImVec2 p(c.x - ts.x * 0.5f, c.y - ts.y * 0.5f);
+  dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y),
+                    IM_COL32(20, 22, 28, 210));
+  dl->AddText(p, color, text.c_str());
+}
+
+// "load 4 KiB", "store ? B".
+std::string access_label(const WindowAccess& w) {
+  return std::string(w.store ? "store " : "load ") +
+         (w.bytes >= 0 ? format_bytes(static_cast<double>(w.bytes)) : std::string("? B"));
+}
+
+// The window accesses under way: each a dashed arrow between the rank and the window's owner
+// (from the owner to a loader, from a storer to the owner), offset to the right of its direction
+// so that a pair's two ways pass each other, the window glyph at the owner's end; an access of
+// the rank's own window is the glyph on its node's rim. Labelled while few are under way.
+// Returns the access under the mouse, -1 when none.
+int draw_accesses(ImDrawList* dl, const TraceModel& m, const std::vector<InProgress>& under_way,
+                  const std::vector<ImVec2>& at, float node_px, bool hovered, ImVec2 mouse) {
+  const int n = static_cast<int>(at.size());
+  const bool labels = under_way.size() <= kMostWindowLabels;
+  const float glyph = std::max(3.0f, node_px * 0.38f);
+  int hit = -1;
+  for (const InProgress& p : under_way) {
+    const WindowAccess& w = m.accesses[p.access];
+    if (w.rank < 0 || w.owner < 0 || w.rank >= n || w.owner >= n) continue;
+    const ImU32 color = w.store ? kWindowStore : kWindowLoad;
+    if (w.owner == w.rank) {  // its own window: the glyph on its rim, up and to the right
+      const ImVec2 c(at[w.rank].x + node_px * 0.8f, at[w.rank].y - node_px * 0.8f);
+      window_glyph(dl, c, glyph, color);
+      dl->AddCircle(at[w.rank], node_px + 2.5f, with_alpha(color, 0.8f), 0, 2.0f);
+      if (labels)
+        boxed_text(
+            dl,
+            ImVec2(c.x + glyph + 4 + ImGui::CalcTextSize(access_label(w).c_str()).x * 0.5f, c.y),
+            color, access_label(w));
+      if (hovered && distance(mouse, c) <= glyph + 2) hit = static_cast<int>(p.access);
+      continue;
+    }
+    const ImVec2 o = at[w.owner], r = at[w.rank];
+    const float len = distance(o, r);
+    if (len < 1) continue;
+    const float ux = (r.x - o.x) / len, uy = (r.y - o.y) / len;
+    const float side = w.store ? -3.0f : 3.0f;  // to the right of the way the data goes
+    const ImVec2 shift(-uy * side, ux * side);
+    // From the owner's rim to the rank's, the window glyph just outside the owner.
+    const ImVec2 window(o.x + ux * (node_px + glyph + 2) + shift.x,
+                        o.y + uy * (node_px + glyph + 2) + shift.y);
+    const ImVec2 near_rank(r.x - ux * (node_px + 2) + shift.x, r.y - uy * (node_px + 2) + shift.y);
+    const ImVec2 from = w.store ? near_rank : window, to = w.store ? window : near_rank;
+    dashed_arrow(dl, from, to, with_alpha(color, 0.45f), 1.5f);
+    // How far it has gone: the part behind the moment bright.
+    const float f = static_cast<float>(p.progress);
+    const ImVec2 now(from.x + (to.x - from.x) * f, from.y + (to.y - from.y) * f);
+    if (f > 0) dashed_arrow(dl, from, now, color, 2.5f);
+    window_glyph(dl, window, glyph, color);
+    // The label two thirds of the way to the rank: apart from the other way's, and from the
+    // labels of links that cross this one in the middle.
+    const ImVec2 mark(o.x + (r.x - o.x) * 0.68f + shift.x * 4,
+                      o.y + (r.y - o.y) * 0.68f + shift.y * 4);
+    if (labels) boxed_text(dl, mark, color, access_label(w));
+    if (hovered && (distance(mouse, window) <= glyph + 2 || distance(mouse, now) <= 5))
+      hit = static_cast<int>(p.access);
+  }
+  return hit;
+}
+
+void access_tooltip(const TraceModel& m, const WindowAccess& w) {
+  ImGui::BeginTooltip();
+  if (w.owner == w.rank)
+    ImGui::Text("r%d %s its own window", w.rank, w.store ? "stores into" : "loads from");
+  else
+    ImGui::Text("r%d %s r%d's window", w.rank, w.store ? "stores into" : "loads from", w.owner);
+  ImGui::Text("%s, no message: the rank %s the window itself",
+              w.bytes >= 0 ? format_bytes(static_cast<double>(w.bytes)).c_str() : "? B",
+              w.store ? "writes" : "reads");
+  if (w.step >= 0) ImGui::Text("step %d", w.step);
+  if (w.buffer) {
+    const std::string_view b = m.str(w.buffer);
+    if (w.chunk >= 0)
+      ImGui::Text("%.*s chunks [%d, %d)", static_cast<int>(b.size()), b.data(), w.chunk,
+                  w.chunk_end);
+    else
+      ImGui::Text("%.*s", static_cast<int>(b.size()), b.data());
+  }
+  ImGui::EndTooltip();
 }
 
 void message_tooltip(const TraceModel& m, const Message& msg) {
@@ -267,7 +391,8 @@ void legend(const TraceModel& m, const Layout& l) {
     d->AddCircleFilled(c, r * 0.9f, with_alpha(kRankGlow, 0.35f));
     d->AddCircle(c, r * 0.6f, kRankGlow, 0, 2.0f);
   });
-  if (l.groups.empty())
+  const bool messages = !m.messages.empty() || m.accesses.empty();  // a window-only run: none
+  if (l.groups.empty() && messages)
     legend_item("message: colour = chunk, size = bytes", false,
                 [](ImDrawList* d, ImVec2 c, float r) {
                   d->AddCircleFilled(c, r * 0.6f, chunk_color(0, 4));
@@ -280,9 +405,20 @@ void legend(const TraceModel& m, const Layout& l) {
       d->AddCircleFilled(c, r * 0.6f, color);
     });
   }
-  legend_item("width = bytes arrived", false, [](ImDrawList* d, ImVec2 c, float r) {
-    d->AddLine(ImVec2(c.x - r, c.y), ImVec2(c.x + r, c.y), kLinkUsed, 3.0f);
-  });
+  if (messages)
+    legend_item("width = bytes arrived", false, [](ImDrawList* d, ImVec2 c, float r) {
+      d->AddLine(ImVec2(c.x - r, c.y), ImVec2(c.x + r, c.y), kLinkUsed, 3.0f);
+    });
+  if (m.accesses.empty()) return;
+  for (const bool store : {false, true}) {
+    const ImU32 color = store ? kWindowStore : kWindowLoad;
+    legend_item(store ? "window store (no message)" : "window load (no message)", false,
+                [color, store](ImDrawList* d, ImVec2 c, float r) {
+                  const ImVec2 a(c.x - r, c.y), b(c.x + r * 0.2f, c.y);
+                  dashed_arrow(d, store ? a : b, store ? b : a, color, 1.5f);
+                  window_glyph(d, ImVec2(c.x + r * 0.55f, c.y), r * 0.45f, color);
+                });
+  }
 }
 
 // The algorithm's numbered steps as a row of labels: lit while some rank is in the step, plain
@@ -394,6 +530,7 @@ void draw_topology(PanelContext& ctx) {
   update_traffic(l, m, ctx.now);
   const auto flying = in_flight(m, ctx.now);
   const auto busy = working(m, ctx.now, flying);
+  const auto under_way = accesses_in_progress(m, ctx.now);
 
   std::int64_t moved = 0;
   for (const RankTraffic& t : l.rank_so_far) moved += t.bytes_recv;
@@ -407,6 +544,11 @@ void draw_topology(PanelContext& ctx) {
   ImGui::TextDisabled("\u00b7 %d rank%s \u00b7 %zu in flight \u00b7 %s arrived", n,
                       n == 1 ? "" : "s", flying.size(),
                       format_bytes(static_cast<double>(moved)).c_str());
+  if (!m.accesses.empty()) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("\u00b7 %zu window access%s", under_way.size(),
+                        under_way.size() == 1 ? "" : "es");
+  }
   draw_caption(ctx);  // what this step's messages do (panel_caption.cpp)
 
   legend(m, l);
@@ -566,8 +708,11 @@ void draw_topology(PanelContext& ctx) {
   }
 
   if (m.info.source == "pytorch") call_labels(ctx, dl, at, node_px);
+  const int hovered_access = draw_accesses(dl, m, under_way, at, node_px, hovered, mouse);
 
-  if (hovered_rank >= 0) {
+  if (hovered_access >= 0) {
+    access_tooltip(m, m.accesses[static_cast<std::size_t>(hovered_access)]);
+  } else if (hovered_rank >= 0) {
     rank_tooltip(m, l, hovered_rank, busy[hovered_rank]);
   } else if (hovered_packet >= 0) {
     message_tooltip(m, m.messages[hovered_packet]);

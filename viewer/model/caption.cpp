@@ -4,6 +4,7 @@
 //   group / pattern   a beat's messages by (buffer, apply), then who sends to whom
 //   payload           which chunks, as a formula where one fits
 //   sentence          pattern + payload + apply + bytes, and the collective's name
+//   window accesses   a step's loads and stores on symmetric windows (no message), in words
 //   buffer roles      what a buffer's messages over the whole trace say its collective is
 //   caption_at        the step of the moment, its groups' sentences, the phase texts
 //   describe          the caption plus in flight, shards, memory, overlap and the pipeline's
@@ -533,13 +534,103 @@ bool bruck_all_to_all(const TraceModel& m, const CaptionIndex& index, int beat) 
   return false;
 }
 
-// The flow and name of one beat's messages.
+// ---- window accesses -----------------------------------------------------------------------
+
+// One kind of a beat's window accesses (loads, or stores) in words. Nothing is sent: each rank
+// reads or writes a window itself.
+//   one access              "r1 loads 4 KiB from r0's window"
+//   each its own window     "every rank stores 4 KiB into its own window"
+//   one window, the others  "every other rank loads 4 KiB from r0's window"
+//   every other rank's      "every rank loads 1 KiB from every other rank's window"
+//   the rank k ahead        "every rank stores 1 KiB into the window of r + 1"
+//   else the list           "r1 loads 4 KiB from r0's window, r2 loads 8 KiB from r3's window"
+// Sizes: each access's when all are equal, else the total after the sentence.
+std::string tell_accesses(const TraceModel& m, const std::vector<const WindowAccess*>& ws,
+                          bool store) {
+  const int n = m.world_size();
+  const char* base = store ? "store" : "load";
+  const char* into = store ? "into" : "from";
+  std::set<int> ranks, owners;
+  std::set<std::pair<int, int>> pairs;
+  std::int64_t total = 0;
+  bool same = true, known = true;
+  for (const WindowAccess* w : ws) {
+    ranks.insert(w->rank);
+    owners.insert(w->owner);
+    pairs.insert({w->rank, w->owner});
+    same = same && w->bytes == ws.front()->bytes;
+    known = known && w->bytes >= 0;
+    total += std::max<std::int64_t>(w->bytes, 0);
+  }
+  const std::string size = known && same ? bytes_text(ws.front()->bytes) + " " : "";
+  const std::string all = known && !same ? fmt::format(", {} in all", bytes_text(total)) : "";
+  const auto all_of = [&](auto pred) { return std::all_of(ws.begin(), ws.end(), pred); };
+  const auto sentence = [&](const Who& who, const std::string& window) {
+    return fmt::format("{} {} {}{} {}{}", who.text, verb(base, who.plural), size, into, window,
+                       all);
+  };
+  if (ws.size() == 1) {
+    const WindowAccess& w = *ws.front();
+    return sentence(who_of(ranks, n),
+                    w.owner == w.rank ? "its own window" : fmt::format("r{}'s window", w.owner));
+  }
+  if (all_of([](const WindowAccess* w) { return w->owner == w->rank; })) {
+    const Who who = who_of(ranks, n);
+    return sentence(who, who.plural ? "their own windows" : "its own window");
+  }
+  if (owners.size() == 1 && !ranks.count(*owners.begin()))
+    return sentence(who_of(ranks, n, *owners.begin()),
+                    fmt::format("r{}'s window", *owners.begin()));
+  const std::size_t k = ranks.size();
+  if (ranks == owners && k > 2 && pairs.size() == k * (k - 1)) {
+    const Who who = who_of(ranks, n);
+    return sentence(
+        who, static_cast<int>(k) == n ? "every other rank's window" : "each other's windows");
+  }
+  const int offset = mod(ws.front()->owner - ws.front()->rank, n);
+  if (n > 2 && offset > 0 && k > 1 &&
+      all_of([&](const WindowAccess* w) { return mod(w->owner - w->rank, n) == offset; }))
+    return sentence(who_of(ranks, n), "the window of " + ahead(offset, n));
+  std::string out;
+  int listed = 0;
+  for (const auto& [rank, owner] : pairs) {
+    if (listed == kMaxListed) {
+      out += fmt::format(" and {} more", pairs.size() - kMaxListed);
+      break;
+    }
+    out += fmt::format("{}r{} {}s {} {}", listed++ ? ", " : "", rank, base, into,
+                       rank == owner ? "its own window" : fmt::format("r{}'s window", owner));
+  }
+  return out + (size.empty() ? "" : fmt::format(", {} each", bytes_text(ws.front()->bytes))) + all;
+}
+
+// A beat's window accesses: its loads, then its stores.
+std::string tell_window_beat(const TraceModel& m, const std::vector<std::uint32_t>& ids) {
+  std::vector<const WindowAccess*> loads, stores;
+  const int n = m.world_size();
+  for (std::uint32_t i : ids) {
+    const WindowAccess& w = m.accesses[i];
+    if (w.rank < 0 || w.owner < 0 || w.rank >= n || w.owner >= n) continue;
+    (w.store ? stores : loads).push_back(&w);
+  }
+  std::string out;
+  if (!loads.empty()) out = tell_accesses(m, loads, false);
+  if (!stores.empty()) out += (out.empty() ? "" : "; ") + tell_accesses(m, stores, true);
+  return out;
+}
+
+// The flow and name of one beat's messages, and of its window accesses after them.
 Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
   Told out;
   if (beat < 1 || beat >= static_cast<int>(index.messages_of_beat.size())) return out;
   const auto groups = group_messages(m, index.messages_of_beat[beat]);
+  const std::string windows =
+      static_cast<std::size_t>(beat) < index.accesses_of_beat.size()
+          ? tell_window_beat(m, index.accesses_of_beat[static_cast<std::size_t>(beat)])
+          : std::string();
   if (groups.empty()) {
-    out.flow = "no messages in this step";
+    // Window accesses alone move no message: the ranks load and store themselves.
+    out.flow = windows.empty() ? "no messages in this step" : "no messages; " + windows;
     return out;
   }
   std::set<std::uint32_t> reduced;  // buffers some message reduces into, anywhere in the trace
@@ -571,6 +662,7 @@ Told tell_beat(const TraceModel& m, const CaptionIndex& index, int beat) {
       out.name += (out.name.empty() ? "" : " + ") + t.name;
     out.flow += (out.flow.empty() ? "" : "; also ") + t.flow;
   }
+  if (!windows.empty()) out.flow += "; and through windows, " + windows;
   return out;
 }
 
@@ -625,6 +717,12 @@ std::vector<std::vector<std::uint32_t>> beats_of_texts(const TraceModel& m,
         events[msg.src].push_back({msg.send_time, static_cast<int>(b)});
       if (msg.dst >= 0 && msg.dst < static_cast<int>(events.size()))
         events[msg.dst].push_back({msg.arrival, static_cast<int>(b)});
+    }
+  for (std::size_t b = 1; b < index.accesses_of_beat.size(); ++b)  // the rank that loads or stores
+    for (std::uint32_t id : index.accesses_of_beat[b]) {
+      const WindowAccess& w = m.accesses[id];
+      if (w.rank >= 0 && w.rank < static_cast<int>(events.size()))
+        events[w.rank].push_back({w.start, static_cast<int>(b)});
     }
   for (auto& list : events)
     std::sort(list.begin(), list.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
@@ -741,6 +839,14 @@ CaptionIndex index_captions(const TraceModel& m) {
     index.messages_of_beat[static_cast<std::size_t>(it - m.step_ids.begin()) + 1].push_back(
         static_cast<std::uint32_t>(i));
   }
+  index.accesses_of_beat.resize(m.step_ids.size() + 1);
+  for (std::size_t i = 0; i < m.accesses.size(); ++i) {
+    const int step = m.accesses[i].step;
+    const auto it = std::lower_bound(m.step_ids.begin(), m.step_ids.end(), step);
+    if (step < 0 || it == m.step_ids.end() || *it != step) continue;
+    index.accesses_of_beat[static_cast<std::size_t>(it - m.step_ids.begin()) + 1].push_back(
+        static_cast<std::uint32_t>(i));
+  }
   std::sort(index.reduced_buffers.begin(), index.reduced_buffers.end());
   index.reduced_buffers.erase(
       std::unique(index.reduced_buffers.begin(), index.reduced_buffers.end()),
@@ -855,6 +961,24 @@ std::string describe(const TraceModel& m, const Moment& at) {
     if (!chunk.empty()) out += "  " + chunk;
     if (msg.apply != ApplyKind::none) out += std::string("  ") + apply_text(msg.apply);
     out += fmt::format("  {:.0f}% of the way\n", flying[i].progress * 100);
+  }
+
+  // Window accesses under way (a trace with any): no message, a rank's own load or store.
+  if (!m.accesses.empty()) {
+    const std::vector<InProgress> under_way = accesses_in_progress(m, at);
+    out += fmt::format("window accesses: {}\n",
+                       under_way.empty() ? "none" : std::to_string(under_way.size()));
+    for (std::size_t i = 0; i < under_way.size(); ++i) {
+      if (i == 16) {
+        out += fmt::format("  ... and {} more\n", under_way.size() - 16);
+        break;
+      }
+      const WindowAccess& w = m.accesses[under_way[i].access];
+      out += fmt::format(
+          "  r{} {} {}  {}  {:.0f}% done\n", w.rank, w.store ? "stores into" : "loads from",
+          w.owner == w.rank ? "its own window" : fmt::format("r{}'s window", w.owner),
+          w.bytes >= 0 ? bytes_text(w.bytes) : std::string("? B"), under_way[i].progress * 100);
+    }
   }
 
   // Shards: a row per rank, a cell per chunk.

@@ -17,6 +17,9 @@
 //               broadcast down k trees, the pairwise all-to-all, Bruck's all-to-all
 //   group       when the messages were sent in groups (Comm::split's names on them): "in each tp
 //               group, ..." for one group, the groups' names after the flow for several
+//   windows     a step's window accesses (schema 4: loads and stores on symmetric windows), which
+//               are no messages: "no messages; r1 loads 4 KiB from r0's window", or after the
+//               messages' sentence "; and through windows, ..."
 // e.g. "step 3 of 6, reduce-scatter: every rank sends chunk (r - 3) mod 4 right and adds the one
 // from its left; 1 KiB per link; each message holds 3 of 4 ranks' data".
 //
@@ -76,6 +79,7 @@ struct BufferRole {
 
 struct CaptionIndex {
   std::vector<std::vector<std::uint32_t>> messages_of_beat;  // [beat]: messages, beat 1 .. steps
+  std::vector<std::vector<std::uint32_t>> accesses_of_beat;  // [beat]: window accesses
   std::vector<std::uint32_t> text_spans;                     // by start
   std::vector<std::vector<std::uint32_t>> texts_of_beat;     // [beat]: text spans shown with it
   std::vector<std::uint32_t> reduced_buffers;  // string ids some message reduces into, sorted

@@ -42,6 +42,8 @@ void index_steps(TraceModel& m) {
   m.step_ids.clear();
   for (const auto& msg : m.messages)
     if (msg.step >= 0) m.step_ids.push_back(msg.step);
+  for (const auto& w : m.accesses)
+    if (w.step >= 0) m.step_ids.push_back(w.step);
   for (const auto& f : m.steps)
     if (f.step >= 0) m.step_ids.push_back(f.step);
   std::sort(m.step_ids.begin(), m.step_ids.end());
@@ -60,7 +62,8 @@ void index_steps(TraceModel& m) {
       m.rank_end[r] = std::max(m.rank_end[r], s.end());
   }
 
-  // Beat k - 1 starts step k: its frame's time, else its earliest send; never before the beat
+  // Beat k - 1 starts step k: its frame's time, else its earliest send or window access (a step
+  // of window accesses only has no send); never before the beat
   // before (the map stays monotone), and the last beat is the end of the active range.
   const std::size_t n = m.step_ids.size();
   std::vector<double> start(n, -1.0);
@@ -73,11 +76,18 @@ void index_steps(TraceModel& m) {
       double& s = start[index(f.step)];
       s = s < 0 ? f.ts : std::min(s, f.ts);
     }
+  // No frame for a step: its first send or window access starts it.
+  std::vector<double> first(n, -1.0);
+  auto earliest = [&](int id, double t) {
+    double& f = first[index(id)];
+    f = f < 0 ? t : std::min(f, t);
+  };
   for (const auto& msg : m.messages)
-    if (msg.step >= 0) {
-      double& s = start[index(msg.step)];
-      if (s < 0) s = msg.send_time;  // no frame for this step: its first send starts it
-    }
+    if (msg.step >= 0) earliest(msg.step, msg.send_time);
+  for (const auto& w : m.accesses)
+    if (w.step >= 0) earliest(w.step, w.start);
+  for (std::size_t k = 0; k < n; ++k)
+    if (start[k] < 0) start[k] = first[k];
   m.beat_times.assign(std::max<std::size_t>(n, 1) + 1, m.active_begin);
   for (std::size_t k = 0; k < n; ++k) {
     const double t =
@@ -201,6 +211,26 @@ std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
     } else if (m.send_time <= at.time_us && at.time_us < m.arrival) {
       const double d = m.arrival - m.send_time;
       progress = d > 0 ? (at.time_us - m.send_time) / d : 0.0;
+    }
+    if (progress >= 0)
+      out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});
+  }
+  return out;
+}
+
+std::vector<InProgress> accesses_in_progress(const TraceModel& model, const Moment& at) {
+  std::vector<InProgress> out;
+  const double whole = std::floor(at.beat + kEps);
+  const bool between = at.beat - whole > kEps;  // steps clock: strictly between two steps
+  for (std::size_t i = 0; i < model.accesses.size(); ++i) {
+    const WindowAccess& w = model.accesses[i];
+    double progress = -1;
+    if (at.clock == Clock::steps && w.step >= 0) {
+      if (between && w.step == step_id_of_beat(model, static_cast<int>(whole) + 1))
+        progress = at.beat - whole;
+    } else if (w.start <= at.time_us && at.time_us < w.end) {
+      const double d = w.end - w.start;
+      progress = d > 0 ? (at.time_us - w.start) / d : 0.0;
     }
     if (progress >= 0)
       out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});

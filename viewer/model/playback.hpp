@@ -3,8 +3,9 @@
 //
 // Two clocks (the Playback panel switches between them):
 //   steps     each algorithm step is one beat: the position p runs over [0, number of steps];
-//             the messages of the k-th step travel while p is in (k - 1, k), and at p = k every
-//             message of it and the steps before has been applied. The default for teaching.
+//             the messages (and window accesses) of the k-th step travel while p is in
+//             (k - 1, k), and at p = k every message of it and the steps before has been
+//             applied. The default for teaching.
 //             Beats count the steps the trace holds (TraceModel::step_ids); step ids themselves
 //             need not be contiguous (a lesson's untraced warm-up runs use ids too).
 //   measured  real timestamps: the position is a time in microseconds in the active range
@@ -77,6 +78,15 @@ struct InFlight {
 // steps clock: the messages of step ceil(beat) while beat is between steps (messages without a
 // step by time); measured clock: send_time <= t < arrival.
 std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at);
+
+// A window access under way at a moment (TraceModel::accesses): progress 0 at its start, 1 at
+// its end. As in_flight: on the steps clock the accesses of step ceil(beat) while beat is
+// between steps (those without a step by time); on the measured clock start <= t < end.
+struct InProgress {
+  std::uint32_t access = 0;  // index into TraceModel::accesses
+  double progress = 0;
+};
+std::vector<InProgress> accesses_in_progress(const TraceModel& model, const Moment& at);
 
 // Per rank: true while a compute span covers the moment's time.
 std::vector<bool> computing(const TraceModel& model, const Moment& at);

@@ -33,6 +33,21 @@ std::vector<RankTraffic> rank_totals(const std::vector<LinkTraffic>& links, int 
   return out;
 }
 
+std::vector<WindowTraffic> window_totals(const TraceModel& model) {
+  if (model.accesses.empty()) return {};
+  std::vector<WindowTraffic> out(model.ranks.size());
+  for (const WindowAccess& w : model.accesses) {
+    if (w.rank < 0 || w.rank >= static_cast<int>(out.size())) continue;
+    WindowTraffic& t = out[static_cast<std::size_t>(w.rank)];
+    const std::int64_t b = std::max<std::int64_t>(w.bytes, 0);
+    if (w.store)
+      t.bytes_stored += b, ++t.stores;
+    else
+      t.bytes_loaded += b, ++t.loads;
+  }
+  return out;
+}
+
 std::vector<GroupTraffic> group_totals(const TraceModel& model) {
   std::map<std::string_view, GroupTraffic> by_name;
   bool named = false;

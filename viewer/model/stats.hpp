@@ -1,6 +1,7 @@
 // stats.hpp — the numbers the Stats panel shows, computed from the trace model (no ImGui).
 //
-//   traffic     bytes and messages per directed link and per rank
+//   traffic     bytes and messages per directed link and per rank; bytes loaded and stored
+//               through symmetric windows per rank
 //   cost model  otherData.cost_model parsed: alpha, beta, gamma, and per algorithm the
 //               predicted and measured seconds (lessons 06 and 07 write it)
 //   operations  one row per buffer the trace declares: what collective it turned out to be
@@ -51,6 +52,15 @@ std::vector<GroupTraffic> group_totals(const TraceModel& model);
 // The group of each unordered pair of ranks (a < b) that exchange messages: the one that carried
 // most of its bytes (its most messages on a tie, then the first by name); 0 for the world's.
 std::map<std::pair<int, int>, std::uint32_t> pair_groups(const TraceModel& model);
+
+// Per rank: the bytes it loaded from and stored to symmetric windows (schema 4's window accesses,
+// its own window's included), whole trace; apart from the messages, which they never are. Empty
+// when the trace has no window access; unknown sizes count as 0 bytes.
+struct WindowTraffic {
+  std::int64_t bytes_loaded = 0, bytes_stored = 0;
+  int loads = 0, stores = 0;
+};
+std::vector<WindowTraffic> window_totals(const TraceModel& model);
 
 // ---- cost model -----------------------------------------------------------------------------
 

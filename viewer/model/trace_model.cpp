@@ -4,7 +4,7 @@
 //   1. JSON helpers (numbers that may be ints or doubles, masks as hex strings)
 //   2. Builder: one forward pass over the events, then ranks, lanes, spans sorted per lane
 //   3. otherData
-//   4. messages: flows joined with the send / deliver spans
+//   4. messages: flows joined with the send / deliver spans; window accesses from their spans
 //   5. parse_trace_model / load_trace_model
 #include "viewer/model/trace_model.hpp"
 
@@ -41,6 +41,10 @@ const char* to_string(SpanKind k) {
       return "recv";
     case SpanKind::deliver:
       return "deliver";
+    case SpanKind::load:
+      return "load";
+    case SpanKind::store:
+      return "store";
   }
   return "?";
 }
@@ -59,6 +63,7 @@ int TraceModel::rank_of_pid(int pid) const {
 int TraceModel::max_step() const {
   int k = 0;
   for (const auto& m : messages) k = std::max(k, static_cast<int>(m.step));
+  for (const auto& a : accesses) k = std::max(k, static_cast<int>(a.step));
   for (const auto& s : steps) k = std::max(k, s.step);
   return k;
 }
@@ -247,10 +252,12 @@ struct FlowEvent {  // one s or f event; grouped by id in build_messages()
   bool finish;
 };
 
-SpanKind kind_of(std::string_view cat) {
+SpanKind kind_of(std::string_view cat, std::string_view name) {
   if (cat == "send") return SpanKind::send;
   if (cat == "recv") return SpanKind::recv;
   if (cat == "deliver") return SpanKind::deliver;
+  if (cat == "window" && name == "load") return SpanKind::load;  // schema 4: no message
+  if (cat == "window" && name == "store") return SpanKind::store;
   return SpanKind::compute;
 }
 
@@ -359,6 +366,8 @@ class Builder {
       od::value v = field.value();
       if (key == "peer")
         a.peer = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
+      else if (key == "window")  // a window access's owner (schema 4)
+        a.window = clamp_int(as_int(v).value_or(-1)), f.message_args = true;
       else if (key == "bytes")
         a.bytes = as_int(v).value_or(-1), f.message_args = true;
       else if (key == "tag")
@@ -516,11 +525,12 @@ class Builder {
       case 'X':
         // A send's "post" slice (schema 3) exists for other viewers' flow arrows: the message
         // takes its send time from its flow start, and the timeline draws the send span.
-        if (f.cat != "post") add_span(pid, tid, f.ts, f.dur, intern(f.name), kind_of(f.cat), &f);
+        if (f.cat != "post")
+          add_span(pid, tid, f.ts, f.dur, intern(f.name), kind_of(f.cat, f.name), &f);
         break;
       case 'B':
         lane_of(pid, tid);
-        open_[{pid, tid}].push_back({f.ts, intern(f.name), kind_of(f.cat)});
+        open_[{pid, tid}].push_back({f.ts, intern(f.name), kind_of(f.cat, f.name)});
         break;
       case 'E': {
         auto& st = open_[{pid, tid}];
@@ -639,6 +649,7 @@ class Builder {
 
  private:
   void build_messages();
+  void build_accesses();
 };
 
 // ---- 3. otherData ---------------------------------------------------------------------------
@@ -856,6 +867,32 @@ void Builder::build_messages() {
                    [](const Message& a, const Message& b) { return a.send_time < b.send_time; });
 }
 
+// Window accesses (schema 4): one per load or store span, by start. The owner is a world rank
+// (pid owner + 1).
+void Builder::build_accesses() {
+  for (std::size_t i = 0; i < m.spans.size(); ++i) {
+    const Span& s = m.spans[i];
+    if (s.kind != SpanKind::load && s.kind != SpanKind::store) continue;
+    WindowAccess w;
+    w.rank = m.lanes[s.lane].rank;
+    w.store = s.kind == SpanKind::store;
+    w.start = s.start;
+    w.end = s.end();
+    w.span = static_cast<std::int32_t>(i);
+    if (const SpanArgs* a = m.args(s)) {
+      w.owner = a->window >= 0 && a->window < INT32_MAX ? m.rank_of_pid(a->window + 1) : -1;
+      w.bytes = a->bytes;
+      w.step = a->step;
+      w.buffer = a->buffer;
+      w.chunk = a->chunk;
+      w.chunk_end = a->chunk_end;
+    }
+    m.accesses.push_back(w);
+  }
+  std::stable_sort(m.accesses.begin(), m.accesses.end(),
+                   [](const WindowAccess& a, const WindowAccess& b) { return a.start < b.start; });
+}
+
 void Builder::finish() {
   // Ranks: every pid seen, plus 1..world_size for a distlab trace; in pid order.
   if (m.info.distlab)
@@ -923,6 +960,7 @@ void Builder::finish() {
   }
 
   build_messages();
+  build_accesses();
 
   std::stable_sort(m.steps.begin(), m.steps.end(),
                    [](const StepFrame& a, const StepFrame& b) { return a.step < b.step; });

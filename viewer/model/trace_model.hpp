@@ -7,11 +7,14 @@
 //   spans    X events (and B/E pairs from other tools), sorted per lane by start, outermost
 //            first; each lane owns the range [span_begin, span_end) of `spans`
 //   messages one per flow id (s -> f), with the send and deliver spans' args
+//   accesses one per window access (schema 4: a rank's load from or store to a symmetric
+//            window, spans of kind load / store): never a message, no flow
 //   steps    the global "step frame" instants, by step
 //   memory   per rank, the ledger after each change (one value per category)
 //   info     otherData: lesson, world size, buffers, verification, cost model (raw JSON)
 // A trace without otherData (from another tool) still loads: its world size is the number of
-// distinct pids, its spans are compute spans unless their cat says send/recv/deliver.
+// distinct pids, its spans are compute spans unless their cat says send/recv/deliver (or window,
+// named load or store).
 // Malformed, truncated or empty input, or a newer schema, throws distlab::Error with a sentence.
 //
 // shard_replay.hpp replays the messages into which chunks each rank holds.
@@ -29,14 +32,18 @@
 
 namespace distlab::viewer {
 
-enum class SpanKind : std::uint8_t { compute, send, recv, deliver };
+// load / store: a window access (schema 4), a rank reading from or writing to a symmetric
+// window (its own or another rank's) with no message.
+enum class SpanKind : std::uint8_t { compute, send, recv, deliver, load, store };
 enum class ApplyKind : std::uint8_t { none, copy, reduce };
 
 const char* to_string(SpanKind k);
 
-// Message args of a send, recv or deliver span (docs/trace-format.md); -1 / 0 when absent.
+// Message args of a send, recv or deliver span (docs/trace-format.md), a window access's args
+// (window, bytes, step, buffer, chunks); -1 / 0 when absent.
 struct SpanArgs {
-  std::int32_t peer = -1;  // the other rank
+  std::int32_t peer = -1;    // the other rank
+  std::int32_t window = -1;  // a load's or store's window: its owner's rank
   std::int32_t step = -1;
   // A message's chunk range [chunk, chunk_end) of its buffer; on a compute span, the phase arg
   // `chunk`: the model chunk of an interleaved pipeline's stage (chunk c of rank r is virtual
@@ -132,6 +139,20 @@ struct Message {
   std::uint64_t contrib_mask = 0;
   std::uint32_t group = 0;  // string table index: its group (Comm::split's name), 0 = world
   std::int32_t send_span = -1, deliver_span = -1;  // indices into spans, -1 when absent
+};
+
+// One window access (schema 4): a rank's load from or store to a symmetric window, from its span
+// (kind load or store). No message: the data moves by the rank's own loads and stores.
+struct WindowAccess {
+  int rank = -1;   // who loads or stores (index into ranks)
+  int owner = -1;  // whose window (index into ranks): may be `rank` itself; -1 when unknown
+  bool store = false;
+  std::int64_t bytes = -1;  // -1 when the trace does not say
+  double start = 0, end = 0;
+  std::int32_t step = -1;
+  std::uint32_t buffer = 0;  // string table index, 0 = none
+  std::int32_t chunk = -1, chunk_end = -1;
+  std::int32_t span = -1;  // index into spans
 };
 
 struct StepFrame {
@@ -262,13 +283,15 @@ struct TraceModel {
   std::vector<SpanArgs> span_args;
   std::vector<TorchArgs> torch_args;              // SpanArgs::torch indexes it
   std::vector<Message> messages;                  // by send time
+  std::vector<WindowAccess> accesses;             // by start
   std::vector<StepFrame> steps;                   // by step
   std::vector<std::vector<MemorySample>> memory;  // per rank, by time
   std::vector<ValueSeries> values;                // by name, then rank
   double t_begin = 0, t_end = 0;                  // extent of all events, microseconds
-  // The steps clock (playback.hpp), filled by index_steps(): the distinct step ids of messages
-  // and frames in order (ids need not be contiguous), and the time of each beat: beat k - 1 is
-  // the start of step step_ids[k - 1], the last beat is t_end (step_ids.size() + 1 entries).
+  // The steps clock (playback.hpp), filled by index_steps(): the distinct step ids of messages,
+  // window accesses and frames in order (ids need not be contiguous), and the time of each beat:
+  // beat k - 1 is the start of step step_ids[k - 1], the last beat is t_end (step_ids.size() + 1
+  // entries).
   std::vector<int> step_ids;
   std::vector<double> beat_times;
   // Where the spans are (also by index_steps): setup before the first span and the report after
@@ -287,7 +310,7 @@ struct TraceModel {
     return i < strings.size() ? strings[i] : std::string_view{};
   }
   int rank_of_pid(int pid) const;  // -1 when no rank has that pid
-  int max_step() const;            // the last step any message or frame names, 0 when none
+  int max_step() const;  // the last step any message, window access or frame names, 0 when none
   const SpanArgs* args(const Span& s) const { return s.args >= 0 ? &span_args[s.args] : nullptr; }
   const TorchArgs* torch(const Span& s) const {
     const SpanArgs* a = args(s);
@@ -295,8 +318,8 @@ struct TraceModel {
   }
 };
 
-// Fills step_ids and beat_times from messages, steps and the extent (the loader calls it; a
-// model built by hand calls it after filling those).
+// Fills step_ids and beat_times from messages, window accesses, steps and the extent (the loader
+// calls it; a model built by hand calls it after filling those).
 void index_steps(TraceModel& model);
 
 // Throws distlab::Error: "<what was wrong>; <what a trace should look like>".
