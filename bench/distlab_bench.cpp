@@ -65,7 +65,6 @@ namespace {
 constexpr int kTagResults = 9000;         // timings to rank 0; no collective uses it
 constexpr int kRoot = 0;                  // root of broadcast and reduce
 constexpr int kTagAddresses = 9001;       // buffer addresses between in-process ranks
-constexpr int kTagStream = 9002;          // the copy bandwidth's timings to rank 0
 constexpr double kStreamBytes = 4 << 20;  // buffers this large stream from memory (model's beta)
 constexpr const char* kDirectName = "direct_read";
 constexpr const char* kLimitName = "limit";
@@ -346,10 +345,12 @@ void all_reduce_direct_read(Comm& comm, Case& k) {
 // host's memory. The least it moves: each rank reads S and writes S (two-shot on a registered
 // buffer does just that: its 1/N summed from every window, stored into every window), 2 N S in
 // all, at the copy bandwidth the ranks get together from memory (STREAM's copy: arrays far past
-// the caches, every rank at once), measured once at the start of the run. The latency part is a
-// call timed as every algorithm is (a flag raised, every other rank's awaited: symmetric memory);
-// the row's time is its median plus S over that bandwidth. A buffer that stays in the caches can
-// go faster than memory (above 1.00x): the bound is the memory's, not the caches'.
+// the caches, every rank at once). Both are measured in the loop that times the algorithms, so
+// the same moments' load weighs on them: each iteration the limit's call raises a flag and waits
+// for every other rank's (timed as every algorithm is), then every rank copies a chunk of a
+// 2 x 64 MiB ring it cycles through (cold: seven other chunks came between), timed apart; that
+// iteration's time is the flag's plus S at that copy's rate. A buffer that stays in the caches
+// can go faster than memory (above 1.00x): the bound is the memory's, not the caches'.
 void limit_call(SymmetricWindows& w) {
   const std::uint64_t e = w.next_epoch();
   w.raise(0, e);
@@ -357,32 +358,24 @@ void limit_call(SymmetricWindows& w) {
     if (r != w.rank()) w.wait_flag(r, 0, e);
 }
 
-constexpr std::size_t kStreamArray = std::size_t(64) << 20;  // each rank's arrays: 2 x 64 MiB
-constexpr int kStreamRuns = 5;
-
-// Seconds a byte for every rank copying kStreamArray at once (the slowest rank of the best of
-// kStreamRuns runs), on rank 0; every rank takes part.
-double stream_copy_seconds_per_byte(Comm& comm) {
-  std::vector<char> from(kStreamArray, 1), to(kStreamArray, 0);  // pages touched before timing
-  double best = 1e30;
-  for (int run = 0; run < kStreamRuns; ++run) {
-    comm.barrier();
+// STREAM's copy on one rank, a chunk at a time from a ring far past the caches.
+class StreamRing {
+ public:
+  static constexpr std::size_t kArray = std::size_t(64) << 20, kChunk = kArray / 8;
+  StreamRing() : from_(kArray, 1), to_(kArray, 0) {}  // every page touched before any timing
+  // Seconds a byte of the next chunk's copy.
+  double seconds_per_byte() {
     const double t0 = now_us();
-    std::memcpy(to.data(), from.data(), kStreamArray);
-    double t = (now_us() - t0) * 1e-6;
-    if (comm.rank() == 0) {
-      for (int r = 1; r < comm.size(); ++r) {
-        double theirs = 0;
-        comm.recv(View<double>{&theirs, 1, Device::cpu}, r, kTagStream);
-        t = std::max(t, theirs);
-      }
-    } else {
-      comm.send(View<const double>{&t, 1, Device::cpu}, 0, kTagStream);
-    }
-    best = std::min(best, t);
+    std::memcpy(to_.data() + at_, from_.data() + at_, kChunk);
+    const double t = (now_us() - t0) * 1e-6;
+    at_ = (at_ + kChunk) % kArray;
+    return t / double(kChunk);
   }
-  return best / double(kStreamArray);
-}
+
+ private:
+  std::vector<char> from_, to_;
+  std::size_t at_ = 0;
+};
 
 void run_once(Comm& comm, Case& k, const Candidate& cand) {
   const int me = comm.rank();
@@ -696,9 +689,9 @@ int main(int argc, char** argv) {
                    : r.world.mode == Mode::gloo   ? "gloo::allreduce, its ring"
                                                   : "MPI_Allreduce");
     print_relative(rows, kLimitName,
-                   fmt::format("a flag to every other rank, timed as each algorithm is, plus S at "
-                               "memory's copy bandwidth with every rank copying at once, {:.1f} "
-                               "GB/s a rank, measured now: the memory model's bound",
+                   fmt::format("a flag to every other rank plus S at memory's copy rate with every "
+                               "rank copying at once (median {:.1f} GB/s a rank), both measured in "
+                               "every iteration: the memory model's bound",
                                limit_bandwidth * 1e-9));
     r.check("the bench timed at least one candidate", !rows.empty());
   });
@@ -811,18 +804,10 @@ int main(int argc, char** argv) {
     }
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 
-    // The limit's bandwidth: memory's copy rate with every rank copying at once (rank 0's).
-    double copy_s_per_byte = 0;
-    if (windows && listed(algos, kLimitName)) {
-      copy_s_per_byte = stream_copy_seconds_per_byte(comm);
-      if (me == 0) {
-        limit_bandwidth = 1.0 / copy_s_per_byte;
-        comm.say(
-            "limit: memory's copy bandwidth, {} ranks copying {} each at once: {:.1f} GB/s a "
-            "rank\n",
-            p, format_bytes(double(kStreamArray)), limit_bandwidth * 1e-9);
-      }
-    }
+    // The limit's copies (memory's bandwidth), and the rates they saw: rank 0's, for the table.
+    std::unique_ptr<StreamRing> stream;
+    std::vector<double> stream_rates;
+    if (windows && listed(algos, kLimitName)) stream = std::make_unique<StreamRing>();
     for (Collective c : collectives) {
       std::vector<Candidate> cands;
       const bool gloo_here = comm.world().mode == Mode::gloo;
@@ -869,8 +854,13 @@ int main(int argc, char** argv) {
             comm.barrier();
             const double t0 = now_us();
             run_once(comm, k, cands[a]);
-            const double dt = (now_us() - t0) * 1e-6;
+            double dt = (now_us() - t0) * 1e-6;
             comm.recorder().set_enabled(false);
+            if (cands[a].limit) {  // + S at memory's copy rate, every rank copying now
+              const double per_byte = stream->seconds_per_byte();
+              dt += double(bytes) * per_byte;
+              if (i >= 0) stream_rates.push_back(1.0 / per_byte);
+            }
             if (i >= 0) mine[std::size_t(i * ncand + a)] = dt;
             if (i == iters - 1)
               mine[std::size_t(iters * ncand + a)] = double(count_wrong(comm, k, cands[a]));
@@ -899,7 +889,6 @@ int main(int argc, char** argv) {
             row.collective = to_string(c);
             row.algorithm = cands[a].name;
             row.time_s = median(t);
-            if (cands[a].limit) row.time_s += double(bytes) * copy_s_per_byte;  // + S from memory
             row.algbw = row.time_s > 0 ? double(bytes) / row.time_s * 1e-9 : 0;
             row.busbw = row.algbw * bus_factor(c, p);
             row.predicted_s = cands[a].direct || cands[a].limit || cands[a].symmetric
@@ -916,6 +905,15 @@ int main(int argc, char** argv) {
           comm.send(View<const double>{mine.data(), mine.size(), Device::cpu}, 0, kTagResults);
         }
       }
+    }
+    if (me == 0 && !stream_rates.empty()) {
+      std::sort(stream_rates.begin(), stream_rates.end());
+      limit_bandwidth = stream_rates[stream_rates.size() / 2];
+      comm.say(
+          "\nlimit: memory's copy rate, each rank copying {} at once after every flag of the "
+          "limit row: median {:.1f} GB/s a rank (from {:.1f} to {:.1f})\n",
+          format_bytes(double(StreamRing::kChunk)), limit_bandwidth * 1e-9,
+          stream_rates.front() * 1e-9, stream_rates.back() * 1e-9);
     }
     for (const auto& [name, wrong] : wrong_total)
       comm.check(name + ": #wrong is 0 at every size", wrong == 0,

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     const double t_on = quantile(on, 0.5), t_off = quantile(off, 0.5);
     const std::uint64_t bytes = bench.options().size * sizeof(float);
     int msgs = 0;  // rank 0's messages per all-reduce, counted from the last (recorded) one
-    for (const auto& e : r.logs[0].spans) msgs += e.kind != SpanEvent::Kind::plain;
+    for (const auto& e : r.logs[0].spans) msgs += is_message(e.kind);
     msgs = std::max(1, msgs / (iters + 1));
     fmt::print("\n{} all-reduce of {} on {} ranks ({}), median of {} each:\n",
                coll::to_string(algo), format_bytes(double(bytes)), r.world.size, r.world.transport,

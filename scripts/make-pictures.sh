@@ -33,6 +33,7 @@ declare -A step=(
   [18_expert_parallel]=1.5            # the dispatch's second step: each rank's block to the rank two ahead
   [19_activations_recompute]=7.5      # selective's forward: g's all-gather, the activations on the ledger rising
   [20_mixed_precision]=14.5           # fp16: its loss scale climbing in the Timeline's track; 2 + 2 + 12 B per parameter
+  [21_symmetric_memory]=2.5           # one-shot's second call: every rank loads from every window (dashed: no messages)
 )
 for trace in traces/examples/[0-9][0-9]_*.json; do
   name=$(basename "${trace%.json}")

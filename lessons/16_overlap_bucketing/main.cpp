@@ -212,7 +212,7 @@ Overlap overlap_of(const RankLog& log, const std::vector<std::pair<int, int>>& o
     if (e.kind == SpanEvent::Kind::plain && e.lane == Lane::compute &&
         (e.name.rfind("forward L", 0) == 0 || e.name.rfind("backward L", 0) == 0))
       work.push_back({e.t0, e.t1});
-    if (e.kind == SpanEvent::Kind::plain) continue;
+    if (!is_message(e.kind)) continue;
     for (const auto& [first, last] : ops)
       if (e.meta.step >= first && e.meta.step <= last) {
         comm.push_back({e.t0, e.t1});
@@ -234,7 +234,7 @@ bool posted_under_backward(const RankLog& log, const std::vector<std::pair<int, 
   const auto first_message = [&](std::pair<int, int> op) {
     double t = std::numeric_limits<double>::infinity();
     for (const auto& e : log.spans)
-      if (e.kind != SpanEvent::Kind::plain && e.meta.step >= op.first && e.meta.step <= op.second)
+      if (is_message(e.kind) && e.meta.step >= op.first && e.meta.step <= op.second)
         t = std::min(t, e.t0);
     return t;
   };
