@@ -185,7 +185,11 @@ struct Case {
   double tol = 0;           // 0 for copies, sum_tolerance(N) for sums
   std::vector<const float*> peers;      // every rank's `work`, for direct_read (in-process ranks)
   SymmetricWindows* windows = nullptr;  // the symmetric candidates' windows
-  SymmetricWindows* registered = nullptr;           // two_shot_registered's: the buffer itself
+  SymmetricWindows* registered = nullptr;  // two_shot_registered's: the buffer itself
+  // The window a registered candidate's buffer lives in (region 0 of this rank's), or nullptr.
+  SymmetricWindows* registered_for(const std::string& name) const {
+    return name == kRegisteredName ? registered : nullptr;
+  }
   coll::ReducingSwitch* reducing_switch = nullptr;  // the switch row's (a thread of rank 0)
 };
 
@@ -261,9 +265,8 @@ Case make_case(Comm& comm, Collective c, std::size_t count, std::uint64_t seed, 
 // Puts the inputs back before a run (outside the timing): in-place algorithms overwrite them,
 // and a result left over from the last run must not pass for this run's.
 void reset(Case& k, const Candidate& cand) {
-  if (cand.name == kRegisteredName) {  // the input into the registered buffer (the window)
-    std::memcpy(k.registered->region(k.registered->rank(), 0), k.input.data(),
-                k.count * sizeof(float));
+  if (SymmetricWindows* w = k.registered_for(cand.name)) {  // the input into the window
+    std::memcpy(w->region(w->rank(), 0), k.input.data(), k.count * sizeof(float));
     return;
   }
   switch (k.collective) {
@@ -345,12 +348,12 @@ void all_reduce_direct_read(Comm& comm, Case& k) {
 // host's memory. The least it moves: each rank reads S and writes S (two-shot on a registered
 // buffer does just that: its 1/N summed from every window, stored into every window), 2 N S in
 // all, at the copy bandwidth the ranks get together from memory (STREAM's copy: arrays far past
-// the caches, every rank at once). Both are measured in the loop that times the algorithms, so
-// the same moments' load weighs on them: each iteration the limit's call raises a flag and waits
-// for every other rank's (timed as every algorithm is), then every rank copies a chunk of a
-// 2 x 64 MiB ring it cycles through (cold: seven other chunks came between), timed apart; that
-// iteration's time is the flag's plus S at that copy's rate. A buffer that stays in the caches
-// can go faster than memory (above 1.00x): the bound is the memory's, not the caches'.
+// the caches, every rank at once). The flag is a call timed in the loop as every algorithm is (a
+// flag raised, every other rank's awaited); the copy rate is measured at each size before its
+// warm-up, every rank copying chunks of a 2 x 64 MiB ring it cycles through (cold: other chunks
+// came between), the best of kStreamChunks. Each iteration's time is the flag's plus S at that
+// rate. A buffer that stays in the caches can go faster than memory (above 1.00x): the bound is
+// the memory's, not the caches'.
 void limit_call(SymmetricWindows& w) {
   const std::uint64_t e = w.next_epoch();
   w.raise(0, e);
@@ -359,6 +362,7 @@ void limit_call(SymmetricWindows& w) {
 }
 
 // STREAM's copy on one rank, a chunk at a time from a ring far past the caches.
+constexpr int kStreamChunks = 4;  // chunks copied at each size, the best taken
 class StreamRing {
  public:
   static constexpr std::size_t kArray = std::size_t(64) << 20, kChunk = kArray / 8;
@@ -455,9 +459,8 @@ void run_once(Comm& comm, Case& k, const Candidate& cand) {
 // Elements of my result that differ from the reference (--inject-fault spoils one first).
 std::uint64_t count_wrong(Comm& comm, Case& k, const Candidate& cand) {
   if (k.want.empty() || cand.limit) return 0;  // the limit row copies; it computes no sum
-  if (cand.name == kRegisteredName)            // the result is in the registered buffer
-    std::memcpy(k.work.data(), k.registered->region(k.registered->rank(), 0),
-                k.count * sizeof(float));
+  if (const SymmetricWindows* w = k.registered_for(cand.name))  // the result is in the window
+    std::memcpy(k.work.data(), w->region(w->rank(), 0), k.count * sizeof(float));
   View<float> result = k.work.view();
   if (k.collective == Collective::reduce_scatter)
     result = cand.in_place() ? k.work.view().sub(k.part.begin(comm.rank()), k.want.size())
@@ -690,8 +693,8 @@ int main(int argc, char** argv) {
                                                   : "MPI_Allreduce");
     print_relative(rows, kLimitName,
                    fmt::format("a flag to every other rank plus S at memory's copy rate with every "
-                               "rank copying at once (median {:.1f} GB/s a rank), both measured in "
-                               "every iteration: the memory model's bound",
+                               "rank copying at once (median {:.1f} GB/s a rank), both measured "
+                               "now: the memory model's bound",
                                limit_bandwidth * 1e-9));
     r.check("the bench timed at least one candidate", !rows.empty());
   });
@@ -798,6 +801,7 @@ int main(int argc, char** argv) {
                                                    kWindowBytes, coll::kSymmetricRegions);
       if (listed(algos, "switch"))
         reducing_switch = std::make_unique<coll::ReducingSwitch>(*windows);
+      if (reducing_switch) reducing_switch->pause();  // it polls only while its row runs
       if (listed(algos, kRegisteredName))
         registered = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members,
                                                         me, max_bytes, 1);
@@ -836,6 +840,18 @@ int main(int argc, char** argv) {
         bool share = false;
         for (int a = 0; a < ncand; ++a)
           share = share || (cands[std::size_t(a)].direct && runs[std::size_t(a)]);
+        // The limit's copy rate at this size: every rank copies kStreamChunks chunks of its
+        // ring at once, after a barrier; the best (the warm-up runs after, so the caches these
+        // copies emptied fill again before anything is timed).
+        double copy_per_byte = 0;
+        if (stream) {
+          copy_per_byte = 1e30;
+          for (int j = 0; j < kStreamChunks; ++j) {
+            comm.barrier();
+            copy_per_byte = std::min(copy_per_byte, stream->seconds_per_byte());
+          }
+          stream_rates.push_back(1.0 / copy_per_byte);
+        }
         Case k = make_case(comm, c, count, bench.options().seed, share);
         k.windows = windows.get();
         k.registered = registered.get();
@@ -850,17 +866,16 @@ int main(int argc, char** argv) {
                 (j + std::max(i, 0)) % ncand;  // a different candidate goes first each time
             if (!runs[std::size_t(a)]) continue;
             reset(k, cands[a]);
+            const bool switch_row = cands[a].name == "switch";
+            if (switch_row) k.reducing_switch->resume();
             comm.recorder().set_enabled(tracing && i == -warmup);  // the first warm-up is traced
             comm.barrier();
             const double t0 = now_us();
             run_once(comm, k, cands[a]);
             double dt = (now_us() - t0) * 1e-6;
             comm.recorder().set_enabled(false);
-            if (cands[a].limit) {  // + S at memory's copy rate, every rank copying now
-              const double per_byte = stream->seconds_per_byte();
-              dt += double(bytes) * per_byte;
-              if (i >= 0) stream_rates.push_back(1.0 / per_byte);
-            }
+            if (switch_row) k.reducing_switch->pause();
+            if (cands[a].limit) dt += double(bytes) * copy_per_byte;  // + S at memory's rate
             if (i >= 0) mine[std::size_t(i * ncand + a)] = dt;
             if (i == iters - 1)
               mine[std::size_t(iters * ncand + a)] = double(count_wrong(comm, k, cands[a]));
@@ -910,9 +925,9 @@ int main(int argc, char** argv) {
       std::sort(stream_rates.begin(), stream_rates.end());
       limit_bandwidth = stream_rates[stream_rates.size() / 2];
       comm.say(
-          "\nlimit: memory's copy rate, each rank copying {} at once after every flag of the "
-          "limit row: median {:.1f} GB/s a rank (from {:.1f} to {:.1f})\n",
-          format_bytes(double(StreamRing::kChunk)), limit_bandwidth * 1e-9,
+          "\nlimit: memory's copy rate, every rank copying {} at once, the best of {} at each "
+          "size: median {:.1f} GB/s a rank (from {:.1f} to {:.1f})\n",
+          format_bytes(double(StreamRing::kChunk)), kStreamChunks, limit_bandwidth * 1e-9,
           stream_rates.front() * 1e-9, stream_rates.back() * 1e-9);
     }
     for (const auto& [name, wrong] : wrong_total)

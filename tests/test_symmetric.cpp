@@ -5,8 +5,10 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 #include "catch.hpp"
 #include "thread_world.hpp"
@@ -225,6 +227,32 @@ TEST_CASE("symmetric: two-shot on a registered buffer sums in place, reads S and
         CHECK(e.empty());
       }
     }
+}
+
+TEST_CASE("symmetric: the switch paused between calls sums when resumed, and ends while paused",
+          "[collectives][symmetric]") {
+  const int n = 3;
+  const auto result = test::run_ranks(n, [&](Comm& comm) {
+    auto w = open(comm, 1024);
+    coll::ReducingSwitch sw(*w);
+    for (int call = 0; call < 20; ++call) {
+      // Rank 0 (the switch's) pauses it after each call and resumes it before the next; with the
+      // thread parked, the others' pushes of the next call wait for the resume.
+      if (comm.rank() == 0) sw.resume();
+      std::vector<float> v(100);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = input(comm.rank(), i, call);
+      coll::all_reduce_switch(*w, sw, View<float>{v.data(), v.size(), Device::cpu});
+      for (std::size_t i = 0; i < v.size(); ++i)
+        DL_CHECK(v[i] == expected(n, i, call), "r{} call {} element {}", comm.rank(), call, i);
+      if (comm.rank() == 0) {
+        sw.pause();
+        if (call % 5 == 0)  // long enough for the thread to park (it looks between pushes)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    comm.barrier();  // every rank's last call over; the switch is destroyed while paused
+  });
+  for (const auto& e : result.errors) CHECK(e.empty());
 }
 
 TEST_CASE("pat: every rank gathers every chunk; steps and staging as the schedule says",

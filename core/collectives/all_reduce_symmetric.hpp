@@ -37,8 +37,10 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -66,7 +68,7 @@ inline int ll_region(std::uint64_t epoch) {
 
 namespace detail {
 
-inline constexpr std::size_t kSumBlock = 2048;  // elements summed at once: the block stays in L1
+inline constexpr std::size_t kSumBlock = 16384;  // elements summed at once (64 KiB: in L2)
 
 // out[i] = src(0)[i] + src(1)[i] + ... + src(ranks - 1)[i], added in rank order, block by block.
 template <class T, class Source>
@@ -233,12 +235,12 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
         for (std::size_t i = 0; i < m; ++i) {
           std::uint64_t word = words[i].load(std::memory_order_relaxed);
           if (std::uint32_t(word >> 32) != flag) {
-            w.transport().wait_until(
+            w.await(
                 [&] {
                   word = words[i].load(std::memory_order_relaxed);
                   return std::uint32_t(word >> 32) == flag;
                 },
-                "an LL word of r" + std::to_string(w.world_rank(r)));
+                [&] { return "an LL word of r" + std::to_string(w.world_rank(r)); });
           }
           const float v = std::bit_cast<float>(std::uint32_t(word));
           acc[i] = r == 0 ? v : acc[i] + v;
@@ -267,13 +269,31 @@ class ReducingSwitch {
     if (w.rank() == 0) thread_ = std::thread([this] { serve(); });
   }
   ~ReducingSwitch() {
-    stop_.store(true, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(park_);
+      stop_.store(true, std::memory_order_release);
+    }
+    parked_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
   ReducingSwitch(const ReducingSwitch&) = delete;
   ReducingSwitch& operator=(const ReducingSwitch&) = delete;
 
   std::uint64_t next_call() { return ++calls_; }
+  // Between calls the switch's thread may sleep (the first rank's object only): a caller that runs
+  // other work between switch calls (distlab-bench) pauses it, so that the thread's polling takes
+  // no core from that work, and resumes it before the next call.
+  void pause() {
+    std::lock_guard<std::mutex> lock(park_);
+    paused_.store(true, std::memory_order_relaxed);
+  }
+  void resume() {
+    {
+      std::lock_guard<std::mutex> lock(park_);
+      paused_.store(false, std::memory_order_relaxed);
+    }
+    parked_.notify_one();
+  }
   // What the switch itself moved (the first rank's object only), read once the calls are over.
   std::uint64_t switch_read() const { return read_.load(std::memory_order_acquire); }
   std::uint64_t switch_written() const { return written_.load(std::memory_order_acquire); }
@@ -291,6 +311,15 @@ class ReducingSwitch {
         long spins = 0;
         while ((w_.flag_word(r, 2).load(std::memory_order_acquire) >> 32) < s) {
           if (stop_.load(std::memory_order_acquire)) return;
+          if (paused_.load(std::memory_order_relaxed)) {
+            std::unique_lock<std::mutex> lock(park_);
+            parked_.wait(lock, [&] {
+              return !paused_.load(std::memory_order_relaxed) ||
+                     stop_.load(std::memory_order_acquire);
+            });
+            spins = 0;
+            continue;
+          }
           poll_backoff(spins);
         }
       }
@@ -306,7 +335,9 @@ class ReducingSwitch {
 
   SymmetricWindows& w_;
   std::uint64_t calls_ = 0;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, paused_{false};
+  std::mutex park_;
+  std::condition_variable parked_;
   std::atomic<std::uint64_t> read_{0}, written_{0};
   std::thread thread_;
 };

@@ -79,6 +79,14 @@ class SymmetricWindows {
   void raise(int which, std::uint64_t value);
   void wait_flag(int r, int which, std::uint64_t value);
   std::uint64_t flag(int r, int which) const;
+  // Polls `ready` on the spot a while (where every rank of the group has a core), then through
+  // the transport's wait, which reports a hang; `what()` names the wait, made only then.
+  template <class Ready, class What>
+  void await(const Ready& ready, const What& what) {
+    for (long spin = 0; spin < spins_; ++spin)
+      if (ready()) return;
+    transport_.wait_until(ready, what());
+  }
   // The flag's word itself, for the LL protocol's words and the tests.
   std::atomic<std::uint64_t>& flag_word(int r, int which) const;
 
@@ -97,6 +105,7 @@ class SymmetricWindows {
   int me_ = 0;
   std::size_t bytes_ = 0, stride_ = 0, total_ = 0;
   int regions_ = 0;
+  long spins_ = 0;
   unsigned char* base_ = nullptr;
   WindowCounts counts_;
   std::uint64_t epoch_ = 0;
