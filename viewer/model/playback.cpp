@@ -198,20 +198,31 @@ Moment Playback::moment(const TraceModel& model) const {
 
 // ---- what the moment shows ------------------------------------------------------------------
 
-std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
-  std::vector<InFlight> out;
+namespace {
+
+// How far an event of step `step` that runs [start, end) has gone at the moment, 0 to 1: the
+// share of its step's beat on the steps clock (an event with a step), else of its time; -1 when
+// it is not under way.
+double progress_at(const TraceModel& model, const Moment& at, int step, double start, double end) {
   const double whole = std::floor(at.beat + kEps);
   const bool between = at.beat - whole > kEps;  // steps clock: strictly between two steps
+  if (at.clock == Clock::steps && step >= 0)
+    return between && step == step_id_of_beat(model, static_cast<int>(whole) + 1) ? at.beat - whole
+                                                                                  : -1;
+  if (start <= at.time_us && at.time_us < end) {
+    const double d = end - start;
+    return d > 0 ? (at.time_us - start) / d : 0.0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
+  std::vector<InFlight> out;
   for (std::size_t i = 0; i < model.messages.size(); ++i) {
     const Message& m = model.messages[i];
-    double progress = -1;
-    if (at.clock == Clock::steps && m.step >= 0) {
-      if (between && m.step == step_id_of_beat(model, static_cast<int>(whole) + 1))
-        progress = at.beat - whole;
-    } else if (m.send_time <= at.time_us && at.time_us < m.arrival) {
-      const double d = m.arrival - m.send_time;
-      progress = d > 0 ? (at.time_us - m.send_time) / d : 0.0;
-    }
+    const double progress = progress_at(model, at, m.step, m.send_time, m.arrival);
     if (progress >= 0)
       out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});
   }
@@ -220,18 +231,9 @@ std::vector<InFlight> in_flight(const TraceModel& model, const Moment& at) {
 
 std::vector<InProgress> accesses_in_progress(const TraceModel& model, const Moment& at) {
   std::vector<InProgress> out;
-  const double whole = std::floor(at.beat + kEps);
-  const bool between = at.beat - whole > kEps;  // steps clock: strictly between two steps
   for (std::size_t i = 0; i < model.accesses.size(); ++i) {
     const WindowAccess& w = model.accesses[i];
-    double progress = -1;
-    if (at.clock == Clock::steps && w.step >= 0) {
-      if (between && w.step == step_id_of_beat(model, static_cast<int>(whole) + 1))
-        progress = at.beat - whole;
-    } else if (w.start <= at.time_us && at.time_us < w.end) {
-      const double d = w.end - w.start;
-      progress = d > 0 ? (at.time_us - w.start) / d : 0.0;
-    }
+    const double progress = progress_at(model, at, w.step, w.start, w.end);
     if (progress >= 0)
       out.push_back({static_cast<std::uint32_t>(i), std::clamp(progress, 0.0, 1.0)});
   }
