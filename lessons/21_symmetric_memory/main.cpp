@@ -336,10 +336,13 @@ int main(int argc, char** argv) {
       throw UsageError("--sweep times in-process ranks: run it without --procs or --mpi");
   });
 
-  // Every rank's window: 8 regions of 2S (LL's words are twice the floats), its inputs, result,
-  // reference (float32 and float64) and PAT's buffer: 16 S + 6 S + 8 L, 28 L ... rounded up.
+  // Every rank's window: 8 regions of 2S (LL's words are twice the floats), 64 L bytes; its data
+  // and float32 reference (8 L), its float64 reference (8 L), PAT's staging (under 8 L): 88 L,
+  // counted twice for the trace's copies and the allocator; --sweep's windows of 8 regions of
+  // 1 MiB and its 1 MiB buffer besides.
   lesson.needs_memory([&](const World&) {
-    return MemoryNeed{4.0 * 40 * double(lesson.options().size) + (1 << 20), 0};
+    const double sweep_bytes = sweep ? 9.0 * (1 << 20) : 0;
+    return MemoryNeed{2 * 88.0 * double(lesson.options().size) + sweep_bytes + (1 << 20), 0};
   });
 
   std::vector<Ran> ran;                   // rank 0's record of the steps
@@ -501,8 +504,8 @@ int main(int argc, char** argv) {
     const std::size_t L = opt.size;
     const std::uint64_t S = 4 * L;
 
-    // STEP 1: the windows: every rank maps one of 8 regions of 2S (LL's words hold a float and a
-    // flag each), the first rank names the segment and unlinks it once all have mapped it.
+    // STEP 1: the windows: every rank maps a window of 8 regions of 2S (LL's words hold a float and
+    // a flag each); the first rank names the segment and unlinks it once all have mapped it.
     std::vector<int> members;
     for (int r = 0; r < n; ++r) members.push_back(comm.world_rank(r));
     SymmetricWindows windows(comm.transport(), comm.context(), members, me,
