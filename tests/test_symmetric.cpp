@@ -255,7 +255,7 @@ TEST_CASE("symmetric: the switch paused between calls sums when resumed, and end
   for (const auto& e : result.errors) CHECK(e.empty());
 }
 
-TEST_CASE("pat: every rank gathers every chunk; steps and staging as the schedule says",
+TEST_CASE("pat: every rank gathers every chunk, in the steps and staging the schedule says",
           "[collectives][pat]") {
   for (int n : {1, 2, 3, 5, 6, 8, 9})
     for (int b : {1, 2, 3, 64})

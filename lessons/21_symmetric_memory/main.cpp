@@ -365,8 +365,8 @@ int main(int argc, char** argv) {
       const std::string name = name_of(run.algo);
       const char* note = run.algo == Algo::two_shot ? " (rank k stores S_k, its 1/N, into each)"
                          : run.algo == Algo::reducing_switch
-                             ? " (the push into my own window, the sum from r0's, where the "
-                               "switch lives)"
+                             ? "\n  (each rank pushes into its own window and loads the sum "
+                               "from r0's, where the switch lives)"
                              : "";
       fmt::print("\n{}: loads and stores per call, from the trace{}\n", name, note);
       row("rank", "stored own", "in peers'", "loaded own", "from peers'");
