@@ -793,16 +793,11 @@ int main(int argc, char** argv) {
         (listed(algos, kLimitName) ||
          std::any_of(std::begin(kSymmetricAlgos), std::end(kSymmetricAlgos),
                      [&](const char* a) { return listed(algos, a); }))) {
-      std::vector<int> members;
-      for (int r = 0; r < p; ++r) members.push_back(comm.world_rank(r));
-      windows = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, me,
-                                                   kWindowBytes, coll::kSymmetricRegions);
+      windows = coll::open_windows(comm, kWindowBytes);
       if (listed(algos, "switch"))
         reducing_switch = std::make_unique<coll::ReducingSwitch>(*windows);
       if (reducing_switch) reducing_switch->pause();  // it polls only while its row runs
-      if (listed(algos, kRegisteredName))
-        registered = std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members,
-                                                        me, max_bytes, 1);
+      if (listed(algos, kRegisteredName)) registered = coll::open_windows(comm, max_bytes, 1);
     }
     std::map<std::string, std::uint64_t> wrong_total;  // per collective + algorithm, rank 0
 

@@ -42,13 +42,6 @@ void run(Algo a, SymmetricWindows& w, coll::ReducingSwitch& sw, std::vector<floa
   if (a == Algo::reducing_switch) coll::all_reduce_switch(w, sw, data);
 }
 
-std::unique_ptr<SymmetricWindows> open(Comm& comm, std::size_t bytes) {
-  std::vector<int> members;
-  for (int r = 0; r < comm.size(); ++r) members.push_back(comm.world_rank(r));
-  return std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, comm.rank(),
-                                            bytes, coll::kSymmetricRegions);
-}
-
 int segments_of_this_process() {
   const std::string prefix = "distlab-win-" + std::to_string(::getpid()) + "-";
   int found = 0;
@@ -66,13 +59,17 @@ TEST_CASE(
     "symmetric: every all-reduce gives the rank-order float32 sum on every rank, in "
     "pieces too",
     "[collectives][symmetric]") {
+  // 256-byte regions: 64 floats a piece (32 under LL), so 1000 go in 16 or 32 pieces; 70001 in
+  // one piece of regions that hold them, summed in several blocks of detail::kSumBlock.
+  const std::pair<std::size_t, std::size_t> cases[] = {
+      {0, 256}, {1, 256}, {7, 256}, {1000, 256}, {70001, 8 * 70001}};
+  static_assert(70001 / 4 > coll::detail::kSumBlock, "two-shot's 1/N in more than one block");
   for (int n : {1, 2, 3, 4})
-    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000)})
+    for (const auto& [count, region] : cases)
       for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll, Algo::reducing_switch}) {
         INFO("N = " << n << ", " << count << " elements, algorithm " << int(a));
-        // 256-byte regions: 64 floats a piece (32 under LL), so 1000 go in 16 or 32 pieces.
         const auto result = test::run_ranks(n, [&](Comm& comm) {
-          auto w = open(comm, 256);
+          auto w = coll::open_windows(comm, region);
           coll::ReducingSwitch sw(*w);
           for (int call = 0; call < 3; ++call) {
             std::vector<float> v(count);
@@ -93,7 +90,7 @@ TEST_CASE("symmetric: calls one after another reuse the windows without waiting 
           "[collectives][symmetric]") {
   const int n = 3;
   const auto result = test::run_ranks(n, [&](Comm& comm) {
-    auto w = open(comm, 4096);
+    auto w = coll::open_windows(comm, 4096);
     coll::ReducingSwitch sw(*w);
     // Every pair of algorithms one after the other, and one_shot, ll, one_shot (an LL call
     // between two that share a region).
@@ -137,7 +134,7 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
       std::vector<WindowCounts> counts(static_cast<std::size_t>(n));
       std::uint64_t switch_read = 0, switch_written = 0;
       const auto result = test::run_ranks(n, [&](Comm& comm) {
-        auto w = open(comm, 16384);  // one piece
+        auto w = coll::open_windows(comm, 16384);  // one piece
         std::vector<float> v(count, 1.0f);
         {
           coll::ReducingSwitch sw(*w);
@@ -195,11 +192,11 @@ TEST_CASE("symmetric: bytes read and written and synchronisations equal each for
 TEST_CASE("symmetric: two-shot on a registered buffer sums in place, reads S and writes S",
           "[collectives][symmetric]") {
   for (int n : {1, 2, 3, 4})
-    for (std::size_t count :
-         {std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(5000)}) {
+    for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(1000),
+                              std::size_t(70001)}) {  // 70001: blocks
       INFO("N = " << n << ", " << count << " elements");
       const auto result = test::run_ranks(n, [&](Comm& comm) {
-        auto w = open(comm, std::max<std::size_t>(count * sizeof(float), 8));
+        auto w = coll::open_windows(comm, std::max<std::size_t>(count * sizeof(float), 8));
         const int me = comm.rank();
         const Partition part{count, n};
         const std::uint64_t mine = part.size(me) * sizeof(float);
@@ -233,7 +230,7 @@ TEST_CASE("symmetric: the switch paused between calls sums when resumed, and end
           "[collectives][symmetric]") {
   const int n = 3;
   const auto result = test::run_ranks(n, [&](Comm& comm) {
-    auto w = open(comm, 1024);
+    auto w = coll::open_windows(comm, 1024);
     coll::ReducingSwitch sw(*w);
     for (int call = 0; call < 20; ++call) {
       // Rank 0 (the switch's) pauses it after each call and resumes it before the next; with the

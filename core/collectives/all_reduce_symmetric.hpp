@@ -40,6 +40,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,6 +48,7 @@
 #include "core/base/breaks.hpp"
 #include "core/base/clock.hpp"
 #include "core/base/partition.hpp"
+#include "core/comm/comm.hpp"
 #include "core/device/buffer.hpp"
 #include "core/transport/symmetric.hpp"
 
@@ -64,6 +66,15 @@ inline int result_region(std::uint64_t epoch) {
 }
 inline int ll_region(std::uint64_t epoch) {
   return 4 + int(epoch & 1);
+}
+
+// Windows for every rank of `comm` (collective over it): `regions` regions of `bytes` each.
+inline std::unique_ptr<SymmetricWindows> open_windows(Comm& comm, std::size_t bytes,
+                                                      int regions = kSymmetricRegions) {
+  std::vector<int> members;
+  for (int r = 0; r < comm.size(); ++r) members.push_back(comm.world_rank(r));
+  return std::make_unique<SymmetricWindows>(comm.transport(), comm.context(), members, comm.rank(),
+                                            bytes, regions);
 }
 
 namespace detail {
@@ -90,7 +101,7 @@ void sum_in_rank_order(int ranks, const Source& src, std::size_t n, T* out) {
 // The same over region `k` of every rank's window, elements [first, first + n), counted as read.
 template <class T>
 void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T* out) {
-  const double t0 = w.tracing() ? now_us() : 0;
+  const double t0 = w.trace_clock();
   sum_in_rank_order<T>(
       w.size(), [&](int r) { return reinterpret_cast<const T*>(w.region(r, k)) + first; }, n, out);
   for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(T), t0);
@@ -100,6 +111,16 @@ void sum_windows(SymmetricWindows& w, int k, std::size_t first, std::size_t n, T
 // time (the readers get there first).
 inline void slow_rank() {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+// Calls piece(at, n) for each piece of `total` elements that one region holds at `unit` bytes an
+// element (a buffer larger than a region goes in pieces, a call each), at most `most` a piece.
+template <class Piece>
+void for_each_piece(const SymmetricWindows& w, std::size_t total, std::size_t unit,
+                    const Piece& piece, std::size_t most = SIZE_MAX) {
+  const std::size_t cap = std::min(w.bytes() / unit, most);
+  DL_CHECK(cap > 0, "a window region of {} B holds no element of {} B", w.bytes(), unit);
+  for (std::size_t at = 0; at < total; at += cap) piece(at, std::min(cap, total - at));
 }
 
 inline void wait_all(SymmetricWindows& w, int which, std::uint64_t epoch) {
@@ -127,25 +148,19 @@ void publish_input(SymmetricWindows& w, const T* piece, std::size_t n, std::uint
 // data: this rank's input, replaced by the sum over the group.
 template <class T>
 void all_reduce_one_shot(SymmetricWindows& w, View<T> data) {
-  const std::size_t cap = w.bytes() / sizeof(T);
-  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
-  for (std::size_t at = 0; at < data.size(); at += cap) {
-    const std::size_t n = std::min(cap, data.size() - at);
+  detail::for_each_piece(w, data.size(), sizeof(T), [&](std::size_t at, std::size_t n) {
     const std::uint64_t e = w.next_epoch();
     // STEP 1: my input into my window, my flag raised, every rank's awaited (one sync).
     detail::publish_input(w, data.data() + at, n, e);
     // STEP 2: every input read and summed.
     detail::sum_windows(w, data_region(e), 0, n, data.data() + at);
-  }
+  });
 }
 
 template <class T>
 void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
-  const std::size_t cap = w.bytes() / sizeof(T);
-  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
   std::vector<T> mine;
-  for (std::size_t at = 0; at < data.size(); at += cap) {
-    const std::size_t n = std::min(cap, data.size() - at);
+  detail::for_each_piece(w, data.size(), sizeof(T), [&](std::size_t at, std::size_t n) {
     const std::uint64_t e = w.next_epoch();
     detail::publish_input(w, data.data() + at, n, e);
     // STEP 1: reduce-scatter by loads: my 1/N of the buffer, summed from every window.
@@ -161,7 +176,7 @@ void all_reduce_two_shot(SymmetricWindows& w, View<T> data) {
     w.raise(1, e);
     if (!early) detail::wait_all(w, 1, e);
     w.load(w.rank(), result_region(e), 0, data.data() + at, n * sizeof(T));
-  }
+  });
 }
 
 // Two-shot on a registered buffer, as NCCL's symmetric kernels run on a user buffer registered as
@@ -180,17 +195,18 @@ void all_reduce_two_shot_registered(SymmetricWindows& w, int k, std::size_t n) {
   w.raise(0, e);
   detail::wait_all(w, 0, e);
   // STEP 2: my 1/N, a block at a time: summed from every window, stored into every window.
-  const double t0 = w.tracing() ? now_us() : 0;
+  const double t0 = w.trace_clock();
   const Partition part{n, w.size()};
   const std::size_t first = part.begin(w.rank()), count = part.size(w.rank());
-  T acc[detail::kSumBlock];
+  // Block by block into my own window (its block of my 1/N is read, by me alone, before it is
+  // written), then from there into every other window while the block is still in cache.
+  const auto at = [&](int r) { return reinterpret_cast<T*>(w.region(r, k)) + first; };
   for (std::size_t b = 0; b < count; b += detail::kSumBlock) {
     const std::size_t m = std::min(detail::kSumBlock, count - b);
     detail::sum_in_rank_order<T>(
-        w.size(), [&](int r) { return reinterpret_cast<const T*>(w.region(r, k)) + first + b; }, m,
-        acc);
+        w.size(), [&](int r) { return at(r) + b; }, m, at(w.rank()) + b);
     for (int r = 0; r < w.size(); ++r)
-      std::memcpy(reinterpret_cast<T*>(w.region(r, k)) + first + b, acc, m * sizeof(T));
+      if (r != w.rank()) std::memcpy(at(r) + b, at(w.rank()) + b, m * sizeof(T));
   }
   for (int r = 0; r < w.size(); ++r) {
     w.count_read(r, count * sizeof(T), t0);
@@ -207,11 +223,8 @@ inline std::uint64_t ll_word(float value, std::uint64_t epoch) {
 }
 
 inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
-  const std::size_t cap = w.bytes() / sizeof(std::uint64_t);
-  DL_CHECK(cap > 0, "a window region of {} B holds no LL word", w.bytes());
   float acc[detail::kSumBlock];
-  for (std::size_t at = 0; at < data.size(); at += cap) {
-    const std::size_t n = std::min(cap, data.size() - at);
+  detail::for_each_piece(w, data.size(), sizeof(std::uint64_t), [&](std::size_t at, std::size_t n) {
     const std::uint64_t e = w.next_epoch();
     // lesson 21's --break: one flag value for every call, so a word left by call e - 2 in the
     // same region passes for this call's (and the last rank is late to store this call's).
@@ -220,14 +233,14 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
     if (stale && w.rank() == w.size() - 1) detail::slow_rank();
     // STEP 1: each element and the call's flag, one 8-byte store each (after this rank's reads
     // of earlier calls: the fence).
-    double t0 = w.tracing() ? now_us() : 0;
+    double t0 = w.trace_clock();
     std::atomic_thread_fence(std::memory_order_release);
     auto* mine = reinterpret_cast<std::atomic<std::uint64_t>*>(w.region(w.rank(), ll_region(e)));
     for (std::size_t i = 0; i < n; ++i)
       mine[i].store(ll_word(data.data()[at + i], flag), std::memory_order_relaxed);
     w.count_written(w.rank(), n * sizeof(std::uint64_t), t0);
     // STEP 2: every rank's words, each read until it carries this call's flag.
-    t0 = w.tracing() ? now_us() : 0;
+    t0 = w.trace_clock();
     for (std::size_t b = 0; b < n; b += detail::kSumBlock) {
       const std::size_t m = std::min(detail::kSumBlock, n - b);
       for (int r = 0; r < w.size(); ++r) {
@@ -250,7 +263,7 @@ inline void all_reduce_one_shot_ll(SymmetricWindows& w, View<float> data) {
     }
     std::atomic_thread_fence(std::memory_order_acquire);  // before any later call's stores
     for (int r = 0; r < w.size(); ++r) w.count_read(r, n * sizeof(std::uint64_t), t0);
-  }
+  });
 }
 
 // --- a reducing switch (NVLink SHARP) ---------------------------------------------------------
@@ -343,24 +356,25 @@ class ReducingSwitch {
 };
 
 inline void all_reduce_switch(SymmetricWindows& w, ReducingSwitch& sw, View<float> data) {
-  const std::size_t cap = std::min<std::size_t>(w.bytes() / sizeof(float), 0xffffffffu);
-  DL_CHECK(cap > 0, "a window region of {} B holds no element", w.bytes());
-  for (std::size_t at = 0; at < data.size(); at += cap) {
-    const std::size_t n = std::min(cap, data.size() - at);
-    const std::uint64_t s = sw.next_call();
-    // STEP 1: push my piece into the switch (S over my link), then say so with the call's size.
-    double t0 = w.tracing() ? now_us() : 0;
-    std::memcpy(w.region(w.rank(), kPushRegion), data.data() + at, n * sizeof(float));
-    w.counts().to_switch += n * sizeof(float);
-    w.record(SpanEvent::Kind::store, w.rank(), n * sizeof(float), t0);
-    w.raise(2, ReducingSwitch::push_word(s, n));
-    // STEP 2: the switch adds every rank's push; read the sum back (S over my link).
-    w.wait_flag(0, 3, s);
-    t0 = w.tracing() ? now_us() : 0;
-    std::memcpy(data.data() + at, w.region(0, kSwitchRegion), n * sizeof(float));
-    w.counts().from_switch += n * sizeof(float);
-    w.record(SpanEvent::Kind::load, 0, n * sizeof(float), t0);
-  }
+  // At most 2^32 - 1 elements a call: the push word carries the count in 32 bits.
+  detail::for_each_piece(
+      w, data.size(), sizeof(float),
+      [&](std::size_t at, std::size_t n) {
+        const std::uint64_t s = sw.next_call();
+        // STEP 1: push my piece into the switch (S over my link), then say so with the call's size.
+        double t0 = w.trace_clock();
+        std::memcpy(w.region(w.rank(), kPushRegion), data.data() + at, n * sizeof(float));
+        w.counts().to_switch += n * sizeof(float);
+        w.record(SpanEvent::Kind::store, w.rank(), n * sizeof(float), t0);
+        w.raise(2, ReducingSwitch::push_word(s, n));
+        // STEP 2: the switch adds every rank's push; read the sum back (S over my link).
+        w.wait_flag(0, 3, s);
+        t0 = w.trace_clock();
+        std::memcpy(data.data() + at, w.region(0, kSwitchRegion), n * sizeof(float));
+        w.counts().from_switch += n * sizeof(float);
+        w.record(SpanEvent::Kind::load, 0, n * sizeof(float), t0);
+      },
+      0xffffffffu);
 }
 
 }  // namespace distlab::coll

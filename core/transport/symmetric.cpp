@@ -130,14 +130,14 @@ void SymmetricWindows::count_written(int r, std::size_t n, double t0) {
 
 void SymmetricWindows::store(int r, int k, std::size_t offset, const void* from, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a store of {} B at {} past a region of {} B", n, offset, bytes_);
-  const double t0 = recorder_ ? now_us() : 0;
+  const double t0 = trace_clock();
   if (n) std::memcpy(region(r, k) + offset, from, n);
   count_written(r, n, t0);
 }
 
 void SymmetricWindows::load(int r, int k, std::size_t offset, void* to, std::size_t n) {
   DL_CHECK(offset + n <= bytes_, "a load of {} B at {} past a region of {} B", n, offset, bytes_);
-  const double t0 = recorder_ ? now_us() : 0;
+  const double t0 = trace_clock();
   if (n) std::memcpy(to, region(r, k) + offset, n);
   count_read(r, n, t0);
 }
@@ -158,7 +158,7 @@ void SymmetricWindows::raise(int which, std::uint64_t value) {
 
 void SymmetricWindows::wait_flag(int r, int which, std::uint64_t value) {
   ++counts_.syncs;
-  const double t0 = recorder_ ? now_us() : 0;
+  const double t0 = trace_clock();
   const auto& word = flag_word(r, which);
   await([&] { return word.load(std::memory_order_acquire) >= value; },
         [&] {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/clock.hpp"
 #include "core/trace/recorder.hpp"
 #include "core/transport/transport.hpp"
 
@@ -33,6 +34,7 @@ struct WindowCounts {
   std::uint64_t syncs = 0;                            // waits for another rank's flag
   std::uint64_t flags = 0;                            // flags this rank raised
   std::uint64_t to_switch = 0, from_switch = 0;       // bytes pushed to and read from a switch
+  bool operator==(const WindowCounts&) const = default;
 };
 
 inline constexpr int kWindowFlags = 4;
@@ -71,7 +73,8 @@ class SymmetricWindows {
   void set_step(int step) { step_ = step; }
   // A span for an access the counts keep apart (a switch's push and sum), not counted here.
   void record(SpanEvent::Kind kind, int r, std::size_t n, double t0);
-  bool tracing() const { return recorder_ != nullptr; }
+  // now_us() when tracing (an access's span starts there), else 0: no clock read on the hot path.
+  double trace_clock() const { return recorder_ ? now_us() : 0; }
 
   // Flag `which` (0 or 1) of this rank's window: raise stores `value` (release: what this rank
   // stored before is visible to whoever sees it); wait_flag polls rank r's until it reaches

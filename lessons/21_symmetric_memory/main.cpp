@@ -114,12 +114,6 @@ WindowCounts times(WindowCounts c, std::uint64_t k) {
   return c;
 }
 
-bool operator==(const WindowCounts& a, const WindowCounts& b) {
-  return a.read_remote == b.read_remote && a.written_remote == b.written_remote &&
-         a.read_local == b.read_local && a.written_local == b.written_local && a.syncs == b.syncs &&
-         a.flags == b.flags && a.to_switch == b.to_switch && a.from_switch == b.from_switch;
-}
-
 std::string show(const WindowCounts& c) {
   return fmt::format(
       "written {} own, {} peers'; read {} own, {} peers'; flags {}, waits {}; switch {} in, {} out",
@@ -185,12 +179,9 @@ double best_time(Comm& comm, const Call& call) {
 Crossovers measure_crossovers(Comm& comm) {
   Crossovers x;
   x.cores = std::thread::hardware_concurrency();
-  const int n = comm.size();
   const std::uint64_t most = 1 << 20;
-  std::vector<int> members;
-  for (int r = 0; r < n; ++r) members.push_back(comm.world_rank(r));
-  SymmetricWindows w(comm.transport(), comm.context(), members, comm.rank(), most,
-                     coll::kSymmetricRegions);
+  const auto windows = coll::open_windows(comm, most);
+  SymmetricWindows& w = *windows;
   comm.recorder().set_enabled(false);  // the sweep is timing, not the lesson's trace
   std::vector<float> v(most / 4, 1.0f);
   for (std::uint64_t bytes = 64; bytes <= most; bytes *= 4) {
@@ -215,8 +206,9 @@ Crossovers measure_crossovers(Comm& comm) {
   return x;
 }
 
-std::string show_crossover(std::optional<double> s) {
-  return s ? format_bytes(*s) : std::string("none");
+template <class Bytes>
+std::string show_crossover(std::optional<Bytes> s) {
+  return s ? format_bytes(double(*s)) : std::string("none");
 }
 
 void print_crossovers(RunResult& r, const Crossovers& x, int n) {
@@ -246,9 +238,9 @@ void print_crossovers(RunResult& r, const Crossovers& x, int n) {
   const SweepCrossover swept12 = sweep_crossover(x.sizes, x.one, x.two);
   const SweepCrossover swept2r = sweep_crossover(x.sizes, x.two, x.ring);
   fmt::print("  one_shot -> two_shot: model {}, sweep {}\n", show_crossover(model12),
-             swept12.at ? format_bytes(double(*swept12.at)) : std::string("none"));
+             show_crossover(swept12.at));
   fmt::print("  two_shot -> ring:     model {}, sweep {}\n", show_crossover(model2r),
-             swept2r.at ? format_bytes(double(*swept2r.at)) : std::string("none"));
+             show_crossover(swept2r.at));
   // The check: with a core per rank, the sweep crosses once and where the two lines cross,
   // within a factor 4 (the sweep's sizes are a factor 4 apart: one size either way), or neither
   // crosses inside the sweep. Where it does not, time is not alpha + beta S (caches).
@@ -271,8 +263,7 @@ void print_crossovers(RunResult& r, const Crossovers& x, int n) {
   else
     ok = !model_inside && !swept12.at;
   r.check("sweep: one-shot -> two-shot crosses where their alpha-beta lines do (within 4x)", ok,
-          fmt::format("model {}, sweep {}", show_crossover(model12),
-                      swept12.at ? format_bytes(double(*swept12.at)) : std::string("none")));
+          fmt::format("model {}, sweep {}", show_crossover(model12), show_crossover(swept12.at)));
 }
 
 }  // namespace
@@ -506,10 +497,8 @@ int main(int argc, char** argv) {
 
     // STEP 1: the windows: every rank maps a window of 8 regions of 2S (LL's words hold a float and
     // a flag each); the first rank names the segment and unlinks it once all have mapped it.
-    std::vector<int> members;
-    for (int r = 0; r < n; ++r) members.push_back(comm.world_rank(r));
-    SymmetricWindows windows(comm.transport(), comm.context(), members, me,
-                             std::max<std::size_t>(2 * S, 64), coll::kSymmetricRegions);
+    const auto opened = coll::open_windows(comm, std::max<std::size_t>(2 * S, 64));
+    SymmetricWindows& windows = *opened;
     windows.trace_into(&comm.recorder());
 
     std::vector<float> data(L), own32(L);
@@ -523,7 +512,6 @@ int main(int argc, char** argv) {
       bool results_ok = true, bits_ok = true;
       std::string detail;
       for (int c = 0; c < calls; ++c) {
-        for (std::size_t i = 0; i < L; ++i) data[i] = input_of(opt.seed, c, me, i);
         if (a == Algo::pat) {
           // STEP 6: PAT all-gather: rank r fills in its chunk r; every chunk arrives in place.
           const Partition part{L, n};
@@ -545,26 +533,27 @@ int main(int argc, char** argv) {
                 detail = fmt::format("call {}: [{}] = {}, r{}'s input {}", c, i, data[i], r,
                                      input_of(opt.seed, c, r, i));
               }
-          const std::vector<std::uint64_t> moved = pat_chunks(n);
-          const std::uint64_t most =
-              moved.empty() ? 0 : *std::max_element(moved.begin(), moved.end());
-          const std::uint64_t want_steps = pat_steps(n, pat_buffer);
-          const std::uint64_t want_staged =
-              std::min<std::uint64_t>(std::uint64_t(pat_buffer), most);
           if (c == 0) {
+            const std::vector<std::uint64_t> moved = pat_chunks(n);
+            const std::uint64_t most =
+                moved.empty() ? 0 : *std::max_element(moved.begin(), moved.end());
+            const std::uint64_t want_steps = pat_steps(n, pat_buffer);
+            const std::uint64_t want_staged =
+                std::min<std::uint64_t>(std::uint64_t(pat_buffer), most);
             comm.check(fmt::format("pat: steps = sum over k of ceil(c_k / B) = {}", want_steps),
                        std::uint64_t(stats.steps) == want_steps,
                        fmt::format("took {}", stats.steps));
             comm.check(
                 fmt::format("pat: the staging buffer held min(B, most c_k) = {} chunk(s) at most, "
                             "and at most B times the largest chunk ({} B)",
-                            want_staged, 4 * std::uint64_t(pat_buffer) * Partition{L, n}.size(0)),
+                            want_staged, 4 * std::uint64_t(pat_buffer) * part.size(0)),
                 std::uint64_t(stats.staged_chunks) == want_staged &&
-                    stats.staged_bytes <= 4 * std::uint64_t(pat_buffer) * Partition{L, n}.size(0),
+                    stats.staged_bytes <= 4 * std::uint64_t(pat_buffer) * part.size(0),
                 fmt::format("{} chunks, {} B", stats.staged_chunks, stats.staged_bytes));
           }
           continue;
         }
+        for (std::size_t i = 0; i < L; ++i) data[i] = input_of(opt.seed, c, me, i);
         // The reference, made here: the float32 sum in rank order (what every algorithm must give
         // bit for bit) and the float64 sum (the error model's anchor).
         Eigen::VectorXd want64 = Eigen::VectorXd::Zero(Eigen::Index(L));
@@ -596,7 +585,8 @@ int main(int argc, char** argv) {
           detail = fmt::format("call {}: [{}] = {:.9g}, the rank-order sum is {:.9g}", c, i,
                                data[i], own32[i]);
         }
-        // float32 adds N - 1 times in rank order: within (N-1) 2^-24 of the terms' magnitudes.
+        // float32 adds N - 1 times in rank order, each rounding within 2^-24 of the partial sum:
+        // within (N-1) 2^-24 of the terms' magnitudes, which add to N at most (|x| < 1, data.hpp).
         const auto cmp = compare(View<const float>{data.data(), L, Device::cpu}, want64,
                                  std::max(1, n - 1) * std::ldexp(1.0, -24) * n);
         if (!cmp.ok && results_ok) detail += "; float64: " + cmp.detail();

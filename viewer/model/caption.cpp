@@ -829,24 +829,23 @@ CaptionIndex index_captions(const TraceModel& m) {
     for (std::size_t k = 0; k < run.calls.size(); ++k)
       index.call_flows.push_back(call_caption(m, run, static_cast<int>(k)));
   }
+  // The beat of step id `step` (beat k + 1 is step_ids[k]), or 0 for none.
+  const auto beat_of = [&](int step) -> std::size_t {
+    const auto it = std::lower_bound(m.step_ids.begin(), m.step_ids.end(), step);
+    if (step < 0 || it == m.step_ids.end() || *it != step) return 0;
+    return static_cast<std::size_t>(it - m.step_ids.begin()) + 1;
+  };
   index.messages_of_beat.resize(m.step_ids.size() + 1);
   for (std::size_t i = 0; i < m.messages.size(); ++i) {
     const Message& msg = m.messages[i];
     if (msg.apply == ApplyKind::reduce && msg.buffer) index.reduced_buffers.push_back(msg.buffer);
-    if (msg.step < 0) continue;
-    const auto it = std::lower_bound(m.step_ids.begin(), m.step_ids.end(), msg.step);
-    if (it == m.step_ids.end() || *it != msg.step) continue;
-    index.messages_of_beat[static_cast<std::size_t>(it - m.step_ids.begin()) + 1].push_back(
-        static_cast<std::uint32_t>(i));
+    if (const std::size_t b = beat_of(msg.step))
+      index.messages_of_beat[b].push_back(static_cast<std::uint32_t>(i));
   }
   index.accesses_of_beat.resize(m.step_ids.size() + 1);
-  for (std::size_t i = 0; i < m.accesses.size(); ++i) {
-    const int step = m.accesses[i].step;
-    const auto it = std::lower_bound(m.step_ids.begin(), m.step_ids.end(), step);
-    if (step < 0 || it == m.step_ids.end() || *it != step) continue;
-    index.accesses_of_beat[static_cast<std::size_t>(it - m.step_ids.begin()) + 1].push_back(
-        static_cast<std::uint32_t>(i));
-  }
+  for (std::size_t i = 0; i < m.accesses.size(); ++i)
+    if (const std::size_t b = beat_of(m.accesses[i].step))
+      index.accesses_of_beat[b].push_back(static_cast<std::uint32_t>(i));
   std::sort(index.reduced_buffers.begin(), index.reduced_buffers.end());
   index.reduced_buffers.erase(
       std::unique(index.reduced_buffers.begin(), index.reduced_buffers.end()),

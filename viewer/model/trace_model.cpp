@@ -70,6 +70,16 @@ int TraceModel::max_step() const {
 
 namespace {
 
+// The args a message and a window access share: its bytes, its step and its buffer's chunks.
+template <class Event>
+void take_data_args(Event& e, const SpanArgs& a) {
+  e.bytes = a.bytes;
+  e.step = a.step;
+  e.buffer = a.buffer;
+  e.chunk = a.chunk;
+  e.chunk_end = a.chunk_end;
+}
+
 // ---- 1. JSON helpers ------------------------------------------------------------------------
 
 // A number as double (ints included); nullopt for any other type (the value is then skipped).
@@ -851,11 +861,7 @@ void Builder::build_messages() {
     msg.arrival = std::max(msg.send_time, deliver ? deliver->end() : finish.ts);
     const SpanArgs* a = send ? m.args(*send) : deliver ? m.args(*deliver) : nullptr;
     if (a) {
-      msg.bytes = a->bytes;
-      msg.step = a->step;
-      msg.buffer = a->buffer;
-      msg.chunk = a->chunk;
-      msg.chunk_end = a->chunk_end;
+      take_data_args(msg, *a);
       msg.apply = a->apply;
       msg.contributions = a->contributions;
       msg.contrib_mask = a->contrib_mask;
@@ -881,11 +887,7 @@ void Builder::build_accesses() {
     w.span = static_cast<std::int32_t>(i);
     if (const SpanArgs* a = m.args(s)) {
       w.owner = a->window >= 0 && a->window < INT32_MAX ? m.rank_of_pid(a->window + 1) : -1;
-      w.bytes = a->bytes;
-      w.step = a->step;
-      w.buffer = a->buffer;
-      w.chunk = a->chunk;
-      w.chunk_end = a->chunk_end;
+      take_data_args(w, *a);
     }
     m.accesses.push_back(w);
   }
