@@ -65,8 +65,10 @@ TEST_CASE(
       {0, 256}, {1, 256}, {7, 256}, {1000, 256}, {70001, 8 * 70001}};
   static_assert(70001 / 4 > coll::detail::kSumBlock, "two-shot's 1/N in more than one block");
   for (int n : {1, 2, 3, 4})
-    for (const auto& [count, region] : cases)
+    for (const auto& one_case : cases)
       for (Algo a : {Algo::one_shot, Algo::two_shot, Algo::ll, Algo::reducing_switch}) {
+        // Named, not bound: clang 14 cannot capture a structured binding in the lambda below.
+        const std::size_t count = one_case.first, region = one_case.second;
         INFO("N = " << n << ", " << count << " elements, algorithm " << int(a));
         const auto result = test::run_ranks(n, [&](Comm& comm) {
           auto w = coll::open_windows(comm, region);
